@@ -1,0 +1,124 @@
+#pragma once
+// The communicator: a group of ranks and the collectives they run together.
+//
+// Call order. Every rank must issue the same sequence of collectives with matching arguments
+// (same operation, count, data type, reduction and root). Each call carries a sequence number; if
+// two ranks issue different calls at the same number, both throw MismatchError saying what each
+// side called, and the communicator becomes unusable (later calls throw AbortedError). Ranks
+// that did not see the mismatch directly get a PeerError within the timeout.
+//
+// Buffers. `send` and `recv` are host memory holding `count` elements of `type`. They may be the
+// same pointer (in place). The caller owns them; a blocking call is done with them when it
+// returns, an async call when its Work completes. Overlapping but unequal buffers are an error.
+//
+// Errors. Invalid arguments throw InvalidArgument on the calling rank before anything is sent.
+// Every wait has a deadline (options.timeout); a TimeoutError names the rank, the peer, the
+// operation and its sequence number. If a peer dies or a link breaks, every surviving rank
+// throws PeerError naming the failed rank; the communicator is then unusable.
+//
+// Threads. A communicator may be used from one thread at a time for issuing calls (like an MPI
+// communicator). Async calls run in issue order on the communicator's worker thread; blocking
+// calls wait for earlier async ones first. Work handles may be waited on from any thread.
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ringlet/bootstrap.h"
+#include "ringlet/types.h"
+
+namespace ringlet {
+
+struct CommunicatorOptions {
+  // Deadline for every wait inside a collective, and for setting up links.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // "auto" picks per peer pair (shared memory on one host, else TCP); "tcp", "shm" or "local"
+  // (in-process, thread ranks only) force one.
+  std::string transport = "auto";
+  // Interface or address the TCP transport listens on. Empty: 127.0.0.1 when every rank is on
+  // one host, else the interface that routes to the store's address.
+  std::string socketIfname;
+  std::string socketAddress;
+  // Pipeline segment size in bytes; 0 lets the algorithm pick.
+  size_t segmentBytes = 0;
+  // Messages at or below this many bytes use the latency-optimised algorithms.
+  size_t smallMessageBytes = 0;  // 0: default (transport dependent)
+
+  // Defaults overridden by RINGLET_* variables (the README lists them all).
+  static CommunicatorOptions fromEnvironment();
+};
+
+namespace detail {
+struct WorkState;
+class CommunicatorImpl;
+}  // namespace detail
+
+// Handle to an async collective. Copyable; all copies refer to the same operation.
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+  // True once the operation finished (successfully or not). Never blocks.
+  bool test() const;
+  // Blocks until done; rethrows the operation's error.
+  void wait() const;
+  // Blocks up to `timeout`; false if still running (the operation goes on), rethrows its error.
+  bool wait(std::chrono::milliseconds timeout) const;
+  // The operation's error once done, else nullptr.
+  std::exception_ptr error() const;
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+class Communicator {
+ public:
+  // Collective: every rank of the bootstrap calls it. Connects the links the collectives need.
+  static Communicator create(const Bootstrap& bootstrap,
+                             CommunicatorOptions options = CommunicatorOptions::fromEnvironment());
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();  // waits for queued async work, then closes links
+
+  int rank() const;
+  int size() const;
+
+  // All-reduce: every rank ends with op(send of every rank) in recv.
+  void allreduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  void allreduce(void* buffer, size_t count, DataType type, ReduceOp op) {
+    allreduce(buffer, buffer, count, type, op);
+  }
+  template <typename T>
+  void allreduce(std::span<T> buffer, ReduceOp op) {
+    allreduce(buffer.data(), buffer.data(), buffer.size(), dataTypeOf<T>(), op);
+  }
+  Work allreduceAsync(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+
+  // Broadcast: every rank ends with root's `count` elements in `buffer`.
+  void broadcast(void* buffer, size_t count, DataType type, int root);
+  template <typename T>
+  void broadcast(std::span<T> buffer, int root) {
+    broadcast(buffer.data(), buffer.size(), dataTypeOf<T>(), root);
+  }
+  Work broadcastAsync(void* buffer, size_t count, DataType type, int root);
+
+  // Barrier: returns on every rank only after every rank has entered it.
+  void barrier();
+  Work barrierAsync();
+
+  // Makes every later call, and any call in progress on this rank, throw AbortedError; tells
+  // connected peers (best effort) so they fail fast too. Never blocks for long; always returns.
+  void abort(const std::string& reason = "aborted by the user");
+
+  // Which transport each peer link uses ("tcp", "shm", ...), for logs and tools.
+  std::string describeLinks() const;
+
+ private:
+  explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
+  std::unique_ptr<detail::CommunicatorImpl> impl_;
+};
+
+}  // namespace ringlet

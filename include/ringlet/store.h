@@ -1,0 +1,87 @@
+#pragma once
+// Rendezvous stores: a small key/value service that ranks use to find each other.
+//
+// Contract shared by every implementation:
+//  - Keys are non-empty strings of at most kMaxKeyBytes bytes; values are bytes, at most
+//    kMaxValueBytes. Longer ones throw InvalidArgument naming the length and the limit.
+//  - set() overwrites. get() blocks until the key exists or the timeout passes (TimeoutError that
+//    names the key, the store and how long it waited). add() atomically adds to a 64-bit counter
+//    stored under the key (a missing key counts as 0) and returns the new value; the counter is
+//    stored as its decimal text, so get() on it returns e.g. "3".
+//  - All methods are thread-safe. A store may be shared by several communicators; wrap it in a
+//    prefix store to keep their keys apart.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringlet {
+
+using Bytes = std::vector<std::byte>;
+
+inline constexpr size_t kMaxKeyBytes = 4096;
+inline constexpr size_t kMaxValueBytes = 64u << 20;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual void set(std::string_view key, std::span<const std::byte> value) = 0;
+  // Blocks until `key` exists; timeout < 0 means the store's default timeout.
+  virtual Bytes get(std::string_view key,
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds(-1)) = 0;
+  virtual int64_t add(std::string_view key, int64_t delta) = 0;
+  // True if the key exists now (never blocks).
+  virtual bool check(std::string_view key) = 0;
+  // A one-line description for error messages: "tcp store 127.0.0.1:29500", "file store /tmp/x".
+  virtual std::string describe() const = 0;
+
+  // Convenience wrappers for text values.
+  void setString(std::string_view key, std::string_view value);
+  std::string getString(std::string_view key,
+                        std::chrono::milliseconds timeout = std::chrono::milliseconds(-1));
+};
+
+struct StoreOptions {
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);  // default for get()
+};
+
+// In-process store for ranks that are threads of one process.
+std::shared_ptr<Store> makeInProcessStore(StoreOptions options = {});
+
+// Store in a directory shared by the ranks (one host, or a shared file system). The directory is
+// created if missing. Values are written atomically (write then rename).
+std::shared_ptr<Store> makeFileStore(const std::string& directory, StoreOptions options = {});
+
+// Namespaces every key of `base` under "prefix/".
+std::shared_ptr<Store> makePrefixStore(std::string prefix, std::shared_ptr<Store> base);
+
+// TCP store server. Listens on host:port (port 0 picks a free port; port() tells which) and
+// serves until destroyed. A client that sends a malformed request is disconnected; others go on.
+class TcpStoreServer {
+ public:
+  struct Options {
+    std::string host = "127.0.0.1";
+    uint16_t port = 0;
+  };
+  static std::unique_ptr<TcpStoreServer> start(Options options);
+  virtual ~TcpStoreServer() = default;
+  virtual uint16_t port() const = 0;
+  virtual std::string host() const = 0;
+};
+
+// Connects to a TCP store server, retrying until `connectTimeout` passes (the server may start
+// after its clients). Throws TimeoutError naming host:port if it never answers.
+struct TcpStoreClientOptions {
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);  // default for get()
+  std::chrono::milliseconds connectTimeout = std::chrono::seconds(60);
+};
+std::shared_ptr<Store> connectTcpStore(const std::string& host, uint16_t port,
+                                       TcpStoreClientOptions options = {});
+
+}  // namespace ringlet

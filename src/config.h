@@ -1,0 +1,42 @@
+#pragma once
+// Every RINGLET_* environment variable is read here, once. The README's table lists them all;
+// keep the two in step. The rest of the code takes values as arguments.
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ringlet::config {
+
+struct Environment {
+  std::optional<std::chrono::milliseconds> timeout;  // RINGLET_TIMEOUT (seconds, may be fractional)
+  std::string debug;                                 // RINGLET_DEBUG: WARN|INFO|DEBUG|TRACE
+  std::string transport;                             // RINGLET_TRANSPORT: auto|tcp|shm|local
+  std::string socketIfname;                          // RINGLET_SOCKET_IFNAME
+  std::string socketAddress;                         // RINGLET_SOCKET_ADDR
+  std::optional<size_t> segmentBytes;                // RINGLET_SEGMENT_BYTES (e.g. 512K)
+  std::optional<size_t> smallMessageBytes;           // RINGLET_SMALL_MESSAGE_BYTES
+  std::string storeAddr;                             // RINGLET_STORE_ADDR host:port (launcher)
+  std::string jobId;                                 // RINGLET_JOB_ID (launcher)
+  std::string jobSecret;                             // RINGLET_JOB_SECRET hex (launcher)
+  std::string shmDir;                                // RINGLET_SHM_DIR (default /dev/shm)
+  std::optional<size_t> shmBytes;                    // RINGLET_SHM_BYTES per link direction
+};
+
+// Parsed on first use; throws InvalidArgument naming a malformed variable and its value.
+const Environment& environment();
+
+// Re-reads the environment (tests that setenv() call this).
+void reloadEnvironment();
+
+// "4096", "64K", "1M", "2G" (binary multiples; also KiB/MiB/GiB and k/m/g). Throws
+// InvalidArgument with `what` (e.g. "RINGLET_SEGMENT_BYTES") in the message.
+size_t parseSize(std::string_view text, std::string_view what);
+// Seconds as "30", "0.5". Throws InvalidArgument with `what` in the message.
+std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view what);
+// Reads a variable; nullopt when unset or empty.
+std::optional<std::string> getenv(const char* name);
+
+}  // namespace ringlet::config

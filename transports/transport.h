@@ -1,0 +1,152 @@
+#pragma once
+// The transport interface: everything a collective may know about moving bytes between ranks.
+//
+// A Transport makes Links; a Link is an ordered, reliable channel of whole messages between this
+// rank and one peer, in both directions. Collectives are written once over Link and run unchanged
+// on every transport (TCP, shared memory, in-process, CUDA IPC). A new transport is one folder
+// under transports/ that implements Transport and Link and registers itself in registry.cc.
+//
+// Zero-copy shape (after NCCL's FIFO primitives):
+//  - sendBuffer() tells the sender where to write the next message: straight into memory the peer
+//    reads (shared memory), or back into the caller's own scratch when the transport sends from
+//    caller memory (TCP). The caller reduces/copies into that pointer, then calls send().
+//  - recv() hands the receiver a pointer into transport memory, so it reduces straight out of it
+//    into its destination with no scratch copy; release() returns the slot.
+//
+// Waiting: every blocking call takes a WaitContext with a deadline and what the caller is doing,
+// so a TimeoutError can name rank, peer, operation and sequence number. While it waits, a link
+// keeps the other links of the communicator moving (WaitContext::pumpOthers), so queued sends on
+// one link never stall because the rank is blocked on another.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringlet/store.h"
+
+namespace ringlet {
+struct CommunicatorOptions;
+}
+
+namespace ringlet::transport {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+class Link;
+
+// What the calling collective is doing; used for error messages and for progress.
+struct WaitContext {
+  Deadline deadline;
+  std::string_view op = "setup";  // "allreduce", "broadcast", ...
+  uint64_t seq = 0;               // the collective's sequence number on this communicator
+  int rank = -1;                  // this rank
+  // Every link of the communicator; a waiting link calls pump() on the others.
+  std::span<Link* const> links;
+
+  void pumpOthers(const Link* self) const;
+  bool expired() const { return Clock::now() >= deadline; }
+  // "allreduce #12 on rank 1" — the common prefix of wait errors.
+  std::string describe() const;
+  // Throws TimeoutError: "<describe()> timed out after 5.0 s waiting for <what> from/to rank N".
+  [[noreturn]] void throwTimeout(std::string_view what, int peer) const;
+};
+
+class Link {
+ public:
+  explicit Link(int peer) : peer_(peer) {}
+  virtual ~Link() = default;
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  int peer() const { return peer_; }
+  // "tcp", "shm", "local", ...
+  virtual std::string_view transportName() const = 0;
+  // Free text for logs: "tcp 127.0.0.1:41234 -> 127.0.0.1:39001".
+  virtual std::string describe() const = 0;
+  // Largest message send() accepts; collectives cut segments to fit.
+  virtual size_t maxMessageBytes() const = 0;
+
+  // ---- send side; messages arrive in order, each whole and with its size ----
+
+  // Where to write the next message of `bytes` bytes. Transports with their own peer-visible
+  // memory return a slot there (waiting for one to free up); others return `scratch`, which the
+  // caller must then keep unchanged until flush(). Valid until the matching send().
+  virtual std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) = 0;
+  // Sends `bytes` bytes at `data`: the pointer sendBuffer() returned, or caller memory that stays
+  // unchanged until flush(). May return before the bytes have left.
+  virtual void send(const std::byte* data, size_t bytes, const WaitContext& wait) = 0;
+  // Returns once every send() has left caller memory.
+  virtual void flush(const WaitContext& wait) = 0;
+
+  // ---- receive side ----
+
+  // Waits for the next message, which must be exactly `bytes` long (else IoError: the ranks
+  // disagree about what they are doing), and returns it in transport memory until release().
+  virtual const std::byte* recv(size_t bytes, const WaitContext& wait) = 0;
+  virtual void release() = 0;
+  // Receives the next message (exactly `bytes` long) into `dst`.
+  virtual void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) = 0;
+
+  // ---- progress and failure ----
+
+  // Never blocks: moves whatever queued bytes can move now. Returns true while sends are queued.
+  virtual bool pump() = 0;
+  // Best effort, never blocks for long: tells the peer this rank failed (it will throw PeerError
+  // carrying `reason` and naming `origin`), then closes. Later calls throw AbortedError.
+  virtual void abort(int origin, std::string_view reason) = 0;
+
+ private:
+  int peer_;
+};
+
+// What each rank publishes about itself so peers can choose a transport.
+struct PeerInfo {
+  int rank = -1;
+  std::string hostname;
+  std::string hostId;  // hostname + boot id + /dev/shm identity: equal means same host
+  int pid = 0;         // equal pid and hostId: thread ranks of one process
+};
+
+// What a transport needs to connect.
+struct TransportContext {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;  // already namespaced for this communicator and transport
+  std::string jobId;
+  std::string secret;  // per-job secret for handshakes
+  const CommunicatorOptions* options = nullptr;
+  std::vector<PeerInfo> peers;  // indexed by rank, including this one
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;
+  // Collective between this rank and every rank in `peers` (ascending, without this rank): each
+  // of them calls connect() with this rank in its own list. Returns links in the order of `peers`.
+  virtual std::vector<std::unique_ptr<Link>> connect(std::span<const int> peers,
+                                                     Deadline deadline) = 0;
+};
+
+// One registered transport.
+struct TransportEntry {
+  std::string_view name;
+  // Higher wins when several can connect a pair in "auto" mode.
+  int priority = 0;
+  // Whether `self` can reach `peer` with this transport. Must be symmetric.
+  std::function<bool(const PeerInfo& self, const PeerInfo& peer)> canConnect;
+  std::function<std::unique_ptr<Transport>(TransportContext)> make;
+};
+
+// Every transport built into this binary, highest priority first.
+const std::vector<TransportEntry>& registry();
+const TransportEntry* findTransport(std::string_view name);
+
+}  // namespace ringlet::transport

@@ -1,0 +1,25 @@
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "ringlet/error.h"
+#include "transports/transport.h"
+
+namespace ringlet::transport {
+
+void WaitContext::pumpOthers(const Link* self) const {
+  for (Link* link : links) {
+    if (link != self && link != nullptr) link->pump();
+  }
+}
+
+std::string WaitContext::describe() const {
+  return fmt::format("{} #{} on rank {}", op, seq, rank);
+}
+
+void WaitContext::throwTimeout(std::string_view what, int peer) const {
+  throw TimeoutError(fmt::format("{} timed out waiting for {} (peer rank {}); deadline passed",
+                                 describe(), what, peer));
+}
+
+}  // namespace ringlet::transport
