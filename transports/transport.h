@@ -123,6 +123,9 @@ struct TransportContext {
   std::string secret;  // per-job secret for handshakes
   const CommunicatorOptions* options = nullptr;
   std::vector<PeerInfo> peers;  // indexed by rank, including this one
+  // Host of the rendezvous store; a multi-host job listens on the interface that routes there.
+  // Empty when unknown (in-process store, file store).
+  std::string rendezvousHost;
 };
 
 class Transport {
@@ -131,6 +134,9 @@ class Transport {
   virtual std::string_view name() const = 0;
   // Collective between this rank and every rank in `peers` (ascending, without this rank): each
   // of them calls connect() with this rank in its own list. Returns links in the order of `peers`.
+  // A null entry means this transport could not link that peer for a reason both sides agreed on
+  // (e.g. /dev/shm too small; logged as a warning): the communicator falls back to the next
+  // transport for that pair. Anything else that goes wrong throws.
   virtual std::vector<std::unique_ptr<Link>> connect(std::span<const int> peers,
                                                      Deadline deadline) = 0;
 };
