@@ -42,7 +42,20 @@ std::vector<StoreKind> storeKinds() {
          keep = holdDirectory(dir);
          return makeFileStore(dir, {.timeout = 5s});
        }},
-      // TCP_KINDS
+      {"Tcp",
+       [](std::shared_ptr<void>& keep) {
+         std::shared_ptr<TcpStoreServer> server = TcpStoreServer::start({});
+         keep = server;
+         return connectTcpStore(server->host(), server->port(),
+                                {.timeout = 5s, .connectTimeout = 5s});
+       }},
+      {"PrefixOverTcp",
+       [](std::shared_ptr<void>& keep) {
+         std::shared_ptr<TcpStoreServer> server = TcpStoreServer::start({});
+         keep = server;
+         return makePrefixStore("job", connectTcpStore(server->host(), server->port(),
+                                                       {.timeout = 5s, .connectTimeout = 5s}));
+       }},
       {"PrefixOverInProcess",
        [](std::shared_ptr<void>&) {
          return makePrefixStore("p", makeInProcessStore({.timeout = 5s}));

@@ -1,0 +1,185 @@
+// TCP store client. Requests on one connection are strictly one at a time, so each concurrent
+// request takes its own connection from a small pool: a thread parked in get() never holds up
+// another thread's set() on the same Store (thread ranks sharing one store rely on this).
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <vector>
+
+#include "ringlet/error.h"
+#include "src/net/socket.h"
+#include "src/store/store_common.h"
+#include "src/store/tcp_store_protocol.h"
+
+namespace ringlet {
+namespace {
+
+namespace wire = store::wire;
+using wire::Command;
+using wire::Status;
+
+// Idle connections kept for reuse; more may be open while requests are in flight.
+constexpr size_t kMaxIdleConnections = 8;
+// How long past a GET's own timeout the client waits for the server's timeout reply.
+constexpr auto kReplyGrace = std::chrono::seconds(2);
+
+class TcpStoreClient final : public Store {
+ public:
+  TcpStoreClient(std::string host, uint16_t port, TcpStoreClientOptions options)
+      : host_(std::move(host)),
+        port_(port),
+        options_(options),
+        name_(fmt::format("tcp store {}:{}", host_, port_)) {
+    idle_.push_back(connect());
+  }
+
+  void set(std::string_view key, std::span<const std::byte> value) override {
+    store::checkKey(key, "set() on " + name_);
+    store::checkValue(value.size(), "set() on " + name_);
+    request(Command::kSet, key, value, store::Clock::now() + options_.timeout);
+  }
+
+  Bytes get(std::string_view key, std::chrono::milliseconds timeout) override {
+    store::checkKey(key, "get() on " + name_);
+    const auto wait = store::effectiveTimeout(timeout, options_.timeout);
+    std::byte payload[8];
+    wire::putU64(payload, static_cast<uint64_t>(wait.count()));
+    const auto start = store::Clock::now();
+    auto waited = [&] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(store::Clock::now() - start);
+    };
+    Reply reply;
+    try {
+      reply = request(Command::kGet, key, payload, start + wait + kReplyGrace);
+    } catch (const TimeoutError&) {
+      store::throwGetTimeout(key, name_ + " (no reply from the server)", waited());
+    }
+    if (reply.status == Status::kTimeout) store::throwGetTimeout(key, name_, waited());
+    return std::move(reply.payload);
+  }
+
+  int64_t add(std::string_view key, int64_t delta) override {
+    store::checkKey(key, "add() on " + name_);
+    std::byte payload[8];
+    wire::putU64(payload, static_cast<uint64_t>(delta));
+    Reply reply = request(Command::kAdd, key, payload, store::Clock::now() + options_.timeout);
+    if (reply.payload.size() != 8) throw malformed("ADD reply", reply.payload.size());
+    return static_cast<int64_t>(wire::getU64(reply.payload.data()));
+  }
+
+  bool check(std::string_view key) override {
+    store::checkKey(key, "check() on " + name_);
+    Reply reply = request(Command::kCheck, key, {}, store::Clock::now() + options_.timeout);
+    if (reply.payload.size() != 1) throw malformed("CHECK reply", reply.payload.size());
+    return reply.payload[0] != std::byte{0};
+  }
+
+  std::string describe() const override { return name_; }
+
+ private:
+  struct Reply {
+    Status status = Status::kOk;
+    Bytes payload;
+  };
+
+  IoError malformed(std::string_view what, uint64_t bytes) const {
+    return IoError(fmt::format("{}: malformed {} from the server ({} bytes)", name_, what, bytes));
+  }
+
+  net::Fd connect() const {
+    const auto deadline = store::Clock::now() + options_.connectTimeout;
+    net::Fd fd = net::connectTcp(host_, port_, deadline, name_);
+    net::writeFull(fd.get(), wire::kHello, sizeof(wire::kHello), deadline, name_);
+    return fd;
+  }
+
+  net::Fd take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!idle_.empty()) {
+        net::Fd fd = std::move(idle_.back());
+        idle_.pop_back();
+        return fd;
+      }
+    }
+    return connect();
+  }
+
+  void giveBack(net::Fd fd) {
+    std::lock_guard lock(mutex_);
+    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
+  }
+
+  // Sends one request and reads its reply by `deadline`. A connection that failed or timed out
+  // mid-request is closed (its stream position is unknown), never reused.
+  Reply request(Command command, std::string_view key, std::span<const std::byte> payload,
+                net::Deadline deadline) {
+    net::Fd fd = take();
+    std::byte header[wire::kRequestHeaderBytes];
+    header[0] = static_cast<std::byte>(command);
+    wire::putU32(header + 1, static_cast<uint32_t>(key.size()));
+    wire::putU64(header + 5, payload.size());
+    net::writeFull(fd.get(), header, sizeof(header), deadline, name_);
+    net::writeFull(fd.get(), key.data(), key.size(), deadline, name_);
+    net::writeFull(fd.get(), payload.data(), payload.size(), deadline, name_);
+
+    std::byte replyHeader[wire::kReplyHeaderBytes];
+    net::readFull(fd.get(), replyHeader, sizeof(replyHeader), deadline, name_);
+    Reply reply;
+    reply.status = static_cast<Status>(replyHeader[0]);
+    const uint64_t bytes = wire::getU64(replyHeader + 1);
+    switch (reply.status) {
+      case Status::kOk:
+        if (bytes > kMaxValueBytes) throw malformed("reply", bytes);
+        break;
+      case Status::kTimeout:
+        if (bytes != 0) throw malformed("timeout reply", bytes);
+        break;
+      case Status::kError:
+        if (bytes == 0 || bytes > wire::kMaxErrorBytes) throw malformed("error reply", bytes);
+        break;
+      default:
+        throw IoError(fmt::format("{}: reply with unknown status {}", name_,
+                                  static_cast<unsigned>(replyHeader[0])));
+    }
+    reply.payload.resize(bytes);
+    net::readFull(fd.get(), reply.payload.data(), bytes, deadline, name_);
+    giveBack(std::move(fd));
+    if (reply.status == Status::kError) throwServerError(reply.payload);
+    return reply;
+  }
+
+  [[noreturn]] void throwServerError(const Bytes& payload) const {
+    const auto code = static_cast<ErrorCode>(payload[0]);
+    const std::string message = fmt::format(
+        "{} answered: {}", name_,
+        std::string_view(reinterpret_cast<const char*>(payload.data() + 1), payload.size() - 1));
+    switch (code) {
+      case ErrorCode::kInvalidArgument:
+        throw InvalidArgument(message);
+      case ErrorCode::kTimeout:
+        throw TimeoutError(message);
+      default:
+        throw IoError(message);
+    }
+  }
+
+  const std::string host_;
+  const uint16_t port_;
+  const TcpStoreClientOptions options_;
+  const std::string name_;
+  std::mutex mutex_;
+  std::vector<net::Fd> idle_;
+};
+
+}  // namespace
+
+std::shared_ptr<Store> connectTcpStore(const std::string& host, uint16_t port,
+                                       TcpStoreClientOptions options) {
+  if (host.empty()) throw InvalidArgument("connectTcpStore: host must not be empty");
+  if (port == 0) throw InvalidArgument("connectTcpStore: port must not be 0");
+  return std::make_shared<TcpStoreClient>(host, port, options);
+}
+
+}  // namespace ringlet
