@@ -18,6 +18,7 @@
 // keeps the other links of the communicator moving (WaitContext::pumpOthers), so queued sends on
 // one link never stall because the rank is blocked on another.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,9 +50,15 @@ struct WaitContext {
   int rank = -1;                  // this rank
   // Every link of the communicator; a waiting link calls pump() on the others.
   std::span<Link* const> links;
+  // Set by Communicator::abort() from another thread: waits end as if their deadline passed
+  // (throwTimeout then throws AbortedError). May be null.
+  const std::atomic<bool>* cancelled = nullptr;
 
   void pumpOthers(const Link* self) const;
-  bool expired() const { return Clock::now() >= deadline; }
+  // True once the deadline has passed or the operation was cancelled. Wait loops check it.
+  bool expired() const {
+    return Clock::now() >= deadline || (cancelled != nullptr && cancelled->load());
+  }
   // "allreduce #12 on rank 1" — the common prefix of wait errors.
   std::string describe() const;
   // Throws TimeoutError: "<describe()> timed out after 5.0 s waiting for <what> from/to rank N".
