@@ -1,0 +1,272 @@
+#include "transports/shm/shm_link.h"
+
+#include <sched.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "ringlet/error.h"
+
+namespace ringlet::transport::shm {
+namespace {
+
+// Like WaitContext::pumpOthers, but tells whether another link still has sends queued (then a
+// long futex sleep would stall it).
+bool pumpOtherLinks(const Link* self, const WaitContext& wait) {
+  bool busy = false;
+  for (Link* link : wait.links) {
+    if (link != self && link != nullptr) busy |= link->pump();
+  }
+  return busy;
+}
+
+// Publishing side of the sleep handshake: the store that makes the waiter's condition true has
+// happened; wake the waiter only if it announced it sleeps. The fence pairs with the one in
+// waitUntil(): either the waiter sees the new state or this side sees its flag.
+void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (sleeping->load(std::memory_order_relaxed) != 0) {
+    word->fetch_add(1, std::memory_order_seq_cst);
+    futexWake(word);
+  }
+}
+
+}  // namespace
+
+ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, WaitPolicy policy)
+    : Link(peer),
+      rank_(rank),
+      segment_(std::move(segment)),
+      side_(side),
+      watch_(std::move(watch)),
+      policy_(policy),
+      slotCount_(segment_.geometry().slotCount),
+      slotBytes_(segment_.geometry().slotBytes),
+      self_(segment_.endpoint(side)),
+      other_(segment_.endpoint(1 - side)),
+      out_(segment_.fifo(side)),
+      outSlots_(segment_.slots(side)),
+      in_(segment_.fifo(1 - side)),
+      inSlots_(segment_.slots(1 - side)) {}
+
+ShmLink::~ShmLink() {
+  if (!aborted_) {
+    self_->state.store(static_cast<uint32_t>(EndpointState::kClosed), std::memory_order_release);
+    wakeAll();
+  }
+}
+
+std::string ShmLink::describe() const {
+  return fmt::format("shm rank {} <-> rank {} ({} slots x {} bytes per direction)", rank_, peer(),
+                     slotCount_, slotBytes_);
+}
+
+void ShmLink::wakeAll() {
+  for (int index = 0; index < 2; ++index) {
+    Fifo* fifo = segment_.fifo(index);
+    fifo->dataWord.fetch_add(1, std::memory_order_seq_cst);
+    futexWake(&fifo->dataWord);
+    fifo->spaceWord.fetch_add(1, std::memory_order_seq_cst);
+    futexWake(&fifo->spaceWord);
+  }
+}
+
+void ShmLink::checkUsable(const char* call) const {
+  if (aborted_) {
+    throw AbortedError(
+        fmt::format("{} on the shm link from rank {} to rank {}: the link was "
+                    "aborted ({})",
+                    call, rank_, peer(), abortReason_));
+  }
+}
+
+void ShmLink::checkSize(size_t bytes, const char* call) const {
+  if (bytes > slotBytes_) {
+    throw InvalidArgument(fmt::format(
+        "{}: message of {} bytes to rank {} exceeds the shm link's maxMessageBytes ({})", call,
+        bytes, peer(), slotBytes_));
+  }
+}
+
+void ShmLink::throwPeerGone(const char* how, const char* what, size_t bytes,
+                            const WaitContext& wait) const {
+  throw PeerError(peer(), fmt::format("rank {} {} while {} waited for {} ({} bytes) from/to it "
+                                      "over shm",
+                                      peer(), how, wait.describe(), what, bytes));
+}
+
+void ShmLink::checkPeerFlags(const char* what, size_t bytes, const WaitContext& wait) const {
+  auto state = static_cast<EndpointState>(other_->state.load(std::memory_order_acquire));
+  if (state == EndpointState::kOpen) return;
+  if (state == EndpointState::kAborted) {
+    size_t length = std::min<size_t>(other_->reasonBytes, kMaxReasonBytes);
+    std::string reason(other_->reason, length);
+    int origin = other_->abortOrigin;
+    throw PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason));
+  }
+  throwPeerGone("closed its link", what, bytes, wait);
+}
+
+template <typename Ready>
+void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
+                        std::atomic<uint32_t>* sleeping, const char* what, size_t bytes,
+                        const WaitContext& wait) {
+  // 1. Spin on shared memory: no system call, cheapest when the peer runs on another core.
+  for (int i = 0; i < policy_.spinIterations; ++i) {
+    if (ready()) return;
+    if ((i & 127) == 127) pumpOtherLinks(this, wait);
+    cpuRelax();
+  }
+  // 2. Yield, then 3. sleep on the futex; check the peer and the deadline between rounds.
+  int yields = 0;
+  auto nextLiveness = Clock::now() + policy_.livenessInterval;
+  for (;;) {
+    bool othersBusy = pumpOtherLinks(this, wait);
+    if (ready()) return;
+    checkPeerFlags(what, bytes, wait);
+    auto now = Clock::now();
+    if (now >= nextLiveness) {
+      if (!watch_.alive()) {
+        // Its last messages may still be here: deliver them before reporting the death.
+        if (ready()) return;
+        throwPeerGone(fmt::format("(pid {}) exited", watch_.pid()).c_str(), what, bytes, wait);
+      }
+      nextLiveness = now + policy_.livenessInterval;
+    }
+    if (now >= wait.deadline)
+      wait.throwTimeout(fmt::format("{} ({} bytes) over shm", what, bytes), peer());
+    if (yields < policy_.yieldIterations || othersBusy) {
+      // Other links with queued sends need this thread back soon: never sleep long for them.
+      ++yields;
+      ::sched_yield();
+      continue;
+    }
+    sleeping->store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    uint32_t seen = word->load(std::memory_order_acquire);
+    if (!ready() && other_->state.load(std::memory_order_acquire) ==
+                        static_cast<uint32_t>(EndpointState::kOpen)) {
+      auto slice =
+          std::min<Clock::duration>({policy_.sleepSlice, nextLiveness - now, wait.deadline - now});
+      futexWait(word, seen, slice);
+    }
+    sleeping->store(0, std::memory_order_relaxed);
+  }
+}
+
+std::byte* ShmLink::claimSlot(size_t bytes, const WaitContext& wait) {
+  if (claimed_ != nullptr) return claimed_;
+  if (outHead_ - outTailSeen_ >= slotCount_) {
+    auto ready = [&] {
+      outTailSeen_ = out_->tail.load(std::memory_order_acquire);
+      return outHead_ - outTailSeen_ < slotCount_;
+    };
+    if (!ready()) {
+      waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, "a free send slot", bytes, wait);
+    }
+  }
+  claimed_ = outSlots_ + (outHead_ % slotCount_) * slotBytes_;
+  return claimed_;
+}
+
+std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* /*scratch*/, const WaitContext& wait) {
+  checkUsable("sendBuffer");
+  checkSize(bytes, "sendBuffer");
+  return claimSlot(bytes, wait);
+}
+
+void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  checkUsable("send");
+  checkSize(bytes, "send");
+  if (bytes > 0 && data == nullptr) {
+    throw InvalidArgument(
+        fmt::format("send: data is null for a message of {} bytes to rank {}", bytes, peer()));
+  }
+  std::byte* slot = claimSlot(bytes, wait);
+  if (data != slot && bytes > 0) {
+    // Caller memory (or a region inside the slot): copy it in now, so the caller may reuse it
+    // as soon as send() returns.
+    bool overlaps = data < slot + slotBytes_ && slot < data + bytes;
+    if (overlaps) {
+      std::memmove(slot, data, bytes);
+    } else {
+      std::memcpy(slot, data, bytes);
+    }
+  }
+  out_->lengths[outHead_ % slotCount_] = bytes;
+  ++outHead_;
+  claimed_ = nullptr;
+  out_->head.store(outHead_, std::memory_order_release);
+  notify(&out_->dataWord, &out_->consumerSleeping);
+}
+
+void ShmLink::flush(const WaitContext& /*wait*/) {
+  // send() copied caller memory into the segment before returning; nothing is in flight.
+  checkUsable("flush");
+}
+
+const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
+  checkUsable("recv");
+  if (inNext_ - inTail_ >= slotCount_) {
+    throw InvalidArgument(fmt::format(
+        "recv from rank {}: {} messages are already held without release() (the shm link has {} "
+        "slots)",
+        peer(), inNext_ - inTail_, slotCount_));
+  }
+  if (inHeadSeen_ <= inNext_) {
+    auto ready = [&] {
+      inHeadSeen_ = in_->head.load(std::memory_order_acquire);
+      return inHeadSeen_ > inNext_;
+    };
+    if (!ready()) {
+      waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, "a message", bytes, wait);
+    }
+  }
+  size_t index = inNext_ % slotCount_;
+  uint64_t length = in_->lengths[index];
+  if (length != bytes) {
+    throw IoError(fmt::format(
+        "{}: rank {} sent a message of {} bytes over shm but rank {} expected {} bytes (the "
+        "ranks disagree about what they are doing)",
+        wait.describe(), peer(), length, rank_, bytes));
+  }
+  ++inNext_;
+  return inSlots_ + index * slotBytes_;
+}
+
+void ShmLink::release() {
+  if (inTail_ == inNext_) {
+    throw InvalidArgument(
+        fmt::format("release on the shm link from rank {}: no message is held", peer()));
+  }
+  ++inTail_;
+  in_->tail.store(inTail_, std::memory_order_release);
+  notify(&in_->spaceWord, &in_->producerSleeping);
+}
+
+void ShmLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
+  if (bytes > 0 && dst == nullptr) {
+    throw InvalidArgument(fmt::format(
+        "recvInto: destination is null for a message of {} bytes from rank {}", bytes, peer()));
+  }
+  const std::byte* data = recv(bytes, wait);
+  if (bytes > 0) std::memcpy(dst, data, bytes);
+  release();
+}
+
+void ShmLink::abort(int origin, std::string_view reason) {
+  if (aborted_) return;
+  aborted_ = true;
+  abortReason_ = fmt::format("rank {} aborted: {}", origin, reason);
+  size_t length = std::min(reason.size(), kMaxReasonBytes);
+  std::memcpy(self_->reason, reason.data(), length);
+  self_->reasonBytes = static_cast<uint32_t>(length);
+  self_->abortOrigin = origin;
+  self_->state.store(static_cast<uint32_t>(EndpointState::kAborted), std::memory_order_release);
+  wakeAll();
+}
+
+}  // namespace ringlet::transport::shm

@@ -1,0 +1,87 @@
+#pragma once
+// A Link over one shared-memory segment (see shm_segment.h for the layout).
+//
+// Zero-copy in both directions: sendBuffer() returns the next free slot of the outgoing FIFO, so
+// the caller writes (reduces) straight into memory the peer reads; recv() returns the next filled
+// slot of the incoming FIFO, so the caller reduces straight out of it. send() with caller memory
+// copies into the slot first. Up to slotCount received messages may be held (recv() several
+// times, release() frees the oldest).
+//
+// Not thread-safe: one thread drives a link at a time (the communicator's worker).
+//
+// Failure: every wait checks the peer's endpoint flags (closed, aborted with origin and reason)
+// and, every WaitPolicy::livenessInterval, whether the peer process still runs, so a dead peer
+// turns into a PeerError naming it within about that interval.
+
+#include <cstdint>
+#include <string>
+
+#include "transports/shm/shm_segment.h"
+#include "transports/shm/shm_wait.h"
+#include "transports/transport.h"
+
+namespace ringlet::transport::shm {
+
+class ShmLink final : public Link {
+ public:
+  // `side` 0 created the segment. `watch` follows the peer process.
+  ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, WaitPolicy policy);
+  ~ShmLink() override;
+
+  std::string_view transportName() const override { return "shm"; }
+  std::string describe() const override;
+  size_t maxMessageBytes() const override { return slotBytes_; }
+
+  std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
+  void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
+  void flush(const WaitContext& wait) override;
+
+  const std::byte* recv(size_t bytes, const WaitContext& wait) override;
+  void release() override;
+  void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
+
+  bool pump() override { return false; }  // nothing is ever queued: send() publishes at once
+  void abort(int origin, std::string_view reason) override;
+
+ private:
+  // Spin, then yield, then sleep on `word` (announcing it in `sleeping`) until ready() holds.
+  template <typename Ready>
+  void waitUntil(const Ready& ready, std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
+                 const char* what, size_t bytes, const WaitContext& wait);
+  // Throws PeerError if the peer aborted or closed its end.
+  void checkPeerFlags(const char* what, size_t bytes, const WaitContext& wait) const;
+  [[noreturn]] void throwPeerGone(const char* how, const char* what, size_t bytes,
+                                  const WaitContext& wait) const;
+  void checkUsable(const char* call) const;
+  void checkSize(size_t bytes, const char* call) const;
+  std::byte* claimSlot(size_t bytes, const WaitContext& wait);
+  // Bumps and wakes every futex word of the segment (close and abort).
+  void wakeAll();
+
+  int rank_;
+  Segment segment_;
+  int side_;
+  PeerWatch watch_;
+  WaitPolicy policy_;
+  size_t slotCount_;
+  size_t slotBytes_;
+  Endpoint* self_;
+  Endpoint* other_;
+
+  Fifo* out_;
+  std::byte* outSlots_;
+  uint64_t outHead_ = 0;          // messages this side published
+  uint64_t outTailSeen_ = 0;      // last tail read from shared memory
+  std::byte* claimed_ = nullptr;  // slot handed out by sendBuffer(), not yet sent
+
+  Fifo* in_;
+  std::byte* inSlots_;
+  uint64_t inNext_ = 0;      // messages handed out by recv()
+  uint64_t inTail_ = 0;      // messages released
+  uint64_t inHeadSeen_ = 0;  // last head read from shared memory
+
+  bool aborted_ = false;
+  std::string abortReason_;
+};
+
+}  // namespace ringlet::transport::shm

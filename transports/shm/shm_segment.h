@@ -1,0 +1,118 @@
+#pragma once
+// One shared-memory segment per pair of ranks on a host, holding both directions.
+//
+// The lower rank creates the file (O_EXCL, mode 0600) in the shm directory, reserves its pages
+// with fallocate (so a full tmpfs fails here with ENOSPC instead of SIGBUS in the data path),
+// maps it and initialises the header. The higher rank maps it and unlinks it at once, so nothing
+// stays behind in the directory once both have mapped it, whoever is killed later.
+//
+// Layout (offsets rounded to 64 bytes; slots start on a 4 KiB page):
+//
+//   SegmentHeader      magic, version, geometry, ranks of the two sides
+//   Endpoint[2]        per side: open/closed/aborted, abort origin and reason   (side 0: creator)
+//   Fifo[2]            per direction: head, tail, futex words, message lengths (fifo 0: 0 -> 1)
+//   slots of fifo 0    slotCount x slotBytes
+//   slots of fifo 1    slotCount x slotBytes
+//
+// Each Fifo is single-producer single-consumer: head counts messages published (written by the
+// producer only), tail counts messages released (written by the consumer only); slot i holds
+// message i % slotCount. head and tail sit on separate cache lines.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ringlet::transport::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
+inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr size_t kMaxSlots = 64;
+inline constexpr size_t kMaxReasonBytes = 240;
+inline constexpr size_t kCacheLine = 64;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+enum class EndpointState : uint32_t { kOpen = 0, kClosed = 1, kAborted = 2 };
+
+struct alignas(kCacheLine) SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t slotCount;
+  uint64_t slotBytes;
+  uint64_t totalBytes;
+  int32_t ranks[2];  // ranks[side]; side 0 created the segment
+};
+
+// Written only by its own side. `state` is stored last (release) after origin and reason.
+struct alignas(kCacheLine) Endpoint {
+  std::atomic<uint32_t> state;  // EndpointState
+  int32_t abortOrigin;
+  uint32_t reasonBytes;
+  char reason[kMaxReasonBytes];
+};
+
+struct Fifo {
+  alignas(kCacheLine) std::atomic<uint64_t> head;  // producer: messages published
+  alignas(kCacheLine) std::atomic<uint64_t> tail;  // consumer: messages released
+  // The consumer sleeps on dataWord when it finds no message; the producer bumps and wakes it
+  // only when consumerSleeping is set. Likewise the producer sleeps on spaceWord for a free slot.
+  alignas(kCacheLine) std::atomic<uint32_t> dataWord;
+  std::atomic<uint32_t> consumerSleeping;
+  alignas(kCacheLine) std::atomic<uint32_t> spaceWord;
+  std::atomic<uint32_t> producerSleeping;
+  alignas(kCacheLine) uint64_t lengths[kMaxSlots];  // written by the producer before head
+};
+
+struct SegmentGeometry {
+  size_t slotCount = 0;
+  size_t slotBytes = 0;
+  size_t slotsOffset() const;  // where fifo 0's slots start
+  size_t totalBytes() const;
+};
+
+// An owned mapping of one segment file. Move-only; unmaps on destruction and, on the side that
+// created the file, unlinks it if the peer never did.
+class Segment {
+ public:
+  // Creates, reserves, maps and initialises `dir/name`. Returns an empty Segment and fills
+  // `noRoom` (a sentence naming the size wanted and the space free) when the directory lacks
+  // space; throws IoError for any other failure.
+  static Segment create(const std::string& dir, const std::string& name, SegmentGeometry geometry,
+                        int creatorRank, int openerRank, std::string* noRoom);
+  // Maps `dir/name`, checks its header against the expected ranks, and unlinks the file.
+  static Segment open(const std::string& dir, const std::string& name, int creatorRank,
+                      int openerRank);
+
+  Segment() = default;
+  Segment(Segment&& other) noexcept;
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment();
+
+  bool valid() const { return base_ != nullptr; }
+  // The creator calls this once the peer confirmed it unlinked the file.
+  void forgetFile() { path_.clear(); }
+  const std::string& path() const { return path_; }
+
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  Endpoint* endpoint(int side) const;
+  Fifo* fifo(int index) const;
+  std::byte* slots(int fifoIndex) const;
+  SegmentGeometry geometry() const { return geometry_; }
+
+ private:
+  void reset();
+
+  std::byte* base_ = nullptr;
+  size_t bytes_ = 0;
+  SegmentGeometry geometry_;
+  std::string path_;  // non-empty while this side must unlink the file
+};
+
+// "ringlet-<job>-<lo>-<hi>-<16 random hex>", with the job id reduced to [A-Za-z0-9_.-].
+std::string segmentName(const std::string& jobId, int lowRank, int highRank);
+
+}  // namespace ringlet::transport::shm

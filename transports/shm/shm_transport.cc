@@ -1,0 +1,202 @@
+#include "transports/shm/shm_transport.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ringlet/error.h"
+#include "src/config.h"
+#include "src/log.h"
+#include "transports/shm/shm_link.h"
+#include "transports/shm/shm_segment.h"
+
+namespace ringlet::transport::shm {
+namespace {
+
+constexpr std::string_view kName = "name:";
+constexpr std::string_view kFallback = "fallback:";
+constexpr std::string_view kError = "error:";
+constexpr std::string_view kOk = "ok";
+
+std::string pairKey(int low, int high) { return fmt::format("shm/{}-{}", low, high); }
+std::string ackKey(int low, int high) { return fmt::format("shm/{}-{}/ack", low, high); }
+
+bool startsWith(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+std::chrono::milliseconds remaining(Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(TransportContext context, ShmOptions options)
+      : context_(std::move(context)), options_(std::move(options)) {}
+
+  std::string_view name() const override { return "shm"; }
+
+  std::vector<std::unique_ptr<Link>> connect(std::span<const int> peers,
+                                             Deadline deadline) override;
+
+ private:
+  int peerPid(int peer) const {
+    return peer < static_cast<int>(context_.peers.size()) ? context_.peers[peer].pid : 0;
+  }
+  std::unique_ptr<Link> makeLink(int peer, Segment segment, int side) const {
+    return std::make_unique<ShmLink>(context_.rank, peer, std::move(segment), side,
+                                     PeerWatch(peerPid(peer)), options_.wait);
+  }
+
+  TransportContext context_;
+  ShmOptions options_;
+};
+
+std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> peers,
+                                                         Deadline deadline) {
+  const int rank = context_.rank;
+  Store& store = *context_.store;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i] < 0 || peers[i] >= context_.size || peers[i] == rank ||
+        (i > 0 && peers[i] <= peers[i - 1])) {
+      throw InvalidArgument(fmt::format(
+          "shm connect on rank {}: peers[{}] = {} is not an ascending rank in [0, {}) other than "
+          "this one",
+          rank, i, peers[i], context_.size));
+    }
+  }
+  const SegmentGeometry geometry{.slotCount = options_.slotCount, .slotBytes = options_.slotBytes};
+  std::vector<std::unique_ptr<Link>> links(peers.size());
+  std::vector<Segment> created(peers.size());
+
+  // 1. Create the segments this rank owns (peers above it) and publish their names. Never blocks.
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    if (peer < rank) continue;
+    std::string noRoom;
+    try {
+      created[i] = Segment::create(options_.dir, segmentName(context_.jobId, rank, peer), geometry,
+                                   rank, peer, &noRoom);
+    } catch (const std::exception& e) {
+      store.setString(pairKey(rank, peer), std::string(kError) + e.what());
+      throw;
+    }
+    if (!created[i].valid()) {
+      log::warn("shm: {}; ranks {} and {} fall back to the next transport", noRoom, rank, peer);
+      store.setString(pairKey(rank, peer), std::string(kFallback) + noRoom);
+    } else {
+      store.setString(pairKey(rank, peer),
+                      std::string(kName) + created[i].path().substr(options_.dir.size() + 1));
+    }
+  }
+
+  // 2. Map the segments of peers below this rank, unlink them, and acknowledge.
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    if (peer > rank) continue;
+    std::string value = store.getString(pairKey(peer, rank), remaining(deadline));
+    if (startsWith(value, kFallback)) {
+      log::info("shm: rank {} reported {}; ranks {} and {} fall back to the next transport", peer,
+                value.substr(kFallback.size()), peer, rank);
+      continue;
+    }
+    if (startsWith(value, kError)) {
+      throw IoError(fmt::format("shm connect: rank {} could not create the segment for rank {}: {}",
+                                peer, rank, value.substr(kError.size())));
+    }
+    if (!startsWith(value, kName)) {
+      throw IoError(
+          fmt::format("shm connect: rank {} published '{}' for the pair {}-{}, not a "
+                      "segment name",
+                      peer, value.substr(0, 80), peer, rank));
+    }
+    std::string name = value.substr(kName.size());
+    if (name.empty() || name.find('/') != std::string::npos) {
+      throw IoError(fmt::format("shm connect: rank {} published a bad segment name '{}'", peer,
+                                name.substr(0, 80)));
+    }
+    Segment segment;
+    try {
+      segment = Segment::open(options_.dir, name, peer, rank);
+    } catch (const std::exception& e) {
+      store.setString(ackKey(peer, rank), std::string(kError) + e.what());
+      throw;
+    }
+    store.setString(ackKey(peer, rank), kOk);
+    links[i] = makeLink(peer, std::move(segment), /*side=*/1);
+  }
+
+  // 3. Wait for the peers above to have mapped (and unlinked) what this rank created.
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int peer = peers[i];
+    if (peer < rank || !created[i].valid()) continue;
+    std::string ack = store.getString(ackKey(rank, peer), remaining(deadline));
+    if (ack != kOk) {
+      throw IoError(fmt::format("shm connect: rank {} could not map the segment {} of rank {}: {}",
+                                peer, created[i].path(), rank,
+                                startsWith(ack, kError) ? ack.substr(kError.size()) : ack));
+    }
+    created[i].forgetFile();  // the peer unlinked it
+    links[i] = makeLink(peer, std::move(created[i]), /*side=*/0);
+  }
+  return links;
+}
+
+}  // namespace
+
+ShmOptions ShmOptions::fromEnvironment() {
+  const auto& env = config::environment();
+  ShmOptions options;
+  if (!env.shmDir.empty()) {
+    options.dir = env.shmDir;
+    while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
+  }
+  if (env.shmBytes) {
+    size_t slotBytes = *env.shmBytes / options.slotCount / kCacheLine * kCacheLine;
+    if (slotBytes == 0) {
+      throw InvalidArgument(fmt::format(
+          "RINGLET_SHM_BYTES={} is too small: the shm transport needs at least {} bytes per "
+          "direction ({} slots of {} bytes)",
+          *env.shmBytes, options.slotCount * kCacheLine, options.slotCount, kCacheLine));
+    }
+    options.slotBytes = slotBytes;
+  }
+  return options;
+}
+
+std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions options) {
+  if (options.slotCount == 0 || options.slotCount > kMaxSlots) {
+    throw InvalidArgument(
+        fmt::format("shm transport: slotCount {} is not in [1, {}]", options.slotCount, kMaxSlots));
+  }
+  if (options.slotBytes == 0 || options.slotBytes % kCacheLine != 0) {
+    throw InvalidArgument(
+        fmt::format("shm transport: slotBytes {} is not a positive multiple of {}",
+                    options.slotBytes, kCacheLine));
+  }
+  if (!context.store) throw InvalidArgument("shm transport: the context has no store");
+  return std::make_unique<ShmTransport>(std::move(context), std::move(options));
+}
+
+}  // namespace ringlet::transport::shm
+
+namespace ringlet::transport {
+
+TransportEntry makeShmTransportEntry() {
+  TransportEntry entry;
+  entry.name = "shm";
+  entry.priority = 20;
+  entry.canConnect = [](const PeerInfo& self, const PeerInfo& peer) {
+    return !self.hostId.empty() && self.hostId == peer.hostId;
+  };
+  entry.make = [](TransportContext context) {
+    return shm::makeShmTransport(std::move(context), shm::ShmOptions::fromEnvironment());
+  };
+  return entry;
+}
+
+}  // namespace ringlet::transport

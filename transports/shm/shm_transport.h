@@ -1,0 +1,39 @@
+#pragma once
+// The shared-memory transport: links between ranks on one host through segments in /dev/shm.
+//
+// Connecting a pair (lower rank L, higher rank H), through the context's store:
+//   L: checks the directory has room, creates and maps a segment, sets "shm/L-H" to its name
+//      (or to "fallback:<why>" when there is no room, or "error:<why>" when creation failed).
+//   H: reads "shm/L-H", maps the segment and unlinks its file, sets "shm/L-H/ack" to "ok"
+//      (or "error:<why>").
+//   L: reads the ack. Both sides agree on a fallback, so each returns a null link for the pair
+//      and the communicator uses the next transport for it.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "transports/shm/shm_wait.h"
+#include "transports/transport.h"
+
+namespace ringlet::transport::shm {
+
+struct ShmOptions {
+  std::string dir = "/dev/shm";
+  size_t slotCount = 8;
+  size_t slotBytes = size_t{512} << 10;  // per slot; maxMessageBytes()
+  WaitPolicy wait;
+
+  // RINGLET_SHM_DIR sets dir; RINGLET_SHM_BYTES (per direction) is cut into slotCount slots.
+  // Throws InvalidArgument when RINGLET_SHM_BYTES is too small for slotCount slots of 64 bytes.
+  static ShmOptions fromEnvironment();
+};
+
+std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions options);
+
+}  // namespace ringlet::transport::shm
+
+namespace ringlet::transport {
+// name "shm", priority 20; connects ranks with the same non-empty hostId.
+TransportEntry makeShmTransportEntry();
+}  // namespace ringlet::transport
