@@ -1,0 +1,208 @@
+#include "transports/tcp/handshake.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+
+#include "ringlet/error.h"
+
+namespace ringlet::transport::tcp {
+
+namespace {
+
+constexpr std::string_view kConnectLabel = "ringlet-connect";
+constexpr std::string_view kAcceptLabel = "ringlet-accept";
+
+std::span<const uint8_t> bytesOf(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+void encodeConnectorFixed(uint8_t* out, size_t jobIdBytes, int fromRank, int toRank) {
+  put32(out, kMagic);
+  put16(out + 4, kProtocolVersion);
+  put16(out + 6, static_cast<uint16_t>(jobIdBytes));
+  put32(out + 8, static_cast<uint32_t>(fromRank));
+  put32(out + 12, static_cast<uint32_t>(toRank));
+}
+
+}  // namespace
+
+Mac computeMac(const std::string& secret, std::string_view label,
+               std::initializer_list<std::span<const uint8_t>> parts) {
+  std::vector<uint8_t> message(label.begin(), label.end());
+  for (auto part : parts) message.insert(message.end(), part.begin(), part.end());
+  static const uint8_t kEmptyKey = 0;
+  const void* key = secret.empty() ? static_cast<const void*>(&kEmptyKey) : secret.data();
+  Mac mac{};
+  unsigned int length = 0;
+  if (HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), message.data(), message.size(),
+           mac.data(), &length) == nullptr ||
+      length != kMacBytes) {
+    throw IoError("HMAC-SHA256 failed in the tcp transport handshake");
+  }
+  return mac;
+}
+
+void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
+                        const std::string& remote) {
+  const std::string what = fmt::format("rank {} at {} (handshake)", listenerRank, remote);
+  if (self.jobId.size() > kMaxJobIdBytes) {
+    throw InvalidArgument(fmt::format("job id is {} bytes; the tcp transport allows at most {}",
+                                      self.jobId.size(), kMaxJobIdBytes));
+  }
+  uint8_t hello[kListenerHelloBytes];
+  try {
+    net::readFull(fd, hello, sizeof(hello), deadline, what);
+  } catch (const IoError& e) {
+    throw IoError(
+        fmt::format("rank {}: rank {} at {} closed the connection before the handshake "
+                    "({})",
+                    self.rank, listenerRank, remote, e.what()));
+  }
+  if (get32(hello) != kMagic || get16(hello + 4) != kProtocolVersion) {
+    throw IoError(fmt::format(
+        "rank {}: {} is not a ringlet tcp listener of protocol version {} (magic {:#x}, version "
+        "{})",
+        self.rank, remote, kProtocolVersion, get32(hello), get16(hello + 4)));
+  }
+  const std::span<const uint8_t> nonce(hello + 8, kNonceBytes);
+
+  std::vector<uint8_t> message(kConnectorFixedBytes + self.jobId.size() + kMacBytes);
+  encodeConnectorFixed(message.data(), self.jobId.size(), self.rank, listenerRank);
+  std::memcpy(message.data() + kConnectorFixedBytes, self.jobId.data(), self.jobId.size());
+  const Mac mac = computeMac(
+      self.secret, kConnectLabel,
+      {nonce, std::span<const uint8_t>(message.data(), kConnectorFixedBytes), bytesOf(self.jobId)});
+  std::memcpy(message.data() + kConnectorFixedBytes + self.jobId.size(), mac.data(), kMacBytes);
+  net::writeFull(fd, message.data(), message.size(), deadline, what);
+
+  uint8_t accept[kListenerAcceptBytes];
+  try {
+    net::readFull(fd, accept, sizeof(accept), deadline, what);
+  } catch (const IoError& e) {
+    throw IoError(fmt::format(
+        "rank {}: rank {} at {} refused the handshake (do both use the same job id and secret?): "
+        "{}",
+        self.rank, listenerRank, remote, e.what()));
+  }
+  uint8_t rankBytes[4];
+  put32(rankBytes, static_cast<uint32_t>(listenerRank));
+  const Mac expected = computeMac(self.secret, kAcceptLabel, {nonce, mac, rankBytes});
+  if (get32(accept) != kMagic || get16(accept + 4) != kProtocolVersion ||
+      static_cast<int>(get32(accept + 8)) != listenerRank ||
+      CRYPTO_memcmp(accept + 12, expected.data(), kMacBytes) != 0) {
+    throw IoError(fmt::format(
+        "rank {}: the listener at {} failed the handshake (wrong rank {} or it does not hold the "
+        "job secret); expected rank {}",
+        self.rank, remote, static_cast<int>(get32(accept + 8)), listenerRank));
+  }
+}
+
+PendingHandshake::PendingHandshake(net::Fd fd, std::string remote, const HandshakeIdentity& self,
+                                   Deadline deadline)
+    : fd_(std::move(fd)), remote_(std::move(remote)), self_(self), deadline_(deadline) {
+  in_.reserve(kConnectorFixedBytes + kMaxJobIdBytes + kMacBytes);
+  if (RAND_bytes(nonce_.data(), static_cast<int>(nonce_.size())) != 1) {
+    throw IoError("RAND_bytes failed to make a handshake nonce in the tcp transport");
+  }
+  uint8_t hello[kListenerHelloBytes];
+  put32(hello, kMagic);
+  put16(hello + 4, kProtocolVersion);
+  put16(hello + 6, 0);
+  std::memcpy(hello + 8, nonce_.data(), kNonceBytes);
+  ssize_t n = ::send(fd_.get(), hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof(hello))) {
+    fail(n < 0 ? fmt::format("sending the nonce failed: {}", net::errorText(errno))
+               : "could not send the nonce");
+  }
+}
+
+void PendingHandshake::fail(std::string reason) {
+  state_ = State::kFailed;
+  failure_ = std::move(reason);
+  fd_.reset();
+}
+
+void PendingHandshake::readAvailable() {
+  while (in_.size() < need_) {
+    const size_t have = in_.size();
+    in_.resize(need_);
+    ssize_t n = ::recv(fd_.get(), in_.data() + have, need_ - have, MSG_DONTWAIT);
+    in_.resize(have + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    if (n == 0) return fail(fmt::format("closed after {} handshake bytes", have));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      return fail(fmt::format("read failed: {}", net::errorText(errno)));
+    }
+    if (in_.size() == kConnectorFixedBytes && need_ == kConnectorFixedBytes) {
+      const uint32_t magic = get32(in_.data());
+      const uint16_t version = get16(in_.data() + 4);
+      const uint16_t jobIdBytes = get16(in_.data() + 6);
+      if (magic != kMagic) return fail(fmt::format("wrong magic {:#010x}", magic));
+      if (version != kProtocolVersion) {
+        return fail(
+            fmt::format("protocol version {} (this rank speaks {})", version, kProtocolVersion));
+      }
+      if (jobIdBytes > kMaxJobIdBytes) {
+        return fail(fmt::format("job id length {} exceeds {}", jobIdBytes, kMaxJobIdBytes));
+      }
+      need_ = kConnectorFixedBytes + jobIdBytes + kMacBytes;
+    }
+  }
+}
+
+int PendingHandshake::parsedFromRank() const { return static_cast<int>(get32(in_.data() + 8)); }
+
+void PendingHandshake::finish(bool wanted) {
+  const size_t jobIdBytes = get16(in_.data() + 6);
+  const int fromRank = parsedFromRank();
+  const int toRank = static_cast<int>(get32(in_.data() + 12));
+  const std::string_view jobId(reinterpret_cast<const char*>(in_.data()) + kConnectorFixedBytes,
+                               jobIdBytes);
+  const uint8_t* mac = in_.data() + kConnectorFixedBytes + jobIdBytes;
+  // The proof first: nothing an unauthenticated client claims is echoed into logs unchecked.
+  const Mac expected =
+      computeMac(self_.secret, kConnectLabel,
+                 {nonce_, std::span<const uint8_t>(in_.data(), kConnectorFixedBytes),
+                  std::span<const uint8_t>(in_.data() + kConnectorFixedBytes, jobIdBytes)});
+  if (jobId != self_.jobId) {
+    return fail(fmt::format("wrong job id ({} bytes; expected '{}')", jobIdBytes, self_.jobId));
+  }
+  if (CRYPTO_memcmp(mac, expected.data(), kMacBytes) != 0) {
+    return fail("wrong secret (handshake proof does not match)");
+  }
+  if (toRank != self_.rank) {
+    return fail(fmt::format("rank {} asked for rank {}, but this is rank {}", fromRank, toRank,
+                            self_.rank));
+  }
+  if (fromRank <= self_.rank || fromRank >= self_.size) {
+    return fail(fmt::format("unexpected rank {} (only ranks {}..{} connect to rank {})", fromRank,
+                            self_.rank + 1, self_.size - 1, self_.rank));
+  }
+  if (!wanted) return fail(fmt::format("duplicate connection from rank {}", fromRank));
+
+  uint8_t accept[kListenerAcceptBytes];
+  put32(accept, kMagic);
+  put16(accept + 4, kProtocolVersion);
+  put16(accept + 6, 0);
+  put32(accept + 8, static_cast<uint32_t>(self_.rank));
+  const Mac proof = computeMac(
+      self_.secret, kAcceptLabel,
+      {nonce_, std::span<const uint8_t>(mac, kMacBytes), std::span<const uint8_t>(accept + 8, 4)});
+  std::memcpy(accept + 12, proof.data(), kMacBytes);
+  ssize_t n = ::send(fd_.get(), accept, sizeof(accept), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(sizeof(accept))) {
+    return fail(fmt::format("rank {}: sending the handshake answer failed", fromRank));
+  }
+  peerRank_ = fromRank;
+  state_ = State::kAccepted;
+}
+
+}  // namespace ringlet::transport::tcp

@@ -1,0 +1,84 @@
+#pragma once
+// The connection handshake of the TCP transport (format in wire.h). It proves to both ends that
+// the other holds the job secret, and tells the listener which rank connected. A connection that
+// fails it carries no data.
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/net/socket.h"
+#include "transports/tcp/wire.h"
+#include "transports/transport.h"
+
+namespace ringlet::transport::tcp {
+
+// What this rank proves and expects.
+struct HandshakeIdentity {
+  std::string jobId;
+  std::string secret;
+  int rank = 0;
+  int size = 1;
+};
+
+// HMAC-SHA256(secret, label | parts...).
+Mac computeMac(const std::string& secret, std::string_view label,
+               std::initializer_list<std::span<const uint8_t>> parts);
+
+// Connector side, blocking until `deadline`: reads the listener's nonce, proves the secret,
+// checks the listener's proof. Throws IoError naming `remote` and the reason when the listener
+// refuses or answers wrongly, TimeoutError when it stays silent.
+void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
+                        const std::string& remote);
+
+// Listener side of one accepted connection, advanced without blocking from a poll loop.
+class PendingHandshake {
+ public:
+  enum class State { kReading, kAccepted, kFailed };
+
+  // Sends the nonce right away; a connection that cannot take 40 bytes fails.
+  PendingHandshake(net::Fd fd, std::string remote, const HandshakeIdentity& self,
+                   Deadline deadline);
+
+  int fd() const { return fd_.get(); }
+  const std::string& remote() const { return remote_; }
+  Deadline deadline() const { return deadline_; }
+  State state() const { return state_; }
+  // Why it failed (for the warning), once state() is kFailed.
+  const std::string& failure() const { return failure_; }
+  // The connector's rank, once state() is kAccepted.
+  int peerRank() const { return peerRank_; }
+
+  // Reads what has arrived; on a complete ConnectorHello validates it and, when it is good,
+  // answers with the listener's proof. `isWanted(rank)` says whether a link from `rank` may be
+  // made now (false for ranks already linked or pending: a duplicate).
+  template <typename IsWanted>
+  State advance(const IsWanted& isWanted) {
+    if (state_ == State::kReading) readAvailable();
+    if (state_ == State::kReading && complete()) finish(isWanted(parsedFromRank()));
+    return state_;
+  }
+  void fail(std::string reason);
+  net::Fd takeFd() { return std::move(fd_); }
+
+ private:
+  void readAvailable();
+  bool complete() const { return in_.size() == need_; }
+  int parsedFromRank() const;
+  void finish(bool wanted);
+
+  net::Fd fd_;
+  std::string remote_;
+  const HandshakeIdentity& self_;
+  Deadline deadline_;
+  Nonce nonce_{};
+  std::vector<uint8_t> in_;
+  size_t need_ = kConnectorFixedBytes;
+  State state_ = State::kReading;
+  std::string failure_;
+  int peerRank_ = -1;
+};
+
+}  // namespace ringlet::transport::tcp

@@ -1,0 +1,227 @@
+// TcpLink: construction, failure, and the send side (queue, sendmsg, flush, abort).
+#include "transports/tcp/tcp_link.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+
+#include "ringlet/error.h"
+#include "src/log.h"
+#include "transports/tcp/tcp_link_wait.h"
+
+namespace ringlet::transport::tcp {
+
+namespace {
+constexpr size_t kMaxIov = 64;
+// abort() spends at most this long finishing a half-sent frame and sending the ABORT frame.
+constexpr std::chrono::milliseconds kAbortSendBudget{50};
+}  // namespace
+
+TcpLink::TcpLink(int rank, int peer, net::Fd fd, WaitTuning tuning)
+    : Link(peer), rank_(rank), fd_(std::move(fd)), tuning_(tuning) {
+  try {
+    description_ = fmt::format("tcp {} -> {}", net::SocketAddress::local(fd_.get()).toString(),
+                               net::SocketAddress::remote(fd_.get()).toString());
+  } catch (const Error&) {
+    description_ = fmt::format("tcp to rank {} (address unknown)", peer);
+  }
+}
+
+TcpLink::~TcpLink() = default;  // fd_ closes the socket
+
+void TcpLink::checkUsable() const {
+  if (aborted_.load(std::memory_order_acquire)) {
+    throw AbortedError(fmt::format("rank {}: the tcp link to rank {} was aborted ({})", rank_,
+                                   peer(), abortReason_));
+  }
+  if (failure_) throw *failure_;
+}
+
+void TcpLink::failWith(const PeerError& error) {
+  if (!failure_) failure_ = std::make_unique<PeerError>(error);
+  throw error;
+}
+
+void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view during) {
+  if (aborted_.load(std::memory_order_acquire)) checkUsable();
+  // The peer may have said why before it closed: look for its ABORT frame.
+  size_t at = start_;
+  while (end_ - at >= kFrameHeaderBytes) {
+    const FrameHeader header = decodeFrameHeader(buffer_.data.get() + at);
+    if (header.type != kFrameData && header.type != kFrameAbort) break;
+    if (end_ - at - kFrameHeaderBytes < header.length) break;
+    if (header.type == kFrameAbort) {
+      throwAbortFrame(header, buffer_.data.get() + at + kFrameHeaderBytes);
+    }
+    at += kFrameHeaderBytes + header.length;
+  }
+  const std::string prefix = wait != nullptr
+                                 ? wait->describe()
+                                 : fmt::format("rank {} (sending in the background)", rank_);
+  std::string what;
+  if (err == 0) {
+    what = "closed the connection";
+  } else if (err == ECONNRESET) {
+    what = "reset the connection";
+  } else if (err == EPIPE) {
+    what = "closed the connection (broken pipe)";
+  } else {
+    what = fmt::format("is unreachable: {}", net::errorText(err));
+  }
+  failWith(PeerError(peer(), fmt::format("{}: rank {} {} while {} ({})", prefix, peer(), what,
+                                         during, description_)));
+}
+
+std::byte* TcpLink::sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) {
+  checkUsable();
+  if (bytes > kMaxMessageBytes) {
+    throw InvalidArgument(fmt::format("{}: message of {} bytes exceeds the tcp link's maximum {}",
+                                      wait.describe(), bytes, kMaxMessageBytes));
+  }
+  return scratch;
+}
+
+void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  checkUsable();
+  if (bytes > kMaxMessageBytes) {
+    throw InvalidArgument(fmt::format("{}: message of {} bytes exceeds the tcp link's maximum {}",
+                                      wait.describe(), bytes, kMaxMessageBytes));
+  }
+  std::lock_guard lock(sendMutex_);
+  Outgoing& out = queue_.emplace_back();
+  encodeFrameHeader(out.header, kFrameData, static_cast<uint32_t>(bytes));
+  out.data = data;
+  out.bytes = bytes;
+  writeQueued(&wait);
+}
+
+void TcpLink::writeQueued(const WaitContext* wait) {
+  while (!queue_.empty()) {
+    iovec iov[kMaxIov];
+    size_t count = 0;
+    for (auto it = queue_.begin(); it != queue_.end() && count + 2 <= kMaxIov; ++it) {
+      if (it->sent < kFrameHeaderBytes) {
+        iov[count++] = {it->header + it->sent, kFrameHeaderBytes - it->sent};
+        if (it->bytes > 0) iov[count++] = {const_cast<std::byte*>(it->data), it->bytes};
+      } else {
+        const size_t done = it->sent - kFrameHeaderBytes;
+        iov[count++] = {const_cast<std::byte*>(it->data) + done, it->bytes - done};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      failConnection(errno, wait, "sending");
+    }
+    size_t left = static_cast<size_t>(n);
+    while (left > 0) {
+      Outgoing& front = queue_.front();
+      const size_t take = std::min(left, front.total() - front.sent);
+      front.sent += take;
+      left -= take;
+      if (front.sent == front.total()) queue_.pop_front();
+    }
+  }
+}
+
+bool TcpLink::hasQueued() {
+  std::lock_guard lock(sendMutex_);
+  return !queue_.empty();
+}
+
+void TcpLink::pumpSelf(const WaitContext& wait) {
+  std::lock_guard lock(sendMutex_);
+  if (!queue_.empty()) writeQueued(&wait);
+}
+
+bool TcpLink::pump() {
+  if (aborted_.load(std::memory_order_relaxed) || failure_) return false;
+  std::lock_guard lock(sendMutex_);
+  if (queue_.empty()) return false;
+  writeQueued(nullptr);
+  return !queue_.empty();
+}
+
+void TcpLink::flush(const WaitContext& wait) {
+  checkUsable();
+  auto what = [&] { return fmt::format("the peer to take {} queued messages", queue_.size()); };
+  waitUntil(
+      wait, [] { return POLLOUT | POLLIN; }, what,
+      [&] {
+        {
+          std::lock_guard lock(sendMutex_);
+          if (!queue_.empty()) writeQueued(&wait);
+          if (queue_.empty()) return true;
+        }
+        readAhead(wait);
+        return false;
+      });
+}
+
+void TcpLink::abort(int origin, std::string_view reason) {
+  std::lock_guard lock(sendMutex_);
+  if (aborted_.load(std::memory_order_acquire)) return;
+  abortReason_ = fmt::format("abort from rank {}: {}", origin, reason);
+  sendAbortFrame(origin, reason);
+  queue_.clear();
+  aborted_.store(true, std::memory_order_release);
+  ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+// Best effort within kAbortSendBudget: completes a half-sent frame (else the peer would read the
+// ABORT frame as payload), then sends the ABORT frame. Touches only the send side (another
+// thread may be reading). Called with sendMutex_ held.
+void TcpLink::sendAbortFrame(int origin, std::string_view reason) {
+  reason = reason.substr(0, kMaxAbortReasonBytes);
+  std::vector<uint8_t> frame(kFrameHeaderBytes + 4 + reason.size());
+  encodeFrameHeader(frame.data(), kFrameAbort, static_cast<uint32_t>(4 + reason.size()));
+  put32(frame.data() + kFrameHeaderBytes, static_cast<uint32_t>(origin));
+  std::memcpy(frame.data() + kFrameHeaderBytes + 4, reason.data(), reason.size());
+
+  iovec iov[3];
+  size_t count = 0;
+  if (!queue_.empty() && queue_.front().sent > 0) {
+    Outgoing& half = queue_.front();
+    if (half.sent < kFrameHeaderBytes) {
+      iov[count++] = {half.header + half.sent, kFrameHeaderBytes - half.sent};
+      iov[count++] = {const_cast<std::byte*>(half.data), half.bytes};
+    } else {
+      const size_t done = half.sent - kFrameHeaderBytes;
+      iov[count++] = {const_cast<std::byte*>(half.data) + done, half.bytes - done};
+    }
+  }
+  iov[count++] = {frame.data(), frame.size()};
+  const auto deadline = Clock::now() + kAbortSendBudget;
+  size_t first = 0;
+  while (first < count) {
+    msghdr msg{};
+    msg.msg_iov = iov + first;
+    msg.msg_iovlen = count - first;
+    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      log::debug("rank {}: could not send the abort to rank {}: {}", rank_, peer(),
+                 net::errorText(errno));
+      return;
+    }
+    size_t left = static_cast<size_t>(std::max<ssize_t>(n, 0));
+    while (first < count && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (first < count) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+      if (n <= 0 && !net::waitFor(fd_.get(), POLLOUT, deadline)) {
+        log::debug("rank {}: the abort to rank {} did not fit before the deadline", rank_, peer());
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace ringlet::transport::tcp

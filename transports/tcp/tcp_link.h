@@ -1,0 +1,134 @@
+#pragma once
+// One TCP connection to one peer, after the handshake: the Link of the tcp transport.
+//
+// Send side: the transport sends straight from caller memory. send() queues (pointer, length)
+// and writes at once with sendmsg (frame header and payload in one call); whatever the socket
+// does not take stays queued and moves in pump(), in any wait of this link, and in the waits of
+// the communicator's other links. The caller keeps the memory unchanged until flush().
+//
+// Receive side: a link-owned buffer reads ahead, so several small messages arrive in one
+// syscall. recv() returns a pointer into that buffer, valid until release() (the next recv() or
+// recvInto() releases it implicitly). recvInto() reads large payloads straight into the
+// destination. flush() also reads ahead while it waits, so two ranks that both send large
+// messages before receiving cannot deadlock.
+//
+// Threads: one thread uses the link at a time, except abort(), which any thread may call while
+// another waits in the link; the waiter then throws AbortedError. abort() shuts the socket down
+// at once; the descriptor itself is closed when the link is destroyed (closing it under a waiting
+// thread could hand its number to an unrelated file).
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ringlet/error.h"
+#include "src/net/socket.h"
+#include "transports/tcp/wire.h"
+#include "transports/transport.h"
+
+namespace ringlet::transport::tcp {
+
+// How a waiting link behaves before it sleeps in poll().
+struct WaitTuning {
+  // Spin with nonblocking reads this long before sleeping in poll(). Short enough that ranks
+  // sharing a core do not starve each other; long enough to catch a reply of a small message.
+  std::chrono::nanoseconds spin = std::chrono::microseconds(50);
+};
+
+class TcpLink final : public Link {
+ public:
+  // `fd` is connected, handshaken, nonblocking, with TCP_NODELAY and large buffers.
+  TcpLink(int rank, int peer, net::Fd fd, WaitTuning tuning);
+  ~TcpLink() override;
+
+  std::string_view transportName() const override { return "tcp"; }
+  std::string describe() const override { return description_; }
+  size_t maxMessageBytes() const override { return kMaxMessageBytes; }
+
+  std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
+  void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
+  void flush(const WaitContext& wait) override;
+
+  const std::byte* recv(size_t bytes, const WaitContext& wait) override;
+  void release() override;
+  void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
+
+  bool pump() override;
+  void abort(int origin, std::string_view reason) override;
+
+  int fd() const { return fd_.get(); }
+
+ private:
+  // One queued message: its frame header and payload, and how much of both has left.
+  struct Outgoing {
+    uint8_t header[kFrameHeaderBytes];
+    const std::byte* data = nullptr;
+    size_t bytes = 0;
+    size_t sent = 0;  // counts header bytes first
+    size_t total() const { return kFrameHeaderBytes + bytes; }
+  };
+  // A heap buffer that is not zero-filled on allocation.
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t size = 0;
+  };
+
+  // ---- shared ----
+  void checkUsable() const;
+  // Throws the PeerError for a broken connection (EOF: err == 0), first looking for an ABORT
+  // frame among the bytes already read. Remembers the error for later calls.
+  [[noreturn]] void failConnection(int err, const WaitContext* wait, std::string_view during);
+  [[noreturn]] void failWith(const PeerError& error);
+  // Spins, then polls (this socket for events(), and other tcp links with queued sends), until
+  // attempt() returns true; throws TimeoutError naming what() at the deadline.
+  template <typename Events, typename What, typename Attempt>
+  void waitUntil(const WaitContext& wait, const Events& events, const What& what,
+                 Attempt&& attempt);
+
+  // ---- send side (tcp_link.cc) ----
+  // Writes queued bytes until the socket would block. Call with sendMutex_ held.
+  void writeQueued(const WaitContext* wait);
+  bool hasQueued();
+  // Moves this link's own queued bytes while it waits for something else.
+  void pumpSelf(const WaitContext& wait);
+  void sendAbortFrame(int origin, std::string_view reason);
+
+  // ---- receive side (tcp_link_recv.cc) ----
+  size_t buffered() const { return end_ - start_; }
+  // Makes room for `need` bytes from start_ and some free space after end_.
+  void reserve(size_t need);
+  // One nonblocking read of at most `limit` bytes into the buffer, after making room for `need`
+  // bytes from start_; returns the bytes read (0: nothing now).
+  size_t fill(size_t need, const WaitContext* wait, size_t limit = SIZE_MAX);
+  // Looks at the next frame header; throws on ABORT or a corrupt stream or a size mismatch.
+  // Returns false when the header has not fully arrived.
+  bool peekDataHeader(size_t bytes, const WaitContext& wait);
+  [[noreturn]] void throwAbortFrame(const FrameHeader& header, const std::byte* payload);
+  // Reads what has arrived, for a waiting flush() (never moves a message held by recv()).
+  void readAhead(const WaitContext& wait);
+
+  const int rank_;
+  net::Fd fd_;
+  WaitTuning tuning_;
+  std::string description_;
+
+  std::mutex sendMutex_;  // guards queue_ against a concurrent abort()
+  std::deque<Outgoing> queue_;
+
+  Buffer buffer_;
+  size_t start_ = 0;             // next unread byte
+  size_t end_ = 0;               // end of the bytes read
+  bool held_ = false;            // recv() returned a message that release() has not yet returned
+  std::vector<Buffer> retired_;  // buffers that still hold the held message
+
+  std::atomic<bool> aborted_{false};
+  std::string abortReason_;
+  std::unique_ptr<PeerError> failure_;  // the first connection failure, thrown again later
+};
+
+}  // namespace ringlet::transport::tcp

@@ -1,0 +1,167 @@
+// TcpLink's receive side: the read-ahead buffer, recv/recvInto, ABORT frames.
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ringlet/error.h"
+#include "transports/tcp/tcp_link.h"
+#include "transports/tcp/tcp_link_wait.h"
+
+namespace ringlet::transport::tcp {
+
+namespace {
+// The read-ahead buffer starts this large and keeps at least this much room for reading ahead.
+constexpr size_t kInitialBufferBytes = 256 << 10;
+constexpr size_t kReadAheadBytes = 64 << 10;
+// recvInto reads a remaining payload of at least this size straight into the destination.
+constexpr size_t kDirectReadBytes = 32 << 10;
+}  // namespace
+
+void TcpLink::reserve(size_t need) {
+  need = std::max(need, kFrameHeaderBytes);
+  if (buffer_.size - start_ >= need && end_ < buffer_.size) return;
+  const size_t have = buffered();
+  if (!held_ && buffer_.size >= need + kReadAheadBytes / 4 && have < buffer_.size) {
+    std::memmove(buffer_.data.get(), buffer_.data.get() + start_, have);
+  } else {
+    // A new buffer; the old one lives on while it holds the message recv() returned.
+    Buffer bigger;
+    bigger.size = std::max({buffer_.size, kInitialBufferBytes, need + kReadAheadBytes});
+    bigger.data = std::make_unique_for_overwrite<std::byte[]>(bigger.size);
+    if (have > 0) std::memcpy(bigger.data.get(), buffer_.data.get() + start_, have);
+    if (held_) retired_.push_back(std::move(buffer_));
+    buffer_ = std::move(bigger);
+  }
+  start_ = 0;
+  end_ = have;
+}
+
+size_t TcpLink::fill(size_t need, const WaitContext* wait, size_t limit) {
+  reserve(need);
+  const size_t room = std::min(buffer_.size - end_, limit);
+  while (true) {
+    const ssize_t n = ::recv(fd_.get(), buffer_.data.get() + end_, room, MSG_DONTWAIT);
+    if (n > 0) {
+      end_ += static_cast<size_t>(n);
+      return static_cast<size_t>(n);
+    }
+    if (n == 0) failConnection(0, wait, "receiving");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    failConnection(errno, wait, "receiving");
+  }
+}
+
+void TcpLink::throwAbortFrame(const FrameHeader& header, const std::byte* payload) {
+  const int origin = static_cast<int>(get32(reinterpret_cast<const uint8_t*>(payload)));
+  const std::string reason(reinterpret_cast<const char*>(payload) + 4, header.length - 4);
+  failWith(PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason)));
+}
+
+bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait) {
+  if (buffered() < kFrameHeaderBytes) {
+    // A large message's payload should go straight to recvInto's destination: read only the
+    // header then.
+    fill(kFrameHeaderBytes, &wait, bytes >= kDirectReadBytes ? kFrameHeaderBytes : SIZE_MAX);
+    if (buffered() < kFrameHeaderBytes) return false;
+  }
+  const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+  if (header.type == kFrameAbort) {
+    if (header.length < 4 || header.length > 4 + kMaxAbortReasonBytes) {
+      throw IoError(fmt::format("{}: rank {} sent an abort frame of {} bytes (at most {} allowed)",
+                                wait.describe(), peer(), header.length, 4 + kMaxAbortReasonBytes));
+    }
+    const size_t need = kFrameHeaderBytes + header.length;
+    if (buffered() < need) fill(need, &wait);
+    if (buffered() < need) return false;
+    throwAbortFrame(header, buffer_.data.get() + start_ + kFrameHeaderBytes);
+  }
+  if (header.type != kFrameData) {
+    throw IoError(fmt::format("{}: corrupt stream from rank {}: unknown frame type {:#010x} ({})",
+                              wait.describe(), peer(), header.type, description_));
+  }
+  if (header.length != bytes) {
+    throw IoError(fmt::format(
+        "{}: rank {} sent a message of {} bytes where rank {} expected {} bytes: the ranks "
+        "disagree about the operation (different collective, count or data type?)",
+        wait.describe(), peer(), header.length, rank_, bytes));
+  }
+  return true;
+}
+
+const std::byte* TcpLink::recv(size_t bytes, const WaitContext& wait) {
+  checkUsable();
+  release();
+  const size_t need = kFrameHeaderBytes + bytes;
+  auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
+  auto what = [&] { return fmt::format("a {}-byte message from rank {}", bytes, peer()); };
+  waitUntil(wait, events, what, [&] {
+    pumpSelf(wait);
+    if (!peekDataHeader(bytes, wait)) return false;
+    if (buffered() < need) fill(need, &wait);
+    return buffered() >= need;
+  });
+  const std::byte* message = buffer_.data.get() + start_ + kFrameHeaderBytes;
+  start_ += need;
+  held_ = true;
+  return message;
+}
+
+void TcpLink::release() {
+  held_ = false;
+  retired_.clear();
+  if (start_ == end_) start_ = end_ = 0;
+}
+
+void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
+  checkUsable();
+  release();
+  auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
+  size_t got = 0;
+  auto what = [&] {
+    return fmt::format("a {}-byte message from rank {} ({} bytes arrived)", bytes, peer(), got);
+  };
+  waitUntil(wait, events, what, [&] {
+    pumpSelf(wait);
+    return peekDataHeader(bytes, wait);
+  });
+  start_ += kFrameHeaderBytes;
+  got = std::min(buffered(), bytes);
+  if (got > 0) std::memcpy(dst, buffer_.data.get() + start_, got);
+  start_ += got;
+  if (got < bytes) {
+    waitUntil(wait, events, what, [&] {
+      pumpSelf(wait);
+      while (got < bytes) {
+        const size_t remaining = bytes - got;
+        if (remaining >= kDirectReadBytes) {
+          const ssize_t n = ::recv(fd_.get(), dst + got, remaining, MSG_DONTWAIT);
+          if (n > 0) {
+            got += static_cast<size_t>(n);
+          } else if (n == 0) {
+            failConnection(0, &wait, "receiving");
+          } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return false;
+          } else if (errno != EINTR) {
+            failConnection(errno, &wait, "receiving");
+          }
+        } else {
+          if (fill(remaining, &wait) == 0) return false;
+          const size_t take = std::min(buffered(), remaining);
+          std::memcpy(dst + got, buffer_.data.get() + start_, take);
+          start_ += take;
+          got += take;
+        }
+      }
+      return true;
+    });
+  }
+  if (start_ == end_) start_ = end_ = 0;
+}
+
+void TcpLink::readAhead(const WaitContext& wait) { fill(0, &wait); }
+
+}  // namespace ringlet::transport::tcp

@@ -1,0 +1,208 @@
+#include "transports/tcp/tcp_transport.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "ringlet/communicator.h"
+#include "ringlet/error.h"
+#include "src/log.h"
+
+namespace ringlet::transport::tcp {
+
+namespace {
+
+std::chrono::milliseconds remaining(Deadline deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
+TcpTransport::TcpTransport(TransportContext context, WaitTuning tuning)
+    : context_(std::move(context)), tuning_(tuning) {
+  if (!context_.store) throw InvalidArgument("tcp transport: the context has no store");
+  if (context_.rank < 0 || context_.rank >= context_.size) {
+    throw InvalidArgument(
+        fmt::format("tcp transport: rank {} is outside 0..{}", context_.rank, context_.size - 1));
+  }
+  if (context_.jobId.size() > kMaxJobIdBytes) {
+    throw InvalidArgument(fmt::format("tcp transport: job id is {} bytes; at most {} allowed",
+                                      context_.jobId.size(), kMaxJobIdBytes));
+  }
+  identity_ = {context_.jobId, context_.secret, context_.rank, context_.size};
+}
+
+TcpTransport::~TcpTransport() = default;
+
+std::string TcpTransport::chooseListenHost() const {
+  const CommunicatorOptions* options = context_.options;
+  if (options != nullptr && !options->socketAddress.empty()) return options->socketAddress;
+  if (options != nullptr && !options->socketIfname.empty()) {
+    return net::interfaceAddress(options->socketIfname);
+  }
+  const bool oneHost = std::all_of(context_.peers.begin(), context_.peers.end(), [&](auto& p) {
+    return p.hostId == context_.peers.front().hostId;
+  });
+  if (oneHost) return "127.0.0.1";
+  if (!context_.rendezvousHost.empty()) return net::addressRoutingTo(context_.rendezvousHost);
+  char hostname[256] = {};
+  if (gethostname(hostname, sizeof(hostname) - 1) != 0) {
+    throw IoError("tcp transport: gethostname failed while choosing a listen address");
+  }
+  return net::SocketAddress::resolve(hostname, 0).host();
+}
+
+void TcpTransport::startListening() {
+  const std::string host = chooseListenHost();
+  listener_ = net::listenTcp(host, 0);
+  listenAddress_ = net::SocketAddress::local(listener_.get()).toString();
+  const std::string key = fmt::format("addr/{}", context_.rank);
+  context_.store->set(key, std::as_bytes(std::span(listenAddress_)));
+  log::debug("rank {}: tcp transport listens on {}", context_.rank, listenAddress_);
+}
+
+std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> peers,
+                                                         Deadline deadline) {
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i] < 0 || peers[i] >= context_.size || peers[i] == context_.rank ||
+        (i > 0 && peers[i] <= peers[i - 1])) {
+      throw InvalidArgument(fmt::format(
+          "tcp transport on rank {}: peers [{}] must be ascending ranks in 0..{} without this rank",
+          context_.rank, fmt::join(peers, ", "), context_.size - 1));
+    }
+  }
+  if (!listener_.valid()) startListening();
+
+  // Lower ranks first, then accept the higher ones. By induction on the rank this cannot
+  // deadlock: rank 0 only accepts, and every rank finishes its outgoing connections once the
+  // lower ranks reach their accept phase.
+  std::vector<std::unique_ptr<Link>> links(peers.size());
+  std::vector<int> higher;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i] > context_.rank) {
+      higher.push_back(peers[i]);
+      continue;
+    }
+    links[i] =
+        std::make_unique<TcpLink>(context_.rank, peers[i], connectTo(peers[i], deadline), tuning_);
+  }
+  std::map<int, net::Fd> accepted = acceptFrom(higher, deadline);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i] > context_.rank) {
+      links[i] = std::make_unique<TcpLink>(context_.rank, peers[i],
+                                           std::move(accepted.at(peers[i])), tuning_);
+    }
+    log::debug("rank {}: {}", context_.rank, links[i]->describe());
+  }
+  return links;
+}
+
+net::Fd TcpTransport::connectTo(int peer, Deadline deadline) {
+  const std::string key = fmt::format("addr/{}", peer);
+  const Bytes value = context_.store->get(key, remaining(deadline));
+  const std::string address(reinterpret_cast<const char*>(value.data()), value.size());
+  const auto [host, port] = net::splitHostPort(address, key);
+  net::Fd fd = net::connectTcp(host, port, deadline, fmt::format("rank {}", peer));
+  connectorHandshake(fd.get(), identity_, peer, deadline, address);
+  return fd;
+}
+
+std::map<int, net::Fd> TcpTransport::acceptFrom(std::vector<int> wanted, Deadline deadline) {
+  std::map<int, net::Fd> result;
+  auto claim = [&] {
+    for (auto it = wanted.begin(); it != wanted.end();) {
+      auto found = stash_.find(*it);
+      if (found == stash_.end()) {
+        ++it;
+        continue;
+      }
+      result.emplace(*it, std::move(found->second));
+      stash_.erase(found);
+      it = wanted.erase(it);
+    }
+  };
+  claim();
+  while (!wanted.empty()) {
+    std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
+    auto wake = deadline;
+    for (const auto& p : pending_) {
+      fds.push_back({p->fd(), POLLIN, 0});
+      wake = std::min(wake, p->deadline());
+    }
+    const auto slice =
+        std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()) +
+                       std::chrono::milliseconds(1),
+                   std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+    if (::poll(fds.data(), fds.size(), static_cast<int>(slice.count())) < 0 && errno != EINTR) {
+      throw IoError(fmt::format("rank {}: poll on the tcp listener failed: {}", context_.rank,
+                                net::errorText(errno)));
+    }
+    serviceListener([&](int rank) { return result.count(rank) == 0; });
+    claim();
+    if (!wanted.empty() && Clock::now() >= deadline) {
+      throw TimeoutError(fmt::format(
+          "rank {}: tcp transport setup timed out waiting for rank(s) [{}] to connect to {}",
+          context_.rank, fmt::join(wanted, ", "), listenAddress_));
+    }
+  }
+  return result;
+}
+
+void TcpTransport::serviceListener(const std::function<bool(int)>& notClaimed) {
+  while (true) {
+    net::Fd fd = net::acceptTcp(listener_.get());
+    if (!fd.valid()) break;
+    std::string remote = "unknown address";
+    try {
+      remote = net::SocketAddress::remote(fd.get()).toString();
+    } catch (const Error&) {
+    }
+    pending_.push_back(std::make_unique<PendingHandshake>(
+        std::move(fd), std::move(remote), identity_, Clock::now() + kHandshakeTimeout));
+  }
+  const auto now = Clock::now();
+  auto isWanted = [&](int rank) { return stash_.count(rank) == 0 && notClaimed(rank); };
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    PendingHandshake& p = **it;
+    auto state = p.advance(isWanted);
+    if (state == PendingHandshake::State::kReading && now >= p.deadline()) {
+      p.fail(fmt::format("no complete handshake within {} s", kHandshakeTimeout.count()));
+      state = PendingHandshake::State::kFailed;
+    }
+    if (state == PendingHandshake::State::kReading) {
+      ++it;
+      continue;
+    }
+    if (state == PendingHandshake::State::kAccepted) {
+      log::debug("rank {}: rank {} connected from {}", context_.rank, p.peerRank(), p.remote());
+      stash_.emplace(p.peerRank(), p.takeFd());
+    } else {
+      log::warn("rank {}: tcp transport refused the connection from {}: {}", context_.rank,
+                p.remote(), p.failure());
+    }
+    it = pending_.erase(it);
+  }
+}
+
+}  // namespace ringlet::transport::tcp
+
+namespace ringlet::transport {
+
+// Declared in registry.cc.
+TransportEntry makeTcpTransportEntry() {
+  TransportEntry entry;
+  entry.name = "tcp";
+  entry.priority = 10;
+  entry.canConnect = [](const PeerInfo&, const PeerInfo&) { return true; };
+  entry.make = [](TransportContext context) -> std::unique_ptr<Transport> {
+    return std::make_unique<tcp::TcpTransport>(std::move(context));
+  };
+  return entry;
+}
+
+}  // namespace ringlet::transport

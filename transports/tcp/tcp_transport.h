@@ -1,0 +1,61 @@
+#pragma once
+// The tcp transport: one listening socket per rank, one handshaken TCP connection per peer pair.
+//
+// Setup (connect()): every rank listens once, for the Transport's lifetime, and publishes
+// "addr/<rank>" = "host:port" in the context's store. For each pair the higher rank connects to
+// the lower rank's listener and the lower rank accepts; both sides then run the handshake in
+// handshake.h. The listener serves all pending handshakes at once from one poll loop, so a stray
+// or hostile client (garbage, silence, wrong secret) is refused and logged without delaying the
+// real peers. A peer that connects for a later connect() call is kept until that call claims it.
+//
+// Listen address: options->socketAddress; else the address of options->socketIfname; else
+// 127.0.0.1 when every rank is on one host; else the address that routes to the rendezvous host
+// (or this host name's address when that is unknown).
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transports/tcp/handshake.h"
+#include "transports/tcp/tcp_link.h"
+#include "transports/transport.h"
+
+namespace ringlet::transport::tcp {
+
+// How long an accepted connection may take to complete its handshake before it is dropped.
+inline constexpr std::chrono::seconds kHandshakeTimeout{5};
+
+class TcpTransport final : public Transport {
+ public:
+  explicit TcpTransport(TransportContext context, WaitTuning tuning = {});
+  ~TcpTransport() override;
+
+  std::string_view name() const override { return "tcp"; }
+  std::vector<std::unique_ptr<Link>> connect(std::span<const int> peers,
+                                             Deadline deadline) override;
+
+  // "host:port" of this rank's listener (empty before the first connect()).
+  const std::string& listenAddress() const { return listenAddress_; }
+
+ private:
+  std::string chooseListenHost() const;
+  void startListening();
+  net::Fd connectTo(int peer, Deadline deadline);
+  // Accepts until every rank in `wanted` has connected; returns their sockets by rank.
+  std::map<int, net::Fd> acceptFrom(std::vector<int> wanted, Deadline deadline);
+  // Accepts new connections and advances pending handshakes; completed ones go to stash_.
+  // `notClaimed(rank)` is false for ranks this connect() call already linked (a duplicate).
+  void serviceListener(const std::function<bool(int)>& notClaimed);
+
+  TransportContext context_;
+  WaitTuning tuning_;
+  HandshakeIdentity identity_;
+  net::Fd listener_;
+  std::string listenAddress_;
+  std::vector<std::unique_ptr<PendingHandshake>> pending_;
+  std::map<int, net::Fd> stash_;  // handshaken, not yet claimed by a connect() call
+};
+
+}  // namespace ringlet::transport::tcp

@@ -1,0 +1,85 @@
+#pragma once
+// The TCP transport's wire format. Every integer is little-endian.
+//
+// Handshake (once per connection, before any frame; the connector is the higher rank):
+//
+//   listener  -> connector  ListenerHello   magic u32 | version u16 | reserved u16 | nonce[32]
+//   connector -> listener   ConnectorHello  magic u32 | version u16 | jobIdBytes u16 |
+//                                           fromRank i32 | toRank i32 | jobId[jobIdBytes] |
+//                                           mac[32] = HMAC-SHA256(secret, "ringlet-connect" |
+//                                                     nonce | the 16 fixed bytes | jobId)
+//   listener  -> connector  ListenerAccept  magic u32 | version u16 | reserved u16 |
+//                                           listenerRank i32 | mac[32] = HMAC-SHA256(secret,
+//                                           "ringlet-accept" | nonce | connector mac | rank i32)
+//
+// A listener that refuses a connector closes the socket without answering.
+//
+// Frames (after the handshake, both directions): header = type u32 | length u32, then `length`
+// payload bytes. DATA carries one message. ABORT carries origin i32 | reason bytes and is the
+// last frame on the connection.
+
+#include <endian.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ringlet::transport::tcp {
+
+inline constexpr uint32_t kMagic = 0x4c474e52;  // "RNGL"
+inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr size_t kMaxJobIdBytes = 256;
+
+inline constexpr size_t kListenerHelloBytes = 8 + kNonceBytes;
+inline constexpr size_t kConnectorFixedBytes = 16;
+inline constexpr size_t kListenerAcceptBytes = 12 + kMacBytes;
+
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Mac = std::array<uint8_t, kMacBytes>;
+
+// Frame types: tags rather than small numbers, so a corrupt or foreign stream is noticed.
+inline constexpr uint32_t kFrameData = 0x41544144;   // "DATA"
+inline constexpr uint32_t kFrameAbort = 0x54524241;  // "ABRT"
+inline constexpr size_t kFrameHeaderBytes = 8;
+// Largest DATA payload; collectives cut their segments to fit.
+inline constexpr size_t kMaxMessageBytes = size_t{1} << 30;
+// Largest reason text carried by an ABORT frame.
+inline constexpr size_t kMaxAbortReasonBytes = 4096;
+
+struct FrameHeader {
+  uint32_t type = 0;
+  uint32_t length = 0;
+};
+
+inline void put16(uint8_t* p, uint16_t v) {
+  v = htole16(v);
+  std::memcpy(p, &v, 2);
+}
+inline void put32(uint8_t* p, uint32_t v) {
+  v = htole32(v);
+  std::memcpy(p, &v, 4);
+}
+inline uint16_t get16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return le16toh(v);
+}
+inline uint32_t get32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return le32toh(v);
+}
+
+inline void encodeFrameHeader(uint8_t* out, uint32_t type, uint32_t length) {
+  put32(out, type);
+  put32(out + 4, length);
+}
+inline FrameHeader decodeFrameHeader(const std::byte* in) {
+  const auto* p = reinterpret_cast<const uint8_t*>(in);
+  return FrameHeader{get32(p), get32(p + 4)};
+}
+
+}  // namespace ringlet::transport::tcp
