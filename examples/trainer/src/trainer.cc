@@ -1,0 +1,87 @@
+#include "trainer.h"
+
+#include <fmt/format.h>
+
+#include "ringlet/error.h"
+
+namespace trainer {
+
+Trainer::Trainer(const TrainOptions& options)
+    : options_(options), dataRng_(options.seed * 3 + 1), dropoutRng_(options.seed * 3 + 2) {
+  if (options.steps <= 0 || options.batch <= 0 || options.warmup < 0 || !(options.lr > 0)) {
+    throw ringlet::InvalidArgument(fmt::format(
+        "need steps > 0, batch > 0, warmup >= 0 and lr > 0 (got {}, {}, {}, {})", options.steps,
+        options.batch, options.warmup, options.lr));
+  }
+  Rng initRng(options.seed * 3);
+  workload_ = makeWorkload(options.model, initRng);
+  const int64_t n = workload_->params().numel();
+  if (options.optimizer == "adamw") {
+    optimizer_ = makeAdamW(n, {.weightDecay = options.weightDecay});
+  } else if (options.optimizer == "sgd") {
+    optimizer_ = makeSgd(n, {.momentum = options.momentum, .weightDecay = options.weightDecay});
+  } else {
+    throw ringlet::InvalidArgument(
+        fmt::format("--optimizer {} is not adamw or sgd", options.optimizer));
+  }
+}
+
+double Trainer::forward() {
+  params().zeroGrads();
+  Batch batch = workload_->nextBatch(options_.batch, dataRng_);
+  Context<float> ctx{params(), true, dropoutRng_};
+  pendingLoss_ = workload_->loss(ctx, batch, &pendingStats_);
+  return pendingLoss_.item();
+}
+
+void Trainer::backward(const GradReadyHook& onGradReady) {
+  if (!pendingLoss_.defined()) {
+    throw ringlet::InvalidArgument("Trainer::backward called without a forward() before it");
+  }
+  std::vector<char> reported(params().size(), 0);
+  trainer::backward(pendingLoss_, [&](int index) {
+    reported[index] = 1;
+    if (onGradReady) onGradReady(index);
+  });
+  for (int i = params().size() - 1; i >= 0; i--) {
+    if (!reported[i] && onGradReady) onGradReady(i);
+  }
+  pendingLoss_ = Tensor<float>();  // frees the graph
+}
+
+StepStats Trainer::optimizerStep() {
+  StepStats stats;
+  stats.gradNorm = clipGradNorm(params(), options_.clip);
+  stats.lr = learningRate(options_.lr, step_, options_.warmup, options_.steps);
+  optimizer_->step(params(), stats.lr);
+  step_++;
+  stats.step = step_;
+  stats.counts = pendingStats_;
+  stats.loss = pendingStats_.count > 0 ? pendingStats_.lossSum / double(pendingStats_.count) : 0;
+  return stats;
+}
+
+StepStats Trainer::trainStep() {
+  forward();
+  backward();
+  return optimizerStep();
+}
+
+EvalResult Trainer::evaluate(int64_t maxBatches) {
+  NoGradGuard noGrad;
+  EvalResult result;
+  Rng unused(0);
+  Context<float> ctx{params(), false, unused};
+  int64_t n = workload_->evalBatchCount(options_.batch);
+  if (maxBatches >= 0) n = std::min(n, maxBatches);
+  for (int64_t i = 0; i < n; i++) {
+    CrossEntropyStats s;
+    workload_->loss(ctx, workload_->evalBatch(i, options_.batch), &s);
+    result.lossSum += s.lossSum;
+    result.count += s.count;
+    result.correct += s.correct;
+  }
+  return result;
+}
+
+}  // namespace trainer

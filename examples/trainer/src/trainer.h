@@ -1,0 +1,79 @@
+#pragma once
+// The training loop's pieces. A step runs as three phases that a data-parallel synchronizer can
+// work between: forward() (zeroes gradients, draws a batch, builds the graph), backward(hook)
+// (the hook sees each parameter as its gradient completes), optimizerStep() (clip, schedule,
+// update). evaluate() returns sums and counts so that ranks can add theirs before dividing.
+
+#include <memory>
+#include <string>
+
+#include "autograd.h"
+#include "models.h"
+#include "optim.h"
+
+namespace trainer {
+
+struct TrainOptions {
+  ModelOptions model;
+  int64_t steps = 1000;  // total steps (the schedule decays to 0 here)
+  int64_t batch = 32;
+  double lr = 1e-3;
+  int64_t warmup = 100;
+  uint64_t seed = 1;
+  std::string optimizer = "adamw";  // adamw | sgd
+  double weightDecay = 0.01;
+  double momentum = 0.9;  // sgd
+  double clip = 1.0;      // max gradient norm; 0 = off
+};
+
+struct StepStats {
+  int64_t step = 0;  // steps completed after this one
+  double loss = 0;
+  double lr = 0;
+  double gradNorm = 0;
+  CrossEntropyStats counts;  // this batch's loss sum, counted targets and correct arg-max
+};
+
+struct EvalResult {
+  double lossSum = 0;
+  int64_t count = 0;    // counted targets
+  int64_t correct = 0;  // arg-max hits
+  double meanLoss() const { return count > 0 ? lossSum / double(count) : 0; }
+  double accuracy() const { return count > 0 ? double(correct) / double(count) : 0; }
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainOptions& options);
+  const TrainOptions& options() const { return options_; }
+  Workload& workload() { return *workload_; }
+  ParameterStore<float>& params() { return workload_->params(); }
+  Optimizer& optimizer() { return *optimizer_; }
+  int64_t step() const { return step_; }
+
+  double forward();  // returns this batch's mean loss
+  // Every parameter is reported to the hook exactly once: those the loss reaches as their
+  // gradient completes, the rest (zero gradient) at the end.
+  void backward(const GradReadyHook& onGradReady = {});
+  StepStats optimizerStep();
+  StepStats trainStep();  // forward + backward + optimizerStep
+
+  // Evaluation mode (no dropout, no graph) over up to maxBatches held-out batches (-1 = all).
+  EvalResult evaluate(int64_t maxBatches = -1);
+
+  // One file: parameters, optimizer state, step and both random generators. load() checks
+  // that the parameter layout and optimizer match and that the file is intact.
+  void saveCheckpoint(const std::string& path) const;
+  void loadCheckpoint(const std::string& path);
+
+ private:
+  TrainOptions options_;
+  std::unique_ptr<Workload> workload_;
+  std::unique_ptr<Optimizer> optimizer_;
+  Rng dataRng_, dropoutRng_;
+  int64_t step_ = 0;
+  Tensor<float> pendingLoss_;
+  CrossEntropyStats pendingStats_;
+};
+
+}  // namespace trainer
