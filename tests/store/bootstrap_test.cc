@@ -1,0 +1,246 @@
+// Bootstrap::fromEnvironment parsing and Bootstrap::forThread.
+
+#include "ringlet/bootstrap.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "ringlet/error.h"
+#include "src/bootstrap/launcher_env.h"
+#include "src/config.h"
+#include "tests/store/env_guard.h"
+
+namespace ringlet {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::EnvGuard;
+
+// Expects fromEnvironment() to throw InvalidArgument whose message contains every `needles`.
+void expectInvalid(std::initializer_list<std::string> needles) {
+  try {
+    config::reloadEnvironment();
+    Bootstrap::fromEnvironment();
+    ADD_FAILURE() << "fromEnvironment() accepted a malformed environment";
+  } catch (const InvalidArgument& e) {
+    for (const auto& n : needles) {
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << "message '" << e.what() << "' does not contain '" << n << "'";
+    }
+  }
+}
+
+TEST(BootstrapForThread, FillsRankSizeAndStore) {
+  auto store = makeInProcessStore();
+  Bootstrap b = Bootstrap::forThread(2, 4, store, "job-x");
+  EXPECT_EQ(b.rank, 2);
+  EXPECT_EQ(b.size, 4);
+  EXPECT_EQ(b.localRank, 2);
+  EXPECT_EQ(b.localSize, 4);
+  EXPECT_EQ(b.store, store);
+  EXPECT_EQ(b.jobId, "job-x");
+  EXPECT_THROW(Bootstrap::forThread(4, 4, store), InvalidArgument);
+  EXPECT_THROW(Bootstrap::forThread(-1, 4, store), InvalidArgument);
+  EXPECT_THROW(Bootstrap::forThread(0, 0, store), InvalidArgument);
+  EXPECT_THROW(Bootstrap::forThread(0, 1, nullptr), InvalidArgument);
+}
+
+TEST(BootstrapEnvironment, NothingSetIsAWorldOfOne) {
+  EnvGuard env;
+  config::reloadEnvironment();
+  Bootstrap b = Bootstrap::fromEnvironment();
+  EXPECT_EQ(b.rank, 0);
+  EXPECT_EQ(b.size, 1);
+  EXPECT_EQ(b.source, "manual");
+  ASSERT_TRUE(b.store);
+  b.store->setString("k", "v");
+  EXPECT_EQ(b.store->getString("k", 100ms), "v");
+}
+
+TEST(BootstrapEnvironment, TorchrunRankZeroHostsTheStore) {
+  EnvGuard env;
+  const uint16_t port = testing::freePort();
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "1");
+  env.set("LOCAL_RANK", "0");
+  env.set("LOCAL_WORLD_SIZE", "1");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", std::to_string(port));
+  env.set("RINGLET_TIMEOUT", "0.3");
+  config::reloadEnvironment();
+  Bootstrap b = Bootstrap::fromEnvironment();
+  EXPECT_EQ(b.source, "torchrun");
+  EXPECT_EQ(b.jobId, "127.0.0.1:" + std::to_string(port));
+  EXPECT_TRUE(b.keepAlive);
+  EXPECT_NE(b.store->describe().find(std::to_string(port)), std::string::npos);
+  b.store->setString("k", "v");
+  EXPECT_EQ(b.store->getString("k"), "v");
+  // The default get() timeout comes from RINGLET_TIMEOUT (0.3 s), not the 300 s default.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(b.store->get("missing"), TimeoutError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+TEST(BootstrapEnvironment, TorchrunRunIdAndJobIdPrecedence) {
+  EnvGuard env;
+  env.set("RANK", "3");
+  env.set("WORLD_SIZE", "8");
+  env.set("LOCAL_RANK", "1");
+  env.set("LOCAL_WORLD_SIZE", "2");
+  env.set("MASTER_ADDR", "127.0.0.1");
+  env.set("MASTER_PORT", "29500");
+  env.set("TORCHELASTIC_RUN_ID", "run42");
+  env.set("RINGLET_STORE_ADDR", "127.0.0.1:1");  // launcher store: MASTER_* unused
+  env.set("RINGLET_TIMEOUT", "0.2");
+  // connectTcpStore fails against port 1, so check parsing through the launcher layer and the
+  // job id through a reachable store below.
+  config::reloadEnvironment();
+  auto launcher = bootstrap::readLauncherEnvironment(true);
+  EXPECT_EQ(launcher.source, "ringlet-run");
+  EXPECT_EQ(launcher.rank, 3);
+  EXPECT_EQ(launcher.size, 8);
+  EXPECT_EQ(launcher.localRank, 1);
+  EXPECT_EQ(launcher.localSize, 2);
+  EXPECT_THROW(Bootstrap::fromEnvironment(), TimeoutError);
+
+  env.unset("RINGLET_STORE_ADDR");
+  launcher = bootstrap::readLauncherEnvironment(false);
+  EXPECT_EQ(launcher.source, "torchrun");
+  EXPECT_EQ(launcher.launcherJobId, "run42");
+  EXPECT_EQ(launcher.masterPort, 29500);
+}
+
+TEST(BootstrapEnvironment, RingletRunUsesLauncherStoreJobIdAndSecret) {
+  EnvGuard env;
+  auto server = TcpStoreServer::start({});
+  env.set("RINGLET_STORE_ADDR", "127.0.0.1:" + std::to_string(server->port()));
+  env.set("RANK", "1");
+  env.set("WORLD_SIZE", "2");
+  env.set("RINGLET_JOB_ID", "job-7");
+  env.set("RINGLET_JOB_SECRET", "00ff10Ab");
+  env.set("TORCHELASTIC_RUN_ID", "ignored");
+  config::reloadEnvironment();
+  Bootstrap b = Bootstrap::fromEnvironment();
+  EXPECT_EQ(b.source, "ringlet-run");
+  EXPECT_EQ(b.rank, 1);
+  EXPECT_EQ(b.size, 2);
+  EXPECT_EQ(b.localRank, 1);  // no LOCAL_*: one host
+  EXPECT_EQ(b.localSize, 2);
+  EXPECT_EQ(b.jobId, "job-7");
+  EXPECT_EQ(b.secret, std::string("\x00\xff\x10\xab", 4));
+  EXPECT_FALSE(b.keepAlive);
+  b.store->setString("from-rank-1", "x");
+  auto direct = connectTcpStore("127.0.0.1", server->port());
+  EXPECT_EQ(direct->getString("from-rank-1", 1000ms), "x");
+}
+
+TEST(BootstrapEnvironment, OpenMpiDerivesAddressPortAndJobId) {
+  EnvGuard env;
+  env.set("OMPI_COMM_WORLD_RANK", "2");
+  env.set("OMPI_COMM_WORLD_SIZE", "4");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "2");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+  env.set("OMPI_MCA_ess_base_jobid", "2046230529");
+  config::reloadEnvironment();
+  auto launcher = bootstrap::readLauncherEnvironment(false);
+  EXPECT_EQ(launcher.source, "openmpi");
+  EXPECT_EQ(launcher.rank, 2);
+  EXPECT_EQ(launcher.size, 4);
+  EXPECT_EQ(launcher.masterAddr, "127.0.0.1");
+  EXPECT_EQ(launcher.masterPort, bootstrap::derivePort("2046230529"));
+  EXPECT_GE(launcher.masterPort, bootstrap::kDerivedPortBase);
+  EXPECT_LT(launcher.masterPort, bootstrap::kDerivedPortBase + bootstrap::kDerivedPorts);
+  EXPECT_NE(bootstrap::derivePort("2046230529"), bootstrap::derivePort("2046230530"));
+
+  // Across hosts the address cannot be guessed.
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "0");
+  expectInvalid({"MASTER_ADDR"});
+  env.set("MASTER_ADDR", "10.0.0.1");
+  config::reloadEnvironment();
+  launcher = bootstrap::readLauncherEnvironment(false);
+  EXPECT_EQ(launcher.masterAddr, "10.0.0.1");
+}
+
+TEST(BootstrapEnvironment, SlurmTaskListGivesLocalSize) {
+  EnvGuard env;
+  env.set("SLURM_PROCID", "5");
+  env.set("SLURM_NTASKS", "7");
+  env.set("SLURM_LOCALID", "0");
+  env.set("SLURM_TASKS_PER_NODE", "2(x3),1");
+  env.set("SLURM_NODEID", "3");
+  env.set("SLURM_JOB_ID", "1234");
+  env.set("SLURM_STEP_ID", "0");
+  env.set("MASTER_ADDR", "node0");
+  env.set("MASTER_PORT", "29400");
+  config::reloadEnvironment();
+  auto launcher = bootstrap::readLauncherEnvironment(false);
+  EXPECT_EQ(launcher.source, "slurm");
+  EXPECT_EQ(launcher.rank, 5);
+  EXPECT_EQ(launcher.size, 7);
+  EXPECT_EQ(launcher.localSize, 1);
+  EXPECT_EQ(launcher.launcherJobId, "1234.0");
+  env.set("SLURM_TASKS_PER_NODE", "2(x3");
+  expectInvalid({"SLURM_TASKS_PER_NODE", "2(x3"});
+}
+
+TEST(BootstrapEnvironment, MalformedValuesNameTheVariable) {
+  struct Case {
+    std::map<std::string, std::string> vars;
+    std::vector<std::string> needles;
+  };
+  const std::map<std::string, std::string> torch = {
+      {"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  auto with = [&](std::map<std::string, std::string> changes) {
+    auto vars = torch;
+    for (auto& [k, v] : changes) vars[k] = v;
+    return vars;
+  };
+  const std::vector<Case> cases = {
+      {with({{"RANK", "one"}}), {"RANK", "one"}},
+      {with({{"RANK", "2"}}), {"RANK", "'2'"}},
+      {with({{"RANK", "-1"}}), {"RANK", "-1"}},
+      {with({{"WORLD_SIZE", "0"}}), {"WORLD_SIZE", "0"}},
+      {with({{"WORLD_SIZE", "2x"}}), {"WORLD_SIZE", "2x"}},
+      {with({{"MASTER_PORT", "70000"}}), {"MASTER_PORT", "70000"}},
+      {with({{"MASTER_PORT", "0"}}), {"MASTER_PORT", "0"}},
+      {with({{"MASTER_PORT", "http"}}), {"MASTER_PORT", "http"}},
+      {with({{"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "2"}}), {"LOCAL_RANK", "3"}},
+      {with({{"LOCAL_WORLD_SIZE", "5"}}), {"LOCAL_WORLD_SIZE", "5"}},
+      {{{"RANK", "0"}}, {"WORLD_SIZE"}},
+      {{{"WORLD_SIZE", "2"}}, {"RANK"}},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}}, {"MASTER_ADDR"}},
+      {{{"OMPI_COMM_WORLD_RANK", "x"}, {"OMPI_COMM_WORLD_SIZE", "2"}},
+       {"OMPI_COMM_WORLD_RANK", "x"}},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "many"}}, {"SLURM_NTASKS", "many"}},
+      {with({{"RINGLET_JOB_SECRET", "abc"}}), {"RINGLET_JOB_SECRET"}},
+      {with({{"RINGLET_JOB_SECRET", "zz"}}), {"RINGLET_JOB_SECRET"}},
+      {with({{"RINGLET_STORE_ADDR", "nocolon"}}), {"RINGLET_STORE_ADDR", "nocolon"}},
+  };
+  for (const auto& c : cases) {
+    EnvGuard env;
+    std::string trace;
+    for (const auto& [k, v] : c.vars) {
+      env.set(k, v);
+      trace += k + "=" + v + " ";
+    }
+    SCOPED_TRACE(trace);
+    try {
+      config::reloadEnvironment();
+      Bootstrap::fromEnvironment();
+      ADD_FAILURE() << "accepted";
+    } catch (const InvalidArgument& e) {
+      for (const auto& n : c.needles) {
+        EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+            << "message '" << e.what() << "' does not contain '" << n << "'";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringlet
