@@ -1,0 +1,32 @@
+#pragma once
+// The environment each rank starts with: ringlet-run's own, plus the variables that tell a rank
+// who it is and where the rendezvous store is.
+
+#include <string>
+#include <vector>
+
+namespace ringlet::launcher {
+
+struct JobIdentity {
+  std::string id;      // RINGLET_JOB_ID: "<hostname>-<pid>-<16 hex>", unique per launch
+  std::string secret;  // RINGLET_JOB_SECRET: 64 hex digits from 32 random bytes
+};
+
+// Throws IoError when OpenSSL cannot produce random bytes.
+JobIdentity makeJobIdentity();
+
+struct StoreEndpoint {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// ringlet-run's environment with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT, RINGLET_STORE_ADDR, RINGLET_JOB_ID and RINGLET_JOB_SECRET set (or replaced) for
+// `rank` of `size`. Entries are "NAME=value".
+std::vector<std::string> rankEnvironment(int rank, int size, const StoreEndpoint& store,
+                                         const JobIdentity& job);
+
+// "host:port", with IPv6 hosts in brackets.
+std::string hostPort(const std::string& host, uint16_t port);
+
+}  // namespace ringlet::launcher

@@ -1,0 +1,90 @@
+// ringlet-run: starts N local ranks of a program, the way `torchrun --nproc-per-node N` does.
+// It hosts the rendezvous store, gives each rank its identity in the environment, forwards and
+// prefixes their output, and stops every rank when one fails. See --help for the details.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include "ringlet/error.h"
+#include "ringlet/store.h"
+#include "src/info/topology.h"
+#include "src/launcher/job_env.h"
+#include "src/launcher/options.h"
+#include "src/launcher/spawn.h"
+#include "src/launcher/supervisor.h"
+
+namespace ringlet::launcher {
+namespace {
+
+// The CPUs each rank is pinned to: rank r gets usable core r mod (number of usable cores).
+std::vector<std::vector<int>> planBinding(const LaunchOptions& options) {
+  std::vector<std::vector<int>> plan(static_cast<size_t>(options.nproc));
+  if (options.bind == BindMode::kNone) return plan;
+  std::vector<info::Core> cores = info::usableCores(info::discoverTopology());
+  for (int rank = 0; rank < options.nproc; ++rank) {
+    const info::Core& core = cores[static_cast<size_t>(rank) % cores.size()];
+    plan[static_cast<size_t>(rank)] = core.pus;
+    std::fprintf(stderr, "ringlet: rank %d bound to core %d (cpu %s)\n", rank, core.index,
+                 info::cpuListText(core.pus).c_str());
+  }
+  return plan;
+}
+
+int launch(const LaunchOptions& options) {
+  std::string program = resolveProgram(options.command.front());
+  std::vector<std::vector<int>> binding = planBinding(options);
+
+  std::unique_ptr<TcpStoreServer> store;
+  try {
+    store = TcpStoreServer::start({options.masterAddr, options.masterPort});
+  } catch (const Error& e) {
+    throw LaunchError(kExitRankFailed,
+                      fmt::format("cannot start the rendezvous store on {}: {}",
+                                  hostPort(options.masterAddr, options.masterPort), e.what()));
+  }
+  StoreEndpoint endpoint{store->host(), store->port()};
+  JobIdentity job = makeJobIdentity();
+
+  Supervisor supervisor({.grace = options.grace, .timeout = options.timeout});
+  bool stdinIsTerminal = isatty(STDIN_FILENO) != 0;
+  for (int rank = 0; rank < options.nproc; ++rank) {
+    SpawnSpec spec;
+    spec.rank = rank;
+    spec.path = program;
+    spec.argv = options.command;
+    spec.env = rankEnvironment(rank, options.nproc, endpoint, job);
+    spec.cpus = binding[static_cast<size_t>(rank)];
+    spec.captureOutput = options.prefixOutput;
+    spec.inheritStdin = rank == 0 && !stdinIsTerminal;
+    try {
+      supervisor.add(spawnRank(spec));
+    } catch (const LaunchError& e) {
+      supervisor.failStartup(e.exitStatus(), e.what());
+      break;
+    }
+  }
+  return supervisor.run();
+}
+
+}  // namespace
+}  // namespace ringlet::launcher
+
+int main(int argc, char** argv) {
+  using namespace ringlet::launcher;
+  ParseResult parsed = parseOptions(argc, argv);
+  if (!parsed.options) return parsed.exitStatus;
+  try {
+    // Before any thread (the store's) exists, so every thread has them blocked.
+    blockLauncherSignals();
+    return launch(*parsed.options);
+  } catch (const LaunchError& e) {
+    std::fprintf(stderr, "ringlet: %s\n", e.what());
+    return e.exitStatus();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringlet: %s\n", e.what());
+    return kExitRankFailed;
+  }
+}

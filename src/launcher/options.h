@@ -1,0 +1,43 @@
+#pragma once
+// Command line of ringlet-run: what to start, how many times, and how to supervise it.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringlet::launcher {
+
+enum class BindMode { kNone, kCores };
+
+struct LaunchOptions {
+  int nproc = 1;                         // -n: ranks on this host
+  std::string masterAddr = "127.0.0.1";  // where the rendezvous store listens
+  uint16_t masterPort = 0;               // 0: any free port
+  bool prefixOutput = true;              // "[rank] " before every output line
+  BindMode bind = BindMode::kNone;
+  std::optional<std::chrono::milliseconds> timeout;  // whole-job wall-clock limit
+  std::chrono::milliseconds grace{5000};             // SIGTERM -> SIGKILL
+  std::vector<std::string> command;                  // program and its arguments
+};
+
+// Exit statuses of ringlet-run (also listed in --help).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRankFailed = 1;  // a rank exited non-zero or was killed by a signal
+inline constexpr int kExitUsage = 2;       // bad command line
+inline constexpr int kExitTimeout = 124;   // --timeout expired
+inline constexpr int kExitCannotExecute = 126;
+inline constexpr int kExitNotFound = 127;
+// 128 + signal number: the launcher itself received SIGINT (130), SIGTERM (143) or SIGHUP (129).
+
+// What parseOptions decided: either options to run, or an exit status (after --help, or after
+// printing a "ringlet: ..." usage error to stderr).
+struct ParseResult {
+  std::optional<LaunchOptions> options;
+  int exitStatus = kExitOk;
+};
+
+ParseResult parseOptions(int argc, char** argv);
+
+}  // namespace ringlet::launcher

@@ -1,0 +1,84 @@
+#pragma once
+// Watches the ranks of one job: reaps them, forwards their output, and stops them all when one
+// fails, when the job's time is up, or when the launcher is told to stop (SIGINT/SIGTERM/SIGHUP).
+//
+// Stopping: SIGTERM to every running rank and its process group, then SIGKILL after the grace
+// period; a second SIGINT/SIGTERM/SIGHUP sends SIGKILL at once. Every wait has a deadline: ranks
+// that survive SIGKILL for 5 s, and output pipes still open 2 s after the last rank exited (held
+// by the rank's own children), are given up on with a message.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/launcher/output.h"
+#include "src/launcher/spawn.h"
+#include "src/net/socket.h"
+
+namespace ringlet::launcher {
+
+// The signals the launcher handles. Block them (blockLauncherSignals) before starting any thread
+// or rank, so they arrive through the supervisor's signalfd and never interrupt anything else.
+void blockLauncherSignals();
+
+// "SIGKILL" for 9.
+std::string signalName(int signal);
+
+class Supervisor {
+ public:
+  struct Options {
+    std::chrono::milliseconds grace{5000};
+    std::optional<std::chrono::milliseconds> timeout;  // whole job, from construction
+  };
+
+  explicit Supervisor(Options options);
+
+  // Takes over a started rank (its output pipes, if captured).
+  void add(SpawnedRank rank);
+
+  // Starting the job failed (e.g. the program could not be executed): stop what was started and
+  // make run() end with `exitStatus` and "ringlet: <message>".
+  void failStartup(int exitStatus, const std::string& message);
+
+  // Runs until every rank has exited (or been given up on). Prints at most one "ringlet: ..."
+  // line to stderr naming why the job ended unsuccessfully, and returns the launcher's exit
+  // status (see options.h).
+  int run();
+
+ private:
+  enum class StopKind { kNone, kRankFailed, kSignal, kTimeout, kStartup };
+  struct Rank {
+    int rank = 0;
+    pid_t pid = -1;
+    bool running = true;
+  };
+
+  void beginStop(StopKind kind, int exitStatus, std::string message);
+  void signalRunning(int signal);
+  void reapChildren();
+  void readSignals();
+  void checkDeadlines();
+  int runningCount() const;
+  std::string finalLine() const;
+
+  Options options_;
+  net::Fd signalFd_;
+  std::vector<Rank> ranks_;
+  std::vector<LineForwarder> outputs_;
+
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start_;
+  StopKind stopKind_ = StopKind::kNone;
+  int exitStatus_ = 0;
+  std::string stopMessage_;
+  int stoppedCount_ = 0;                     // ranks running when the stop began
+  std::optional<Clock::time_point> killAt_;  // SIGKILL the rest at this time
+  bool killed_ = false;
+  std::optional<Clock::time_point> giveUpAt_;  // stop waiting for killed ranks
+  std::optional<Clock::time_point> drainUntil_;
+};
+
+}  // namespace ringlet::launcher
