@@ -3,8 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 
+#include <cstdlib>
+
+#include "ringlet/bootstrap.h"
 #include "ringlet/store.h"
+#include "src/config.h"
+#include "tests/store/env_guard.h"
 #include "tests/support/ranks.h"
 
 namespace ringlet {
@@ -29,6 +35,45 @@ TEST(FileStoreProcesses, ExchangeAndAtomicAdd) {
         if (last == size) store->setString("all-done", "1");
         store->get("all-done", 5000ms);
         EXPECT_EQ(store->getString("counter"), std::to_string(size * kAdds));
+      },
+      std::chrono::seconds(30));
+}
+
+// torchrun-style processes: rank 0 hosts the TCP store on MASTER_ADDR:MASTER_PORT, the others
+// connect (retrying until it listens) and all meet through it.
+TEST(BootstrapProcesses, TorchrunRanksMeetThroughRankZerosStore) {
+  constexpr int kRanks = 4;
+  const uint16_t port = testing::freePort();
+  testing::runProcessRanks(
+      kRanks,
+      [port](int rank, int size, std::shared_ptr<Store>) {
+        testing::EnvGuard env;
+        env.set("RANK", std::to_string(rank));
+        env.set("WORLD_SIZE", std::to_string(size));
+        env.set("LOCAL_RANK", std::to_string(rank));
+        env.set("LOCAL_WORLD_SIZE", std::to_string(size));
+        env.set("MASTER_ADDR", "127.0.0.1");
+        env.set("MASTER_PORT", std::to_string(port));
+        env.set("RINGLET_TIMEOUT", "10");
+        config::reloadEnvironment();
+        Bootstrap b = Bootstrap::fromEnvironment();
+        EXPECT_EQ(b.rank, rank);
+        EXPECT_EQ(b.size, size);
+        EXPECT_EQ(b.source, "torchrun");
+        EXPECT_EQ(b.keepAlive != nullptr, rank == 0);
+        b.store->setString("hello" + std::to_string(rank), std::to_string(rank + 100));
+        for (int peer = 0; peer < size; ++peer) {
+          EXPECT_EQ(b.store->getString("hello" + std::to_string(peer), 5000ms),
+                    std::to_string(peer + 100));
+        }
+        // Rank 0 keeps the server up until everyone is done with it.
+        b.store->add("done", 1);
+        if (rank == 0) {
+          for (int i = 0; i < 500 && b.store->getString("done") != std::to_string(size); ++i) {
+            std::this_thread::sleep_for(10ms);
+          }
+          EXPECT_EQ(b.store->getString("done"), std::to_string(size));
+        }
       },
       std::chrono::seconds(30));
 }
