@@ -24,12 +24,16 @@ void TcpLink::reserve(size_t need) {
   need = std::max(need, kFrameHeaderBytes);
   if (buffer_.size - start_ >= need && end_ < buffer_.size) return;
   const size_t have = buffered();
-  if (!held_ && buffer_.size >= need + kReadAheadBytes / 4 && have < buffer_.size) {
+  if (!held_ && buffer_.size >= std::max(need, have) + kReadAheadBytes / 4) {
     std::memmove(buffer_.data.get(), buffer_.data.get() + start_, have);
   } else {
     // A new buffer; the old one lives on while it holds the message recv() returned.
+    // Room for the message (or for what was read ahead, if more) plus read-ahead space; grows
+    // geometrically so a long read-ahead in flush() copies each byte O(1) times.
+    const size_t target = std::max(need, have) + kReadAheadBytes;
     Buffer bigger;
-    bigger.size = std::max({buffer_.size, kInitialBufferBytes, need + kReadAheadBytes});
+    bigger.size = std::max(
+        {target, kInitialBufferBytes, target > buffer_.size ? 2 * buffer_.size : buffer_.size});
     bigger.data = std::make_unique_for_overwrite<std::byte[]>(bigger.size);
     if (have > 0) std::memcpy(bigger.data.get(), buffer_.data.get() + start_, have);
     if (held_) retired_.push_back(std::move(buffer_));
@@ -41,7 +45,7 @@ void TcpLink::reserve(size_t need) {
 
 size_t TcpLink::fill(size_t need, const WaitContext* wait, size_t limit) {
   reserve(need);
-  const size_t room = std::min(buffer_.size - end_, limit);
+  const size_t room = std::min(buffer_.size - end_, limit);  // > 0 after reserve()
   while (true) {
     const ssize_t n = ::recv(fd_.get(), buffer_.data.get() + end_, room, MSG_DONTWAIT);
     if (n > 0) {

@@ -1,0 +1,327 @@
+// The tcp Link contract with thread ranks: order, exact data, sizes, queued sends both ways,
+// a full mesh, size mismatch, timeouts and abort.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "ringlet/error.h"
+#include "tests/support/ranks.h"
+#include "tests/tcp/tcp_test_util.h"
+
+namespace ringlet::transport::tcp::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ringlet::testing::runThreadRanks;
+
+// Sends every assorted size to `link`, then receives them, alternating recv and recvInto.
+void exchangeAssorted(int rank, Link& link, const std::vector<Link*>& all) {
+  const auto& sizes = assortedSizes();
+  auto wait = makeWait(rank, all);
+  std::vector<std::vector<std::byte>> out;
+  for (size_t m = 0; m < sizes.size(); ++m) out.push_back(pattern(rank, int(m), sizes[m]));
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    std::byte* at = link.sendBuffer(sizes[m], out[m].data(), wait);
+    ASSERT_EQ(at, out[m].data());
+    link.send(at, sizes[m], wait);
+  }
+  for (size_t m = 0; m < sizes.size(); ++m) {
+    if (m % 2 == 0) {
+      const std::byte* data = link.recv(sizes[m], wait);
+      EXPECT_EQ(firstWrong(data, link.peer(), int(m), sizes[m]), -1)
+          << "recv of message " << m << " (" << sizes[m] << " bytes) from rank " << link.peer();
+      link.release();
+    } else {
+      std::vector<std::byte> in(sizes[m]);
+      link.recvInto(in.data(), sizes[m], wait);
+      EXPECT_EQ(firstWrong(in.data(), link.peer(), int(m), sizes[m]), -1)
+          << "recvInto of message " << m << " (" << sizes[m] << " bytes) from rank " << link.peer();
+    }
+  }
+  link.flush(wait);
+}
+
+TEST(TcpLink, AssortedSizesInOrderBothWays) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    ASSERT_EQ(e.links.size(), 1u);
+    EXPECT_EQ(e.to(0).peer(), 1 - rank);
+    EXPECT_EQ(e.to(0).transportName(), "tcp");
+    EXPECT_NE(e.to(0).describe().find("127.0.0.1"), std::string::npos) << e.to(0).describe();
+    for (int round = 0; round < 3; ++round) exchangeAssorted(rank, e.to(0), e.raw);
+  });
+}
+
+// Both ranks queue far more than the socket buffers hold, then flush before receiving: flush
+// must read ahead, or both would wait forever.
+TEST(TcpLink, ManyLargeMessagesInFlightBothWaysFlushFirst) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw);
+    constexpr int kMessages = 24;
+    constexpr size_t kBytes = (1 << 20) + 3;
+    std::vector<std::vector<std::byte>> out;
+    for (int m = 0; m < kMessages; ++m) out.push_back(pattern(rank, m, kBytes));
+    for (int m = 0; m < kMessages; ++m) link.send(out[m].data(), kBytes, wait);
+    link.flush(wait);
+    std::vector<std::byte> in(kBytes);
+    for (int m = 0; m < kMessages; ++m) {
+      if (m % 3 == 0) {
+        EXPECT_EQ(firstWrong(link.recv(kBytes, wait), 1 - rank, m, kBytes), -1) << m;
+        link.release();
+      } else {
+        link.recvInto(in.data(), kBytes, wait);
+        EXPECT_EQ(firstWrong(in.data(), 1 - rank, m, kBytes), -1) << m;
+      }
+    }
+  });
+}
+
+// Interleaved small and large messages, many in flight, received while sends are still queued.
+TEST(TcpLink, InterleavedSendRecvStream) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw);
+    constexpr int kMessages = 400;
+    auto sizeOf = [](int m) -> size_t { return m % 10 == 0 ? 300001 : size_t(m % 97); };
+    std::vector<std::vector<std::byte>> out;
+    for (int m = 0; m < kMessages; ++m) out.push_back(pattern(rank, m, sizeOf(m)));
+    std::vector<std::byte> in(300001);
+    constexpr int kAhead = 16;  // sends run this many messages ahead of receives
+    for (int m = 0; m < kMessages + kAhead; ++m) {
+      if (m < kMessages) link.send(out[m].data(), out[m].size(), wait);
+      const int r = m - kAhead;
+      if (r >= 0) {
+        link.recvInto(in.data(), sizeOf(r), wait);
+        ASSERT_EQ(firstWrong(in.data(), 1 - rank, r, sizeOf(r)), -1) << "message " << r;
+      }
+    }
+    link.flush(wait);
+  });
+}
+
+// A message kept by recv() stays intact while flush() reads ahead behind it.
+TEST(TcpLink, HeldMessageSurvivesReadAhead) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw);
+    constexpr size_t kSmall = 1000;
+    constexpr size_t kBig = 6 << 20;
+    auto small = pattern(rank, 0, kSmall);
+    auto big = pattern(rank, 1, kBig);
+    link.send(small.data(), kSmall, wait);
+    const std::byte* held = link.recv(kSmall, wait);
+    link.send(big.data(), kBig, wait);
+    link.flush(wait);  // reads the peer's big message ahead while `held` is out
+    EXPECT_EQ(firstWrong(held, 1 - rank, 0, kSmall), -1);
+    link.release();
+    std::vector<std::byte> in(kBig);
+    link.recvInto(in.data(), kBig, wait);
+    EXPECT_EQ(firstWrong(in.data(), 1 - rank, 1, kBig), -1);
+  });
+}
+
+TEST(TcpLink, FourRanksFullMesh) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    const auto peers = othersOf(rank, size);
+    Endpoint e = connectAll(makeContext(rank, size, store), peers);
+    ASSERT_EQ(e.links.size(), 3u);
+    auto wait = makeWait(rank, e.raw);
+    const auto& sizes = assortedSizes();
+    std::vector<std::vector<std::byte>> out;
+    for (size_t m = 0; m < sizes.size(); ++m) out.push_back(pattern(rank, int(m), sizes[m]));
+    for (size_t i = 0; i < peers.size(); ++i) {
+      EXPECT_EQ(e.to(i).peer(), peers[i]);
+      for (size_t m = 0; m < sizes.size(); ++m) e.to(i).send(out[m].data(), sizes[m], wait);
+    }
+    for (size_t i = 0; i < peers.size(); ++i) {
+      std::vector<std::byte> in;
+      for (size_t m = 0; m < sizes.size(); ++m) {
+        in.resize(sizes[m]);
+        e.to(i).recvInto(in.data(), sizes[m], wait);
+        EXPECT_EQ(firstWrong(in.data(), peers[i], int(m), sizes[m]), -1)
+            << "message " << m << " from rank " << peers[i];
+      }
+    }
+    for (auto* link : e.raw) link->flush(wait);
+  });
+}
+
+// connect() called twice on one transport: the listener stays open, later links work too.
+TEST(TcpLink, SecondConnectCallAddsLinks) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    TcpTransport transport(makeContext(rank, size, store));
+    std::vector<int> first;  // ring neighbours first: 0-1, 1-2
+    if (rank > 0) first.push_back(rank - 1);
+    if (rank < size - 1) first.push_back(rank + 1);
+    auto links = transport.connect(first, Clock::now() + 10s);
+    std::vector<int> second;  // then the chord 0-2
+    if (rank == 0) second.push_back(2);
+    if (rank == 2) second.push_back(0);
+    auto more = transport.connect(second, Clock::now() + 10s);
+    for (auto& link : more) links.push_back(std::move(link));
+    std::vector<Link*> raw;
+    for (auto& link : links) raw.push_back(link.get());
+    auto wait = makeWait(rank, raw);
+    auto out = pattern(rank, 5, 777);
+    for (auto* link : raw) link->send(out.data(), out.size(), wait);
+    for (auto* link : raw) {
+      EXPECT_EQ(firstWrong(link->recv(777, wait), link->peer(), 5, 777), -1);
+      link->release();
+      link->flush(wait);
+    }
+  });
+}
+
+TEST(TcpLink, SizeMismatchIsIoErrorNamingBothLengths) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    auto wait = makeWait(rank, e.raw, 5s, "allreduce", 12);
+    auto out = pattern(rank, 0, 100);
+    if (rank == 0) {
+      e.to(0).send(out.data(), 100, wait);
+      e.to(0).flush(wait);
+      std::byte done{};
+      e.to(0).recvInto(&done, 1, wait);  // wait for rank 1's verdict before closing
+    } else {
+      try {
+        e.to(0).recv(64, wait);
+        ADD_FAILURE() << "recv of 64 bytes accepted a 100-byte message";
+      } catch (const IoError& error) {
+        const std::string what = error.what();
+        EXPECT_NE(what.find("100 bytes"), std::string::npos) << what;
+        EXPECT_NE(what.find("64 bytes"), std::string::npos) << what;
+        EXPECT_NE(what.find("disagree"), std::string::npos) << what;
+        EXPECT_NE(what.find("allreduce #12"), std::string::npos) << what;
+      }
+      std::byte done{};
+      e.to(0).send(&done, 1, wait);
+      e.to(0).flush(wait);
+    }
+  });
+}
+
+TEST(TcpLink, RecvTimeoutNamesOpSeqAndPeer) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    if (rank == 1) {
+      auto wait = makeWait(rank, e.raw, 200ms, "broadcast", 7);
+      const auto start = Clock::now();
+      try {
+        e.to(0).recv(8, wait);
+        ADD_FAILURE() << "recv returned without a message";
+      } catch (const TimeoutError& error) {
+        const std::string what = error.what();
+        EXPECT_NE(what.find("broadcast #7 on rank 1"), std::string::npos) << what;
+        EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+      }
+      const auto took = Clock::now() - start;
+      EXPECT_GE(took, 190ms);
+      EXPECT_LT(took, 1500ms);
+    }
+    // Rank 0 waits for rank 1's token so it does not close the link under rank 1's wait.
+    auto wait = makeWait(rank, e.raw);
+    std::byte token{};
+    if (rank == 1) e.to(0).send(&token, 1, wait);
+    if (rank == 0) e.to(0).recvInto(&token, 1, wait);
+    e.to(0).flush(wait);
+  });
+}
+
+TEST(TcpLink, AbortReachesPeerWithOriginAndReason) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw, 5s);
+    if (rank == 0) {
+      auto out = pattern(0, 0, 5000);
+      link.send(out.data(), out.size(), wait);
+      // Rank 0 forwards an abort that started on rank 3.
+      link.abort(3, "rank 3 ran out of memory");
+      EXPECT_THROW(link.send(out.data(), 10, wait), AbortedError);
+      EXPECT_THROW(link.recv(10, wait), AbortedError);
+      EXPECT_THROW(link.flush(wait), AbortedError);
+      EXPECT_FALSE(link.pump());
+      link.abort(0, "twice is harmless");
+    } else {
+      std::vector<std::byte> in(5000);
+      link.recvInto(in.data(), in.size(), wait);  // data sent before the abort still arrives
+      EXPECT_EQ(firstWrong(in.data(), 0, 0, 5000), -1);
+      const auto start = Clock::now();
+      try {
+        link.recv(8, wait);
+        ADD_FAILURE() << "recv returned after the peer aborted";
+      } catch (const PeerError& error) {
+        EXPECT_EQ(error.peer(), 3);
+        const std::string what = error.what();
+        EXPECT_NE(what.find("rank 3 aborted: rank 3 ran out of memory"), std::string::npos) << what;
+      }
+      EXPECT_LT(Clock::now() - start, 2s);
+      // The failure sticks: later calls throw the same PeerError.
+      EXPECT_THROW(link.recv(8, wait), PeerError);
+    }
+  });
+}
+
+// abort() from another thread ends a wait in progress with AbortedError.
+TEST(TcpLink, AbortFromAnotherThreadEndsWait) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    if (rank == 0) {
+      std::thread aborter([&] {
+        std::this_thread::sleep_for(100ms);
+        link.abort(0, "user pressed ctrl-c");
+      });
+      auto wait = makeWait(rank, e.raw, 5s);
+      const auto start = Clock::now();
+      EXPECT_THROW(link.recv(8, wait), AbortedError);
+      EXPECT_LT(Clock::now() - start, 2s);
+      aborter.join();
+    } else {
+      auto wait = makeWait(rank, e.raw, 5s);
+      try {
+        link.recv(8, wait);
+        ADD_FAILURE() << "recv returned after the peer aborted";
+      } catch (const PeerError& error) {
+        EXPECT_EQ(error.peer(), 0);
+        EXPECT_NE(std::string(error.what()).find("user pressed ctrl-c"), std::string::npos)
+            << error.what();
+      }
+    }
+  });
+}
+
+// A peer that closes its link (destroys it) is reported as closing the connection.
+TEST(TcpLink, ClosedPeerIsPeerError) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    if (rank == 0) {
+      e.links.clear();
+      return;
+    }
+    auto wait = makeWait(rank, e.raw, 5s, "barrier", 3);
+    try {
+      e.to(0).recv(8, wait);
+      ADD_FAILURE() << "recv returned from a closed link";
+    } catch (const PeerError& error) {
+      EXPECT_EQ(error.peer(), 0);
+      const std::string what = error.what();
+      EXPECT_NE(what.find("barrier #3 on rank 1: rank 0 closed the connection"), std::string::npos)
+          << what;
+    }
+  });
+}
+
+TEST(TcpLink, EmptySecretStillHandshakes) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store, "job", ""), othersOf(rank, size));
+    exchangeAssorted(rank, e.to(0), e.raw);
+  });
+}
+
+}  // namespace
+}  // namespace ringlet::transport::tcp::testing
