@@ -1,0 +1,116 @@
+// ringlet-bench: nccl-tests-style bandwidth and latency of ringlet's collectives, optionally side
+// by side with Open MPI's. Launch with ringlet-run, torchrun-style variables, or mpirun:
+//
+//   ringlet-run -n 4 ringlet-bench -b 8 -e 256M -f 2 --ops allreduce,broadcast
+//   mpirun -np 4 ringlet-bench -b 8 -e 256M --vs-mpi --json out.json
+//
+// Rank 0 prints; errors are one line starting with "ringlet:" and a non-zero exit.
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/mpi_side.h"
+#include "bench/options.h"
+#include "bench/output.h"
+#include "bench/runner.h"
+#include "bench/table.h"
+#include "ringlet/ringlet.h"
+
+namespace ringlet::bench {
+namespace {
+
+// Before the bootstrap the rank is not known yet; launchers publish it in one of these. Used only
+// to keep ranks other than 0 quiet about option errors that every rank sees alike.
+bool launcherSaysNonzeroRank() {
+  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0') return std::string(value) != "0";
+  }
+  return false;
+}
+
+int runBenchmark(const Options& options) {
+  const Bootstrap bootstrap = Bootstrap::fromEnvironment();
+  if (options.vsMpi && (mpi::size() != bootstrap.size || mpi::rank() != bootstrap.rank)) {
+    throw InvalidArgument(
+        fmt::format("--vs-mpi: MPI rank {} of {} but ringlet bootstrap ({}) says rank {} of {}",
+                    mpi::rank(), mpi::size(), bootstrap.source, bootstrap.rank, bootstrap.size));
+  }
+  if (options.root >= bootstrap.size) {
+    throw InvalidArgument(
+        fmt::format("-r/--root {} is not a rank of a world of {}", options.root, bootstrap.size));
+  }
+  Communicator comm = Communicator::create(bootstrap);
+  const bool printer = comm.rank() == 0;
+
+  RunInfo info;
+  info.worldSize = comm.size();
+  info.links = comm.describeLinks();
+  info.source = bootstrap.source;
+  info.mpiLibrary = options.vsMpi ? mpi::libraryVersion() : "";
+  info.options = options;
+
+  Runner runner(comm, options);
+  if (printer) printRunHeader(stdout, info);
+  std::vector<Row> rows;
+  for (BenchOp op : options.ops) {
+    if (printer) printTableHeader(stdout, info, op);
+    const std::vector<size_t> sizes =
+        op == BenchOp::kBarrier ? std::vector<size_t>{0} : sweepSizes(options);
+    for (size_t bytes : sizes) {
+      rows.push_back(runner.run(op, bytes));
+      if (printer) printRow(stdout, info, rows.back());
+    }
+  }
+  comm.barrier();
+  const int64_t wrong = totalWrong(rows);
+  if (printer) {
+    printFooter(stdout, info, rows);
+    if (!options.jsonPath.empty()) writeJson(options.jsonPath, info, rows);
+    if (!options.csvPath.empty()) writeCsv(options.csvPath, info, rows);
+    if (wrong > 0) {
+      std::fprintf(stderr, "ringlet: %lld wrong elements (see the #wrong column)\n",
+                   static_cast<long long>(wrong));
+    }
+  }
+  return wrong > 0 ? 1 : 0;
+}
+
+int benchMain(int argc, char** argv) {
+  std::optional<Options> options;
+  try {
+    options = parseOptions(argc, argv);
+  } catch (const std::exception& e) {
+    if (!launcherSaysNonzeroRank()) std::fprintf(stderr, "ringlet: %s\n", e.what());
+    return 2;
+  }
+  if (!options) return 0;  // --help
+  try {
+    if (mpi::compiledIn() && mpi::launchedByMpirun()) mpi::init(&argc, &argv);
+    if (options->vsMpi && !mpi::initialized()) {
+      throw InvalidArgument(mpi::compiledIn()
+                                ? "--vs-mpi: launch ringlet-bench with mpirun"
+                                : "--vs-mpi: this ringlet-bench was built without MPI (install "
+                                  "libopenmpi-dev and reconfigure)");
+    }
+    const int status = runBenchmark(*options);
+    mpi::finalize();
+    return status;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringlet: %s\n", e.what());
+    std::fflush(stderr);
+    mpi::abortJob(1);  // peers may be blocked in MPI; no-op without MPI
+    return 1;
+  }
+}
+
+}  // namespace
+}  // namespace ringlet::bench
+
+int main(int argc, char** argv) { return ringlet::bench::benchMain(argc, argv); }

@@ -1,0 +1,182 @@
+// ringlet-bench's MPI half (built when CMake finds MPI; see mpi_side.h).
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <mpi.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "bench/mpi_side.h"
+#include "ringlet/error.h"
+
+namespace ringlet::bench::mpi {
+namespace {
+
+bool initializedByUs = false;
+
+bool envSet(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
+
+// A port that is free on 127.0.0.1 right now (the kernel picks it).
+int pickFreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw IoError(fmt::format("socket() for a free port: {}", std::strerror(errno)));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok)
+    throw IoError(fmt::format("binding 127.0.0.1:0 for a free port: {}", std::strerror(err)));
+  return ntohs(addr.sin_port);
+}
+
+// Shares MASTER_ADDR/MASTER_PORT from rank 0 when the user set neither (one host only).
+void publishRendezvous() {
+  if (envSet("RINGLET_STORE_ADDR") || (envSet("MASTER_ADDR") && envSet("MASTER_PORT"))) return;
+  int localSize = 0;
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  MPI_Comm_size(local, &localSize);
+  MPI_Comm_free(&local);
+  if (localSize != size()) {
+    throw InvalidArgument(
+        "ranks span several hosts: set MASTER_ADDR and MASTER_PORT (mpirun -x) for ringlet");
+  }
+  int port = rank() == 0 ? pickFreePort() : 0;
+  MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!envSet("MASTER_ADDR")) ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  if (!envSet("MASTER_PORT")) ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+}
+
+MPI_Datatype mpiType(DataType type) {
+  switch (type) {
+    case DataType::kFloat32:
+      return MPI_FLOAT;
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    case DataType::kInt8:
+      return MPI_INT8_T;
+    case DataType::kUInt8:
+      return MPI_UINT8_T;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return MPI_UINT16_T;  // moved as bits (broadcast only)
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+MPI_Op mpiOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return MPI_SUM;
+    case ReduceOp::kProd:
+      return MPI_PROD;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kAvg:
+      return MPI_OP_NULL;
+  }
+  return MPI_OP_NULL;
+}
+
+}  // namespace
+
+bool compiledIn() { return true; }
+
+bool launchedByMpirun() { return envSet("OMPI_COMM_WORLD_SIZE") || envSet("PMIX_RANK"); }
+
+void init(int* argc, char*** argv) {
+  int already = 0;
+  MPI_Initialized(&already);
+  if (!already) {
+    MPI_Init(argc, argv);
+    initializedByUs = true;
+  }
+  publishRendezvous();
+}
+
+bool initialized() {
+  int flag = 0;
+  MPI_Initialized(&flag);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return flag && !finalized;
+}
+
+void finalize() {
+  if (initializedByUs && initialized()) MPI_Finalize();
+}
+
+void abortJob(int code) {
+  if (initialized()) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+int rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+std::string libraryVersion() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string version(text, static_cast<size_t>(len));
+  if (size_t comma = version.find(','); comma != std::string::npos) version.resize(comma);
+  return version;
+}
+
+std::string unsupportedReason(BenchOp op, DataType type, ReduceOp redop) {
+  if (op != BenchOp::kAllreduce) return "";
+  if (type == DataType::kFloat16 || type == DataType::kBFloat16) {
+    return fmt::format("n/a: MPI has no {} reduction", toString(type));
+  }
+  if (redop == ReduceOp::kAvg) return "n/a: MPI has no avg reduction";
+  return "";
+}
+
+void run(BenchOp op, const void* send, void* recv, size_t count, DataType type, ReduceOp redop,
+         int root) {
+  if (count > static_cast<size_t>(INT_MAX)) {
+    throw InvalidArgument(fmt::format("MPI count {} exceeds INT_MAX", count));
+  }
+  const int n = static_cast<int>(count);
+  switch (op) {
+    case BenchOp::kAllreduce:
+      MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpiType(type), mpiOp(redop),
+                    MPI_COMM_WORLD);
+      return;
+    case BenchOp::kBroadcast:
+      MPI_Bcast(recv, n, mpiType(type), root, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kBarrier:
+      MPI_Barrier(MPI_COMM_WORLD);
+      return;
+  }
+}
+
+}  // namespace ringlet::bench::mpi

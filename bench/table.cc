@@ -1,0 +1,123 @@
+#include "bench/table.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace ringlet::bench {
+namespace {
+
+bool hasBandwidth(BenchOp op) { return op != BenchOp::kBarrier; }
+
+std::string wrongText(int64_t wrong) { return wrong < 0 ? "N/A" : fmt::format("{}", wrong); }
+
+std::string timingColumns(const Timing& t, bool bandwidth) {
+  if (!bandwidth) {
+    return fmt::format(" {:>10.2f} {:>7} {:>7} {:>6}", t.timeUs, "-", "-", wrongText(t.wrong));
+  }
+  return fmt::format(" {:>10.2f} {:>7.2f} {:>7.2f} {:>6}", t.timeUs, t.algbwGBs, t.busbwGBs,
+                     wrongText(t.wrong));
+}
+
+std::string emptyColumns() { return fmt::format(" {:>10} {:>7} {:>7} {:>6}", "-", "-", "-", "-"); }
+
+void printLine(std::FILE* out, const std::string& line) {
+  std::fputs(line.c_str(), out);
+  std::fputc('\n', out);
+}
+
+}  // namespace
+
+void printRunHeader(std::FILE* out, const RunInfo& info) {
+  const Options& o = info.options;
+  printLine(out, fmt::format("# ringlet-bench: world size {}, bootstrap {}", info.worldSize,
+                             info.source));
+  printLine(out, fmt::format("# links: {}", info.links.empty() ? "none" : info.links));
+  printLine(out, fmt::format("# dtype {}, op {}, root {}, sizes {}..{} B x{}, iters {}, warmup {}, "
+                             "check {}, {}",
+                             toString(o.type), toString(o.op), o.root, o.minBytes, o.maxBytes,
+                             o.stepFactor, o.iters, o.warmup, o.check ? 1 : 0,
+                             o.async ? "async calls" : "blocking calls"));
+  if (o.vsMpi) {
+    printLine(out, fmt::format("# vs MPI: {} (ratio = MPI time / ringlet time; > 1: ringlet "
+                               "faster)",
+                               info.mpiLibrary));
+  }
+  printLine(out, "# time: max over ranks of the average iteration time");
+}
+
+void printTableHeader(std::FILE* out, const RunInfo& info, BenchOp op) {
+  const bool inPlace = info.options.inPlace && op == BenchOp::kAllreduce;
+  const bool mpi = info.options.vsMpi;
+  std::string groups = fmt::format("#\n# {}\n# {:>45}", toString(op), "");
+  std::string names =
+      fmt::format("# {:>10} {:>12} {:>8} {:>6} {:>5}", "size", "count", "type", "redop", "root");
+  std::string units =
+      fmt::format("# {:>10} {:>12} {:>8} {:>6} {:>5}", "(B)", "(elements)", "", "", "");
+  auto addGroup = [&](const char* title) {
+    groups += fmt::format(" {:^33}", title);
+    names += fmt::format(" {:>10} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
+    units += fmt::format(" {:>10} {:>7} {:>7} {:>6}", "(us)", "(GB/s)", "(GB/s)", "");
+  };
+  addGroup(op == BenchOp::kBroadcast ? "ringlet (one buffer)" : "ringlet out-of-place");
+  if (inPlace) addGroup("ringlet in-place");
+  if (mpi) {
+    addGroup("MPI");
+    names += fmt::format(" {:>6}", "ratio");
+    units += fmt::format(" {:>6}", "");
+  }
+  for (std::string* line : {&groups, &names, &units}) {
+    line->erase(line->find_last_not_of(' ') + 1);
+    printLine(out, *line);
+  }
+}
+
+void printRow(std::FILE* out, const RunInfo& info, const Row& row) {
+  const bool bandwidth = hasBandwidth(row.op);
+  std::string line =
+      fmt::format("  {:>10} {:>12} {:>8} {:>6} {:>5}", row.bytes, row.count,
+                  row.op == BenchOp::kBarrier ? std::string_view("none") : toString(row.type),
+                  row.redop ? toString(*row.redop) : std::string_view("none"), row.root);
+  line += timingColumns(row.outOfPlace, bandwidth);
+  if (info.options.inPlace && row.op == BenchOp::kAllreduce) {
+    line += row.inPlace ? timingColumns(*row.inPlace, bandwidth) : emptyColumns();
+  }
+  if (info.options.vsMpi) {
+    if (row.mpi) {
+      line += timingColumns(*row.mpi, bandwidth);
+      const double ratio = row.outOfPlace.timeUs > 0 ? row.mpi->timeUs / row.outOfPlace.timeUs : 0;
+      line += fmt::format(" {:>6.2f}", ratio);
+    } else {
+      line += fmt::format(" {:>10} {:>7} {:>7} {:>6} {:>6}", "n/a", "n/a", "n/a", "n/a", "n/a");
+    }
+  }
+  printLine(out, line);
+  std::fflush(out);
+}
+
+void printFooter(std::FILE* out, const RunInfo& info, const std::vector<Row>& rows) {
+  double sum = 0, mpiSum = 0;
+  int counted = 0, mpiCounted = 0;
+  for (const Row& row : rows) {
+    if (!hasBandwidth(row.op) || row.bytes == 0) continue;
+    sum += row.outOfPlace.busbwGBs;
+    ++counted;
+    if (row.mpi) {
+      mpiSum += row.mpi->busbwGBs;
+      ++mpiCounted;
+    }
+  }
+  const int64_t wrong = totalWrong(rows);
+  printLine(out, "#");
+  printLine(out,
+            fmt::format("# Out of bounds values : {} {}", wrong, wrong == 0 ? "OK" : "FAILED"));
+  if (counted > 0) {
+    printLine(out, fmt::format("# Avg bus bandwidth    : {:.4f} GB/s", sum / counted));
+  }
+  if (info.options.vsMpi && mpiCounted > 0) {
+    printLine(out, fmt::format("# Avg bus bandwidth MPI: {:.4f} GB/s", mpiSum / mpiCounted));
+  }
+  std::fflush(out);
+}
+
+}  // namespace ringlet::bench
