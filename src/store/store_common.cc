@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "ringlet/error.h"
@@ -36,7 +37,10 @@ void checkValue(size_t bytes, std::string_view where) {
 
 std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds timeout,
                                            std::chrono::milliseconds storeDefault) {
-  return timeout.count() < 0 ? storeDefault : timeout;
+  // Clamped so that now() + timeout cannot overflow the clock (milliseconds::max() means "wait
+  // as good as forever").
+  constexpr auto kLongest = std::chrono::milliseconds(std::chrono::hours(24 * 365));
+  return std::min(timeout.count() < 0 ? storeDefault : timeout, kLongest);
 }
 
 void throwGetTimeout(std::string_view key, std::string_view store,

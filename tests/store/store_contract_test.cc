@@ -141,6 +141,17 @@ TEST_P(StoreContract, GetTimesOutNamingKeyAndStore) {
   EXPECT_LT(elapsed, 1500ms);
 }
 
+TEST_P(StoreContract, HugeTimeoutDoesNotOverflow) {
+  store_->setString("present", "yes");
+  EXPECT_EQ(store_->getString("present", std::chrono::milliseconds::max()), "yes");
+  std::thread setter([&] {
+    std::this_thread::sleep_for(20ms);
+    store_->setString("soon", "ok");
+  });
+  EXPECT_EQ(store_->getString("soon", std::chrono::milliseconds::max()), "ok");
+  setter.join();
+}
+
 TEST_P(StoreContract, SetDoesNotWaitForABlockedGet) {
   // One thread parked in get() must not hold up set() from another thread on the same object.
   std::thread waiter([&] { EXPECT_EQ(store_->getString("wake", 3000ms), "up"); });
