@@ -136,8 +136,9 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
       }
       nextLiveness = now + policy_.livenessInterval;
     }
-    if (now >= wait.deadline)
+    if (wait.expired()) {  // deadline passed or the communicator was aborted
       wait.throwTimeout(fmt::format("{} ({} bytes) over shm", what, bytes), peer());
+    }
     if (yields < policy_.yieldIterations || othersBusy) {
       // Other links with queued sends need this thread back soon: never sleep long for them.
       ++yields;

@@ -1,0 +1,284 @@
+// Measures the shared-memory transport between forked process ranks (not a test):
+//   - one-way latency of an 8-byte message (ping-pong / 2),
+//   - throughput of 64 KiB .. 16 MiB buffers cut into slots (sender writes into the slot,
+//     receiver copies out of it: the one pass each side a collective makes),
+//   - the spin-threshold sweep behind WaitPolicy: ping-pong and throughput with 2 ranks, and a
+//     ring exchange with 8 ranks (more ranks than cores), for several spin counts.
+//
+//   shm_link_perf [--quick] [--spins 0,100,1000,10000] [--yields N]
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ringlet/store.h"
+#include "tests/shm/shm_test_support.h"
+#include "tests/support/ranks.h"
+
+namespace rs = ringlet::testing::shm;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Runs body on `size` forked ranks sharing a file store; returns false if any rank failed.
+bool runRanks(int size,
+              const std::function<void(int, int, std::shared_ptr<ringlet::Store>)>& body) {
+  const std::string dir = ringlet::testing::makeTempDir("ringlet-shm-perf");
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < size; ++rank) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        body(rank, size, ringlet::makeFileStore(dir));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      std::fflush(stdout);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return ok;
+}
+
+rs::ShmOptions options(const rs::ShmDir& dir, int spins, int yields, size_t slotBytes) {
+  rs::ShmOptions o = rs::testOptions(dir.path(), slotBytes, 8);
+  o.wait.spinIterations = spins;
+  if (yields >= 0) o.wait.yieldIterations = yields;
+  return o;
+}
+
+// One-way latency in microseconds (best of 3 runs of `iters` round trips).
+double pingPong(int spins, int yields, int iters) {
+  rs::ShmDir dir;
+  const std::string job = ringlet::testing::uniqueJobId("perf-pp");
+  double best = 1e9;
+  for (int run = 0; run < 3; ++run) {
+    std::string prefix = fmt::format("pp{}", run);
+    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
+    bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
+      rs::Mesh mesh =
+          rs::connectMesh(rank, size, store, options(dir, spins, yields, 4096), job, prefix);
+      ringlet::transport::Link& link = mesh.to(1 - rank);
+      std::byte msg[8] = {};
+      auto wait = mesh.wait(std::chrono::seconds(60));
+      auto round = [&] {
+        if (rank == 0) {
+          link.send(msg, 8, wait);
+          link.recvInto(msg, 8, wait);
+        } else {
+          link.recvInto(msg, 8, wait);
+          link.send(msg, 8, wait);
+        }
+      };
+      for (int i = 0; i < iters / 10; ++i) round();
+      auto start = Clock::now();
+      for (int i = 0; i < iters; ++i) round();
+      double us = seconds(Clock::now() - start) / iters / 2 * 1e6;
+      if (rank == 0) store->setString("result", fmt::format("{}", us));
+      if (rank == 0) {
+        FILE* f = std::fopen(result.c_str(), "w");
+        std::fprintf(f, "%.6f", us);
+        std::fclose(f);
+      }
+    });
+    if (!ok) return -1;
+    FILE* f = std::fopen(result.c_str(), "r");
+    double us = 0;
+    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) best = std::min(best, us);
+    if (f != nullptr) std::fclose(f);
+    std::remove(result.c_str());
+  }
+  return best;
+}
+
+// Rank 0 streams `bytes` per iteration to rank 1, cut into slots; GB/s (best of 3).
+double throughput(int spins, int yields, size_t bytes, size_t slotBytes) {
+  rs::ShmDir dir;
+  const std::string job = ringlet::testing::uniqueJobId("perf-bw");
+  const int iters = static_cast<int>(std::max<size_t>(4, (size_t{512} << 20) / bytes));
+  double best = 0;
+  for (int run = 0; run < 3; ++run) {
+    std::string prefix = fmt::format("bw{}", run);
+    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
+    bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
+      rs::Mesh mesh =
+          rs::connectMesh(rank, size, store, options(dir, spins, yields, slotBytes), job, prefix);
+      ringlet::transport::Link& link = mesh.to(1 - rank);
+      std::vector<std::byte> buffer(bytes, std::byte{1});
+      auto wait = mesh.wait(std::chrono::seconds(60));
+      std::byte ack[1] = {};
+      auto iteration = [&] {
+        for (size_t off = 0; off < bytes; off += slotBytes) {
+          size_t n = std::min(slotBytes, bytes - off);
+          if (rank == 0) {
+            std::byte* slot = link.sendBuffer(n, nullptr, wait);
+            std::memcpy(slot, buffer.data() + off, n);
+            link.send(slot, n, wait);
+          } else {
+            const std::byte* data = link.recv(n, wait);
+            std::memcpy(buffer.data() + off, data, n);
+            link.release();
+          }
+        }
+      };
+      iteration();
+      if (rank == 1)
+        link.send(ack, 1, wait);
+      else
+        link.recvInto(ack, 1, wait);
+      auto start = Clock::now();
+      for (int i = 0; i < iters; ++i) iteration();
+      if (rank == 1)
+        link.send(ack, 1, wait);
+      else
+        link.recvInto(ack, 1, wait);
+      double gbps = static_cast<double>(bytes) * iters / seconds(Clock::now() - start) / 1e9;
+      if (rank == 0) {
+        FILE* f = std::fopen(result.c_str(), "w");
+        std::fprintf(f, "%.6f", gbps);
+        std::fclose(f);
+      }
+    });
+    if (!ok) return -1;
+    FILE* f = std::fopen(result.c_str(), "r");
+    double gbps = 0;
+    if (f != nullptr && std::fscanf(f, "%lf", &gbps) == 1) best = std::max(best, gbps);
+    if (f != nullptr) std::fclose(f);
+    std::remove(result.c_str());
+  }
+  return best;
+}
+
+// `size` ranks in a ring: each step every rank sends `bytes` to rank+1 and receives from rank-1
+// (the shape of one ring all-reduce step). Microseconds per step (best of 2).
+double ringStep(int spins, int yields, int size, size_t bytes, int steps) {
+  rs::ShmDir dir;
+  const std::string job = ringlet::testing::uniqueJobId("perf-ring");
+  const size_t slotBytes = std::max<size_t>(4096, (bytes + 63) / 64 * 64);
+  double best = 1e12;
+  for (int run = 0; run < 2; ++run) {
+    std::string prefix = fmt::format("ring{}", run);
+    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
+    bool ok = runRanks(size, [&](int rank, int n, std::shared_ptr<ringlet::Store> store) {
+      rs::Mesh mesh = rs::connectMesh(rank, n, store, options(dir, spins, yields, slotBytes), job,
+                                      prefix, std::chrono::seconds(60));
+      ringlet::transport::Link& next = mesh.to((rank + 1) % n);
+      ringlet::transport::Link& prev = mesh.to((rank + n - 1) % n);
+      std::vector<std::byte> src(bytes, std::byte{2}), dst(bytes);
+      auto wait = mesh.wait(std::chrono::seconds(120));
+      auto step = [&] {
+        std::byte* slot = next.sendBuffer(bytes, nullptr, wait);
+        if (bytes > 0) std::memcpy(slot, src.data(), bytes);
+        next.send(slot, bytes, wait);
+        const std::byte* data = prev.recv(bytes, wait);
+        if (bytes > 0) std::memcpy(dst.data(), data, bytes);
+        prev.release();
+      };
+      for (int i = 0; i < steps / 10; ++i) step();
+      auto start = Clock::now();
+      for (int i = 0; i < steps; ++i) step();
+      double us = seconds(Clock::now() - start) / steps * 1e6;
+      if (rank == 0) {
+        FILE* f = std::fopen(result.c_str(), "w");
+        std::fprintf(f, "%.6f", us);
+        std::fclose(f);
+      }
+      // Nobody closes before everybody finished (a closed neighbour ends the others' waits).
+      store->add("done", 1);
+      while (store->getString("done") != std::to_string(n)) usleep(1000);
+    });
+    if (!ok) return -1;
+    FILE* f = std::fopen(result.c_str(), "r");
+    double us = 0;
+    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) best = std::min(best, us);
+    if (f != nullptr) std::fclose(f);
+    std::remove(result.c_str());
+  }
+  return best;
+}
+
+std::vector<int> parseList(const std::string& text) {
+  std::vector<int> values;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) values.push_back(std::stoi(item));
+  return values;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  bool sweepOnly = false;
+  std::vector<int> spins = {0, 100, 1000, 10000, 100000};
+  int yields = -1;  // default policy
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg == "--sweep-only") {
+      sweepOnly = true;
+    } else if (arg == "--spins" && i + 1 < argc) {
+      spins = parseList(argv[++i]);
+    } else if (arg == "--yields" && i + 1 < argc) {
+      yields = std::stoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--sweep-only] [--spins a,b,c] [--yields n]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  const int ppIters = quick ? 5000 : 20000;
+  const int defaultSpins = ringlet::transport::shm::WaitPolicy{}.spinIterations;
+  if (!sweepOnly) {
+    std::printf("# shm link, 2 process ranks, default policy (spin %d)\n", defaultSpins);
+    std::printf("latency 8 B one-way: %.2f us\n", pingPong(defaultSpins, yields, ppIters));
+    std::printf("%10s %10s %10s\n", "bytes", "slot", "GB/s");
+    for (size_t bytes = 64 << 10; bytes <= (size_t{16} << 20); bytes *= 4) {
+      size_t slot = size_t{512} << 10;
+      std::printf("%10zu %10zu %10.2f\n", bytes, slot,
+                  throughput(defaultSpins, yields, bytes, slot));
+      std::fflush(stdout);
+    }
+  }
+  std::printf("# spin-threshold sweep (yields %d)\n",
+              yields < 0 ? ringlet::transport::shm::WaitPolicy{}.yieldIterations : yields);
+  std::printf("%8s %12s %12s %14s %14s %14s %14s\n", "spins", "pp2 us", "bw2 1M GB/s",
+              "ring2 64K us", "ring8 8B us", "ring8 64K us", "ring8 1M us");
+  for (int s : spins) {
+    double pp = pingPong(s, yields, ppIters);
+    double bw = throughput(s, yields, size_t{1} << 20, size_t{512} << 10);
+    double r2 = ringStep(s, yields, 2, 64 << 10, quick ? 500 : 2000);
+    double r8small = ringStep(s, yields, 8, 8, quick ? 500 : 2000);
+    double r8 = ringStep(s, yields, 8, 64 << 10, quick ? 100 : 500);
+    double r8big = ringStep(s, yields, 8, 1 << 20, quick ? 20 : 100);
+    std::printf("%8d %12.2f %12.2f %14.1f %14.1f %14.1f %14.1f\n", s, pp, bw, r2, r8small, r8,
+                r8big);
+    std::fflush(stdout);
+  }
+  return 0;
+}

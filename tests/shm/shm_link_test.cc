@@ -1,0 +1,212 @@
+// Shared-memory links between thread ranks: data integrity, sizes, errors, abort, fallback.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "ringlet/error.h"
+#include "tests/shm/shm_test_bodies.h"
+#include "tests/shm/shm_test_support.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing::shm {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ShmLink, AwkwardSizesBothWays) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-awkward");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    exchangeAwkwardSizes(rank, size, store, testOptions(dir.path(), 4096), job);
+  });
+  EXPECT_TRUE(dir.files().empty());
+}
+
+class ShmMesh : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmMesh, ManyMessagesEveryPair) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-mesh");
+  const int size = GetParam();
+  auto start = std::chrono::steady_clock::now();
+  runThreadRanks(size, [&](int rank, int n, std::shared_ptr<Store> store) {
+    exchangeFullMesh(rank, n, store, testOptions(dir.path(), 1024), job, 200);
+  });
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start);
+  RecordProperty("milliseconds", static_cast<int>(ms.count()));
+  std::printf("%d thread ranks, 200 messages per pair each way: %lld ms\n", size,
+              static_cast<long long>(ms.count()));
+  EXPECT_TRUE(dir.files().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ShmMesh, ::testing::Values(2, 3, 5, 8));
+
+TEST(ShmLink, NoFileRemainsOnceConnected) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-files");
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path()), job);
+    // Every rank has connected: every segment is mapped twice and already unlinked.
+    store->add("connected", 1);
+    while (store->getString("connected") != "3") std::this_thread::sleep_for(1ms);
+    EXPECT_TRUE(dir.files().empty()) << dir.files().size() << " files remain";
+  });
+  EXPECT_TRUE(dir.files().empty());
+}
+
+TEST(ShmLink, SizeMismatchIsIoErrorNamingBothLengths) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-mismatch");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path()), job);
+    if (rank == 0) {
+      std::vector<std::byte> data(8);
+      mesh.to(1).send(data.data(), 8, mesh.wait());
+      store->getString("checked");
+    } else {
+      try {
+        mesh.to(0).recv(16, mesh.wait());
+        ADD_FAILURE() << "recv of 16 bytes accepted a message of 8";
+      } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find("8 bytes"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("16 bytes"), std::string::npos) << e.what();
+      }
+      store->setString("checked", "1");
+    }
+  });
+}
+
+TEST(ShmLink, OversizedMessageIsInvalidArgument) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-oversize");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path(), 1024), job);
+    std::vector<std::byte> data(1025);
+    EXPECT_THROW(mesh.to(1 - rank).send(data.data(), data.size(), mesh.wait()), InvalidArgument);
+    EXPECT_THROW(mesh.to(1 - rank).sendBuffer(1025, nullptr, mesh.wait()), InvalidArgument);
+    EXPECT_THROW(mesh.to(1 - rank).release(), InvalidArgument);  // nothing held
+  });
+}
+
+TEST(ShmLink, RecvTimesOutNamingThePeer) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-timeout");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path()), job);
+    if (rank == 1) {
+      auto start = std::chrono::steady_clock::now();
+      try {
+        mesh.to(0).recv(4, mesh.wait(150ms));
+        ADD_FAILURE() << "recv returned without a message";
+      } catch (const TimeoutError& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+      store->setString("done", "1");
+    } else {
+      store->getString("done");
+    }
+  });
+}
+
+TEST(ShmLink, AbortReachesAWaitingPeerWithOriginAndReason) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-abort");
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path()), job);
+    if (rank == 0) {
+      // Rank 1 blocks in recv from rank 0; rank 2 blocks on a full FIFO towards rank 0.
+      std::this_thread::sleep_for(100ms);
+      mesh.to(1).abort(2, "reduction kernel failed");
+      mesh.to(2).abort(2, "reduction kernel failed");
+      EXPECT_THROW(mesh.to(1).send(nullptr, 0, mesh.wait()), AbortedError);
+      EXPECT_THROW(mesh.to(2).recv(0, mesh.wait()), AbortedError);
+      EXPECT_THROW(mesh.to(2).flush(mesh.wait()), AbortedError);
+      mesh.to(1).abort(2, "twice is harmless");
+    } else {
+      try {
+        if (rank == 1) {
+          mesh.to(0).recv(4, mesh.wait(5s));
+        } else {
+          std::vector<std::byte> data(64);
+          for (int i = 0; i < 100; ++i) mesh.to(0).send(data.data(), data.size(), mesh.wait(5s));
+        }
+        ADD_FAILURE() << "rank " << rank << " kept going after rank 0 aborted";
+      } catch (const PeerError& e) {
+        EXPECT_EQ(e.peer(), 2);
+        EXPECT_STREQ(e.what(), "rank 2 aborted: reduction kernel failed");
+      }
+    }
+  });
+}
+
+TEST(ShmLink, ClosedPeerIsPeerErrorAfterItsLastMessage) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-close");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path()), job);
+    if (rank == 0) {
+      std::vector<std::byte> data(100);
+      fillMessage(data.data(), data.size(), 0, 1, 7);
+      mesh.to(1).send(data.data(), data.size(), mesh.wait());
+      mesh.links.clear();  // closes while rank 1 may not have read the message yet
+    } else {
+      std::this_thread::sleep_for(50ms);
+      std::vector<std::byte> got(100);
+      mesh.to(0).recvInto(got.data(), got.size(), mesh.wait());
+      EXPECT_EQ(firstWrongByte(got.data(), got.size(), 0, 1, 7), -1);
+      try {
+        mesh.to(0).recv(100, mesh.wait(5s));
+        ADD_FAILURE() << "recv returned after rank 0 closed";
+      } catch (const PeerError& e) {
+        EXPECT_EQ(e.peer(), 0);
+        EXPECT_NE(std::string(e.what()).find("rank 0 closed"), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+TEST(ShmTransport, CanConnectSameNonEmptyHostIdOnly) {
+  const transport::TransportEntry* entry = transport::findTransport("shm");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->priority, 20);
+  transport::PeerInfo a{.rank = 0, .hostname = "h", .hostId = "h/boot/shm", .pid = 10};
+  transport::PeerInfo b{.rank = 1, .hostname = "h", .hostId = "h/boot/shm", .pid = 11};
+  transport::PeerInfo c{.rank = 2, .hostname = "h", .hostId = "h/other-boot/shm", .pid = 12};
+  transport::PeerInfo d{.rank = 3, .hostname = "h", .hostId = "", .pid = 13};
+  transport::PeerInfo e{.rank = 4, .hostname = "h", .hostId = "", .pid = 14};
+  EXPECT_TRUE(entry->canConnect(a, b));
+  EXPECT_TRUE(entry->canConnect(b, a));
+  EXPECT_FALSE(entry->canConnect(a, c));
+  EXPECT_FALSE(entry->canConnect(d, e));
+}
+
+TEST(ShmTransport, BadShmBytesIsInvalidArgument) {
+  ScopedEnv bytes("RINGLET_SHM_BYTES", "100");
+  EXPECT_THROW(transport::shm::ShmOptions::fromEnvironment(), InvalidArgument);
+}
+
+// Segments larger than the directory's free space: both sides agree on a null link, with a
+// warning, and nothing is left behind.
+TEST(ShmFallback, SegmentLargerThanFreeSpaceGivesNullLinks) {
+  ShmDir dir;
+  ScopedEnv shmDir("RINGLET_SHM_DIR", dir.path());
+  ScopedEnv shmBytes("RINGLET_SHM_BYTES", "1024G");
+  const std::string job = uniqueJobId("shm-fallback");
+  ::testing::internal::CaptureStderr();
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMeshFromEntry(rank, size, store, job);
+    for (int peer = 0; peer < size; ++peer) {
+      EXPECT_EQ(mesh.links[peer], nullptr) << "rank " << rank << " got a link to " << peer;
+    }
+  });
+  std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("bytes free but a shared-memory segment needs"), std::string::npos) << log;
+  EXPECT_NE(log.find(dir.path()), std::string::npos) << log;
+  EXPECT_TRUE(dir.files().empty());
+}
+
+}  // namespace
+}  // namespace ringlet::testing::shm

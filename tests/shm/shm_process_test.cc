@@ -1,0 +1,161 @@
+// Shared-memory links between forked process ranks: data integrity over 2..8 ranks, abort
+// across processes, and fallback when a small tmpfs cannot hold the segments.
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "ringlet/error.h"
+#include "tests/shm/shm_test_bodies.h"
+#include "tests/shm/shm_test_support.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing::shm {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ShmProcess, AwkwardSizesBothWays) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-p-awkward");
+  runProcessRanks(
+      2,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        exchangeAwkwardSizes(rank, size, store, testOptions(dir.path(), 512 << 10), job);
+      },
+      30s);
+  EXPECT_TRUE(dir.files().empty());
+}
+
+class ShmProcessMesh : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmProcessMesh, ManyMessagesEveryPair) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-p-mesh");
+  auto start = std::chrono::steady_clock::now();
+  runProcessRanks(
+      GetParam(),
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        exchangeFullMesh(rank, size, store, testOptions(dir.path(), 2048), job, 200);
+      },
+      30s);
+  std::printf("%d process ranks, 200 messages per pair each way: %lld ms\n", GetParam(),
+              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::steady_clock::now() - start)
+                                         .count()));
+  EXPECT_TRUE(dir.files().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, ShmProcessMesh, ::testing::Values(2, 4, 8));
+
+TEST(ShmProcess, AbortCrossesProcesses) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-p-abort");
+  runProcessRanks(
+      2,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path()), job);
+        if (rank == 1) {
+          std::this_thread::sleep_for(50ms);
+          mesh.to(0).abort(1, "out of memory in bucket 3");
+          return;
+        }
+        try {
+          mesh.to(1).recv(16, mesh.wait(5s));
+          ADD_FAILURE() << "recv returned after rank 1 aborted";
+        } catch (const PeerError& e) {
+          EXPECT_EQ(e.peer(), 1);
+          EXPECT_STREQ(e.what(), "rank 1 aborted: out of memory in bucket 3");
+        }
+      },
+      30s);
+  EXPECT_TRUE(dir.files().empty());
+}
+
+// A tmpfs of 1 MiB mounted by the test: segments that do not fit fall back on both sides (with a
+// warning naming the sizes); segments that fit work and leave no file behind.
+class ShmSmallTmpfs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = makeTempDir("ringlet-shm-tmpfs");
+    if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=1m") != 0) {
+      std::string why = std::strerror(errno);
+      std::filesystem::remove(dir_);
+      GTEST_SKIP() << "cannot mount a 1 MiB tmpfs on " << dir_ << " (" << why << "); needs root";
+    }
+    mounted_ = true;
+  }
+  void TearDown() override {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    std::error_code ec;
+    std::filesystem::remove(dir_, ec);
+  }
+  size_t fileCount() const {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir_)) ++n;
+    return n;
+  }
+
+  std::string dir_;
+  bool mounted_ = false;
+};
+
+TEST_F(ShmSmallTmpfs, TooSmallFallsBackOnBothSides) {
+  ScopedEnv shmDir("RINGLET_SHM_DIR", dir_);
+  ScopedEnv shmBytes("RINGLET_SHM_BYTES", "1M");  // 2 MiB per pair > 1 MiB
+  const std::string job = uniqueJobId("shm-tmpfs-full");
+  runProcessRanks(
+      3,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Mesh mesh = connectMeshFromEntry(rank, size, store, job);
+        for (int peer = 0; peer < size; ++peer) {
+          EXPECT_EQ(mesh.links[peer], nullptr) << "rank " << rank << " got a link to " << peer;
+        }
+      },
+      30s);
+  EXPECT_EQ(fileCount(), 0u);
+}
+
+TEST_F(ShmSmallTmpfs, PartlyFullFallsBackForTheRest) {
+  // 3 ranks, 3 pairs of ~388 KiB each (2 x 192 KiB + 4 KiB): the third does not fit in 1 MiB,
+  // whichever order the creators race in. The pairs that got a segment work.
+  ScopedEnv shmDir("RINGLET_SHM_DIR", dir_);
+  ScopedEnv shmBytes("RINGLET_SHM_BYTES", "192K");
+  const std::string job = uniqueJobId("shm-tmpfs-part");
+  runProcessRanks(
+      3,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Mesh mesh = connectMeshFromEntry(rank, size, store, job);
+        int nulls = 0;
+        for (int peer = 0; peer < size; ++peer) {
+          if (peer == rank) continue;
+          if (mesh.links[peer] == nullptr) {
+            ++nulls;
+            continue;
+          }
+          std::vector<std::byte> out(1000), in(1000);
+          fillMessage(out.data(), out.size(), rank, peer, 1);
+          mesh.to(peer).send(out.data(), out.size(), mesh.wait());
+          mesh.to(peer).recvInto(in.data(), in.size(), mesh.wait());
+          EXPECT_EQ(firstWrongByte(in.data(), in.size(), peer, rank, 1), -1);
+        }
+        store->setString("nulls/" + std::to_string(rank), std::to_string(nulls));
+        if (rank == 0) {
+          int total = 0;
+          for (int r = 0; r < size; ++r)
+            total += std::stoi(store->getString("nulls/" + std::to_string(r)));
+          EXPECT_EQ(total, 2) << "exactly one pair should have fallen back (counted on both sides)";
+        }
+      },
+      30s);
+  EXPECT_EQ(fileCount(), 0u);
+}
+
+}  // namespace
+}  // namespace ringlet::testing::shm
