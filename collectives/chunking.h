@@ -1,0 +1,40 @@
+#pragma once
+// All chunk arithmetic of the collectives goes through here, uneven splits included.
+
+#include <algorithm>
+#include <cstddef>
+
+namespace ringlet::collectives {
+
+// A run of elements: [offset, offset + count).
+struct Piece {
+  size_t offset = 0;
+  size_t count = 0;
+};
+
+// Splits `count` elements into `parts` contiguous chunks; the first count % parts chunks get one
+// element more. Example: count 10, parts 4 -> sizes 3 3 2 2 at offsets 0 3 6 8.
+inline Piece evenChunk(size_t count, int parts, int index) {
+  const size_t n = static_cast<size_t>(parts);
+  const size_t i = static_cast<size_t>(index);
+  const size_t base = count / n;
+  const size_t extra = count % n;
+  return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
+}
+
+// Positive remainder: wrap(-1, 4) == 3.
+inline int wrap(int value, int size) { return ((value % size) + size) % size; }
+
+// Slice `slice` of at most `sliceElements` elements of a chunk (empty past its end).
+inline Piece sliceOf(const Piece& chunk, size_t slice, size_t sliceElements) {
+  const size_t begin = std::min(chunk.count, slice * sliceElements);
+  return {chunk.offset + begin, std::min(sliceElements, chunk.count - begin)};
+}
+
+// How many slices of `sliceElements` cover the largest of `parts` even chunks of `count`.
+inline size_t sliceCount(size_t count, int parts, size_t sliceElements) {
+  const size_t largest = evenChunk(count, parts, 0).count;
+  return std::max<size_t>(1, (largest + sliceElements - 1) / sliceElements);
+}
+
+}  // namespace ringlet::collectives

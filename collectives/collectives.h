@@ -1,0 +1,64 @@
+#pragma once
+// The algorithms. Each runs on one rank's view of the group and talks to peers only through
+// transport::Link, so the same code runs over every transport. All ranks call the same
+// algorithm with the same arguments (the communicator checks that first).
+
+#include <cstddef>
+#include <span>
+
+#include "ringlet/types.h"
+#include "transports/transport.h"
+
+namespace ringlet::collectives {
+
+using transport::Link;
+using transport::WaitContext;
+
+// This rank's view of the group: links indexed by peer rank (null for itself and for peers the
+// communicator has not linked).
+struct Group {
+  int rank = 0;
+  int size = 1;
+  std::span<Link* const> links;
+
+  Link& link(int peer) const;  // throws an internal Error if that link is missing
+  Link& next() const { return link((rank + 1) % size); }
+  Link& prev() const { return link((rank + size - 1) % size); }
+};
+
+struct AllreduceArgs {
+  const std::byte* send = nullptr;
+  std::byte* recv = nullptr;  // may equal send
+  size_t count = 0;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+// Ring all-reduce: reduce-scatter then all-gather, 2(N-1) steps, pipelined in slices of at most
+// `sliceBytes`. Bandwidth-optimal; every rank ends with bit-identical results.
+void ringAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBytes,
+                   const WaitContext& wait);
+
+// Recursive doubling: log2(N) exchanges of the whole buffer (plus a fold for non-powers of two).
+// Latency-optimal for small messages; results are bit-identical on every rank because each
+// combine is a+b on one side and b+a on the other.
+void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
+                                const WaitContext& wait);
+
+// Pipelined chain broadcast along the ring starting at root (large messages).
+void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root,
+                    size_t sliceBytes, const WaitContext& wait);
+// Binomial-tree broadcast (small messages): ceil(log2 N) rounds.
+void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root,
+                   const WaitContext& wait);
+
+// Dissemination barrier: in round k every rank signals rank+2^k and waits for rank-2^k.
+// Rounds with distance below `firstDistance` are skipped (the communicator's header exchange
+// with rank±1 already is round 1).
+void disseminationBarrier(const Group& group, int firstDistance, const WaitContext& wait);
+
+// Helpers shared by the algorithms.
+// Sends `bytes` at `data` to `link`, copying into the transport's slot when it has one.
+void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait);
+
+}  // namespace ringlet::collectives

@@ -1,0 +1,208 @@
+// The public Communicator: argument checks, then the choice of algorithm per call.
+#include "ringlet/communicator.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "collectives/reduce.h"
+#include "ringlet/error.h"
+#include "src/core/communicator_impl.h"
+
+namespace ringlet {
+
+using detail::OpHeader;
+using detail::OpKind;
+
+namespace {
+
+// Checks a buffer pair before anything is sent; messages name the call, the rank and the value.
+size_t checkBuffers(const char* op, int rank, const void* send, const void* recv, size_t count,
+                    DataType type) {
+  const int t = static_cast<int>(type);
+  if (t < 0 || t >= kNumDataTypes) {
+    throw InvalidArgument(fmt::format("{} on rank {}: unknown data type {} (valid: 0..{})", op,
+                                      rank, t, kNumDataTypes - 1));
+  }
+  const size_t element = elementSize(type);
+  if (count > SIZE_MAX / element) {
+    throw InvalidArgument(fmt::format("{} on rank {}: count {} of {} overflows the byte size", op,
+                                      rank, count, toString(type)));
+  }
+  const size_t bytes = count * element;
+  if (count > 0 && send == nullptr) {
+    throw InvalidArgument(
+        fmt::format("{} on rank {}: send buffer is null but count is {}", op, rank, count));
+  }
+  if (count > 0 && recv == nullptr) {
+    throw InvalidArgument(
+        fmt::format("{} on rank {}: recv buffer is null but count is {}", op, rank, count));
+  }
+  const auto s = reinterpret_cast<uintptr_t>(send);
+  const auto r = reinterpret_cast<uintptr_t>(recv);
+  if (count > 0 && s != r && s < r + bytes && r < s + bytes) {
+    throw InvalidArgument(fmt::format(
+        "{} on rank {}: send [{:#x}, +{}) and recv [{:#x}, +{}) overlap without being equal; "
+        "pass the same pointer for an in-place call",
+        op, rank, s, bytes, r, bytes));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOptions options) {
+  if (options.timeout.count() <= 0) {
+    throw InvalidArgument(
+        fmt::format("CommunicatorOptions::timeout must be positive, got {} ms",
+                    options.timeout.count()));
+  }
+  return Communicator(std::make_unique<detail::CommunicatorImpl>(bootstrap, std::move(options)));
+}
+
+Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
+    : impl_(std::move(impl)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::size() const { return impl_->size(); }
+
+namespace {
+
+struct Prepared {
+  OpHeader header;
+  detail::OpBody body;
+};
+
+Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void* recv,
+                          size_t count, DataType type, ReduceOp op) {
+  const size_t bytes = checkBuffers("allreduce", impl.rank(), send, recv, count, type);
+  try {
+    collectives::checkReducible(type, op);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("allreduce on rank {}: {}", impl.rank(), e.what()));
+  }
+  OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
+  collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
+                                  .recv = static_cast<std::byte*>(recv),
+                                  .count = count,
+                                  .type = type,
+                                  .op = op};
+  auto body = [&impl, args, bytes](const collectives::Group& group,
+                                   const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+      return;
+    }
+    if (bytes <= impl.smallMessageBytes()) {
+      collectives::recursiveDoublingAllreduce(group, args, wait);
+    } else {
+      collectives::ringAllreduce(group, args, impl.sliceBytes({&group.next(), &group.prev()}),
+                                 wait);
+    }
+  };
+  return {header, body};
+}
+
+Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t count,
+                          DataType type, int root) {
+  const size_t bytes = checkBuffers("broadcast", impl.rank(), buffer, buffer, count, type);
+  if (root < 0 || root >= impl.size()) {
+    throw InvalidArgument(fmt::format("broadcast on rank {}: root {} is out of range for world "
+                                      "size {}",
+                                      impl.rank(), root, impl.size()));
+  }
+  OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
+  auto* data = static_cast<std::byte*>(buffer);
+  auto body = [&impl, data, bytes, root](const collectives::Group& group,
+                                         const transport::WaitContext& wait) {
+    if (group.size == 1) return;
+    if (bytes <= impl.smallMessageBytes()) {
+      collectives::treeBroadcast(group, data, bytes, root, wait);
+    } else {
+      collectives::chainBroadcast(group, data, bytes, root,
+                                  impl.sliceBytes({&group.next(), &group.prev()}), wait);
+    }
+  };
+  return {header, body};
+}
+
+Prepared prepareBarrier() {
+  OpHeader header{.kind = OpKind::kBarrier};
+  auto body = [](const collectives::Group& group, const transport::WaitContext& wait) {
+    if (group.size > 1) collectives::disseminationBarrier(group, 2, wait);
+  };
+  return {header, body};
+}
+
+}  // namespace
+
+void Communicator::allreduce(const void* send, void* recv, size_t count, DataType type,
+                             ReduceOp op) {
+  auto p = prepareAllreduce(*impl_, send, recv, count, type, op);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::allreduceAsync(const void* send, void* recv, size_t count, DataType type,
+                                  ReduceOp op) {
+  auto p = prepareAllreduce(*impl_, send, recv, count, type, op);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::broadcast(void* buffer, size_t count, DataType type, int root) {
+  auto p = prepareBroadcast(*impl_, buffer, count, type, root);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::broadcastAsync(void* buffer, size_t count, DataType type, int root) {
+  auto p = prepareBroadcast(*impl_, buffer, count, type, root);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::barrier() {
+  auto p = prepareBarrier();
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::barrierAsync() {
+  auto p = prepareBarrier();
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
+
+std::string Communicator::describeLinks() const { return impl_->describeLinks(); }
+
+// ---- Work ----
+
+bool Work::test() const {
+  if (!state_) return true;
+  std::lock_guard lock(state_->mutex);
+  return state_->done;
+}
+
+void Work::wait() const {
+  if (!state_) return;
+  std::unique_lock lock(state_->mutex);
+  state_->changed.wait(lock, [&] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return true;
+  std::unique_lock lock(state_->mutex);
+  if (!state_->changed.wait_for(lock, timeout, [&] { return state_->done; })) return false;
+  if (state_->error) std::rethrow_exception(state_->error);
+  return true;
+}
+
+std::exception_ptr Work::error() const {
+  if (!state_) return nullptr;
+  std::lock_guard lock(state_->mutex);
+  return state_->done ? state_->error : nullptr;
+}
+
+}  // namespace ringlet

@@ -1,0 +1,191 @@
+#include "src/core/communicator_impl.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ringlet/error.h"
+#include "src/log.h"
+
+namespace ringlet::detail {
+
+using transport::Clock;
+using transport::WaitContext;
+
+void WorkState::finish(std::exception_ptr e) {
+  {
+    std::lock_guard lock(mutex);
+    error = std::move(e);
+    done = true;
+  }
+  changed.notify_all();
+}
+
+CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options)
+    : rank_(bootstrap.rank), size_(bootstrap.size), options_(std::move(options)) {
+  connectLinks(bootstrap);
+  group_ = collectives::Group{rank_, size_, linksByRank_};
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  {
+    std::lock_guard lock(queueMutex_);
+    stopping_ = true;
+  }
+  queueChanged_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void CommunicatorImpl::runBlocking(OpHeader header, OpBody body) {
+  header.seq = nextSeq_++;
+  std::shared_ptr<WorkState> state;
+  {
+    std::lock_guard lock(queueMutex_);
+    if (!queue_.empty() || workerBusy_) {
+      // Earlier async calls are still queued: run after them, in order.
+      state = std::make_shared<WorkState>();
+      queue_.push_back(Pending{header, std::move(body), state});
+    }
+  }
+  if (state) {
+    queueChanged_.notify_all();
+    Work(state).wait();
+    return;
+  }
+  std::lock_guard exec(execMutex_);
+  execute(header, body);
+}
+
+Work CommunicatorImpl::runAsync(OpHeader header, OpBody body) {
+  header.seq = nextSeq_++;
+  auto state = std::make_shared<WorkState>();
+  {
+    std::lock_guard lock(queueMutex_);
+    queue_.push_back(Pending{header, std::move(body), state});
+    if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+  }
+  queueChanged_.notify_all();
+  return Work(state);
+}
+
+void CommunicatorImpl::workerLoop() {
+  std::unique_lock lock(queueMutex_);
+  while (true) {
+    queueChanged_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and everything queued has run
+    Pending item = std::move(queue_.front());
+    queue_.pop_front();
+    workerBusy_ = true;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      std::lock_guard exec(execMutex_);
+      execute(item.header, item.body);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    item.state->finish(error);
+    lock.lock();
+    workerBusy_ = false;
+  }
+}
+
+void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
+  if (broken_.load()) {
+    std::lock_guard lock(brokenMutex_);
+    throw AbortedError(fmt::format(
+        "{} #{} on rank {}: the communicator is unusable after an earlier error: {}",
+        header.name(), header.seq, rank_, brokenReason_));
+  }
+  WaitContext wait{.deadline = Clock::now() + options_.timeout,
+                   .op = header.name(),
+                   .seq = header.seq,
+                   .rank = rank_,
+                   .links = activeLinks_,
+                   .cancelled = &cancelled_};
+  try {
+    if (size_ > 1) exchangeHeader(header, wait);
+    body(group_, wait);
+    if (size_ > 1) group_.next().flush(wait);  // the header left from headerOut_
+  } catch (const PeerError& e) {
+    fail(e.peer(), e.what());
+    throw;
+  } catch (const std::exception& e) {
+    fail(rank_, e.what());
+    throw;
+  }
+}
+
+void CommunicatorImpl::exchangeHeader(const OpHeader& header, const WaitContext& wait) {
+  headerOut_ = header.encode();
+  collectives::sendFrom(group_.next(), headerOut_.data(), headerOut_.size(), wait);
+  transport::Link& prev = group_.prev();
+  const std::byte* in = prev.recv(OpHeader::kWireBytes, wait);
+  OpHeader theirs;
+  const bool ok = OpHeader::decode(in, theirs);
+  prev.release();
+  if (!ok) {
+    throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
+                              wait.describe(), prev.peer()));
+  }
+  if (!header.sameCall(theirs)) {
+    throw MismatchError(fmt::format(
+        "{}: ranks disagree about call #{}: rank {} called {} (call #{}) but rank {} called {} "
+        "(call #{}); every rank must issue the same collectives in the same order",
+        wait.describe(), header.seq, rank_, header.describeCall(), header.seq, prev.peer(),
+        theirs.describeCall(), theirs.seq));
+  }
+}
+
+void CommunicatorImpl::fail(int origin, const std::string& reason) {
+  {
+    std::lock_guard lock(brokenMutex_);
+    if (!broken_.load()) {
+      brokenReason_ = reason;
+      broken_.store(true);
+    }
+    if (linksAborted_) return;
+    linksAborted_ = true;
+  }
+  log::warn("rank {}: communicator failed: {}", rank_, reason);
+  // Tell every peer, so ranks that do not talk to the failed one directly fail fast too.
+  for (transport::Link* link : activeLinks_) link->abort(origin, reason);
+}
+
+void CommunicatorImpl::abort(const std::string& reason) {
+  cancelled_.store(true);
+  const std::string why = fmt::format("rank {} called abort: {}", rank_, reason);
+  // A collective running on the worker thread owns the links: it sees the cancel flag within
+  // one wait slice and fails (aborting the links) itself. Otherwise abort them here.
+  std::unique_lock exec(execMutex_, std::try_to_lock);
+  if (exec.owns_lock()) {
+    fail(rank_, why);
+  } else {
+    std::lock_guard lock(brokenMutex_);
+    if (!broken_.load()) {
+      brokenReason_ = why;
+      broken_.store(true);
+    }
+  }
+}
+
+std::string CommunicatorImpl::describeLinks() const {
+  std::string out;
+  for (const transport::Link* link : activeLinks_) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}:{}", link->peer(), link->transportName());
+  }
+  return out.empty() ? "none (world of one)" : out;
+}
+
+size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*> links) const {
+  size_t slice = options_.segmentBytes > 0 ? options_.segmentBytes : size_t{512} << 10;
+  for (const transport::Link* link : links) slice = std::min(slice, link->maxMessageBytes());
+  return std::max<size_t>(slice, 64);
+}
+
+size_t CommunicatorImpl::smallMessageBytes() const {
+  return options_.smallMessageBytes > 0 ? options_.smallMessageBytes : size_t{16} << 10;
+}
+
+}  // namespace ringlet::detail

@@ -1,0 +1,95 @@
+#pragma once
+// The communicator's private side: links to peers, the order in which calls run, and what
+// happens when something fails.
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "ringlet/communicator.h"
+#include "src/core/op.h"
+#include "transports/transport.h"
+
+namespace ringlet::detail {
+
+struct WorkState {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool done = false;
+  std::exception_ptr error;
+
+  void finish(std::exception_ptr e);
+};
+
+// What a collective does once the header exchange succeeded.
+using OpBody = std::function<void(const collectives::Group&, const transport::WaitContext&)>;
+
+class CommunicatorImpl {
+ public:
+  CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options);
+  ~CommunicatorImpl();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommunicatorOptions& options() const { return options_; }
+
+  // Issues a call: assigns its sequence number and runs it (inline, or after queued async work).
+  void runBlocking(OpHeader header, OpBody body);
+  Work runAsync(OpHeader header, OpBody body);
+
+  void abort(const std::string& reason);
+  std::string describeLinks() const;
+
+  // Slice size for pipelined algorithms over the given links (fits every link's messages).
+  size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
+  size_t smallMessageBytes() const;
+
+ private:
+  struct Pending {
+    OpHeader header;
+    OpBody body;
+    std::shared_ptr<WorkState> state;
+  };
+
+  void connectLinks(const Bootstrap& bootstrap);
+  void execute(const OpHeader& header, const OpBody& body);
+  void exchangeHeader(const OpHeader& header, const transport::WaitContext& wait);
+  void fail(int origin, const std::string& reason);
+  void workerLoop();
+
+  const int rank_;
+  const int size_;
+  const CommunicatorOptions options_;
+
+  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  std::vector<std::unique_ptr<transport::Link>> links_;  // by peer rank
+  std::vector<transport::Link*> linksByRank_;            // by peer rank, null where none
+  std::vector<transport::Link*> activeLinks_;            // the non-null ones
+  collectives::Group group_;
+  std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
+
+  uint64_t nextSeq_ = 0;
+  std::mutex execMutex_;  // one collective runs at a time
+
+  std::mutex queueMutex_;
+  std::condition_variable queueChanged_;
+  std::deque<Pending> queue_;
+  bool workerBusy_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> broken_{false};
+  mutable std::mutex brokenMutex_;
+  std::string brokenReason_;
+  bool linksAborted_ = false;  // guarded by brokenMutex_
+};
+
+}  // namespace ringlet::detail

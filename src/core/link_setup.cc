@@ -1,0 +1,215 @@
+// Setting up a communicator's links: ranks publish who they are, each pair picks a transport,
+// and each transport connects its share of the peers.
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "ringlet/error.h"
+#include "src/core/communicator_impl.h"
+#include "src/log.h"
+
+namespace ringlet::detail {
+namespace {
+
+using transport::PeerInfo;
+
+std::string readFirstLine(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+PeerInfo describeSelf(int rank) {
+  PeerInfo info;
+  info.rank = rank;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  info.hostname = host;
+  struct stat shm {};
+  std::string shmId = "no-shm";
+  if (stat("/dev/shm", &shm) == 0) shmId = fmt::format("{}.{}", shm.st_dev, shm.st_ino);
+  info.hostId = fmt::format("{}/{}/{}", info.hostname,
+                            readFirstLine("/proc/sys/kernel/random/boot_id"), shmId);
+  info.pid = static_cast<int>(getpid());
+  return info;
+}
+
+std::string encodeInfo(const PeerInfo& info, const std::string& transport) {
+  return fmt::format("{}\n{}\n{}\n{}\n", info.hostname, info.hostId, info.pid, transport);
+}
+
+PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
+  std::istringstream in(text);
+  PeerInfo info;
+  info.rank = rank;
+  std::string pid;
+  if (!std::getline(in, info.hostname) || !std::getline(in, info.hostId) ||
+      !std::getline(in, pid) || !std::getline(in, transport)) {
+    throw IoError(fmt::format("rank {} published a malformed peer record", rank));
+  }
+  info.pid = std::stoi(pid);
+  return info;
+}
+
+// The peers the algorithms talk to: ring and dissemination neighbours (rank +- 2^k),
+// recursive-doubling partners (rank ^ 2^k) and their fold partners (rank +- p).
+std::vector<int> peersNeeded(int rank, int size) {
+  std::set<int> peers;
+  for (int d = 1; d < size; d <<= 1) {
+    peers.insert((rank + d) % size);
+    peers.insert(((rank - d) % size + size) % size);
+  }
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  if (rank < p) {
+    for (int mask = 1; mask < p; mask <<= 1) peers.insert(rank ^ mask);
+    if (rank < size - p) peers.insert(rank + p);
+  } else {
+    peers.insert(rank - p);
+  }
+  peers.erase(rank);
+  return {peers.begin(), peers.end()};
+}
+
+// Communicators made from one store get their own key space, numbered in creation order.
+// Creation is collective, so every rank counts alike; each rank keeps its own counter in the
+// store itself (thread ranks share a store, and processes share nothing else).
+int nextCommunicatorId(Store& store, int rank) {
+  return static_cast<int>(store.add(fmt::format("ringlet/created/{}", rank), 1));
+}
+
+std::string hostOf(const std::string& storeDescription) {
+  // "tcp store 10.0.0.1:29500" -> "10.0.0.1"
+  const auto space = storeDescription.rfind(' ');
+  const auto colon = storeDescription.rfind(':');
+  if (storeDescription.rfind("tcp", 0) != 0 || space == std::string::npos ||
+      colon == std::string::npos || colon < space) {
+    return "";
+  }
+  std::string host = storeDescription.substr(space + 1, colon - space - 1);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+}  // namespace
+
+void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
+  if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
+    throw InvalidArgument(
+        fmt::format("bootstrap rank {} is out of range for world size {}", rank_, size_));
+  }
+  linksByRank_.assign(size_, nullptr);
+  links_.resize(size_);
+  if (size_ == 1) return;
+  if (!bootstrap.store) throw InvalidArgument("bootstrap has no store (world size > 1)");
+
+  const auto deadline = transport::Clock::now() + options_.timeout;
+  const int id = nextCommunicatorId(*bootstrap.store, rank_);
+  auto store = makePrefixStore(fmt::format("ringlet/comm{}", id), bootstrap.store);
+
+  // Who is who.
+  const PeerInfo self = describeSelf(rank_);
+  store->setString(fmt::format("info/{}", rank_), encodeInfo(self, options_.transport));
+  std::vector<PeerInfo> infos(size_);
+  for (int r = 0; r < size_; ++r) {
+    std::string transport;
+    infos[r] = decodeInfo(r, store->getString(fmt::format("info/{}", r), options_.timeout),
+                          transport);
+    if (transport != options_.transport) {
+      throw InvalidArgument(fmt::format(
+          "rank {} asks for transport '{}' but rank {} asks for '{}' (RINGLET_TRANSPORT must "
+          "be the same on every rank)",
+          rank_, options_.transport, r, transport));
+    }
+  }
+
+  // The job secret: the launcher's, or one made by rank 0 and shared through the store.
+  std::string secret = bootstrap.secret;
+  if (secret.empty()) {
+    if (rank_ == 0) {
+      std::string fresh(32, '\0');
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(fresh.data()), 32) != 1) {
+        throw IoError("could not generate a job secret (RAND_bytes failed)");
+      }
+      store->setString("secret", fresh);
+    }
+    secret = store->getString("secret", options_.timeout);
+  }
+
+  // Pick a transport per peer.
+  const auto& registry = transport::registry();
+  std::map<size_t, std::vector<int>> byEntry;  // registry index -> peers
+  auto choose = [&](int peer, size_t from) -> std::optional<size_t> {
+    for (size_t i = from; i < registry.size(); ++i) {
+      const auto& entry = registry[i];
+      if (options_.transport != "auto" && entry.name != options_.transport) continue;
+      if (entry.canConnect(self, infos[peer])) return i;
+    }
+    return std::nullopt;
+  };
+  auto noTransport = [&](int peer) {
+    std::vector<std::string_view> names;
+    for (const auto& e : registry) names.push_back(e.name);
+    return InvalidArgument(fmt::format(
+        "no transport can link rank {} ({}) and rank {} ({}) with transport '{}' (built in: {})",
+        rank_, self.hostname, peer, infos[peer].hostname, options_.transport,
+        fmt::join(names, ", ")));
+  };
+  for (int peer : peersNeeded(rank_, size_)) {
+    auto index = choose(peer, 0);
+    if (!index) throw noTransport(peer);
+    byEntry[*index].push_back(peer);
+  }
+
+  const std::string rendezvousHost = hostOf(bootstrap.store->describe());
+  // Registry order is the same on every rank, so every pair connects in the same round.
+  for (size_t i = 0; i < registry.size(); ++i) {
+    auto it = byEntry.find(i);
+    if (it == byEntry.end()) continue;
+    const auto& entry = registry[i];
+    transport::TransportContext context{
+        .rank = rank_,
+        .size = size_,
+        .store = makePrefixStore(fmt::format("t/{}", entry.name), store),
+        .jobId = bootstrap.jobId.empty() ? "ringlet" : bootstrap.jobId,
+        .secret = secret,
+        .options = &options_,
+        .peers = infos,
+        .rendezvousHost = rendezvousHost,
+    };
+    transports_.push_back(entry.make(std::move(context)));
+    auto links = transports_.back()->connect(it->second, deadline);
+    for (size_t k = 0; k < it->second.size(); ++k) {
+      const int peer = it->second[k];
+      if (k < links.size() && links[k]) {
+        log::info("rank {} -> rank {}: {} ({})", rank_, peer, entry.name,
+                  options_.transport == "auto" ? "chosen automatically" : "RINGLET_TRANSPORT");
+        linksByRank_[peer] = links[k].get();
+        links_[peer] = std::move(links[k]);
+        continue;
+      }
+      // Both sides agreed this transport cannot link the pair: fall back to the next one.
+      auto fallback = choose(peer, i + 1);
+      if (!fallback) throw noTransport(peer);
+      log::warn("rank {} -> rank {}: {} unavailable, falling back to {}", rank_, peer,
+                entry.name, registry[*fallback].name);
+      byEntry[*fallback].push_back(peer);
+    }
+  }
+  for (transport::Link* link : linksByRank_) {
+    if (link != nullptr) activeLinks_.push_back(link);
+  }
+}
+
+}  // namespace ringlet::detail

@@ -1,0 +1,68 @@
+#include "src/core/op.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace ringlet::detail {
+namespace {
+constexpr uint32_t kMagic = 0x524c4f50;  // "RLOP"
+}
+
+std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
+  std::array<std::byte, kWireBytes> out{};
+  auto* p = out.data();
+  std::memcpy(p, &kMagic, 4);
+  p[4] = static_cast<std::byte>(kind);
+  p[5] = static_cast<std::byte>(type);
+  p[6] = static_cast<std::byte>(op);
+  std::memcpy(p + 8, &root, 4);
+  std::memcpy(p + 16, &count, 8);
+  std::memcpy(p + 24, &seq, 8);
+  return out;
+}
+
+bool OpHeader::decode(const std::byte* data, OpHeader& out) {
+  uint32_t magic = 0;
+  std::memcpy(&magic, data, 4);
+  if (magic != kMagic) return false;
+  out.kind = static_cast<OpKind>(data[4]);
+  out.type = static_cast<DataType>(data[5]);
+  out.op = static_cast<ReduceOp>(data[6]);
+  std::memcpy(&out.root, data + 8, 4);
+  std::memcpy(&out.count, data + 16, 8);
+  std::memcpy(&out.seq, data + 24, 8);
+  return true;
+}
+
+const char* OpHeader::name() const {
+  switch (kind) {
+    case OpKind::kAllreduce: return "allreduce";
+    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kBarrier: return "barrier";
+  }
+  return "unknown-op";
+}
+
+std::string OpHeader::describeCall() const {
+  switch (kind) {
+    case OpKind::kAllreduce:
+      return fmt::format("allreduce(count={}, {}, {})", count, toString(type), toString(op));
+    case OpKind::kBroadcast:
+      return fmt::format("broadcast(count={}, {}, root={})", count, toString(type), root);
+    case OpKind::kBarrier: return "barrier()";
+  }
+  return fmt::format("unknown operation {}", static_cast<int>(kind));
+}
+
+bool OpHeader::sameCall(const OpHeader& o) const {
+  if (kind != o.kind || seq != o.seq) return false;
+  switch (kind) {
+    case OpKind::kAllreduce: return count == o.count && type == o.type && op == o.op;
+    case OpKind::kBroadcast: return count == o.count && type == o.type && root == o.root;
+    case OpKind::kBarrier: return true;
+  }
+  return false;
+}
+
+}  // namespace ringlet::detail

@@ -1,0 +1,35 @@
+#pragma once
+// What one collective call is, as exchanged between neighbours before any data moves, so that
+// ranks that disagree fail with an error naming both calls instead of hanging or corrupting.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ringlet/types.h"
+
+namespace ringlet::detail {
+
+enum class OpKind : uint8_t { kAllreduce = 1, kBroadcast = 2, kBarrier = 3 };
+
+struct OpHeader {
+  OpKind kind = OpKind::kBarrier;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int32_t root = -1;
+  uint64_t count = 0;
+  uint64_t seq = 0;
+
+  static constexpr size_t kWireBytes = 32;
+  std::array<std::byte, kWireBytes> encode() const;
+  // Returns false if the bytes are not a header (wrong magic).
+  static bool decode(const std::byte* data, OpHeader& out);
+
+  // "allreduce(count=1000, float32, sum)", "broadcast(count=7, int8, root=2)", "barrier()"
+  std::string describeCall() const;
+  const char* name() const;
+  bool sameCall(const OpHeader& other) const;
+};
+
+}  // namespace ringlet::detail

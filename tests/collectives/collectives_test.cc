@@ -1,0 +1,52 @@
+// The collective matrix over every transport, with thread ranks (1..8) and process ranks (2..4).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "tests/collectives/matrix.h"
+#include "tests/support/ranks.h"
+#include "transports/transport.h"
+
+namespace ringlet::testing {
+namespace {
+
+struct Case {
+  std::string transport;
+  bool processes;
+  int size;
+};
+
+std::string caseName(const ::testing::TestParamInfo<Case>& info) {
+  return fmt::format("{}_{}_{}", info.param.transport, info.param.processes ? "procs" : "threads",
+                     info.param.size);
+}
+
+class CollectiveMatrix : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CollectiveMatrix, AllCollectivesTypesOpsAndCounts) {
+  const Case c = GetParam();
+  if (transport::findTransport(c.transport) == nullptr) {
+    GTEST_SKIP() << "transport " << c.transport << " is not built into this binary";
+  }
+  MatrixOptions options{.transport = c.transport, .large = true};
+  auto body = [&](int rank, int size, std::shared_ptr<Store> store) {
+    runCollectiveMatrix(rank, size, store, options);
+  };
+  if (c.processes) {
+    runProcessRanks(c.size, body, std::chrono::seconds(240));
+  } else {
+    runThreadRanks(c.size, body, std::chrono::seconds(240));
+  }
+}
+
+std::vector<Case> threadCases(const std::string& transport, std::vector<int> sizes) {
+  std::vector<Case> cases;
+  for (int s : sizes) cases.push_back({transport, false, s});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Local, CollectiveMatrix,
+                         ::testing::ValuesIn(threadCases("local", {1, 2, 3, 4, 5, 6, 7, 8})),
+                         caseName);
+
+}  // namespace
+}  // namespace ringlet::testing

@@ -1,0 +1,132 @@
+#include "tests/collectives/matrix.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ringlet/ringlet.h"
+#include "tests/collectives/data.h"
+
+namespace ringlet::testing {
+namespace {
+
+constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                               DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
+                               DataType::kInt32,   DataType::kInt64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kAvg};
+
+// Checks every element; reports the first few mismatches with their position.
+void expectAllreduce(const std::string& what, DataType type, ReduceOp op, int size,
+                     const std::byte* out, size_t count) {
+  int reported = 0;
+  size_t wrong = 0;
+  for (size_t j = 0; j < count; ++j) {
+    const double want = expectedAllreduce(type, op, size, j);
+    const double got = loadValue(type, out, j);
+    if (got != want) {
+      ++wrong;
+      if (reported++ < 3) ADD_FAILURE() << what << ": element " << j << " is " << got << ", want " << want;
+    }
+  }
+  if (wrong > 0) ADD_FAILURE() << what << ": " << wrong << " of " << count << " elements wrong";
+}
+
+void allreduceCase(Communicator& comm, DataType type, ReduceOp op, size_t count, bool inPlace) {
+  if (op == ReduceOp::kAvg && !isFloatingPoint(type)) return;
+  const std::string what = fmt::format("rank {} allreduce {} {} count {} {}", comm.rank(),
+                                       toString(type), toString(op), count,
+                                       inPlace ? "in-place" : "out-of-place");
+  std::vector<std::byte> input = makeInput(type, count, comm.rank(), op);
+  const std::byte guard{0x5a};
+  if (inPlace) {
+    input.back() = guard;
+    comm.allreduce(input.data(), count, type, op);
+    expectAllreduce(what, type, op, comm.size(), input.data(), count);
+    EXPECT_EQ(input.back(), guard) << what << ": wrote past the end";
+  } else {
+    const size_t total = input.size();  // >= 1: makeInput adds a guard byte
+    std::vector<std::byte> output(total, std::byte{0x77});
+    output[total - 1] = guard;
+    const std::vector<std::byte> before = input;
+    comm.allreduce(input.data(), output.data(), count, type, op);
+    expectAllreduce(what, type, op, comm.size(), output.data(), count);
+    EXPECT_EQ(output[total - 1], guard) << what << ": wrote past the end";
+    EXPECT_TRUE(before == input) << what << ": changed the send buffer";
+  }
+}
+
+void broadcastCase(Communicator& comm, DataType type, size_t count, int root) {
+  const size_t bytes = count * elementSize(type);
+  std::vector<std::byte> buffer(bytes + 1, std::byte{0});
+  for (size_t i = 0; i < bytes; ++i) {
+    buffer[i] = comm.rank() == root ? std::byte(static_cast<uint8_t>(i * 31 + root + 1)) : std::byte{0xee};
+  }
+  buffer.back() = std::byte{0x5a};
+  comm.broadcast(buffer.data(), count, type, root);
+  size_t wrong = 0;
+  for (size_t i = 0; i < bytes; ++i) {
+    if (buffer[i] != std::byte(static_cast<uint8_t>(i * 31 + root + 1))) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0u) << "rank " << comm.rank() << " broadcast " << toString(type) << " count "
+                       << count << " root " << root;
+  EXPECT_EQ(buffer.back(), std::byte{0x5a}) << "broadcast wrote past the end";
+}
+
+void barrierCase(Communicator& comm, Store& store, int round) {
+  store.setString(fmt::format("barrier/{}/{}", round, comm.rank()), "in");
+  comm.barrier();
+  for (int r = 0; r < comm.size(); ++r) {
+    EXPECT_TRUE(store.check(fmt::format("barrier/{}/{}", round, r)))
+        << "rank " << comm.rank() << " left barrier " << round << " before rank " << r
+        << " entered it";
+  }
+}
+
+}  // namespace
+
+void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
+                         const MatrixOptions& options) {
+  const size_t n = static_cast<size_t>(size);
+  std::vector<size_t> counts = {0, 1, n > 1 ? n - 1 : 2, n + 1, 4099};
+  // Two communicators: one sends everything through the pipelined ring / chain with tiny
+  // slices (many slices per chunk), the other through the small-message algorithms.
+  for (bool small : {false, true}) {
+    CommunicatorOptions o;
+    o.timeout = std::chrono::seconds(30);
+    o.transport = options.transport;
+    o.segmentBytes = 1024;
+    o.smallMessageBytes = small ? (size_t{1} << 30) : 1;
+    Bootstrap bootstrap = Bootstrap::forThread(rank, size, store);
+    Communicator comm = Communicator::create(bootstrap, o);
+    for (DataType type : kTypes) {
+      for (ReduceOp op : kOps) {
+        for (size_t count : counts) {
+          for (bool inPlace : {false, true}) allreduceCase(comm, type, op, count, inPlace);
+        }
+      }
+    }
+    for (DataType type : {DataType::kFloat32, DataType::kInt8, DataType::kFloat64}) {
+      for (size_t count : counts) {
+        for (int root = 0; root < size; ++root) broadcastCase(comm, type, count, root);
+      }
+    }
+    for (int round = 0; round < 3; ++round) barrierCase(comm, *store, round + (small ? 10 : 0));
+  }
+  if (options.large) {
+    // A large prime count: many slices of the default size, uneven chunks.
+    CommunicatorOptions o;
+    o.timeout = std::chrono::seconds(60);
+    o.transport = options.transport;
+    o.segmentBytes = 64 << 10;
+    Bootstrap bootstrap = Bootstrap::forThread(rank, size, store);
+    Communicator comm = Communicator::create(bootstrap, o);
+    const size_t big = 1000003;
+    for (DataType type : kTypes) allreduceCase(comm, type, ReduceOp::kSum, big, type == DataType::kInt32);
+    for (ReduceOp op : kOps) allreduceCase(comm, DataType::kFloat32, op, big, op == ReduceOp::kMax);
+    broadcastCase(comm, DataType::kFloat32, big, size - 1);
+  }
+}
+
+}  // namespace ringlet::testing

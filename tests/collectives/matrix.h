@@ -1,0 +1,21 @@
+#pragma once
+// The collective matrix, one body for thread and process ranks: every collective x data type x
+// reduction x in/out of place x awkward counts, over a given transport.
+
+#include <memory>
+#include <string>
+
+#include "ringlet/store.h"
+
+namespace ringlet::testing {
+
+struct MatrixOptions {
+  std::string transport = "local";
+  bool large = true;  // include the 1000003-element counts
+};
+
+// Runs on one rank; fails gtest expectations on that rank.
+void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
+                         const MatrixOptions& options);
+
+}  // namespace ringlet::testing

@@ -1,0 +1,205 @@
+// In-process transport for ranks that are threads of one process: each direction of a link is a
+// queue of messages guarded by a mutex. It is the smallest complete implementation of the Link
+// contract, used by fast unit tests and as a reference for new transports.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "ringlet/error.h"
+#include "transports/transport.h"
+
+namespace ringlet::transport {
+namespace {
+
+constexpr size_t kMaxMessage = 1 << 20;
+
+// One direction of a link.
+struct Queue {
+  std::deque<std::vector<std::byte>> messages;
+};
+
+// Both directions, shared by the two ranks' Link objects.
+struct Channel {
+  std::mutex mutex;
+  std::condition_variable changed;
+  Queue toHigh;  // from the lower rank to the higher
+  Queue toLow;
+  bool aborted = false;
+  int abortOrigin = -1;
+  std::string abortReason;
+};
+
+// Channels waiting for their second rank, by a token published in the store.
+std::mutex gPendingMutex;
+std::map<std::string, std::shared_ptr<Channel>> gPending;
+std::atomic<uint64_t> gNextToken{0};
+
+class LocalLink final : public Link {
+ public:
+  LocalLink(int rank, int peer, std::shared_ptr<Channel> channel)
+      : Link(peer), rank_(rank), channel_(std::move(channel)),
+        out_(rank < peer ? &channel_->toHigh : &channel_->toLow),
+        in_(rank < peer ? &channel_->toLow : &channel_->toHigh) {}
+  ~LocalLink() override { abort(rank_, fmt::format("rank {} closed its link", rank_)); }
+
+  std::string_view transportName() const override { return "local"; }
+  std::string describe() const override { return fmt::format("local {} <-> {}", rank_, peer()); }
+  size_t maxMessageBytes() const override { return kMaxMessage; }
+
+  std::byte* sendBuffer(size_t bytes, std::byte*, const WaitContext&) override {
+    staging_.resize(bytes);
+    return staging_.data();
+  }
+  void send(const std::byte* data, size_t bytes, const WaitContext& wait) override {
+    std::vector<std::byte> message;
+    if (data == staging_.data() && staging_.size() == bytes) {
+      message.swap(staging_);
+    } else {
+      message.assign(data, data + bytes);
+    }
+    std::lock_guard lock(channel_->mutex);
+    throwIfAborted(wait);
+    out_->messages.push_back(std::move(message));
+    channel_->changed.notify_all();
+  }
+  void flush(const WaitContext&) override {}
+
+  const std::byte* recv(size_t bytes, const WaitContext& wait) override {
+    std::unique_lock lock(channel_->mutex);
+    waitForMessage(lock, wait);
+    current_ = std::move(in_->messages.front());
+    in_->messages.pop_front();
+    checkLength(current_.size(), bytes, wait);
+    return current_.data();
+  }
+  void release() override { current_.clear(); }
+  void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override {
+    const std::byte* data = recv(bytes, wait);
+    if (bytes > 0) std::memcpy(dst, data, bytes);
+    release();
+  }
+
+  bool pump() override { return false; }
+  void abort(int origin, std::string_view reason) override {
+    std::lock_guard lock(channel_->mutex);
+    if (!channel_->aborted) {
+      channel_->aborted = true;
+      channel_->abortOrigin = origin;
+      channel_->abortReason = std::string(reason);
+    }
+    closed_ = true;
+    channel_->changed.notify_all();
+  }
+
+ private:
+  void throwIfAborted(const WaitContext& wait) const {
+    if (closed_) {
+      throw AbortedError(fmt::format("{}: link to rank {} was aborted", wait.describe(), peer()));
+    }
+    if (channel_->aborted) {
+      throw PeerError(channel_->abortOrigin,
+                      fmt::format("{}: rank {} aborted: {}", wait.describe(),
+                                  channel_->abortOrigin, channel_->abortReason));
+    }
+  }
+  void waitForMessage(std::unique_lock<std::mutex>& lock, const WaitContext& wait) {
+    // Messages already queued are delivered before an abort is reported.
+    while (in_->messages.empty()) {
+      throwIfAborted(wait);
+      if (wait.expired()) wait.throwTimeout("a message", peer());
+      if (wait.links.size() > 1) {
+        lock.unlock();
+        wait.pumpOthers(this);
+        lock.lock();
+        channel_->changed.wait_for(lock, std::chrono::milliseconds(1));
+      } else {
+        channel_->changed.wait_until(lock, wait.deadline);
+      }
+    }
+  }
+  void checkLength(size_t got, size_t expected, const WaitContext& wait) const {
+    if (got != expected) {
+      throw IoError(fmt::format(
+          "{}: rank {} sent a message of {} bytes where {} were expected (the ranks disagree "
+          "about the operation)",
+          wait.describe(), peer(), got, expected));
+    }
+  }
+
+  int rank_;
+  std::shared_ptr<Channel> channel_;
+  Queue* out_;
+  Queue* in_;
+  std::vector<std::byte> staging_;
+  std::vector<std::byte> current_;
+  bool closed_ = false;
+};
+
+class LocalTransport final : public Transport {
+ public:
+  explicit LocalTransport(TransportContext context) : context_(std::move(context)) {}
+  std::string_view name() const override { return "local"; }
+
+  std::vector<std::unique_ptr<Link>> connect(std::span<const int> peers,
+                                             Deadline deadline) override {
+    std::vector<std::unique_ptr<Link>> links;
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
+    for (int peer : peers) {
+      const int low = std::min(peer, context_.rank);
+      const int high = std::max(peer, context_.rank);
+      const std::string key = fmt::format("local/{}-{}/{}", low, high, round_[peer]++);
+      std::shared_ptr<Channel> channel;
+      if (context_.rank == low) {
+        channel = std::make_shared<Channel>();
+        const std::string token = fmt::format("{}:{}", getpid(), gNextToken++);
+        {
+          std::lock_guard lock(gPendingMutex);
+          gPending[token] = channel;
+        }
+        context_.store->setString(key, token);
+      } else {
+        const std::string token = context_.store->getString(key, std::max(timeout, std::chrono::milliseconds(1)));
+        std::lock_guard lock(gPendingMutex);
+        auto it = gPending.find(token);
+        if (it == gPending.end()) {
+          throw InvalidArgument(fmt::format(
+              "local transport: rank {} is not a thread of this process (token {}); use tcp or "
+              "shm between processes",
+              peer, token));
+        }
+        channel = it->second;
+        gPending.erase(it);
+      }
+      links.push_back(std::make_unique<LocalLink>(context_.rank, peer, std::move(channel)));
+    }
+    return links;
+  }
+
+ private:
+  TransportContext context_;
+  std::map<int, int> round_;
+};
+
+}  // namespace
+
+TransportEntry makeLocalTransportEntry() {
+  return TransportEntry{
+      .name = "local",
+      .priority = 0,  // lowest: "auto" picks it only when nothing else can link the pair
+      .canConnect = [](const PeerInfo& self, const PeerInfo& peer) {
+        return !self.hostId.empty() && self.hostId == peer.hostId && self.pid == peer.pid;
+      },
+      .make = [](TransportContext context) -> std::unique_ptr<Transport> {
+        return std::make_unique<LocalTransport>(std::move(context));
+      },
+  };
+}
+
+}  // namespace ringlet::transport
