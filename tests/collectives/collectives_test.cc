@@ -44,6 +44,20 @@ std::vector<Case> threadCases(const std::string& transport, std::vector<int> siz
   return cases;
 }
 
+std::vector<Case> processCases(const std::string& transport, std::vector<int> sizes) {
+  std::vector<Case> cases;
+  for (int s : sizes) cases.push_back({transport, true, s});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(TcpThreads, CollectiveMatrix,
+                         ::testing::ValuesIn(threadCases("tcp", {2, 3, 4, 8})), caseName);
+INSTANTIATE_TEST_SUITE_P(ShmThreads, CollectiveMatrix,
+                         ::testing::ValuesIn(threadCases("shm", {2, 3, 5, 8})), caseName);
+INSTANTIATE_TEST_SUITE_P(TcpProcesses, CollectiveMatrix,
+                         ::testing::ValuesIn(processCases("tcp", {2, 3, 4})), caseName);
+INSTANTIATE_TEST_SUITE_P(ShmProcesses, CollectiveMatrix,
+                         ::testing::ValuesIn(processCases("shm", {2, 3, 4})), caseName);
 INSTANTIATE_TEST_SUITE_P(Local, CollectiveMatrix,
                          ::testing::ValuesIn(threadCases("local", {1, 2, 3, 4, 5, 6, 7, 8})),
                          caseName);
