@@ -116,6 +116,7 @@ Topology hwlocTopology() {
   // Whole machine, not only what this process may use; keep GPUs and NICs.
   hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  hwloc_topology_set_icache_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_ALL);
   if (hwloc_topology_load(raw) != 0) return fallbackTopology("hwloc_topology_load failed");
 
   Topology topology;

@@ -1,0 +1,218 @@
+#include "src/info/report.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <array>
+#include <sstream>
+
+#include "ringlet/version.h"
+#include "src/config.h"
+#include "src/info/net_interfaces.h"
+#include "src/info/topology.h"
+#include "src/net/socket.h"
+#include "transports/transport.h"
+
+namespace ringlet::info {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json buildJson() {
+  json build = json::object();
+  std::istringstream lines(buildInfo());
+  for (std::string line; std::getline(lines, line);) {
+    size_t colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    build[line.substr(0, colon)] = line.substr(colon + 2);
+  }
+  return build;
+}
+
+json transportsJson() {
+  json list = json::array();
+  for (const auto& entry : transport::registry()) {
+    list.push_back({{"name", std::string(entry.name)}, {"priority", entry.priority}});
+  }
+  return list;
+}
+
+std::string hostName() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) return "unknown";
+  return name.data();
+}
+
+json topologyJson() {
+  Topology topology = discoverTopology();
+  json numa = json::array();
+  for (const auto& node : topology.numaNodes) {
+    numa.push_back({{"index", node.index},
+                    {"memory_bytes", node.memoryBytes},
+                    {"cpus", cpuListText(node.pus)}});
+  }
+  json caches = json::array();
+  for (const auto& cache : topology.caches) {
+    caches.push_back({{"name", cache.name}, {"bytes", cache.bytesEach}, {"count", cache.count}});
+  }
+  json gpus = json::array();
+  for (const auto& gpu : topology.gpus) {
+    gpus.push_back({{"name", gpu.name},
+                    {"kind", gpu.kind},
+                    {"model", gpu.model},
+                    {"pci_bus_id", gpu.pciBusId}});
+  }
+  std::vector<int> usable;
+  for (const auto& core : usableCores(topology))
+    usable.insert(usable.end(), core.pus.begin(), core.pus.end());
+  return {{"source", topology.note},
+          {"hwloc", topology.fromHwloc},
+          {"packages", topology.packages},
+          {"cores", topology.cores.size()},
+          {"pus", topology.pus},
+          {"usable_cpus", cpuListText(usable)},
+          {"numa_nodes", numa},
+          {"caches", caches},
+          {"gpus", gpus}};
+}
+
+json networkJson() {
+  json list = json::array();
+  try {
+    for (const auto& iface : netInterfaces()) {
+      list.push_back({{"name", iface.name},
+                      {"up", iface.up},
+                      {"loopback", iface.loopback},
+                      {"addresses", iface.addresses}});
+    }
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+  return list;
+}
+
+// What a job on this host would use, following the environment the way the library does.
+json choiceJson() {
+  json choice = json::object();
+  const config::Environment* env = nullptr;
+  try {
+    env = &config::environment();
+  } catch (const std::exception& e) {
+    choice["error"] = e.what();
+    return choice;
+  }
+  if (!env->transport.empty() && env->transport != "auto") {
+    choice["local_transport"] = env->transport;
+    choice["local_transport_reason"] = "RINGLET_TRANSPORT";
+  } else if (transport::findTransport("shm") != nullptr) {
+    choice["local_transport"] = "shm";
+    choice["local_transport_reason"] = "shared memory between ranks on one host";
+  } else {
+    choice["local_transport"] = "tcp";
+    choice["local_transport_reason"] = "no shm transport built in";
+  }
+  if (!env->socketAddress.empty()) {
+    choice["tcp_listen_address"] = env->socketAddress;
+    choice["tcp_listen_reason"] = "RINGLET_SOCKET_ADDR";
+  } else if (!env->socketIfname.empty()) {
+    try {
+      choice["tcp_listen_address"] = net::interfaceAddress(env->socketIfname);
+      choice["tcp_listen_reason"] = fmt::format("RINGLET_SOCKET_IFNAME={}", env->socketIfname);
+    } catch (const std::exception& e) {
+      choice["tcp_listen_address"] = nullptr;
+      choice["tcp_listen_reason"] = e.what();
+    }
+  } else {
+    choice["tcp_listen_address"] = "127.0.0.1";
+    choice["tcp_listen_reason"] =
+        "single-host job; a multi-host job listens on the interface that routes to the store";
+  }
+  return choice;
+}
+
+std::string bytesText(uint64_t bytes) {
+  if (bytes >= (1ull << 30) && bytes % (1ull << 30) == 0) return fmt::format("{} GiB", bytes >> 30);
+  if (bytes >= (1ull << 30))
+    return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
+  if (bytes >= (1ull << 20))
+    return fmt::format("{:g} MiB", static_cast<double>(bytes) / (1ull << 20));
+  if (bytes >= (1ull << 10))
+    return fmt::format("{:g} KiB", static_cast<double>(bytes) / (1ull << 10));
+  return fmt::format("{} B", bytes);
+}
+
+std::string str(const json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+}  // namespace
+
+json hostReport() {
+  return {{"version", version()},   {"build", buildJson()},       {"transports", transportsJson()},
+          {"hostname", hostName()}, {"topology", topologyJson()}, {"network", networkJson()},
+          {"choice", choiceJson()}};
+}
+
+std::string renderText(const json& r) {
+  std::string out = fmt::format("ringlet {}\n", str(r["version"]));
+  out += "build:\n";
+  for (const auto& [key, value] : r["build"].items()) {
+    out += fmt::format("  {}: {}\n", key, str(value));
+  }
+  std::vector<std::string> names;
+  for (const auto& t : r["transports"]) names.push_back(str(t["name"]));
+  out += fmt::format("transports: {}\n",
+                     names.empty() ? "(none)" : fmt::format("{}", fmt::join(names, ", ")));
+  out += fmt::format("hostname: {}\n", str(r["hostname"]));
+
+  const json& t = r["topology"];
+  out += fmt::format("topology ({}):\n", str(t["source"]));
+  if (!t["hwloc"].get<bool>())
+    out += "  hwloc: not built in or failed; CPUs from the kernel only\n";
+  out += fmt::format("  packages: {}, cores: {}, PUs: {}, usable CPUs: {}\n",
+                     t["packages"].get<int>() > 0 ? str(t["packages"]) : "unknown", str(t["cores"]),
+                     str(t["pus"]), str(t["usable_cpus"]));
+  for (const auto& node : t["numa_nodes"]) {
+    out += fmt::format("  NUMA node {}: {} memory, cpus {}\n", str(node["index"]),
+                       bytesText(node["memory_bytes"].get<uint64_t>()), str(node["cpus"]));
+  }
+  for (const auto& cache : t["caches"]) {
+    out += fmt::format("  {}: {} x {}\n", str(cache["name"]), str(cache["count"]),
+                       bytesText(cache["bytes"].get<uint64_t>()));
+  }
+  if (t["gpus"].empty()) out += "  GPUs: none found\n";
+  for (const auto& gpu : t["gpus"]) {
+    out += fmt::format("  GPU {} ({}) {} {}\n", str(gpu["name"]), str(gpu["kind"]),
+                       str(gpu["model"]), str(gpu["pci_bus_id"]));
+  }
+
+  out += "network interfaces:\n";
+  const json& network = r["network"];
+  if (network.is_object()) {
+    out += fmt::format("  error: {}\n", str(network["error"]));
+  } else {
+    for (const auto& iface : network) {
+      std::vector<std::string> addresses = iface["addresses"].get<std::vector<std::string>>();
+      out += fmt::format(
+          "  {}{}{}: {}\n", str(iface["name"]), iface["up"].get<bool>() ? "" : " (down)",
+          iface["loopback"].get<bool>() ? " (loopback)" : "",
+          addresses.empty() ? "no address" : fmt::format("{}", fmt::join(addresses, " ")));
+    }
+  }
+
+  const json& c = r["choice"];
+  out += "a job on this host would use:\n";
+  if (c.contains("error")) {
+    out += fmt::format("  error in the environment: {}\n", str(c["error"]));
+  } else {
+    out += fmt::format("  between local ranks: {} ({})\n", str(c["local_transport"]),
+                       str(c["local_transport_reason"]));
+    out += fmt::format("  TCP listening address: {} ({})\n",
+                       c["tcp_listen_address"].is_null() ? "none" : str(c["tcp_listen_address"]),
+                       str(c["tcp_listen_reason"]));
+  }
+  return out;
+}
+
+}  // namespace ringlet::info
