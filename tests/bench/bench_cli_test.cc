@@ -1,0 +1,193 @@
+// ringlet-bench end to end: run the binary (alone, and under ringlet-run with 2 ranks) and read
+// its table, JSON and errors the way a user would.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/bench/subprocess.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+const std::string kBinDir = RINGLET_TEST_BIN_DIR;
+const std::string kBench = kBinDir + "/ringlet-bench";
+const std::string kLauncher = kBinDir + "/ringlet-run";
+// Short timeouts so that a hang shows as an error, not as a stuck test.
+const std::vector<std::string> kEnv = {"RINGLET_TIMEOUT=20"};
+constexpr std::chrono::seconds kDeadline(90);
+
+// 8, 16, ..., 65536: the sizes of -b 8 -e 64K.
+std::vector<size_t> expectedSizes() {
+  std::vector<size_t> sizes;
+  for (size_t s = 8; s <= 65536; s *= 2) sizes.push_back(s);
+  return sizes;
+}
+
+std::vector<std::string> withLauncher(int ranks, std::vector<std::string> benchArgs) {
+  std::vector<std::string> argv = {kLauncher,   "-n", std::to_string(ranks),
+                                   "--timeout", "60", kBench};
+  argv.insert(argv.end(), benchArgs.begin(), benchArgs.end());
+  return argv;
+}
+
+std::vector<std::string> alone(std::vector<std::string> benchArgs) {
+  benchArgs.insert(benchArgs.begin(), kBench);
+  return benchArgs;
+}
+
+// A table row as printed: size count type redop root time algbw busbw #wrong ...
+struct TableRow {
+  size_t size = 0;
+  std::vector<std::string> fields;
+};
+
+// Rows per section ("allreduce", "broadcast", "barrier"). Strips a launcher's "[rank] " prefix.
+std::map<std::string, std::vector<TableRow>> parseTable(const std::string& text) {
+  std::map<std::string, std::vector<TableRow>> sections;
+  const std::vector<std::string> names = {"allreduce", "broadcast", "barrier"};
+  std::string current;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '[') {
+      const size_t close = line.find("] ");
+      if (close != std::string::npos) line = line.substr(close + 2);
+    }
+    if (line.rfind("# ", 0) == 0) {
+      for (const std::string& name : names) {
+        if (line == "# " + name) current = name;
+      }
+      continue;
+    }
+    std::istringstream words(line);
+    TableRow row;
+    std::string word;
+    while (words >> word) row.fields.push_back(word);
+    if (row.fields.size() < 9 || current.empty()) continue;
+    row.size = std::stoull(row.fields[0]);
+    sections[current].push_back(row);
+  }
+  return sections;
+}
+
+void expectSweep(const std::vector<TableRow>& rows, const std::string& what) {
+  const std::vector<size_t> sizes = expectedSizes();
+  ASSERT_EQ(rows.size(), sizes.size()) << what;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(rows[i].size, sizes[i]) << what << " row " << i;
+    EXPECT_EQ(rows[i].fields[8], "0") << what << " #wrong at size " << rows[i].size;
+  }
+}
+
+std::string describe(const ProcessResult& r) {
+  return "exit " + std::to_string(r.exitCode) + (r.timedOut ? " (timed out)" : "") + "\nstdout:\n" +
+         r.out + "\nstderr:\n" + r.err;
+}
+
+bool launcherBuilt() { return std::filesystem::exists(kLauncher); }
+
+TEST(BenchCli, WorldOfOneAllreduceSweep) {
+  const ProcessResult r =
+      runProcess(alone({"-b", "8", "-e", "64K", "-n", "2", "-w", "1"}), kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  auto sections = parseTable(r.out);
+  expectSweep(sections["allreduce"], "allreduce");
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << r.out;
+}
+
+TEST(BenchCli, TwoRanksAllreduceSweep) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const ProcessResult r =
+      runProcess(withLauncher(2, {"-b", "8", "-e", "64K", "-n", "2", "-w", "1"}), kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  EXPECT_NE(r.out.find("world size 2"), std::string::npos) << r.out;
+  auto sections = parseTable(r.out);
+  expectSweep(sections["allreduce"], "allreduce");
+}
+
+TEST(BenchCli, TwoRanksEveryOpBfloat16InPlace) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const ProcessResult r = runProcess(withLauncher(2, {"-b", "8", "-e", "64K", "-n", "2", "-w", "1",
+                                                      "--ops", "allreduce,broadcast,barrier", "-d",
+                                                      "bfloat16", "--inplace", "1", "-r", "1"}),
+                                     kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  auto sections = parseTable(r.out);
+  expectSweep(sections["allreduce"], "allreduce");
+  for (const TableRow& row : sections["allreduce"]) {
+    ASSERT_GE(row.fields.size(), 13u);
+    EXPECT_EQ(row.fields[12], "0") << "in-place #wrong at size " << row.size;
+    EXPECT_EQ(row.fields[2], "bfloat16");
+  }
+  expectSweep(sections["broadcast"], "broadcast");
+  for (const TableRow& row : sections["broadcast"]) EXPECT_EQ(row.fields[4], "1");
+  ASSERT_EQ(sections["barrier"].size(), 1u);
+}
+
+TEST(BenchCli, JsonHasOneRecordPerOpAndSize) {
+  const std::string dir = makeTempDir("ringlet-bench-json");
+  const std::string json = dir + "/out.json";
+  const std::string csv = dir + "/out.csv";
+  std::vector<std::string> args = {"-b",     "8",  "-e",    "64K",   "-n",
+                                   "2",      "-w", "1",     "--ops", "allreduce,broadcast,barrier",
+                                   "--json", json, "--csv", csv};
+  const ProcessResult r =
+      runProcess(launcherBuilt() ? withLauncher(2, args) : alone(args), kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no JSON file at " << json;
+  const nlohmann::json doc = nlohmann::json::parse(in);  // throws (fails) if malformed
+  EXPECT_EQ(doc["config"]["datatype"], "float32");
+  EXPECT_EQ(doc["config"]["world_size"], launcherBuilt() ? 2 : 1);
+  const size_t n = expectedSizes().size();
+  ASSERT_EQ(doc["results"].size(), 2 * n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(doc["results"][i]["op"], "allreduce");
+    EXPECT_EQ(doc["results"][i]["size"], expectedSizes()[i]);
+    EXPECT_EQ(doc["results"][i]["out_of_place"]["wrong"], 0);
+    EXPECT_GT(doc["results"][i]["out_of_place"]["time_us"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(doc["results"][n]["op"], "broadcast");
+  EXPECT_EQ(doc["results"][2 * n]["op"], "barrier");
+  EXPECT_EQ(doc["total_wrong"], 0);
+
+  std::ifstream csvIn(csv);
+  ASSERT_TRUE(csvIn) << "no CSV file at " << csv;
+  size_t lines = 0;
+  for (std::string line; std::getline(csvIn, line);) ++lines;
+  EXPECT_EQ(lines, 1 + 2 * n + 1);  // header + one line per record
+  std::filesystem::remove_all(dir);
+}
+
+// Bad input: one line on stderr starting with "ringlet:" that names the value, non-zero exit.
+void expectOneLineError(const std::vector<std::string>& args, const std::string& mentions) {
+  const ProcessResult r = runProcess(alone(args), kEnv, kDeadline);
+  EXPECT_NE(r.exitCode, 0) << describe(r);
+  EXPECT_FALSE(r.timedOut);
+  EXPECT_EQ(r.err.rfind("ringlet: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(BenchCli, InvalidOptionsFailWithOneLine) {
+  expectOneLineError({"-d", "float128"}, "float128");
+  expectOneLineError({"-o", "xor"}, "xor");
+  expectOneLineError({"-b", "8X"}, "8X");
+  expectOneLineError({"-b", "1M", "-e", "8"}, "--minbytes");
+  expectOneLineError({"--ops", "allreduce,gather"}, "gather");
+  expectOneLineError({"--check", "2"}, "check");
+  expectOneLineError({"-r", "3"}, "root 3");  // world of one: no rank 3
+  expectOneLineError({"--bogus"}, "bogus");
+}
+
+}  // namespace
+}  // namespace ringlet::testing
