@@ -148,8 +148,12 @@ void CommunicatorImpl::fail(int origin, const std::string& reason) {
     linksAborted_ = true;
   }
   log::warn("rank {}: communicator failed: {}", rank_, reason);
-  // Tell every peer, so ranks that do not talk to the failed one directly fail fast too.
-  for (transport::Link* link : activeLinks_) link->abort(origin, reason);
+  // Tell every peer, so ranks that do not talk to the failed one directly fail fast too. A
+  // forwarded failure keeps its first cause rather than growing a prefix at every hop.
+  std::string_view cause = reason;
+  const std::string prefix = fmt::format("rank {} aborted: ", origin);
+  while (cause.substr(0, prefix.size()) == prefix) cause.remove_prefix(prefix.size());
+  for (transport::Link* link : activeLinks_) link->abort(origin, cause);
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {

@@ -24,6 +24,9 @@ void runThreadRanks(int size, const RankBody& body,
                     std::chrono::seconds timeout = std::chrono::seconds(60));
 void runProcessRanks(int size, const RankBody& body,
                      std::chrono::seconds timeout = std::chrono::seconds(60));
+// As above, but rank `mayDie` is expected to kill itself (its death is not a failure).
+void runProcessRanksWithVictim(int size, int mayDie, const RankBody& body,
+                               std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // A unique job id per call (tests run concurrently under ctest -j).
 std::string uniqueJobId(const std::string& prefix);

@@ -1,0 +1,186 @@
+// Bad arguments, mismatched calls, timeouts and abort: each gives a clear error, never a hang.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+
+#include "ringlet/ringlet.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
+                      std::chrono::milliseconds timeout = 10s, std::string transport = "local") {
+  CommunicatorOptions o;
+  o.timeout = timeout;
+  o.transport = std::move(transport);
+  return Communicator::create(Bootstrap::forThread(rank, size, store), o);
+}
+
+// Expects `f` to throw E whose message contains every string in `parts`.
+template <typename E, typename F>
+void expectThrowWith(F&& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an exception";
+  } catch (const E& e) {
+    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+TEST(CommunicatorErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> data(10, 1.0f);
+    expectThrowWith<InvalidArgument>([&] { comm.allreduce(nullptr, data.data(), 5, DataType::kFloat32, ReduceOp::kSum); },
+                                     {"send buffer is null", "count is 5", "allreduce", "rank"});
+    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), SIZE_MAX / 2, DataType::kFloat32, ReduceOp::kSum); },
+                                     {"overflows", "float32"});
+    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), 10, static_cast<DataType>(42), ReduceOp::kSum); },
+                                     {"unknown data type 42"});
+    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), 10, DataType::kFloat32, static_cast<ReduceOp>(9)); },
+                                     {"unknown reduction op 9"});
+    std::vector<int32_t> ints(4, 1);
+    expectThrowWith<InvalidArgument>([&] { comm.allreduce(ints.data(), 4, DataType::kInt32, ReduceOp::kAvg); },
+                                     {"avg", "int32"});
+    expectThrowWith<InvalidArgument>([&] { comm.broadcast(data.data(), 10, DataType::kFloat32, 3); },
+                                     {"root 3", "world size 3"});
+    expectThrowWith<InvalidArgument>([&] { comm.broadcast(data.data(), 10, DataType::kFloat32, -1); },
+                                     {"root -1"});
+    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), data.data() + 1, 5, DataType::kFloat32, ReduceOp::kSum); },
+                                     {"overlap"});
+    // Nothing was sent and no sequence number was used: the next call works everywhere.
+    comm.allreduce(data.data(), 10, DataType::kFloat32, ReduceOp::kSum);
+    for (float v : data) EXPECT_EQ(v, 3.0f);
+  });
+}
+
+TEST(CommunicatorErrors, MismatchedCountsFailOnBothSidesNamingBothCalls) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> data(100, 1.0f);
+    const size_t count = rank == 0 ? 100 : 99;
+    expectThrowWith<MismatchError>(
+        [&] { comm.allreduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum); },
+        {"allreduce(count=100, float32, sum)", "allreduce(count=99, float32, sum)", "rank 0",
+         "rank 1"});
+    // The communicator is unusable afterwards, and says why.
+    expectThrowWith<AbortedError>([&] { comm.barrier(); }, {"unusable", "disagree"});
+  });
+}
+
+TEST(CommunicatorErrors, MismatchedOperationsNoRankHangs) {
+  // Rank 1 broadcasts while the others all-reduce: ranks 1 and 2 see the mismatch directly,
+  // the others fail through the abort that follows; nobody waits for the timeout.
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, 20s);
+    std::vector<float> data(64, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      if (rank == 1) {
+        comm.broadcast(data.data(), 64, DataType::kFloat32, 0);
+      } else {
+        comm.allreduce(data.data(), 64, DataType::kFloat32, ReduceOp::kSum);
+      }
+      ADD_FAILURE() << "rank " << rank << ": expected an error";
+    } catch (const MismatchError& e) {
+      EXPECT_TRUE(rank == 1 || rank == 2) << e.what();
+      EXPECT_NE(std::string(e.what()).find("broadcast(count=64, float32, root=0)"), std::string::npos) << e.what();
+    } catch (const PeerError& e) {
+      EXPECT_TRUE(rank == 0 || rank == 3) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  });
+}
+
+TEST(CommunicatorErrors, TimeoutNamesRankPeerOperationAndSequence) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, 400ms);
+    std::vector<float> data(16, 1.0f);
+    comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum);  // call #0 works
+    if (rank == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      expectThrowWith<TimeoutError>(
+          [&] { comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum); },
+          {"allreduce #1 on rank 0", "rank 1"});
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    } else {
+      std::this_thread::sleep_for(1s);  // never joins call #1 in time
+      EXPECT_THROW(comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum), Error);
+    }
+  });
+}
+
+TEST(CommunicatorErrors, AbortFromAnotherThreadEndsTheCallOnEveryRank) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, 30s);
+    std::vector<float> data(8, 1.0f);
+    comm.barrier();
+    if (rank == 0) {
+      std::this_thread::sleep_for(200ms);
+      comm.abort("test abort");
+      expectThrowWith<AbortedError>([&] { comm.barrier(); }, {"test abort"});
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      // Rank 0 never joins: the abort ends the wait long before the 30 s timeout.
+      expectThrowWith<PeerError>(
+          [&] { comm.allreduce(data.data(), 8, DataType::kFloat32, ReduceOp::kSum); },
+          {"rank 0", "test abort"});
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    }
+  });
+}
+
+TEST(CommunicatorAsync, QueuedCallsRunInOrderAndWorkHandlesReport) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<std::vector<int64_t>> buffers(6, std::vector<int64_t>(1000));
+    std::vector<Work> works;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      for (size_t j = 0; j < 1000; ++j) buffers[b][j] = static_cast<int64_t>(b * 1000 + j + rank);
+      works.push_back(comm.allreduceAsync(buffers[b].data(), buffers[b].data(), 1000,
+                                          DataType::kInt64, ReduceOp::kSum));
+    }
+    std::vector<int64_t> root(5, rank == 2 ? 7 : 0);
+    Work bcast = comm.broadcastAsync(root.data(), 5, DataType::kInt64, 2);
+    comm.barrier();  // a blocking call runs after the queued ones
+    for (auto& w : works) {
+      EXPECT_TRUE(w.test());
+      EXPECT_EQ(w.error(), nullptr);
+      w.wait();
+      EXPECT_TRUE(w.wait(1ms));
+    }
+    bcast.wait();
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      for (size_t j = 0; j < 1000; ++j) {
+        ASSERT_EQ(buffers[b][j], static_cast<int64_t>(4 * (b * 1000 + j) + 6)) << b << "," << j;
+      }
+    }
+    for (int64_t v : root) EXPECT_EQ(v, 7);
+    Work empty;
+    EXPECT_TRUE(empty.test());
+  });
+}
+
+TEST(CommunicatorAsync, ErrorsReachTheWorkHandle) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, 300ms);
+    std::vector<float> data(4, 1.0f);
+    if (rank == 0) {
+      Work w = comm.allreduceAsync(data.data(), data.data(), 4, DataType::kFloat32, ReduceOp::kSum);
+      EXPECT_FALSE(w.wait(10ms));  // still waiting for rank 1
+      EXPECT_THROW(w.wait(), TimeoutError);
+      EXPECT_NE(w.error(), nullptr);
+    } else {
+      std::this_thread::sleep_for(800ms);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ringlet::testing

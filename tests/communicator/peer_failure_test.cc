@@ -1,0 +1,89 @@
+// A rank that dies mid-collective, and a stray client at a listener: survivors fail fast and
+// name the dead rank; a stray client changes nothing.
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "ringlet/ringlet.h"
+#include "src/net/socket.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class PeerDeath : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PeerDeath, SurvivorsNameTheKilledRankWithinTenSeconds) {
+  const std::string transport = GetParam();
+  constexpr int kVictim = 2;
+  runProcessRanksWithVictim(4, kVictim, [&](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o;
+    o.timeout = 60s;  // far beyond the 10 s the test allows: only failure detection may end it
+    o.transport = transport;
+    o.segmentBytes = 64 << 10;
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<float> data(1 << 20, 1.0f);
+    comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+    if (rank == kVictim) {
+      // Die in the middle of a later all-reduce.
+      std::thread([] {
+        std::this_thread::sleep_for(30ms);
+        raise(SIGKILL);
+      }).detach();
+    }
+    auto start = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 100000; ++i) {
+        comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+        start = std::chrono::steady_clock::now();
+      }
+      ADD_FAILURE() << "rank " << rank << ": no error after the victim died";
+    } catch (const PeerError& e) {
+      const auto took = std::chrono::steady_clock::now() - start;
+      EXPECT_EQ(e.peer(), kVictim) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
+      EXPECT_LT(took, 10s) << e.what();
+    }
+  }, std::chrono::seconds(60));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("tcp", "shm"));
+
+TEST(StrayClient, GarbageAtTheListenerIsRefusedAndResultsStayExact) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    std::thread stray;
+    if (rank == 0) {
+      stray = std::thread([store] {
+        // Rank 1's listening address, as the tcp transport publishes it.
+        const std::string addr = store->getString("ringlet/comm1/t/tcp/addr/1", 10s);
+        auto [host, port] = net::splitHostPort(addr, "listener");
+        auto deadline = net::Clock::now() + 5s;
+        net::Fd garbage = net::connectTcp(host, port, deadline, "listener");
+        const char junk[] = "GET / HTTP/1.0\r\n\r\nthis is not ringlet";
+        ::send(garbage.get(), junk, sizeof(junk), MSG_NOSIGNAL);
+        net::Fd silent = net::connectTcp(host, port, deadline, "listener");
+        std::this_thread::sleep_for(500ms);
+      });
+    }
+    CommunicatorOptions o;
+    o.timeout = 20s;
+    o.transport = "tcp";
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    for (int round = 0; round < 5; ++round) {
+      std::vector<int64_t> data(100003);
+      for (size_t j = 0; j < data.size(); ++j) data[j] = static_cast<int64_t>(j * 3 + rank);
+      comm.allreduce(data.data(), data.size(), DataType::kInt64, ReduceOp::kSum);
+      for (size_t j = 0; j < data.size(); ++j) ASSERT_EQ(data[j], static_cast<int64_t>(9 * j + 3));
+    }
+    if (stray.joinable()) stray.join();
+  });
+}
+
+}  // namespace
+}  // namespace ringlet::testing
