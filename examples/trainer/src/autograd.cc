@@ -11,9 +11,9 @@ namespace trainer {
 template <typename T>
 void backward(const Tensor<T>& loss, const GradReadyHook& onGradReady) {
   if (!loss.defined() || loss.numel() != 1) {
-    throw ringlet::InvalidArgument(fmt::format(
-        "backward: loss must be a scalar, got shape {}",
-        loss.defined() ? shapeString(loss.shape()) : std::string("(undefined)")));
+    throw ringlet::InvalidArgument(
+        fmt::format("backward: loss must be a scalar, got shape {}",
+                    loss.defined() ? shapeString(loss.shape()) : std::string("(undefined)")));
   }
   if (!loss.requiresGrad()) {
     throw ringlet::InvalidArgument(

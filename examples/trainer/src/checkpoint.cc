@@ -79,8 +79,8 @@ void Trainer::saveCheckpoint(const std::string& path) const {
     if (!file) throw ringlet::IoError(fmt::format("cannot write checkpoint file {}", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw ringlet::IoError(fmt::format("cannot rename {} to {}: {}", tmp, path,
-                                       std::strerror(errno)));
+    throw ringlet::IoError(
+        fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(errno)));
   }
 }
 
@@ -91,15 +91,16 @@ void Trainer::loadCheckpoint(const std::string& path) {
   ss << file.rdbuf();
   const std::string in = ss.str();
   auto corrupt = [&](const std::string& why) {
-    return ringlet::IoError(fmt::format("checkpoint {} is corrupt or not a checkpoint: {}", path,
-                                        why));
+    return ringlet::IoError(
+        fmt::format("checkpoint {} is corrupt or not a checkpoint: {}", path, why));
   };
   const size_t fixed = sizeof(kMagic) + sizeof(uint32_t) + 2 * sizeof(uint64_t);
   if (in.size() < fixed) throw corrupt(fmt::format("only {} bytes", in.size()));
   if (std::memcmp(in.data(), kMagic, sizeof(kMagic)) != 0) throw corrupt("bad magic");
   uint32_t version;
   std::memcpy(&version, in.data() + 8, sizeof(version));
-  if (version != kVersion) throw corrupt(fmt::format("version {} (expected {})", version, kVersion));
+  if (version != kVersion)
+    throw corrupt(fmt::format("version {} (expected {})", version, kVersion));
   uint64_t stored;
   std::memcpy(&stored, in.data() + in.size() - sizeof(stored), sizeof(stored));
   if (stored != fnv1a(in.data(), in.size() - sizeof(stored))) throw corrupt("checksum mismatch");
@@ -117,12 +118,12 @@ void Trainer::loadCheckpoint(const std::string& path) {
   std::vector<std::vector<float>*> state = optimizer_->stateBuffers();
   try {
     if (header.at("params") != layoutJson(params)) {
-      throw ringlet::InvalidArgument(fmt::format(
-          "checkpoint {} holds a different model ({} {}, {} parameters) than this run "
-          "({} {}, {} parameters)",
-          path, header.at("model").get<std::string>(), header.at("task").get<std::string>(),
-          header.at("numel").get<int64_t>(), options_.model.model, options_.model.task,
-          params.numel()));
+      throw ringlet::InvalidArgument(
+          fmt::format("checkpoint {} holds a different model ({} {}, {} parameters) than this run "
+                      "({} {}, {} parameters)",
+                      path, header.at("model").get<std::string>(),
+                      header.at("task").get<std::string>(), header.at("numel").get<int64_t>(),
+                      options_.model.model, options_.model.task, params.numel()));
     }
     if (header.at("optimizer") != optimizer_->name()) {
       throw ringlet::InvalidArgument(

@@ -14,8 +14,8 @@ namespace trainer {
 
 // One mini-batch. MLP tasks fill features/labels; sequence tasks fill ids/keyValid/labels.
 struct Batch {
-  int64_t size = 0;    // B
-  int64_t seqLen = 0;  // T (sequence tasks)
+  int64_t size = 0;               // B
+  int64_t seqLen = 0;             // T (sequence tasks)
   std::vector<float> features;    // [B, F]
   std::vector<int32_t> ids;       // [B, T]
   std::vector<int32_t> keyValid;  // [B, T]: 1 for real tokens, 0 for padding
@@ -24,7 +24,7 @@ struct Batch {
 
 // Interleaved spirals: `classes` arms of `perClass` points each in 2-D, with Gaussian noise.
 struct SpiralSet {
-  std::vector<float> x;   // [n, 2]
+  std::vector<float> x;    // [n, 2]
   std::vector<int32_t> y;  // [n]
   int64_t n = 0;
   int64_t classes = 0;

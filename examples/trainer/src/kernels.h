@@ -76,14 +76,14 @@ void layernormForward(T* out,       // [rows, cols]
                       const T* b,   // [cols]
                       int64_t rows, int64_t cols, double eps);
 template <typename T>
-void layernormBackward(T* dIn,          // [rows, cols] or null
-                       T* dW,           // [cols] or null
-                       T* dB,           // [cols] or null
-                       const T* dOut,   // [rows, cols]
-                       const T* in,     // [rows, cols]
-                       const T* w,      // [cols]
-                       const T* mean,   // [rows]
-                       const T* rstd,   // [rows]
+void layernormBackward(T* dIn,         // [rows, cols] or null
+                       T* dW,          // [cols] or null
+                       T* dB,          // [cols] or null
+                       const T* dOut,  // [rows, cols]
+                       const T* in,    // [rows, cols]
+                       const T* w,     // [cols]
+                       const T* mean,  // [rows]
+                       const T* rstd,  // [rows]
                        int64_t rows, int64_t cols);
 
 // out[r, :] = table[ids[r], :]; ids are checked by the op, not here.
@@ -97,32 +97,31 @@ void embeddingBackward(T* dTable, const T* dOut, const int32_t* ids, int64_t row
 // where Q, K, V are the columns [h*hs, (h+1)*hs) of the three C-wide thirds of qkv.
 // keyValid[b, t] == 0 hides key t from every query of sequence b.
 template <typename T>
-void attentionForward(T* out,                 // [B, T, C]
-                      T* att,                 // [B, NH, T, T] probabilities (saved)
-                      T* attDrop,             // [B, NH, T, T] dropout mask or null (p == 0)
-                      const T* qkv,           // [B, T, 3C]
+void attentionForward(T* out,                   // [B, T, C]
+                      T* att,                   // [B, NH, T, T] probabilities (saved)
+                      T* attDrop,               // [B, NH, T, T] dropout mask or null (p == 0)
+                      const T* qkv,             // [B, T, 3C]
                       const int32_t* keyValid,  // [B, T]
                       int64_t B, int64_t T_, int64_t C, int64_t NH, double dropout, Rng* rng);
 template <typename T>
-void attentionBackward(T* dQkv,               // [B, T, 3C]
-                       T* scratch,            // [2, T, T]
-                       const T* dOut,         // [B, T, C]
-                       const T* qkv,          // [B, T, 3C]
-                       const T* att,          // [B, NH, T, T]
-                       const T* attDrop,      // [B, NH, T, T] or null
+void attentionBackward(T* dQkv,           // [B, T, 3C]
+                       T* scratch,        // [2, T, T]
+                       const T* dOut,     // [B, T, C]
+                       const T* qkv,      // [B, T, 3C]
+                       const T* att,      // [B, NH, T, T]
+                       const T* attDrop,  // [B, NH, T, T] or null
                        int64_t B, int64_t T_, int64_t C, int64_t NH);
 
 // Cross-entropy of logits against integer targets; rows whose target equals ignoreIndex do
 // not count. Returns the sum of per-row losses; count gets the number of counted rows and
 // correct the number whose arg-max equals the target.
 template <typename T>
-double crossEntropySum(const T* logits,  // [N, V]
+double crossEntropySum(const T* logits,         // [N, V]
                        const int32_t* targets,  // [N]
-                       int64_t N, int64_t V, int32_t ignoreIndex, int64_t* count,
-                       int64_t* correct);
+                       int64_t N, int64_t V, int32_t ignoreIndex, int64_t* count, int64_t* correct);
 // dLogits += scale * (softmax(logits) - onehot(target)) on counted rows.
 template <typename T>
-void crossEntropyBackward(T* dLogits, const T* logits, const int32_t* targets, int64_t N,
-                          int64_t V, int32_t ignoreIndex, T scale);
+void crossEntropyBackward(T* dLogits, const T* logits, const int32_t* targets, int64_t N, int64_t V,
+                          int32_t ignoreIndex, T scale);
 
 }  // namespace trainer

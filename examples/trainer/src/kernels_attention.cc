@@ -11,8 +11,8 @@ template <typename T>
 void dropoutForward(T* out, T* mask, const T* in, int64_t n, double p, Rng& rng);
 
 template <typename T>
-void attentionForward(T* out, T* att, T* attDrop, const T* qkv, const int32_t* keyValid,
-                      int64_t B, int64_t T_, int64_t C, int64_t NH, double dropout, Rng* rng) {
+void attentionForward(T* out, T* att, T* attDrop, const T* qkv, const int32_t* keyValid, int64_t B,
+                      int64_t T_, int64_t C, int64_t NH, double dropout, Rng* rng) {
   const int64_t hs = C / NH;
   const T scale = T(1) / std::sqrt(T(hs));
   std::vector<T> dropped(attDrop != nullptr ? T_ * T_ : 0);
@@ -41,8 +41,7 @@ void attentionForward(T* out, T* att, T* attDrop, const T* qkv, const int32_t* k
       }
       const T* probs = p;
       if (attDrop != nullptr) {
-        dropoutForward(dropped.data(), attDrop + (b * NH + h) * T_ * T_, p, T_ * T_, dropout,
-                       *rng);
+        dropoutForward(dropped.data(), attDrop + (b * NH + h) * T_ * T_, p, T_ * T_, dropout, *rng);
         probs = dropped.data();
       }
       // out_h[T, hs] = probs[T, T] · v[T, hs]
@@ -57,7 +56,7 @@ void attentionBackward(T* dQkv, T* scratch, const T* dOut, const T* qkv, const T
                        const T* attDrop, int64_t B, int64_t T_, int64_t C, int64_t NH) {
   const int64_t hs = C / NH;
   const T scale = T(1) / std::sqrt(T(hs));
-  T* dP = scratch;             // [T, T]
+  T* dP = scratch;                 // [T, T]
   T* dropped = scratch + T_ * T_;  // [T, T]
   for (int64_t b = 0; b < B; b++) {
     for (int64_t h = 0; h < NH; h++) {
@@ -97,10 +96,10 @@ void attentionBackward(T* dQkv, T* scratch, const T* dOut, const T* qkv, const T
   }
 }
 
-#define INSTANTIATE(T)                                                                     \
-  template void attentionForward(T*, T*, T*, const T*, const int32_t*, int64_t, int64_t,  \
-                                 int64_t, int64_t, double, Rng*);                          \
-  template void attentionBackward(T*, T*, const T*, const T*, const T*, const T*, int64_t, \
+#define INSTANTIATE(T)                                                                            \
+  template void attentionForward(T*, T*, T*, const T*, const int32_t*, int64_t, int64_t, int64_t, \
+                                 int64_t, double, Rng*);                                          \
+  template void attentionBackward(T*, T*, const T*, const T*, const T*, const T*, int64_t,        \
                                   int64_t, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

@@ -51,8 +51,8 @@ double crossEntropySum(const T* logits, const int32_t* targets, int64_t N, int64
 }
 
 template <typename T>
-void crossEntropyBackward(T* dLogits, const T* logits, const int32_t* targets, int64_t N,
-                          int64_t V, int32_t ignoreIndex, T scale) {
+void crossEntropyBackward(T* dLogits, const T* logits, const int32_t* targets, int64_t N, int64_t V,
+                          int32_t ignoreIndex, T scale) {
   for (int64_t i = 0; i < N; i++) {
     if (targets[i] == ignoreIndex) continue;
     const T* row = logits + i * V;
@@ -67,13 +67,12 @@ void crossEntropyBackward(T* dLogits, const T* logits, const int32_t* targets, i
   }
 }
 
-#define INSTANTIATE(T)                                                                        \
-  template void embeddingForward(T*, const int32_t*, const T*, int64_t, int64_t);            \
-  template void embeddingBackward(T*, const T*, const int32_t*, int64_t, int64_t);           \
-  template double crossEntropySum(const T*, const int32_t*, int64_t, int64_t, int32_t,       \
-                                  int64_t*, int64_t*);                                        \
-  template void crossEntropyBackward(T*, const T*, const int32_t*, int64_t, int64_t, int32_t, \
-                                     T);
+#define INSTANTIATE(T)                                                                           \
+  template void embeddingForward(T*, const int32_t*, const T*, int64_t, int64_t);                \
+  template void embeddingBackward(T*, const T*, const int32_t*, int64_t, int64_t);               \
+  template double crossEntropySum(const T*, const int32_t*, int64_t, int64_t, int32_t, int64_t*, \
+                                  int64_t*);                                                     \
+  template void crossEntropyBackward(T*, const T*, const int32_t*, int64_t, int64_t, int32_t, T);
 INSTANTIATE(float)
 INSTANTIATE(double)
 #undef INSTANTIATE

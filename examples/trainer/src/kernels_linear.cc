@@ -72,11 +72,11 @@ void biasBackward(T* dIn, T* dBias, const T* dOut, int64_t M, int64_t N) {
   }
 }
 
-#define INSTANTIATE(T)                                                                       \
+#define INSTANTIATE(T)                                                                      \
   template void matmulForward(T*, const T*, const T*, const T*, int64_t, int64_t, int64_t); \
   template void matmulBackward(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t,  \
-                               int64_t);                                                     \
-  template void biasForward(T*, const T*, const T*, int64_t, int64_t);                       \
+                               int64_t);                                                    \
+  template void biasForward(T*, const T*, const T*, int64_t, int64_t);                      \
   template void biasBackward(T*, T*, const T*, int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)

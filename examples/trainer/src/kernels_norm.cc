@@ -56,8 +56,8 @@ void layernormForward(T* out, T* mean, T* rstd, const T* in, const T* w, const T
 }
 
 template <typename T>
-void layernormBackward(T* dIn, T* dW, T* dB, const T* dOut, const T* in, const T* w,
-                       const T* mean, const T* rstd, int64_t rows, int64_t cols) {
+void layernormBackward(T* dIn, T* dW, T* dB, const T* dOut, const T* in, const T* w, const T* mean,
+                       const T* rstd, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; r++) {
     const T* x = in + r * cols;
     const T* dy = dOut + r * cols;
@@ -76,18 +76,19 @@ void layernormBackward(T* dIn, T* dW, T* dB, const T* dOut, const T* in, const T
       T norm = (x[c] - m) * s;
       if (dB != nullptr) dB[c] += dy[c];
       if (dW != nullptr) dW[c] += norm * dy[c];
-      if (dIn != nullptr) dIn[r * cols + c] += (w[c] * dy[c] - dnormMean - norm * dnormNormMean) * s;
+      if (dIn != nullptr)
+        dIn[r * cols + c] += (w[c] * dy[c] - dnormMean - norm * dnormNormMean) * s;
     }
   }
 }
 
-#define INSTANTIATE(T)                                                                        \
-  template void softmaxForward(T*, const T*, int64_t, int64_t);                               \
-  template void softmaxBackward(T*, const T*, const T*, int64_t, int64_t);                    \
-  template void layernormForward(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t, \
-                                 double);                                                     \
-  template void layernormBackward(T*, T*, T*, const T*, const T*, const T*, const T*,         \
-                                  const T*, int64_t, int64_t);
+#define INSTANTIATE(T)                                                                          \
+  template void softmaxForward(T*, const T*, int64_t, int64_t);                                 \
+  template void softmaxBackward(T*, const T*, const T*, int64_t, int64_t);                      \
+  template void layernormForward(T*, T*, T*, const T*, const T*, const T*, int64_t, int64_t,    \
+                                 double);                                                       \
+  template void layernormBackward(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, \
+                                  int64_t, int64_t);
 INSTANTIATE(float)
 INSTANTIATE(double)
 #undef INSTANTIATE

@@ -72,13 +72,13 @@ void dropoutBackward(T* dIn, const T* dOut, const T* mask, int64_t n) {
   for (int64_t i = 0; i < n; i++) dIn[i] += dOut[i] * mask[i];
 }
 
-#define INSTANTIATE(T)                                                    \
-  template void addForward(T*, const T*, const T*, int64_t);              \
-  template void addBackward(T*, T*, const T*, int64_t);                   \
-  template void geluForward(T*, const T*, int64_t);                       \
-  template void geluBackward(T*, const T*, const T*, int64_t);            \
-  template void tanhForward(T*, const T*, int64_t);                       \
-  template void tanhBackward(T*, const T*, const T*, int64_t);            \
+#define INSTANTIATE(T)                                                   \
+  template void addForward(T*, const T*, const T*, int64_t);             \
+  template void addBackward(T*, T*, const T*, int64_t);                  \
+  template void geluForward(T*, const T*, int64_t);                      \
+  template void geluBackward(T*, const T*, const T*, int64_t);           \
+  template void tanhForward(T*, const T*, int64_t);                      \
+  template void tanhBackward(T*, const T*, const T*, int64_t);           \
   template void dropoutForward(T*, T*, const T*, int64_t, double, Rng&); \
   template void dropoutBackward(T*, const T*, const T*, int64_t);
 INSTANTIATE(float)

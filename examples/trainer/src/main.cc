@@ -1,8 +1,8 @@
 // ringlet-train: trains the MLP on generated spirals or the BERT-style encoder on masked-LM /
 // synthetic classification, single process. See examples/trainer/README.md.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -62,8 +62,9 @@ int run(int argc, char** argv) {
   app.add_option("--mlp-hidden", m.mlpHidden, "mlp: hidden width");
   app.add_option("--mlp-layers", m.mlpLayers, "mlp: hidden layers");
   app.add_option("--classes", m.classes, "mlp: spiral arms");
-  app.add_option("--checkpoint", o.checkpoint, "write a checkpoint here (at the end and every "
-                                                "--checkpoint-every steps)");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "write a checkpoint here (at the end and every "
+                 "--checkpoint-every steps)");
   app.add_option("--checkpoint-every", o.checkpointEvery, "steps between checkpoints, 0 = end");
   app.add_option("--resume", o.resume, "continue from this checkpoint");
   app.add_option("--csv", o.csv, "loss-curve CSV (appended when resuming)");
@@ -125,9 +126,9 @@ int run(int argc, char** argv) {
       progress.line(fmt::format("step {:>6}  eval loss {:.4f}  eval accuracy {:.2f}%", s.step,
                                 evalLoss, 100 * evalAcc));
     }
-    csv.row(s.step, s.lr, s.loss, s.counts.count > 0 ? double(s.counts.correct) / s.counts.count
-                                                     : 0.0,
-            evalLoss, evalAcc);
+    csv.row(s.step, s.lr, s.loss,
+            s.counts.count > 0 ? double(s.counts.correct) / s.counts.count : 0.0, evalLoss,
+            evalAcc);
     if (s.step % o.logEvery == 0 || s.step == t.steps) {
       double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();

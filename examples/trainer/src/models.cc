@@ -18,8 +18,8 @@ class SpiralsMlp final : public Workload {
   }
   std::string describe() const override {
     return fmt::format("MLP 2-{}x{}-{} on {} interleaved spirals ({} points, noise {})",
-                       options_.mlpHidden, options_.mlpLayers, options_.classes,
-                       options_.classes, train_.n, options_.noise);
+                       options_.mlpHidden, options_.mlpLayers, options_.classes, options_.classes,
+                       train_.n, options_.noise);
   }
   Batch nextBatch(int64_t B, Rng& rng) const override { return spiralBatch(train_, B, rng); }
   int64_t evalBatchCount(int64_t B) const override { return (test_.n + B - 1) / B; }

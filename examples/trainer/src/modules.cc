@@ -17,8 +17,7 @@ Tensor<T> Linear<T>::forward(Context<T>& ctx, const Tensor<T>& x) const {
 }
 
 template <typename T>
-LayerNorm<T>::LayerNorm(ParameterStore<T>& store, const std::string& name, int64_t dim,
-                        double eps)
+LayerNorm<T>::LayerNorm(ParameterStore<T>& store, const std::string& name, int64_t dim, double eps)
     : weight_(store.add(name + ".weight", {dim}, Init::kOnes, false)),
       bias_(store.add(name + ".bias", {dim}, Init::kZeros, false)),
       eps_(eps) {}
@@ -29,8 +28,7 @@ Tensor<T> LayerNorm<T>::forward(Context<T>& ctx, const Tensor<T>& x) const {
 }
 
 template <typename T>
-Mlp<T>::Mlp(ParameterStore<T>& store, const std::string& name,
-            const std::vector<int64_t>& sizes) {
+Mlp<T>::Mlp(ParameterStore<T>& store, const std::string& name, const std::vector<int64_t>& sizes) {
   if (sizes.size() < 2) {
     throw ringlet::InvalidArgument(
         fmt::format("Mlp {}: needs at least input and output sizes, got {}", name, sizes.size()));
@@ -51,9 +49,9 @@ Tensor<T> Mlp<T>::forward(Context<T>& ctx, const Tensor<T>& x) const {
 }
 
 template <typename T>
-MultiHeadSelfAttention<T>::MultiHeadSelfAttention(ParameterStore<T>& store,
-                                                  const std::string& name, int64_t hidden,
-                                                  int64_t heads, double attentionDropout)
+MultiHeadSelfAttention<T>::MultiHeadSelfAttention(ParameterStore<T>& store, const std::string& name,
+                                                  int64_t hidden, int64_t heads,
+                                                  double attentionDropout)
     : qkv_(store, name + ".qkv", hidden, 3 * hidden),
       proj_(store, name + ".proj", hidden, hidden),
       heads_(heads),
@@ -73,8 +71,7 @@ Tensor<T> MultiHeadSelfAttention<T>::forward(Context<T>& ctx, const Tensor<T>& x
 }
 
 template <typename T>
-BertBlock<T>::BertBlock(ParameterStore<T>& store, const std::string& name,
-                        const BertConfig& config)
+BertBlock<T>::BertBlock(ParameterStore<T>& store, const std::string& name, const BertConfig& config)
     : attn_(store, name + ".attn", config.hidden, config.heads, config.dropout),
       ln1_(store, name + ".ln1", config.hidden, config.lnEps),
       fc1_(store, name + ".fc1", config.hidden, config.ffn),
@@ -115,8 +112,7 @@ BertModel<T>::BertModel(ParameterStore<T>& store, const BertConfig& config)
 
 template <typename T>
 Tensor<T> BertModel<T>::encode(Context<T>& ctx, const std::vector<int32_t>& ids,
-                               const std::vector<int32_t>& keyValid, int64_t B,
-                               int64_t T_) const {
+                               const std::vector<int32_t>& keyValid, int64_t B, int64_t T_) const {
   if (T_ > config_.maxSeq) {
     throw ringlet::InvalidArgument(fmt::format(
         "BertModel: sequence length {} exceeds the position table's {}", T_, config_.maxSeq));
@@ -145,12 +141,12 @@ Tensor<T> BertModel<T>::clsLogits(Context<T>& ctx, const Tensor<T>& hidden) cons
   return classifier_->forward(ctx, pooled);
 }
 
-#define INSTANTIATE(T)                          \
-  template class Linear<T>;                     \
-  template class LayerNorm<T>;                  \
-  template class Mlp<T>;                        \
-  template class MultiHeadSelfAttention<T>;     \
-  template class BertBlock<T>;                  \
+#define INSTANTIATE(T)                      \
+  template class Linear<T>;                 \
+  template class LayerNorm<T>;              \
+  template class Mlp<T>;                    \
+  template class MultiHeadSelfAttention<T>; \
+  template class BertBlock<T>;              \
   template class BertModel<T>;
 INSTANTIATE(float)
 INSTANTIATE(double)

@@ -77,7 +77,7 @@ struct BertConfig {
   double dropout = 0.1;  // hidden and attention-probability dropout
   double lnEps = 1e-12;
   int64_t numClasses = 2;
-  bool mlmHead = true;  // build the masked-LM head
+  bool mlmHead = true;   // build the masked-LM head
   bool clsHead = false;  // build the sequence-classification head
 };
 

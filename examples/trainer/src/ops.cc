@@ -254,8 +254,8 @@ Tensor<T> crossEntropy(const Tensor<T>& logits, const std::vector<int32_t>& targ
     }
   }
   CrossEntropyStats s;
-  s.lossSum = crossEntropySum(logits.data(), targets.data(), N, V, ignoreIndex, &s.count,
-                              &s.correct);
+  s.lossSum =
+      crossEntropySum(logits.data(), targets.data(), N, V, ignoreIndex, &s.count, &s.correct);
   if (stats != nullptr) *stats = s;
   Tensor<T> out = makeOutput<T>("crossEntropy", {}, {&logits});
   out.data()[0] = s.count > 0 ? T(s.lossSum / double(s.count)) : T(0);
@@ -307,7 +307,7 @@ Tensor<T> selectToken(const Tensor<T>& x, int64_t t) {
   return out;
 }
 
-#define INSTANTIATE(T)                                                                          \
+#define INSTANTIATE(T)                                                                         \
   template Tensor<T> matmul(const Tensor<T>&, const Tensor<T>&);                               \
   template Tensor<T> linear(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&);             \
   template Tensor<T> addBias(const Tensor<T>&, const Tensor<T>&);                              \

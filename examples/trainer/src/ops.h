@@ -32,15 +32,13 @@ template <typename T>
 Tensor<T> softmax(const Tensor<T>& x);
 // LayerNorm over the last dimension with weight and bias of that size.
 template <typename T>
-Tensor<T> layerNorm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
-                    double eps);
+Tensor<T> layerNorm(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias, double eps);
 // Inverted dropout with probability p, masks drawn from rng; identity when !training or p == 0.
 template <typename T>
 Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Rng& rng);
 // Rows of table[V, C] picked by ids (shape idsShape) -> idsShape + [C]. Ids out of range throw.
 template <typename T>
-Tensor<T> embedding(const std::vector<int32_t>& ids, const Shape& idsShape,
-                    const Tensor<T>& table);
+Tensor<T> embedding(const std::vector<int32_t>& ids, const Shape& idsShape, const Tensor<T>& table);
 // Self-attention core: qkv[B, T, 3C] -> [B, T, C] with numHeads heads; keyValid[B*T] (1 = real
 // token, 0 = padding). Attention-probability dropout p applies when training.
 template <typename T>
@@ -48,8 +46,8 @@ Tensor<T> attention(const Tensor<T>& qkv, const std::vector<int32_t>& keyValid, 
                     double p, bool training, Rng& rng);
 
 struct CrossEntropyStats {
-  double lossSum = 0;  // sum of per-row losses over counted rows
-  int64_t count = 0;   // rows whose target is not ignoreIndex
+  double lossSum = 0;   // sum of per-row losses over counted rows
+  int64_t count = 0;    // rows whose target is not ignoreIndex
   int64_t correct = 0;  // counted rows whose arg-max is the target
 };
 inline constexpr int32_t kIgnoreIndex = -100;

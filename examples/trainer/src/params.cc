@@ -30,9 +30,15 @@ void ParameterStore<T>::finalize(Rng& rng) {
     T* p = data_.data() + info.offset;
     for (int64_t j = 0; j < info.count; j++) {
       switch (info.init) {
-        case Init::kNormal002: p[j] = T(0.02 * rng.normal()); break;
-        case Init::kZeros: p[j] = T(0); break;
-        case Init::kOnes: p[j] = T(1); break;
+        case Init::kNormal002:
+          p[j] = T(0.02 * rng.normal());
+          break;
+        case Init::kZeros:
+          p[j] = T(0);
+          break;
+        case Init::kOnes:
+          p[j] = T(1);
+          break;
       }
     }
     auto impl = std::make_shared<TensorImpl<T>>();

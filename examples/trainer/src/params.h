@@ -17,7 +17,7 @@ namespace trainer {
 enum class Init { kNormal002, kZeros, kOnes };  // N(0, 0.02), 0, 1
 
 struct ParamInfo {
-  std::string name;    // "block0.attn.qkv.weight"
+  std::string name;  // "block0.attn.qkv.weight"
   Shape shape;
   int64_t offset = 0;  // into data() and grads(), in elements
   int64_t count = 0;

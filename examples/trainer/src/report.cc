@@ -26,9 +26,8 @@ void Progress::update(int64_t done, const std::string& status) {
   double secs = std::chrono::duration<double>(now - start_).count();
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
-  std::fprintf(stderr, "\r[%s] %lld/%lld %.0fs %s\033[K", bar.c_str(),
-               static_cast<long long>(done), static_cast<long long>(total_), secs,
-               status.c_str());
+  std::fprintf(stderr, "\r[%s] %lld/%lld %.0fs %s\033[K", bar.c_str(), static_cast<long long>(done),
+               static_cast<long long>(total_), secs, status.c_str());
   std::fflush(stderr);
   drawn_ = true;
 }
@@ -65,8 +64,8 @@ void CsvLog::row(int64_t step, double lr, double loss, double accuracy, double e
                  double evalAccuracy) {
   auto opt = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v); };
   std::fprintf(file_, "%s\n",
-               fmt::format("{},{:.6g},{:.6g},{:.4f},{},{}", step, lr, loss, accuracy,
-                           opt(evalLoss), opt(evalAccuracy))
+               fmt::format("{},{:.6g},{:.6g},{:.4f},{},{}", step, lr, loss, accuracy, opt(evalLoss),
+                           opt(evalAccuracy))
                    .c_str());
   std::fflush(file_);
 }
@@ -84,8 +83,8 @@ bool onPath(const std::string& program) {
 }
 }  // namespace
 
-bool plotLossCurve(const std::string& csvPath, const std::string& pngPath,
-                   const std::string& title, std::string* why) {
+bool plotLossCurve(const std::string& csvPath, const std::string& pngPath, const std::string& title,
+                   std::string* why) {
   if (!onPath("gnuplot")) {
     *why = "gnuplot is not installed (apt-get install gnuplot-nox)";
     return false;

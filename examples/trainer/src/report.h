@@ -40,7 +40,7 @@ class CsvLog {
 
 // Draws the train (and eval) loss from csvPath into pngPath. Returns false with *why filled
 // when gnuplot is missing or fails; never throws.
-bool plotLossCurve(const std::string& csvPath, const std::string& pngPath,
-                   const std::string& title, std::string* why);
+bool plotLossCurve(const std::string& csvPath, const std::string& pngPath, const std::string& title,
+                   std::string* why);
 
 }  // namespace trainer

@@ -52,8 +52,8 @@ Tensor<T> Tensor<T>::fromVector(const Shape& shape, const std::vector<T>& values
                                 bool requiresGrad) {
   if (static_cast<int64_t>(values.size()) != shapeNumel(shape)) {
     throw ringlet::InvalidArgument(fmt::format("tensor of shape {} needs {} values, got {}",
-                                            shapeString(shape), shapeNumel(shape),
-                                            values.size()));
+                                               shapeString(shape), shapeNumel(shape),
+                                               values.size()));
   }
   Tensor t = empty(shape, requiresGrad);
   std::copy(values.begin(), values.end(), t.data());

@@ -9,9 +9,9 @@ namespace trainer {
 Trainer::Trainer(const TrainOptions& options)
     : options_(options), dataRng_(options.seed * 3 + 1), dropoutRng_(options.seed * 3 + 2) {
   if (options.steps <= 0 || options.batch <= 0 || options.warmup < 0 || !(options.lr > 0)) {
-    throw ringlet::InvalidArgument(fmt::format(
-        "need steps > 0, batch > 0, warmup >= 0 and lr > 0 (got {}, {}, {}, {})", options.steps,
-        options.batch, options.warmup, options.lr));
+    throw ringlet::InvalidArgument(
+        fmt::format("need steps > 0, batch > 0, warmup >= 0 and lr > 0 (got {}, {}, {}, {})",
+                    options.steps, options.batch, options.warmup, options.lr));
   }
   Rng initRng(options.seed * 3);
   workload_ = makeWorkload(options.model, initRng);

@@ -1,0 +1,119 @@
+// Every op's backward kernel against finite differences, in double precision.
+#include "gradcheck.h"
+
+namespace trainer::testing {
+namespace {
+
+TEST(GradCheckOps, Matmul) {
+  TensorD x = randomTensor({2, 3, 5}, 1), w = randomTensor({4, 5}, 2);
+  checkGradients("matmul", {x, w}, [&] { return weightedSum(matmul(x, w)); });
+}
+
+TEST(GradCheckOps, LinearFused) {
+  TensorD x = randomTensor({6, 5}, 1), w = randomTensor({4, 5}, 2), b = randomTensor({4}, 3);
+  checkGradients("linear", {x, w, b}, [&] { return weightedSum(linear(x, w, b)); });
+}
+
+TEST(GradCheckOps, AddBias) {
+  TensorD x = randomTensor({3, 2, 4}, 1), b = randomTensor({4}, 2);
+  checkGradients("addBias", {x, b}, [&] { return weightedSum(addBias(x, b)); });
+}
+
+TEST(GradCheckOps, ResidualAddWithSharedInput) {
+  TensorD a = randomTensor({3, 4}, 1), b = randomTensor({3, 4}, 2);
+  // a appears twice: its gradient must be the sum of both paths.
+  checkGradients("add", {a, b}, [&] { return weightedSum(add(add(a, b), gelu(a))); });
+}
+
+TEST(GradCheckOps, Gelu) {
+  TensorD x = randomTensor({50}, 1, 2.0);
+  checkGradients("gelu", {x}, [&] { return weightedSum(gelu(x)); });
+}
+
+TEST(GradCheckOps, Tanh) {
+  TensorD x = randomTensor({20}, 1);
+  checkGradients("tanh", {x}, [&] { return weightedSum(tanh(x)); });
+}
+
+TEST(GradCheckOps, Softmax) {
+  TensorD x = randomTensor({4, 7}, 1, 2.0);
+  checkGradients("softmax", {x}, [&] { return weightedSum(softmax(x)); });
+}
+
+TEST(GradCheckOps, LayerNormBertEps) {
+  TensorD x = randomTensor({5, 8}, 1), w = randomTensor({8}, 2), b = randomTensor({8}, 3);
+  checkGradients("layerNorm", {x, w, b}, [&] { return weightedSum(layerNorm(x, w, b, 1e-12)); });
+}
+
+TEST(GradCheckOps, LayerNormLargeEps) {
+  TensorD x = randomTensor({3, 6}, 4, 0.1), w = randomTensor({6}, 5), b = randomTensor({6}, 6);
+  checkGradients("layerNorm", {x, w, b}, [&] { return weightedSum(layerNorm(x, w, b, 1e-2)); });
+}
+
+TEST(GradCheckOps, DropoutSeeded) {
+  TensorD x = randomTensor({64}, 1);
+  checkGradients("dropout", {x}, [&] {
+    Rng rng(7);  // the same mask on every evaluation
+    return weightedSum(dropout(x, 0.3, true, rng));
+  });
+  Rng rng(7);
+  TensorD y = dropout(x, 0.3, false, rng);  // eval: identity
+  EXPECT_EQ(y.data(), x.data());
+}
+
+TEST(GradCheckOps, EmbeddingWithRepeatedIds) {
+  TensorD table = randomTensor({6, 4}, 1);
+  std::vector<int32_t> ids{0, 3, 3, 5, 1, 0};
+  checkGradients("embedding", {table}, [&] { return weightedSum(embedding(ids, {2, 3}, table)); });
+}
+
+TEST(GradCheckOps, AttentionWithPaddingMask) {
+  const int64_t B = 2, T = 5, C = 6, NH = 2;
+  TensorD qkv = randomTensor({B, T, 3 * C}, 1);
+  std::vector<int32_t> valid{1, 1, 1, 0, 0,   // sequence 0: two padding positions
+                             1, 1, 1, 1, 1};  // sequence 1: none
+  Rng unused(0);
+  checkGradients("attention", {qkv},
+                 [&] { return weightedSum(attention(qkv, valid, NH, 0.0, true, unused)); });
+  // Padding keys get no gradient through K and V.
+  for (int64_t t = 3; t < 5; t++) {
+    for (int64_t c = C; c < 3 * C; c++) EXPECT_EQ(qkv.grad()[t * 3 * C + c], 0.0);
+  }
+}
+
+TEST(GradCheckOps, AttentionWithDropout) {
+  TensorD qkv = randomTensor({1, 4, 12}, 2);
+  std::vector<int32_t> valid{1, 1, 1, 0};
+  checkGradients("attention+dropout", {qkv}, [&] {
+    Rng rng(11);
+    return weightedSum(attention(qkv, valid, 2, 0.25, true, rng));
+  });
+}
+
+TEST(GradCheckOps, CrossEntropyWithIgnoredLabels) {
+  TensorD logits = randomTensor({6, 5}, 1, 2.0);
+  std::vector<int32_t> targets{1, -100, 4, 0, -100, 2};
+  checkGradients("crossEntropy", {logits}, [&] { return crossEntropy(logits, targets); });
+  for (int64_t v = 0; v < 5; v++) {
+    EXPECT_EQ(logits.grad()[1 * 5 + v], 0.0);
+    EXPECT_EQ(logits.grad()[4 * 5 + v], 0.0);
+  }
+}
+
+TEST(GradCheckOps, CrossEntropyAllIgnoredIsZero) {
+  TensorD logits = randomTensor({2, 3}, 1);
+  CrossEntropyStats stats;
+  TensorD loss = crossEntropy(logits, {-100, -100}, kIgnoreIndex, &stats);
+  EXPECT_EQ(loss.item(), 0.0);
+  EXPECT_EQ(stats.count, 0);
+}
+
+TEST(GradCheckOps, ViewAndSelectToken) {
+  TensorD x = randomTensor({2, 3, 4}, 1);
+  checkGradients("view+selectToken", {x}, [&] {
+    return weightedSum(add(selectToken(x, 1), view(selectToken(x, 0), {2, 4})));
+  });
+}
+
+}  // namespace
+}  // namespace trainer::testing
