@@ -87,5 +87,36 @@ TEST(ShmFailure, KilledSenderIsPeerErrorForTheReceiver) { killPeerMidTransfer(tr
 
 TEST(ShmFailure, KilledReceiverIsPeerErrorForTheSender) { killPeerMidTransfer(false); }
 
+// Rank 0 dies after publishing its pid but before creating the segment: rank 1, waiting for the
+// segment's name, gets a PeerError naming rank 0 long before its deadline.
+TEST(ShmFailure, PeerDeadDuringSetupIsPeerError) {
+  ShmDir dir;
+  const std::string storeDir = makeTempDir("ringlet-shm-setup");
+  const std::string job = uniqueJobId("shm-setup");
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t child = fork();
+  ASSERT_GE(child, 0) << "fork failed";
+  if (child == 0) {
+    makeFileStore(storeDir)->setString("mesh/pid/0", std::to_string(getpid()));
+    _exit(0);
+  }
+  auto start = std::chrono::steady_clock::now();
+  try {
+    Mesh mesh =
+        connectMesh(1, 2, makeFileStore(storeDir), testOptions(dir.path()), job, "mesh", 20s);
+    ADD_FAILURE() << "connected to a rank that exited";
+  } catch (const PeerError& e) {
+    EXPECT_EQ(e.peer(), 0);
+    EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(dir.files().empty());
+  std::error_code ec;
+  std::filesystem::remove_all(storeDir, ec);
+}
+
 }  // namespace
 }  // namespace ringlet::testing::shm

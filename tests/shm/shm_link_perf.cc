@@ -5,7 +5,8 @@
 //   - the spin-threshold sweep behind WaitPolicy: ping-pong and throughput with 2 ranks, and a
 //     ring exchange with 8 ranks (more ranks than cores), for several spin counts.
 //
-//   shm_link_perf [--quick] [--spins 0,100,1000,10000] [--yields N]
+//   shm_link_perf [--quick] [--sweep-only] [--spins 0,100,1000] [--yields N] [--reps N]
+// Each number is the median of --reps runs (default 3), each run a fresh set of processes.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +30,14 @@ namespace rs = ringlet::testing::shm;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+int gReps = 3;
+
+double median(std::vector<double> values) {
+  if (values.empty()) return -1;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -71,12 +80,12 @@ rs::ShmOptions options(const rs::ShmDir& dir, int spins, int yields, size_t slot
   return o;
 }
 
-// One-way latency in microseconds (best of 3 runs of `iters` round trips).
+// One-way latency in microseconds (median of --reps runs of `iters` round trips).
 double pingPong(int spins, int yields, int iters) {
   rs::ShmDir dir;
   const std::string job = ringlet::testing::uniqueJobId("perf-pp");
-  double best = 1e9;
-  for (int run = 0; run < 3; ++run) {
+  std::vector<double> runs;
+  for (int run = 0; run < gReps; ++run) {
     std::string prefix = fmt::format("pp{}", run);
     std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
     bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
@@ -98,7 +107,6 @@ double pingPong(int spins, int yields, int iters) {
       auto start = Clock::now();
       for (int i = 0; i < iters; ++i) round();
       double us = seconds(Clock::now() - start) / iters / 2 * 1e6;
-      if (rank == 0) store->setString("result", fmt::format("{}", us));
       if (rank == 0) {
         FILE* f = std::fopen(result.c_str(), "w");
         std::fprintf(f, "%.6f", us);
@@ -108,20 +116,20 @@ double pingPong(int spins, int yields, int iters) {
     if (!ok) return -1;
     FILE* f = std::fopen(result.c_str(), "r");
     double us = 0;
-    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) best = std::min(best, us);
+    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) runs.push_back(us);
     if (f != nullptr) std::fclose(f);
     std::remove(result.c_str());
   }
-  return best;
+  return median(runs);
 }
 
-// Rank 0 streams `bytes` per iteration to rank 1, cut into slots; GB/s (best of 3).
+// Rank 0 streams `bytes` per iteration to rank 1, cut into slots; GB/s (median of --reps runs).
 double throughput(int spins, int yields, size_t bytes, size_t slotBytes) {
   rs::ShmDir dir;
   const std::string job = ringlet::testing::uniqueJobId("perf-bw");
   const int iters = static_cast<int>(std::max<size_t>(4, (size_t{512} << 20) / bytes));
-  double best = 0;
-  for (int run = 0; run < 3; ++run) {
+  std::vector<double> runs;
+  for (int run = 0; run < gReps; ++run) {
     std::string prefix = fmt::format("bw{}", run);
     std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
     bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
@@ -166,21 +174,21 @@ double throughput(int spins, int yields, size_t bytes, size_t slotBytes) {
     if (!ok) return -1;
     FILE* f = std::fopen(result.c_str(), "r");
     double gbps = 0;
-    if (f != nullptr && std::fscanf(f, "%lf", &gbps) == 1) best = std::max(best, gbps);
+    if (f != nullptr && std::fscanf(f, "%lf", &gbps) == 1) runs.push_back(gbps);
     if (f != nullptr) std::fclose(f);
     std::remove(result.c_str());
   }
-  return best;
+  return median(runs);
 }
 
 // `size` ranks in a ring: each step every rank sends `bytes` to rank+1 and receives from rank-1
-// (the shape of one ring all-reduce step). Microseconds per step (best of 2).
+// (the shape of one ring all-reduce step). Microseconds per step (median of --reps runs).
 double ringStep(int spins, int yields, int size, size_t bytes, int steps) {
   rs::ShmDir dir;
   const std::string job = ringlet::testing::uniqueJobId("perf-ring");
   const size_t slotBytes = std::max<size_t>(4096, (bytes + 63) / 64 * 64);
-  double best = 1e12;
-  for (int run = 0; run < 2; ++run) {
+  std::vector<double> runs;
+  for (int run = 0; run < gReps; ++run) {
     std::string prefix = fmt::format("ring{}", run);
     std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
     bool ok = runRanks(size, [&](int rank, int n, std::shared_ptr<ringlet::Store> store) {
@@ -214,11 +222,11 @@ double ringStep(int spins, int yields, int size, size_t bytes, int steps) {
     if (!ok) return -1;
     FILE* f = std::fopen(result.c_str(), "r");
     double us = 0;
-    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) best = std::min(best, us);
+    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) runs.push_back(us);
     if (f != nullptr) std::fclose(f);
     std::remove(result.c_str());
   }
-  return best;
+  return median(runs);
 }
 
 std::vector<int> parseList(const std::string& text) {
@@ -244,10 +252,13 @@ int main(int argc, char** argv) {
       sweepOnly = true;
     } else if (arg == "--spins" && i + 1 < argc) {
       spins = parseList(argv[++i]);
+    } else if (arg == "--reps" && i + 1 < argc) {
+      gReps = std::stoi(argv[++i]);
     } else if (arg == "--yields" && i + 1 < argc) {
       yields = std::stoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--sweep-only] [--spins a,b,c] [--yields n]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--sweep-only] [--spins a,b,c] [--yields n] [--reps n]\n",
                    argv[0]);
       return 2;
     }

@@ -91,14 +91,20 @@ void ShmLink::checkSize(size_t bytes, const char* call) const {
   }
 }
 
-void ShmLink::throwPeerGone(const char* how, const char* what, size_t bytes,
-                            const WaitContext& wait) const {
-  throw PeerError(peer(), fmt::format("rank {} {} while {} waited for {} ({} bytes) from/to it "
-                                      "over shm",
-                                      peer(), how, wait.describe(), what, bytes));
+std::string ShmLink::describeWait(WaitFor what, size_t bytes) const {
+  if (what == WaitFor::kMessage) {
+    return fmt::format("a message of {} bytes from rank {} over shm", bytes, peer());
+  }
+  return fmt::format("a free slot for a message of {} bytes to rank {} over shm", bytes, peer());
 }
 
-void ShmLink::checkPeerFlags(const char* what, size_t bytes, const WaitContext& wait) const {
+void ShmLink::throwPeerGone(const std::string& how, WaitFor what, size_t bytes,
+                            const WaitContext& wait) const {
+  throw PeerError(peer(), fmt::format("rank {} {} while {} waited for {}", peer(), how,
+                                      wait.describe(), describeWait(what, bytes)));
+}
+
+void ShmLink::checkPeerFlags(WaitFor what, size_t bytes, const WaitContext& wait) const {
   auto state = static_cast<EndpointState>(other_->state.load(std::memory_order_acquire));
   if (state == EndpointState::kOpen) return;
   if (state == EndpointState::kAborted) {
@@ -112,7 +118,7 @@ void ShmLink::checkPeerFlags(const char* what, size_t bytes, const WaitContext& 
 
 template <typename Ready>
 void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
-                        std::atomic<uint32_t>* sleeping, const char* what, size_t bytes,
+                        std::atomic<uint32_t>* sleeping, WaitFor what, size_t bytes,
                         const WaitContext& wait) {
   // 1. Spin on shared memory: no system call, cheapest when the peer runs on another core.
   for (int i = 0; i < policy_.spinIterations; ++i) {
@@ -132,12 +138,12 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
       if (!watch_.alive()) {
         // Its last messages may still be here: deliver them before reporting the death.
         if (ready()) return;
-        throwPeerGone(fmt::format("(pid {}) exited", watch_.pid()).c_str(), what, bytes, wait);
+        throwPeerGone(fmt::format("(pid {}) exited", watch_.pid()), what, bytes, wait);
       }
       nextLiveness = now + policy_.livenessInterval;
     }
     if (wait.expired()) {  // deadline passed or the communicator was aborted
-      wait.throwTimeout(fmt::format("{} ({} bytes) over shm", what, bytes), peer());
+      wait.throwTimeout(describeWait(what, bytes), peer());
     }
     if (yields < policy_.yieldIterations || othersBusy) {
       // Other links with queued sends need this thread back soon: never sleep long for them.
@@ -166,7 +172,7 @@ std::byte* ShmLink::claimSlot(size_t bytes, const WaitContext& wait) {
       return outHead_ - outTailSeen_ < slotCount_;
     };
     if (!ready()) {
-      waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, "a free send slot", bytes, wait);
+      waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, WaitFor::kSlot, bytes, wait);
     }
   }
   claimed_ = outSlots_ + (outHead_ % slotCount_) * slotBytes_;
@@ -223,7 +229,7 @@ const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
       return inHeadSeen_ > inNext_;
     };
     if (!ready()) {
-      waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, "a message", bytes, wait);
+      waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, WaitFor::kMessage, bytes, wait);
     }
   }
   size_t index = inNext_ % slotCount_;

@@ -44,13 +44,16 @@ class ShmLink final : public Link {
   void abort(int origin, std::string_view reason) override;
 
  private:
+  enum class WaitFor { kMessage, kSlot };
+  // "a message of 64 bytes from rank 3 over shm"
+  std::string describeWait(WaitFor what, size_t bytes) const;
   // Spin, then yield, then sleep on `word` (announcing it in `sleeping`) until ready() holds.
   template <typename Ready>
   void waitUntil(const Ready& ready, std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
-                 const char* what, size_t bytes, const WaitContext& wait);
+                 WaitFor what, size_t bytes, const WaitContext& wait);
   // Throws PeerError if the peer aborted or closed its end.
-  void checkPeerFlags(const char* what, size_t bytes, const WaitContext& wait) const;
-  [[noreturn]] void throwPeerGone(const char* how, const char* what, size_t bytes,
+  void checkPeerFlags(WaitFor what, size_t bytes, const WaitContext& wait) const;
+  [[noreturn]] void throwPeerGone(const std::string& how, WaitFor what, size_t bytes,
                                   const WaitContext& wait) const;
   void checkUsable(const char* call) const;
   void checkSize(size_t bytes, const char* call) const;

@@ -33,6 +33,30 @@ std::chrono::milliseconds remaining(Deadline deadline) {
   return std::max(left, std::chrono::milliseconds(1));
 }
 
+// Reads `key`, which `peer` sets, in short slices so that a peer that died during setup is
+// reported by name within a slice (~100 ms) instead of at the deadline.
+std::string getFromPeer(Store& store, const std::string& key, int rank, int peer,
+                        const PeerWatch& watch, Deadline deadline) {
+  constexpr std::chrono::milliseconds kSlice{100};
+  for (;;) {
+    auto left = remaining(deadline);
+    try {
+      return store.getString(key, std::min(left, kSlice));
+    } catch (const TimeoutError&) {
+      if (left <= kSlice) {
+        throw TimeoutError(
+            fmt::format("shm connect on rank {} timed out waiting for rank {} to set '{}' in {}",
+                        rank, peer, key, store.describe()));
+      }
+    }
+    if (!watch.alive()) {
+      throw PeerError(peer, fmt::format("rank {} (pid {}) exited while rank {} waited for it to "
+                                        "set '{}' during shm setup",
+                                        peer, watch.pid(), rank, key));
+    }
+  }
+}
+
 class ShmTransport final : public Transport {
  public:
   ShmTransport(TransportContext context, ShmOptions options)
@@ -47,9 +71,9 @@ class ShmTransport final : public Transport {
   int peerPid(int peer) const {
     return peer < static_cast<int>(context_.peers.size()) ? context_.peers[peer].pid : 0;
   }
-  std::unique_ptr<Link> makeLink(int peer, Segment segment, int side) const {
+  std::unique_ptr<Link> makeLink(int peer, Segment segment, int side, PeerWatch watch) const {
     return std::make_unique<ShmLink>(context_.rank, peer, std::move(segment), side,
-                                     PeerWatch(peerPid(peer)), options_.wait);
+                                     std::move(watch), options_.wait);
   }
 
   TransportContext context_;
@@ -98,7 +122,8 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
     if (peer > rank) continue;
-    std::string value = store.getString(pairKey(peer, rank), remaining(deadline));
+    PeerWatch watch(peerPid(peer));
+    std::string value = getFromPeer(store, pairKey(peer, rank), rank, peer, watch, deadline);
     if (startsWith(value, kFallback)) {
       log::info("shm: rank {} reported {}; ranks {} and {} fall back to the next transport", peer,
                 value.substr(kFallback.size()), peer, rank);
@@ -127,21 +152,22 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
       throw;
     }
     store.setString(ackKey(peer, rank), kOk);
-    links[i] = makeLink(peer, std::move(segment), /*side=*/1);
+    links[i] = makeLink(peer, std::move(segment), /*side=*/1, std::move(watch));
   }
 
   // 3. Wait for the peers above to have mapped (and unlinked) what this rank created.
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
     if (peer < rank || !created[i].valid()) continue;
-    std::string ack = store.getString(ackKey(rank, peer), remaining(deadline));
+    PeerWatch watch(peerPid(peer));
+    std::string ack = getFromPeer(store, ackKey(rank, peer), rank, peer, watch, deadline);
     if (ack != kOk) {
       throw IoError(fmt::format("shm connect: rank {} could not map the segment {} of rank {}: {}",
                                 peer, created[i].path(), rank,
                                 startsWith(ack, kError) ? ack.substr(kError.size()) : ack));
     }
     created[i].forgetFile();  // the peer unlinked it
-    links[i] = makeLink(peer, std::move(created[i]), /*side=*/0);
+    links[i] = makeLink(peer, std::move(created[i]), /*side=*/0, std::move(watch));
   }
   return links;
 }
