@@ -1,0 +1,313 @@
+// ringlet-run, driven as a user would: start launcher_probe on a few ranks and check the exit
+// status, the one-line reason, the environment each rank saw, and that no rank outlives the job.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "src/launcher/options.h"
+#include "tests/launcher/tool_process.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kRun = std::string(RINGLET_BIN_DIR) + "/ringlet-run";
+const std::string kProbe = LAUNCHER_PROBE;
+
+std::vector<std::string> run(std::vector<std::string> args) {
+  args.insert(args.begin(), kRun);
+  return args;
+}
+
+// "[r] pid=N" lines of the probe, by rank.
+std::map<int, pid_t> rankPids(const std::string& out) {
+  std::map<int, pid_t> pids;
+  std::regex pattern(R"(^\[(\d+)\] pid=(\d+)$)");
+  for (const auto& line : splitLines(out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, pattern)) pids[std::stoi(m[1])] = std::stoi(m[2]);
+  }
+  return pids;
+}
+
+void expectAllGone(const std::map<int, pid_t>& pids) {
+  for (const auto& [rank, pid] : pids) {
+    EXPECT_TRUE(kill(pid, 0) != 0 && errno == ESRCH)
+        << "rank " << rank << " pid " << pid << " is still alive";
+  }
+}
+
+// The "ringlet: ..." lines on stderr.
+std::vector<std::string> launcherLines(const std::string& err) {
+  std::vector<std::string> lines;
+  for (const auto& line : splitLines(err)) {
+    if (line.rfind("ringlet: ", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+TEST(Launcher, EveryRankSeesItsIdentityAndTheJobsStore) {
+  ToolResult r = runTool(run({"-n", "4", kProbe, "env"}));
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_TRUE(launcherLines(r.err).empty()) << r.err;
+  std::regex pattern(
+      R"(^\[(\d)\] RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) LOCAL_WORLD_SIZE=(\d+) )"
+      R"(MASTER_ADDR=(\S+) MASTER_PORT=(\d+) RINGLET_STORE_ADDR=(\S+) RINGLET_JOB_ID=(\S+) )"
+      R"(RINGLET_JOB_SECRET=(\S+)$)");
+  std::set<int> seen;
+  std::set<std::string> secrets, jobIds, stores;
+  for (const auto& line : splitLines(r.out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, pattern)) << line;
+    int prefixRank = std::stoi(m[1]);
+    EXPECT_EQ(m[2], std::to_string(prefixRank));
+    EXPECT_EQ(m[3], std::to_string(prefixRank));
+    EXPECT_EQ(m[4], "4");
+    EXPECT_EQ(m[5], "4");
+    EXPECT_EQ(m[6], "127.0.0.1");
+    EXPECT_EQ(m[8], "127.0.0.1:" + m[7].str());
+    EXPECT_NE(m[7], "0");
+    EXPECT_TRUE(std::regex_match(m[10].str(), std::regex("[0-9a-f]{64}"))) << m[10];
+    seen.insert(prefixRank);
+    secrets.insert(m[10]);
+    jobIds.insert(m[9]);
+    stores.insert(m[8]);
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(secrets.size(), 1u);
+  EXPECT_EQ(jobIds.size(), 1u);
+  EXPECT_EQ(stores.size(), 1u);
+
+  // Another launch gets another job id and secret.
+  ToolResult again = runTool(run({"-n", "1", kProbe, "env"}));
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_EQ(again.out.find(*secrets.begin()), std::string::npos);
+  EXPECT_EQ(again.out.find(*jobIds.begin()), std::string::npos);
+}
+
+TEST(Launcher, RanksReachTheStoreItHosts) {
+  ToolResult r = runTool(run({"-n", "3", kProbe, "store"}));
+  ASSERT_EQ(r.exitCode, 0) << r.out << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_NE(r.out.find(fmt::format("[{}] store ok count=3", rank)), std::string::npos) << r.out;
+  }
+}
+
+TEST(Launcher, FailingRankStopsTheOthers) {
+  std::string dir = makeTempDir("launcher-fail");
+  ToolResult r = runTool(run({"-n", "4", "--grace", "2", kProbe, "fail", dir, "2", "1"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
+  EXPECT_LT(r.seconds, 6.0);
+  auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_TRUE(
+      std::regex_search(lines[0], std::regex(R"(^ringlet: rank 2 \(pid \d+\) exited )"
+                                             R"(with status 1; stopped the other 3 ranks$)")))
+      << lines[0];
+  auto pids = rankPids(r.out);
+  EXPECT_EQ(pids.size(), 4u) << r.out;
+  expectAllGone(pids);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, RankKilledBySignalIsNamed) {
+  std::string dir = makeTempDir("launcher-signal");
+  ToolResult r = runTool(run({"-n", "3", kProbe, "signal", dir, "1", "9"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
+  auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("rank 1 (pid "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("was killed by signal 9 (SIGKILL); stopped the other 2 ranks"),
+            std::string::npos)
+      << lines[0];
+  expectAllGone(rankPids(r.out));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, RanksIgnoringSigtermAreKilledAfterTheGracePeriod) {
+  std::string dir = makeTempDir("launcher-ignore");
+  ToolResult r = runTool(run({"-n", "3", "--grace", "0.5", kProbe, "ignore-term", dir, "0"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
+  EXPECT_LT(r.seconds, 5.0);
+  auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("rank 0"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("SIGKILL after the 0.5 s grace period"), std::string::npos) << lines[0];
+  auto pids = rankPids(r.out);
+  EXPECT_EQ(pids.size(), 3u) << r.out;
+  expectAllGone(pids);
+  std::filesystem::remove_all(dir);
+}
+
+void stopLauncherWith(int sig, int expectedExit) {
+  ToolProcess launcher(run({"-n", "3", kProbe, "sleep", "30"}));
+  ASSERT_TRUE(launcher.waitForOutput(
+      [](const std::string& out, const std::string&) { return rankPids(out).size() == 3; }, 10s));
+  kill(launcher.pid(), sig);
+  ToolResult r = launcher.finish(10s);
+  EXPECT_FALSE(r.timedOut);
+  EXPECT_EQ(r.exitCode, expectedExit) << r.err;
+  auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0], "ringlet: received " + std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                          "; stopped 3 ranks");
+  expectAllGone(rankPids(r.out));
+}
+
+TEST(Launcher, SigintStopsEveryRankAndExits130) { stopLauncherWith(SIGINT, 130); }
+TEST(Launcher, SigtermStopsEveryRankAndExits143) { stopLauncherWith(SIGTERM, 143); }
+
+TEST(Launcher, KilledLauncherTakesItsRanksAlong) {
+  ToolProcess launcher(run({"-n", "2", kProbe, "sleep", "30"}));
+  ASSERT_TRUE(launcher.waitForOutput(
+      [](const std::string& out, const std::string&) { return rankPids(out).size() == 2; }, 10s));
+  kill(launcher.pid(), SIGKILL);
+  ToolResult r = launcher.finish(10s);
+  EXPECT_EQ(r.termSignal, SIGKILL);
+  // The ranks get SIGKILL from the kernel (parent-death signal) and are reaped by init.
+  auto pids = rankPids(r.out);
+  ASSERT_EQ(pids.size(), 2u);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  auto anyAlive = [&] {
+    for (const auto& [rank, pid] : pids) {
+      if (kill(pid, 0) == 0) return true;
+    }
+    return false;
+  };
+  while (anyAlive() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  expectAllGone(pids);
+}
+
+TEST(Launcher, TimeoutStopsTheJob) {
+  ToolResult r = runTool(run({"-n", "2", "--timeout", "0.5", kProbe, "sleep", "30"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitTimeout) << r.err;
+  EXPECT_LT(r.seconds, 5.0);
+  auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0], "ringlet: job timed out after 0.5 s (--timeout); stopped 2 ranks");
+  expectAllGone(rankPids(r.out));
+}
+
+TEST(Launcher, PrefixesLinesAndKeepsStreamsApart) {
+  ToolResult r = runTool(run({"-n", "2", kProbe, "output"}));
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  auto out = splitLines(r.out);
+  auto err = splitLines(r.err);
+  for (const std::string rank : {"0", "1"}) {
+    std::string p = "[" + rank + "] ";
+    // The partial line comes out whole, with its own newline, once the rank has exited.
+    EXPECT_EQ(std::count(out.begin(), out.end(), p + "out-line"), 1) << r.out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), p + "out-partial"), 1) << r.out;
+    EXPECT_EQ(std::count(err.begin(), err.end(), p + "err-line"), 1) << r.err;
+  }
+  EXPECT_EQ(out.size(), 4u) << r.out;
+  EXPECT_EQ(err.size(), 2u) << r.err;
+}
+
+TEST(Launcher, NoPrefixPassesOutputThrough) {
+  ToolResult r = runTool(run({"-n", "2", "--no-prefix", kProbe, "output"}));
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.out.find('['), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out-line\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out-partial"), std::string::npos) << r.out;
+  EXPECT_EQ(splitLines(r.err), (std::vector<std::string>{"err-line", "err-line"})) << r.err;
+}
+
+TEST(Launcher, MissingProgramIsOneClearError) {
+  ToolResult r = runTool(run({"-n", "3", "ringlet-no-such-program-xyz", "arg"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitNotFound);
+  EXPECT_EQ(r.out, "");
+  auto lines = splitLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("ringlet: cannot execute 'ringlet-no-such-program-xyz': not found", 0),
+            0u)
+      << lines[0];
+
+  ToolResult path = runTool(run({"-n", "2", "/nonexistent/dir/prog"}));
+  EXPECT_EQ(path.exitCode, launcher::kExitNotFound);
+  EXPECT_EQ(splitLines(path.err).size(), 1u) << path.err;
+}
+
+TEST(Launcher, NonExecutableProgramIsOneClearError) {
+  std::string dir = makeTempDir("launcher-noexec");
+  std::string file = dir + "/not-executable";
+  std::ofstream(file) << "#!/bin/sh\necho hi\n";
+  ToolResult r = runTool(run({"-n", "2", file}));
+  EXPECT_EQ(r.exitCode, launcher::kExitCannotExecute);
+  auto lines = splitLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("ringlet: cannot execute '" + file + "': Permission denied"),
+            std::string::npos)
+      << lines[0];
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, BadOptionsAreOneClearError) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string mentions;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"-n", "0", kProbe, "env"}, "-n 0"},
+           {{"-n", "-3", kProbe, "env"}, "-n -3"},
+           {{"-n", "2"}, "no program"},
+           {{"-n", "2", "--"}, "no program"},
+           {{kProbe, "env"}, "-n"},
+           {{"-n", "2", "--bind", "sockets", kProbe, "env"}, "--bind 'sockets'"},
+           {{"-n", "2", "--timeout", "0", kProbe, "env"}, "--timeout 0"},
+           {{"-n", "2", "--grace", "-1", kProbe, "env"}, "--grace -1"},
+           {{"-n", "2", "--master-port", "70000", kProbe, "env"}, "--master-port 70000"},
+       }) {
+    ToolResult r = runTool(run(c.args));
+    EXPECT_EQ(r.exitCode, launcher::kExitUsage) << c.mentions << ": " << r.err;
+    auto lines = splitLines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("ringlet: ", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find(c.mentions), std::string::npos) << lines[0];
+  }
+  ToolResult help = runTool(run({"--help"}));
+  EXPECT_EQ(help.exitCode, 0);
+  EXPECT_NE(help.out.find("Exit status"), std::string::npos);
+}
+
+TEST(Launcher, ProgramArgumentsThatLookLikeOptionsAreLeftAlone) {
+  ToolResult r = runTool(run({"-n", "1", "--", kProbe, "--no-such-mode", "-n"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed);  // the probe itself rejects the mode
+  EXPECT_NE(r.err.find("[0] probe: unknown mode or arguments: --no-such-mode"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("ringlet: rank 0 (pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("exited with status 64; no other rank was running"), std::string::npos)
+      << r.err;
+}
+
+TEST(Launcher, BindCoresPinsEachRankToTheCoreItReports) {
+  ToolResult r = runTool(run({"-n", "3", "--bind", "cores", kProbe, "affinity"}));
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  std::map<int, std::string> reported;
+  std::regex bound(R"(^ringlet: rank (\d+) bound to core (\d+) \(cpu (\S+)\)$)");
+  for (const auto& line : splitLines(r.err)) {
+    std::smatch m;
+    if (std::regex_match(line, m, bound)) reported[std::stoi(m[1])] = m[3];
+  }
+  ASSERT_EQ(reported.size(), 3u) << r.err;
+  for (const auto& [rank, cpus] : reported) {
+    EXPECT_NE(r.out.find(fmt::format("[{}] cpus={}\n", rank, cpus)), std::string::npos)
+        << "rank " << rank << " expected cpus " << cpus << "\n"
+        << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace ringlet::testing
