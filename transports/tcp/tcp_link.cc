@@ -16,6 +16,8 @@ namespace ringlet::transport::tcp {
 
 namespace {
 constexpr size_t kMaxIov = 64;
+// send() copies payloads up to this size next to the frame header and uses one send() call.
+constexpr size_t kCopySendBytes = 512;
 // abort() spends at most this long finishing a half-sent frame and sending the ABORT frame.
 constexpr std::chrono::milliseconds kAbortSendBudget{50};
 }  // namespace
@@ -91,11 +93,43 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
                                       wait.describe(), bytes, kMaxMessageBytes));
   }
   std::lock_guard lock(sendMutex_);
+  size_t sent = 0;
+  if (queue_.empty()) {
+    // Eager: header and payload in one syscall; only a remainder is queued.
+    sent = writeNow(data, bytes, wait);
+    if (sent == kFrameHeaderBytes + bytes) return;
+  }
   Outgoing& out = queue_.emplace_back();
   encodeFrameHeader(out.header, kFrameData, static_cast<uint32_t>(bytes));
   out.data = data;
   out.bytes = bytes;
+  out.sent = sent;
   writeQueued(&wait);
+}
+
+size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  while (true) {
+    ssize_t n;
+    if (bytes <= kCopySendBytes) {
+      // Small: one contiguous copy is cheaper than a scatter list.
+      uint8_t frame[kFrameHeaderBytes + kCopySendBytes];
+      encodeFrameHeader(frame, kFrameData, static_cast<uint32_t>(bytes));
+      if (bytes > 0) std::memcpy(frame + kFrameHeaderBytes, data, bytes);
+      n = ::send(fd_.get(), frame, kFrameHeaderBytes + bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      uint8_t header[kFrameHeaderBytes];
+      encodeFrameHeader(header, kFrameData, static_cast<uint32_t>(bytes));
+      iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), bytes}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    failConnection(errno, &wait, "sending");
+  }
 }
 
 void TcpLink::writeQueued(const WaitContext* wait) {

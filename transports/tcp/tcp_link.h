@@ -91,6 +91,8 @@ class TcpLink final : public Link {
                  Attempt&& attempt);
 
   // ---- send side (tcp_link.cc) ----
+  // One nonblocking write of a whole frame (queue empty); returns the bytes that left.
+  size_t writeNow(const std::byte* data, size_t bytes, const WaitContext& wait);
   // Writes queued bytes until the socket would block. Call with sendMutex_ held.
   void writeQueued(const WaitContext* wait);
   bool hasQueued();
