@@ -169,7 +169,7 @@ std::string renderText(const json& r) {
   const json& t = r["topology"];
   out += fmt::format("topology ({}):\n", str(t["source"]));
   if (!t["hwloc"].get<bool>())
-    out += "  hwloc: not built in or failed; CPUs from the kernel only\n";
+    out += "  (CPUs from the kernel only: no cores, caches, NUMA nodes or GPUs without hwloc)\n";
   out += fmt::format("  packages: {}, cores: {}, PUs: {}, usable CPUs: {}\n",
                      t["packages"].get<int>() > 0 ? str(t["packages"]) : "unknown", str(t["cores"]),
                      str(t["pus"]), str(t["usable_cpus"]));

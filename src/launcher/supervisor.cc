@@ -89,7 +89,10 @@ void Supervisor::signalRunning(int sig) {
 void Supervisor::beginStop(StopKind kind, int exitStatus, std::string message) {
   if (stopKind_ != StopKind::kNone) {
     // Already stopping: a further signal to the launcher means "now".
-    if (kind == StopKind::kSignal && !killed_) killAt_ = Clock::now();
+    if (kind == StopKind::kSignal && !killed_) {
+      killAt_ = Clock::now();
+      escalated_ = true;
+    }
     return;
   }
   stopKind_ = kind;
@@ -163,7 +166,11 @@ std::string Supervisor::finalLine() const {
   }
   std::string line = fmt::format("ringlet: {}", stopMessage_);
   if (!stopped.empty()) line += "; " + stopped;
-  if (killed_) line += fmt::format(" (SIGKILL after the {} grace period)", seconds(options_.grace));
+  if (killed_ && escalated_) {
+    line += " (SIGKILL at the second signal)";
+  } else if (killed_) {
+    line += fmt::format(" (SIGKILL after the {} grace period)", seconds(options_.grace));
+  }
   std::vector<std::string> survivors;
   for (const Rank& r : ranks_) {
     if (r.running) survivors.push_back(fmt::format("rank {} pid {}", r.rank, r.pid));

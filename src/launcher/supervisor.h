@@ -74,9 +74,10 @@ class Supervisor {
   StopKind stopKind_ = StopKind::kNone;
   int exitStatus_ = 0;
   std::string stopMessage_;
-  int stoppedCount_ = 0;                     // ranks running when the stop began
-  std::optional<Clock::time_point> killAt_;  // SIGKILL the rest at this time
-  bool killed_ = false;
+  int stoppedCount_ = 0;                       // ranks running when the stop began
+  std::optional<Clock::time_point> killAt_;    // SIGKILL the rest at this time
+  bool killed_ = false;                        // SIGKILL was sent
+  bool escalated_ = false;                     // ... because of a second signal to the launcher
   std::optional<Clock::time_point> giveUpAt_;  // stop waiting for killed ranks
   std::optional<Clock::time_point> drainUntil_;
 };

@@ -167,6 +167,26 @@ void stopLauncherWith(int sig, int expectedExit) {
 TEST(Launcher, SigintStopsEveryRankAndExits130) { stopLauncherWith(SIGINT, 130); }
 TEST(Launcher, SigtermStopsEveryRankAndExits143) { stopLauncherWith(SIGTERM, 143); }
 
+TEST(Launcher, SecondSignalSkipsTheGracePeriod) {
+  std::string dir = makeTempDir("launcher-twice");
+  // Rank -1: no rank fails; every rank ignores SIGTERM and sleeps.
+  ToolProcess launcher(run({"-n", "2", "--grace", "30", kProbe, "ignore-term", dir, "-1"}));
+  ASSERT_TRUE(launcher.waitForOutput(
+      [](const std::string& out, const std::string&) { return rankPids(out).size() == 2; }, 10s));
+  kill(launcher.pid(), SIGINT);
+  std::this_thread::sleep_for(200ms);
+  kill(launcher.pid(), SIGINT);
+  ToolResult r = launcher.finish(10s);
+  EXPECT_FALSE(r.timedOut);
+  EXPECT_EQ(r.exitCode, 130) << r.err;
+  EXPECT_LT(r.seconds, 8.0);
+  auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0], "ringlet: received SIGINT; stopped 2 ranks (SIGKILL at the second signal)");
+  expectAllGone(rankPids(r.out));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Launcher, KilledLauncherTakesItsRanksAlong) {
   ToolProcess launcher(run({"-n", "2", kProbe, "sleep", "30"}));
   ASSERT_TRUE(launcher.waitForOutput(
