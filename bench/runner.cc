@@ -74,7 +74,7 @@ void Runner::runOnce(Impl impl, BenchOp op, bool inPlace, size_t count) {
 double Runner::timeLoop(Impl impl, BenchOp op, bool inPlace, size_t count) {
   prepare(op, inPlace, count);
   for (int i = 0; i < options_.warmup; ++i) runOnce(impl, op, inPlace, count);
-  comm_.barrier();
+  syncAfter(impl);
   const auto start = std::chrono::steady_clock::now();
   if (options_.async && impl == Impl::kRinglet) {
     const void* send = inPlace ? recv_.get() : send_.get();
@@ -98,13 +98,27 @@ double Runner::timeLoop(Impl impl, BenchOp op, bool inPlace, size_t count) {
   } else {
     for (int i = 0; i < options_.iters; ++i) runOnce(impl, op, inPlace, count);
   }
-  return secondsSince(start) / options_.iters;
+  const double seconds = secondsSince(start) / options_.iters;
+  if (impl == Impl::kMpi) syncAfter(impl);
+  return seconds;
+}
+
+void Runner::syncAfter(Impl impl) {
+  // Open MPI's TCP path can return from a collective on one rank while a peer still needs this
+  // rank to progress MPI; a ringlet barrier here would then wait forever. MPI's own barrier keeps
+  // progressing until every rank is through.
+  if (impl == Impl::kMpi) {
+    mpi::run(BenchOp::kBarrier, nullptr, nullptr, 0, options_.type, options_.op, 0);
+  } else {
+    comm_.barrier();
+  }
 }
 
 int64_t Runner::check(Impl impl, BenchOp op, bool inPlace, size_t count) {
   if (!options_.check || op == BenchOp::kBarrier) return -1;
   prepare(op, inPlace, count);
   runOnce(impl, op, inPlace, count);
+  if (impl == Impl::kMpi) syncAfter(impl);
   size_t wrong = 0;
   if (op == BenchOp::kAllreduce) {
     wrong = pattern_.countWrongReduced(recv_.get(), count);

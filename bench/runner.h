@@ -34,6 +34,7 @@ class Runner {
 
   static Buffer allocate(size_t bytes);
   void prepare(BenchOp op, bool inPlace, size_t count);
+  void syncAfter(Impl impl);  // barrier of this implementation (see runner.cc)
   void runOnce(Impl impl, BenchOp op, bool inPlace, size_t count);
   double timeLoop(Impl impl, BenchOp op, bool inPlace, size_t count);  // seconds per iteration
   int64_t check(Impl impl, BenchOp op, bool inPlace, size_t count);    // -1 when not checked

@@ -59,7 +59,7 @@ void printTableHeader(std::FILE* out, const RunInfo& info, BenchOp op) {
     names += fmt::format(" {:>10} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
     units += fmt::format(" {:>10} {:>7} {:>7} {:>6}", "(us)", "(GB/s)", "(GB/s)", "");
   };
-  addGroup(op == BenchOp::kBroadcast ? "ringlet (one buffer)" : "ringlet out-of-place");
+  addGroup(op == BenchOp::kAllreduce ? "ringlet out-of-place" : "ringlet");
   if (inPlace) addGroup("ringlet in-place");
   if (mpi) {
     addGroup("MPI");

@@ -11,7 +11,7 @@
 #   allreduce-n<N>-<transport>.png   busbw against size, ringlet and MPI, log-x
 #
 # Environment knobs: BUILD (build dir, default build), OUT (default bench/results), RANKS,
-# MINBYTES (8), MAXBYTES (256M), ITERS (5), WARMUP (2), TRANSPORTS ("shm tcp").
+# MINBYTES (8), MAXBYTES (256M), ITERS (5), WARMUP (1), TRANSPORTS ("shm tcp").
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,7 +21,7 @@ RANKS=${RANKS:-"2 4"}
 MINBYTES=${MINBYTES:-8}
 MAXBYTES=${MAXBYTES:-256M}
 ITERS=${ITERS:-5}
-WARMUP=${WARMUP:-2}
+WARMUP=${WARMUP:-1}
 TRANSPORTS=${TRANSPORTS:-"shm tcp"}
 
 say() { echo "compare-mpi: $*" >&2; }
