@@ -23,7 +23,8 @@ TEST(TrainMlp, SpiralsReach95PercentHeldOutAccuracy) {
 TEST(TrainMlp, SgdWithMomentumAlsoLearns) {
   TrainOptions o = mlpOptions(600);
   o.optimizer = "sgd";
-  o.lr = 0.1;
+  o.lr = 0.3;
+  o.weightDecay = 0;
   Trainer t(o);
   while (t.step() < o.steps) t.trainStep();
   EXPECT_GE(t.evaluate().accuracy(), 0.9);
