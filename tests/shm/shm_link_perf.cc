@@ -76,6 +76,7 @@ bool runRanks(int size,
 rs::ShmOptions options(const rs::ShmDir& dir, int spins, int yields, size_t slotBytes) {
   rs::ShmOptions o = rs::testOptions(dir.path(), slotBytes, 8);
   o.wait.spinIterations = spins;
+  o.noSpinWhenOversubscribed = false;  // the sweep sets the spin count itself
   if (yields >= 0) o.wait.yieldIterations = yields;
   return o;
 }

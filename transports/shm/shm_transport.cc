@@ -1,5 +1,7 @@
 #include "transports/shm/shm_transport.h"
 
+#include <sched.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -60,7 +62,13 @@ std::string getFromPeer(Store& store, const std::string& key, int rank, int peer
 class ShmTransport final : public Transport {
  public:
   ShmTransport(TransportContext context, ShmOptions options)
-      : context_(std::move(context)), options_(std::move(options)) {}
+      : context_(std::move(context)), options_(std::move(options)) {
+    if (options_.noSpinWhenOversubscribed && oversubscribed()) {
+      log::debug("shm: {} ranks on this host share {} CPUs; waits yield without spinning",
+                 localRanks(), usableCpus());
+      options_.wait.spinIterations = 0;
+    }
+  }
 
   std::string_view name() const override { return "shm"; }
 
@@ -68,6 +76,21 @@ class ShmTransport final : public Transport {
                                              Deadline deadline) override;
 
  private:
+  // Ranks of this communicator on this host (this one included).
+  int localRanks() const {
+    if (context_.rank >= static_cast<int>(context_.peers.size())) return 1;
+    const std::string& host = context_.peers[context_.rank].hostId;
+    return static_cast<int>(std::count_if(context_.peers.begin(), context_.peers.end(),
+                                          [&](const PeerInfo& p) { return p.hostId == host; }));
+  }
+  static int usableCpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+    return std::max(1, CPU_COUNT(&set));
+  }
+  bool oversubscribed() const { return localRanks() > usableCpus(); }
+
   int peerPid(int peer) const {
     return peer < static_cast<int>(context_.peers.size()) ? context_.peers[peer].pid : 0;
   }

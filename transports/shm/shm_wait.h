@@ -16,12 +16,14 @@
 namespace ringlet::transport::shm {
 
 struct WaitPolicy {
-  // Pause-spins before the first sched_yield. Chosen by shm_link_perf's sweep (see the README
-  // of tests/shm): enough to catch a peer that answers within a few microseconds on its own
-  // core, short enough not to burn a shared core for long.
-  int spinIterations = 1000;
-  // sched_yield calls before sleeping on the futex.
-  int yieldIterations = 4;
+  // Pause-spins before the first sched_yield: about 4 us (one pause is ~37 ns here). Chosen by
+  // tests/shm/shm_link_perf's sweep (numbers in transports/shm/README.md): it catches a peer that
+  // answers within a few microseconds on its own core (8-byte ping-pong 0.2 us instead of 2-4 us
+  // through the futex), while 1000+ spins made an 8-rank ring on 2 cores 5-30x slower.
+  int spinIterations = 100;
+  // sched_yield calls before sleeping on the futex: cheap on an idle core (the call returns at
+  // once), and on a busy one they hand the core to the ranks we wait for.
+  int yieldIterations = 16;
   // How long one futex sleep lasts at most, and how often the peer's liveness is checked.
   std::chrono::milliseconds sleepSlice{20};
   std::chrono::milliseconds livenessInterval{50};
