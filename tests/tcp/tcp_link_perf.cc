@@ -33,6 +33,7 @@ struct Options {
   int ranks = 2;
   int iters = 20000;
   bool bandwidth = true;
+  bool yield = true;
 };
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -138,6 +139,7 @@ void body(const Options& options, double spinUs, int rank, int size,
           std::shared_ptr<ringlet::Store> store) {
   tcp::WaitTuning tuning;
   tuning.spin = std::chrono::nanoseconds(static_cast<int64_t>(spinUs * 1000));
+  tuning.yield = options.yield;
   std::vector<int> peers = tcp::testing::othersOf(rank, size);
   auto e =
       tcp::testing::connectAll(tcp::testing::makeContext(rank, size, store), peers, 30s, tuning);
@@ -149,9 +151,9 @@ void body(const Options& options, double spinUs, int rank, int size,
     const double ar = exchangeTwice(rank, link, e.raw, options.iters);
     if (rank == 0) {
       fmt::print(
-          "{:9} spin {:5.1f} us: one-way 8 B {:6.2f} us, 1 KiB {:6.2f} us; "
+          "{:9} spin {:5.1f} us{}: one-way 8 B {:6.2f} us, 1 KiB {:6.2f} us; "
           "2-rank 8 B exchange x2 {:6.2f} us\n",
-          mode, spinUs, l8, l1k, ar);
+          mode, spinUs, options.yield ? "" : " (no yield)", l8, l1k, ar);
     }
     if (options.bandwidth) {
       for (size_t bytes : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20}) {
@@ -165,8 +167,9 @@ void body(const Options& options, double spinUs, int rank, int size,
   } else {
     const double us = ringStep(rank, size, e, options.iters / 4);
     if (rank == 0) {
-      fmt::print("{:9} spin {:5.1f} us: {}-rank ring step (8 B right, 8 B from left) {:7.2f} us\n",
-                 mode, spinUs, size, us);
+      fmt::print(
+          "{:9} spin {:5.1f} us{}: {}-rank ring step (8 B right, 8 B from left) {:7.2f} us\n", mode,
+          spinUs, options.yield ? "" : " (no yield)", size, us);
     }
   }
   std::fflush(stdout);
@@ -221,6 +224,7 @@ int main(int argc, char** argv) {
   app.add_flag("--processes", options.processes, "ranks are forked processes (default threads)");
   app.add_option("--spin-us", options.spinUs, "spin lengths to try, microseconds")->delimiter(',');
   app.add_option("--ranks", options.ranks, "2: ping-pong and streams; more: ring steps");
+  app.add_flag("--no-yield{false}", options.yield, "pure spin, no sched_yield() between attempts");
   app.add_option("--iters", options.iters, "round trips per latency batch");
   app.add_flag("--no-bandwidth{false}", options.bandwidth, "skip the streaming measurements");
   CLI11_PARSE(app, argc, argv);

@@ -12,6 +12,7 @@
 // transports that have queued sends cap the slice at kBusySlice.
 
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <array>
@@ -42,7 +43,11 @@ void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const Wha
   while (Clock::now() < spinEnd) {
     wait.pumpOthers(this);
     if (attempt()) return;
-    cpuRelax();
+    if (tuning_.yield) {
+      sched_yield();
+    } else {
+      cpuRelax();
+    }
   }
   std::array<pollfd, kMaxPollFds> fds;
   while (true) {
