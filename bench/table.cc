@@ -63,8 +63,8 @@ void printTableHeader(std::FILE* out, const RunInfo& info, BenchOp op) {
   if (inPlace) addGroup("ringlet in-place");
   if (mpi) {
     addGroup("MPI");
-    names += fmt::format(" {:>6}", "ratio");
-    units += fmt::format(" {:>6}", "");
+    names += fmt::format(" {:>7}", "ratio");
+    units += fmt::format(" {:>7}", "");
   }
   for (std::string* line : {&groups, &names, &units}) {
     line->erase(line->find_last_not_of(' ') + 1);
@@ -86,9 +86,9 @@ void printRow(std::FILE* out, const RunInfo& info, const Row& row) {
     if (row.mpi) {
       line += timingColumns(*row.mpi, bandwidth);
       const double ratio = row.outOfPlace.timeUs > 0 ? row.mpi->timeUs / row.outOfPlace.timeUs : 0;
-      line += fmt::format(" {:>6.2f}", ratio);
+      line += fmt::format(" {:>7.3g}", ratio);
     } else {
-      line += fmt::format(" {:>10} {:>7} {:>7} {:>6} {:>6}", "n/a", "n/a", "n/a", "n/a", "n/a");
+      line += fmt::format(" {:>10} {:>7} {:>7} {:>6} {:>7}", "n/a", "n/a", "n/a", "n/a", "n/a");
     }
   }
   printLine(out, line);

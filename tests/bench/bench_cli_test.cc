@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -167,6 +168,47 @@ TEST(BenchCli, JsonHasOneRecordPerOpAndSize) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(BenchCli, TwoRanksAsyncCalls) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const ProcessResult r =
+      runProcess(withLauncher(2, {"-b", "8", "-e", "64K", "-n", "3", "-w", "1", "-a", "1", "--ops",
+                                  "allreduce,broadcast,barrier", "-d", "int32", "-o", "max"}),
+                 kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  EXPECT_NE(r.out.find("async calls"), std::string::npos) << r.out;
+  auto sections = parseTable(r.out);
+  expectSweep(sections["allreduce"], "allreduce");
+  expectSweep(sections["broadcast"], "broadcast");
+}
+
+#ifdef RINGLET_TEST_MPIRUN
+// Under mpirun, --vs-mpi times MPI next to ringlet: MPI columns checked too, ratio present,
+// bfloat16 all-reduce marked n/a (MPI has no such reduction) while its broadcast runs.
+TEST(BenchCli, MpirunVsMpi) {
+  const std::vector<std::string> mpiEnv = {"RINGLET_TIMEOUT=20", "OMPI_ALLOW_RUN_AS_ROOT=1",
+                                           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  for (const std::string type : {"float32", "bfloat16"}) {
+    const ProcessResult r = runProcess(
+        {RINGLET_TEST_MPIRUN, "--oversubscribe", "-np", "2", kBench, "-b", "8", "-e", "64K", "-n",
+         "2", "-w", "1", "--ops", "allreduce,broadcast,barrier", "-d", type, "--vs-mpi"},
+        mpiEnv, kDeadline);
+    ASSERT_EQ(r.exitCode, 0) << describe(r);
+    auto sections = parseTable(r.out);
+    expectSweep(sections["allreduce"], type + " allreduce");
+    expectSweep(sections["broadcast"], type + " broadcast");
+    for (const TableRow& row : sections["allreduce"]) {
+      ASSERT_EQ(row.fields.size(), 14u) << type;
+      EXPECT_EQ(row.fields[12], type == "float32" ? "0" : "n/a") << "MPI #wrong, " << type;
+    }
+    for (const TableRow& row : sections["broadcast"]) {
+      ASSERT_EQ(row.fields.size(), 14u) << type;
+      EXPECT_EQ(row.fields[12], "0") << "MPI broadcast #wrong, " << type;
+      EXPECT_GE(std::stod(row.fields[13]), 0.0) << "ratio, " << type;  // a number
+    }
+  }
+}
+#endif
+
 // Bad input: one line on stderr starting with "ringlet:" that names the value, non-zero exit.
 void expectOneLineError(const std::vector<std::string>& args, const std::string& mentions) {
   const ProcessResult r = runProcess(alone(args), kEnv, kDeadline);
@@ -187,6 +229,7 @@ TEST(BenchCli, InvalidOptionsFailWithOneLine) {
   expectOneLineError({"--check", "2"}, "check");
   expectOneLineError({"-r", "3"}, "root 3");  // world of one: no rank 3
   expectOneLineError({"--bogus"}, "bogus");
+  expectOneLineError({"--vs-mpi"}, "--vs-mpi");  // not under mpirun (or built without MPI)
 }
 
 }  // namespace
