@@ -124,6 +124,29 @@ TEST(TcpLink, HeldMessageSurvivesReadAhead) {
   });
 }
 
+// A ring where every rank sends more than the socket buffers hold to its right and flushes
+// before receiving from its left: each flush waits for a rank that is itself flushing, so the
+// waits must read ahead on the rank's other links.
+TEST(TcpLink, RingOfFlushesBeforeReceivesDoesNotDeadlock) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link* right = nullptr;
+    Link* left = nullptr;
+    for (auto* link : e.raw) {
+      if (link->peer() == (rank + 1) % size) right = link;
+      if (link->peer() == (rank + size - 1) % size) left = link;
+    }
+    auto wait = makeWait(rank, e.raw, 20s);
+    constexpr size_t kBytes = 40 << 20;
+    auto out = pattern(rank, 0, kBytes);
+    right->send(out.data(), kBytes, wait);
+    right->flush(wait);
+    std::vector<std::byte> in(kBytes);
+    left->recvInto(in.data(), kBytes, wait);
+    EXPECT_EQ(firstWrong(in.data(), left->peer(), 0, kBytes), -1);
+  });
+}
+
 TEST(TcpLink, FourRanksFullMesh) {
   runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
     const auto peers = othersOf(rank, size);

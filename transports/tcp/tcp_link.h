@@ -117,6 +117,9 @@ class TcpLink final : public Link {
   // Returns false when the header has not fully arrived.
   bool peekDataHeader(size_t bytes, const WaitContext& wait);
   [[noreturn]] void throwAbortFrame(const FrameHeader& header, const std::byte* payload);
+  // Reads what has arrived while another link of the rank waits. Never throws: a closed or
+  // broken connection only sets peerClosed_ (the link's own next call reports it).
+  void readAheadQuietly() noexcept;
   // Reads what has arrived, for a waiting flush() (never moves a message held by recv()).
   void readAhead(const WaitContext& wait);
 
@@ -134,6 +137,7 @@ class TcpLink final : public Link {
   bool held_ = false;            // recv() returned a message that release() has not yet returned
   std::vector<Buffer> retired_;  // buffers that still hold the held message
 
+  bool peerClosed_ = false;  // readAheadQuietly() saw EOF or an error
   std::atomic<bool> aborted_{false};
   std::string abortReason_;
   std::unique_ptr<PeerError> failure_;  // the first connection failure, thrown again later

@@ -168,4 +168,24 @@ void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
 
 void TcpLink::readAhead(const WaitContext& wait) { fill(0, &wait); }
 
+void TcpLink::readAheadQuietly() noexcept {
+  if (peerClosed_ || aborted_.load(std::memory_order_acquire) || failure_) return;
+  try {
+    reserve(0);
+  } catch (const std::bad_alloc&) {
+    return;  // the link's own next call reads instead
+  }
+  while (true) {
+    const ssize_t n =
+        ::recv(fd_.get(), buffer_.data.get() + end_, buffer_.size - end_, MSG_DONTWAIT);
+    if (n > 0) {
+      end_ += static_cast<size_t>(n);
+      return;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) peerClosed_ = true;
+    return;
+  }
+}
+
 }  // namespace ringlet::transport::tcp

@@ -50,17 +50,27 @@ void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const Wha
     }
   }
   std::array<pollfd, kMaxPollFds> fds;
+  std::array<TcpLink*, kMaxPollFds> owners;
   while (true) {
     if (aborted_.load(std::memory_order_acquire)) checkUsable();
     size_t count = 0;
-    fds[count++] = pollfd{fd_.get(), static_cast<short>(events()), 0};
+    fds[count] = pollfd{fd_.get(), static_cast<short>(events()), 0};
+    owners[count++] = this;
     bool otherBusy = false;
     for (Link* link : wait.links) {
-      if (link == nullptr || link == this || !link->pump()) continue;
+      if (link == nullptr || link == this) continue;
+      const bool busy = link->pump();
       auto* tcp = dynamic_cast<TcpLink*>(link);
       if (tcp != nullptr && count < fds.size()) {
-        fds[count++] = pollfd{tcp->fd(), POLLOUT, 0};
-      } else {
+        // POLLIN too: reading ahead on the other links while this one waits breaks cycles of
+        // ranks that each wait for the next to take a large send (e.g. send; flush; recv).
+        const short otherEvents =
+            static_cast<short>((busy ? POLLOUT : 0) | (tcp->peerClosed_ ? 0 : POLLIN));
+        if (otherEvents != 0) {
+          fds[count] = pollfd{tcp->fd(), otherEvents, 0};
+          owners[count++] = tcp;
+        }
+      } else if (busy) {
         otherBusy = true;
       }
     }
@@ -77,6 +87,9 @@ void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const Wha
     if (::ppoll(fds.data(), count, &timeout, nullptr) < 0 && errno != EINTR) {
       throw IoError(fmt::format("{}: poll on the tcp link to rank {} failed: {}", wait.describe(),
                                 peer(), net::errorText(errno)));
+    }
+    for (size_t i = 1; i < count; ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) owners[i]->readAheadQuietly();
     }
     if (attempt()) return;
   }
