@@ -44,12 +44,13 @@ Level level() {
 }
 
 void write(Level level, std::string_view message) {
-  static const std::string where = [] {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    return std::string(host) + ":" + std::to_string(getpid());
+  static const std::string host = [] {
+    char buffer[256] = {};
+    gethostname(buffer, sizeof(buffer) - 1);
+    return std::string(buffer);
   }();
-  std::string line = fmt::format("ringlet {} [{}] {}\n", name(level), where, message);
+  // The pid is read each time: forked ranks must not print their parent's.
+  std::string line = fmt::format("ringlet {} [{}:{}] {}\n", name(level), host, getpid(), message);
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

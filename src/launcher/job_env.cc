@@ -63,6 +63,12 @@ std::vector<std::string> rankEnvironment(int rank, int size, const StoreEndpoint
   vars["RINGLET_STORE_ADDR"] = hostPort(store.host, store.port);
   vars["RINGLET_JOB_ID"] = job.id;
   vars["RINGLET_JOB_SECRET"] = job.secret;
+  // Like torchrun: several ranks on one host each get one OpenMP/BLAS thread unless the user
+  // says otherwise, so N ranks do not start N thread pools that fight over the cores.
+  if (size > 1) {
+    vars.emplace("OMP_NUM_THREADS", "1");
+    vars.emplace("OPENBLAS_NUM_THREADS", "1");
+  }
   std::vector<std::string> out;
   out.reserve(vars.size());
   for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
