@@ -109,6 +109,20 @@ class Communicator {
   void barrier();
   Work barrierAsync();
 
+  // Point-to-point. send() returns once `data` may be reused (the bytes may still be in flight);
+  // recv() returns once the message is in `data`. Messages between two ranks arrive in the order
+  // they were sent; each recv() takes the next message from `peer` and checks that its count,
+  // type and tag match (MismatchError naming both otherwise: tags are checked, not used to
+  // reorder). Point-to-point calls do not take part in the collectives' sequence, so other
+  // ranks need not make them. A blocking send of a message larger than the socket buffers waits
+  // for the receiver: two ranks that send to each other first and receive second may time out;
+  // use sendAsync/recvAsync from one side or order the calls. The first message between two
+  // ranks that no collective links connects them (both ranks must reach the call).
+  void send(const void* data, size_t count, DataType type, int peer, int tag = 0);
+  void recv(void* data, size_t count, DataType type, int peer, int tag = 0);
+  Work sendAsync(const void* data, size_t count, DataType type, int peer, int tag = 0);
+  Work recvAsync(void* data, size_t count, DataType type, int peer, int tag = 0);
+
   // Makes every later call, and any call in progress on this rank, throw AbortedError; tells
   // connected peers (best effort) so they fail fast too. Never blocks for long; always returns.
   void abort(const std::string& reason = "aborted by the user");

@@ -130,6 +130,61 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   return {header, body};
 }
 
+// Point-to-point: a header (what the sender sent, with its per-pair sequence number), then the
+// data in slices that fit the link's messages.
+Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data,
+                             size_t count, DataType type, int peer, int tag) {
+  const char* name = isSend ? "send" : "recv";
+  const size_t bytes = checkBuffers(name, impl.rank(), data, data, count, type);
+  if (peer < 0 || peer >= impl.size() || peer == impl.rank()) {
+    throw InvalidArgument(fmt::format("{} on rank {}: peer {} is {}", name, impl.rank(), peer,
+                                      peer == impl.rank() ? "this rank"
+                                                          : fmt::format("out of range for world size {}", impl.size())));
+  }
+  const uint64_t seq = isSend ? impl.takeSendSeq(peer) : impl.takeRecvSeq(peer);
+  OpHeader header{.kind = isSend ? OpKind::kSend : OpKind::kRecv,
+                  .type = type,
+                  .root = peer,
+                  .tag = tag,
+                  .count = count,
+                  .seq = seq};
+  auto* buffer = static_cast<std::byte*>(data);
+  const int self = impl.rank();
+  auto body = [&impl, header, buffer, bytes, isSend, self](const collectives::Group& group,
+                                                            const transport::WaitContext& wait) {
+    transport::Link& link = group.link(header.root);
+    const size_t slice = impl.sliceBytes({&link});
+    if (isSend) {
+      OpHeader wire = header;
+      wire.root = self;  // the receiver sees who sent it
+      const auto encoded = wire.encode();
+      collectives::sendFrom(link, encoded.data(), encoded.size(), wait);
+      for (size_t offset = 0; offset < bytes; offset += slice) {
+        collectives::sendFrom(link, buffer + offset, std::min(slice, bytes - offset), wait);
+      }
+      link.flush(wait);  // `encoded` and the caller's buffer may go once this returns
+      return;
+    }
+    OpHeader theirs;
+    const bool ok = OpHeader::decode(link.recv(OpHeader::kWireBytes, wait), theirs);
+    link.release();
+    theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
+    if (!ok || theirs.kind != OpKind::kSend || theirs.seq != header.seq ||
+        !header.sameCall(OpHeader{.kind = OpKind::kRecv, .type = theirs.type, .tag = theirs.tag,
+                                  .count = theirs.count, .seq = theirs.seq})) {
+      throw MismatchError(fmt::format(
+          "{}: rank {} posted {} (message #{} from rank {}) but rank {} sent {}", wait.describe(),
+          self, header.describeCall(), header.seq, header.root, header.root,
+          ok ? fmt::format("{} (message #{})", theirs.describeCall(), theirs.seq)
+             : std::string("something that is not a message header")));
+    }
+    for (size_t offset = 0; offset < bytes; offset += slice) {
+      link.recvInto(buffer + offset, std::min(slice, bytes - offset), wait);
+    }
+  };
+  return {header, body};
+}
+
 Prepared prepareBarrier() {
   OpHeader header{.kind = OpKind::kBarrier};
   auto body = [](const collectives::Group& group, const transport::WaitContext& wait) {
@@ -169,6 +224,26 @@ void Communicator::barrier() {
 
 Work Communicator::barrierAsync() {
   auto p = prepareBarrier();
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::send(const void* data, size_t count, DataType type, int peer, int tag) {
+  auto p = preparePointToPoint(*impl_, true, const_cast<void*>(data), count, type, peer, tag);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+void Communicator::recv(void* data, size_t count, DataType type, int peer, int tag) {
+  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::sendAsync(const void* data, size_t count, DataType type, int peer, int tag) {
+  auto p = preparePointToPoint(*impl_, true, const_cast<void*>(data), count, type, peer, tag);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+Work Communicator::recvAsync(void* data, size_t count, DataType type, int peer, int tag) {
+  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag);
   return impl_->runAsync(p.header, std::move(p.body));
 }
 

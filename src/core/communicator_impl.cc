@@ -23,6 +23,8 @@ void WorkState::finish(std::exception_ptr e) {
 
 CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options)
     : rank_(bootstrap.rank), size_(bootstrap.size), options_(std::move(options)) {
+  sendSeq_.assign(std::max(size_, 1), 0);
+  recvSeq_.assign(std::max(size_, 1), 0);
   connectLinks(bootstrap);
   group_ = collectives::Group{rank_, size_, linksByRank_};
 }
@@ -37,7 +39,7 @@ CommunicatorImpl::~CommunicatorImpl() {
 }
 
 void CommunicatorImpl::runBlocking(OpHeader header, OpBody body) {
-  header.seq = nextSeq_++;
+  if (isCollective(header.kind)) header.seq = nextSeq_++;
   std::shared_ptr<WorkState> state;
   {
     std::lock_guard lock(queueMutex_);
@@ -57,7 +59,7 @@ void CommunicatorImpl::runBlocking(OpHeader header, OpBody body) {
 }
 
 Work CommunicatorImpl::runAsync(OpHeader header, OpBody body) {
-  header.seq = nextSeq_++;
+  if (isCollective(header.kind)) header.seq = nextSeq_++;
   auto state = std::make_shared<WorkState>();
   {
     std::lock_guard lock(queueMutex_);
@@ -97,6 +99,16 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
         "{} #{} on rank {}: the communicator is unusable after an earlier error: {}",
         header.name(), header.seq, rank_, brokenReason_));
   }
+  const bool collective = isCollective(header.kind);
+  if (!collective && linksByRank_[header.root] == nullptr) {
+    // First message between two ranks that no collective links: connect them now.
+    try {
+      connectPeers({header.root}, Clock::now() + options_.timeout);
+    } catch (const std::exception& e) {
+      fail(rank_, e.what());
+      throw;
+    }
+  }
   WaitContext wait{.deadline = Clock::now() + options_.timeout,
                    .op = header.name(),
                    .seq = header.seq,
@@ -104,9 +116,9 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                    .links = activeLinks_,
                    .cancelled = &cancelled_};
   try {
-    if (size_ > 1) exchangeHeader(header, wait);
+    if (collective && size_ > 1) exchangeHeader(header, wait);
     body(group_, wait);
-    if (size_ > 1) group_.next().flush(wait);  // the header left from headerOut_
+    if (collective && size_ > 1) group_.next().flush(wait);  // the header left headerOut_
   } catch (const PeerError& e) {
     fail(e.peer(), e.what());
     throw;

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,9 @@ class CommunicatorImpl {
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
   size_t smallMessageBytes() const;
+  // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
+  uint64_t takeSendSeq(int peer) { return sendSeq_[peer]++; }
+  uint64_t takeRecvSeq(int peer) { return recvSeq_[peer]++; }
 
  private:
   struct Pending {
@@ -59,6 +63,10 @@ class CommunicatorImpl {
   };
 
   void connectLinks(const Bootstrap& bootstrap);
+  // Links `peers` (collective between this rank and each of them); used at creation and by the
+  // first send/recv between two ranks that no collective links.
+  void connectPeers(const std::vector<int>& peers, transport::Deadline deadline);
+  transport::Transport& transportFor(size_t registryIndex);
   void execute(const OpHeader& header, const OpBody& body);
   void exchangeHeader(const OpHeader& header, const transport::WaitContext& wait);
   void fail(int origin, const std::string& reason);
@@ -68,7 +76,14 @@ class CommunicatorImpl {
   const int size_;
   const CommunicatorOptions options_;
 
-  std::vector<std::unique_ptr<transport::Transport>> transports_;
+  // What lazily connecting a peer needs, kept from creation.
+  transport::PeerInfo self_;
+  std::vector<transport::PeerInfo> infos_;
+  std::shared_ptr<Store> store_;  // this communicator's key space
+  std::string jobId_;
+  std::string secret_;
+  std::string rendezvousHost_;
+  std::map<size_t, std::unique_ptr<transport::Transport>> transports_;  // by registry index
   std::vector<std::unique_ptr<transport::Link>> links_;  // by peer rank
   std::vector<transport::Link*> linksByRank_;            // by peer rank, null where none
   std::vector<transport::Link*> activeLinks_;            // the non-null ones
@@ -76,6 +91,8 @@ class CommunicatorImpl {
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
 
   uint64_t nextSeq_ = 0;
+  std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
+  std::vector<uint64_t> recvSeq_;
   std::mutex execMutex_;  // one collective runs at a time
 
   std::mutex queueMutex_;

@@ -116,16 +116,18 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
 
   const auto deadline = transport::Clock::now() + options_.timeout;
   const int id = nextCommunicatorId(*bootstrap.store, rank_);
-  auto store = makePrefixStore(fmt::format("ringlet/comm{}", id), bootstrap.store);
+  store_ = makePrefixStore(fmt::format("ringlet/comm{}", id), bootstrap.store);
+  jobId_ = bootstrap.jobId.empty() ? "ringlet" : bootstrap.jobId;
+  rendezvousHost_ = hostOf(bootstrap.store->describe());
 
   // Who is who.
-  const PeerInfo self = describeSelf(rank_);
-  store->setString(fmt::format("info/{}", rank_), encodeInfo(self, options_.transport));
-  std::vector<PeerInfo> infos(size_);
+  self_ = describeSelf(rank_);
+  store_->setString(fmt::format("info/{}", rank_), encodeInfo(self_, options_.transport));
+  infos_.resize(size_);
   for (int r = 0; r < size_; ++r) {
     std::string transport;
-    infos[r] = decodeInfo(r, store->getString(fmt::format("info/{}", r), options_.timeout),
-                          transport);
+    infos_[r] = decodeInfo(r, store_->getString(fmt::format("info/{}", r), options_.timeout),
+                           transport);
     if (transport != options_.transport) {
       throw InvalidArgument(fmt::format(
           "rank {} asks for transport '{}' but rank {} asks for '{}' (RINGLET_TRANSPORT must "
@@ -135,26 +137,45 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
   }
 
   // The job secret: the launcher's, or one made by rank 0 and shared through the store.
-  std::string secret = bootstrap.secret;
-  if (secret.empty()) {
+  secret_ = bootstrap.secret;
+  if (secret_.empty()) {
     if (rank_ == 0) {
       std::string fresh(32, '\0');
       if (RAND_bytes(reinterpret_cast<unsigned char*>(fresh.data()), 32) != 1) {
         throw IoError("could not generate a job secret (RAND_bytes failed)");
       }
-      store->setString("secret", fresh);
+      store_->setString("secret", fresh);
     }
-    secret = store->getString("secret", options_.timeout);
+    secret_ = store_->getString("secret", options_.timeout);
   }
+  connectPeers(peersNeeded(rank_, size_), deadline);
+}
 
-  // Pick a transport per peer.
+transport::Transport& CommunicatorImpl::transportFor(size_t index) {
+  auto& slot = transports_[index];
+  if (!slot) {
+    const auto& entry = transport::registry()[index];
+    slot = entry.make(transport::TransportContext{
+        .rank = rank_,
+        .size = size_,
+        .store = makePrefixStore(fmt::format("t/{}", entry.name), store_),
+        .jobId = jobId_,
+        .secret = secret_,
+        .options = &options_,
+        .peers = infos_,
+        .rendezvousHost = rendezvousHost_,
+    });
+  }
+  return *slot;
+}
+
+void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::Deadline deadline) {
   const auto& registry = transport::registry();
-  std::map<size_t, std::vector<int>> byEntry;  // registry index -> peers
   auto choose = [&](int peer, size_t from) -> std::optional<size_t> {
     for (size_t i = from; i < registry.size(); ++i) {
       const auto& entry = registry[i];
       if (options_.transport != "auto" && entry.name != options_.transport) continue;
-      if (entry.canConnect(self, infos[peer])) return i;
+      if (entry.canConnect(self_, infos_[peer])) return i;
     }
     return std::nullopt;
   };
@@ -163,39 +184,38 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
     for (const auto& e : registry) names.push_back(e.name);
     return InvalidArgument(fmt::format(
         "no transport can link rank {} ({}) and rank {} ({}) with transport '{}' (built in: {})",
-        rank_, self.hostname, peer, infos[peer].hostname, options_.transport,
+        rank_, self_.hostname, peer, infos_[peer].hostname, options_.transport,
         fmt::join(names, ", ")));
   };
-  for (int peer : peersNeeded(rank_, size_)) {
+  auto why = [&](int peer, std::string_view name) -> std::string {
+    if (options_.transport != "auto") return "forced by RINGLET_TRANSPORT";
+    if (name == "shm") return "same host";
+    if (name == "tcp") {
+      return infos_[peer].hostId == self_.hostId ? "same host, shared memory not available"
+                                                 : fmt::format("other host ({})", infos_[peer].hostname);
+    }
+    return "highest priority that can link the pair";
+  };
+
+  std::map<size_t, std::vector<int>> byEntry;  // registry index -> peers
+  for (int peer : peers) {
     auto index = choose(peer, 0);
     if (!index) throw noTransport(peer);
     byEntry[*index].push_back(peer);
   }
-
-  const std::string rendezvousHost = hostOf(bootstrap.store->describe());
   // Registry order is the same on every rank, so every pair connects in the same round.
   for (size_t i = 0; i < registry.size(); ++i) {
     auto it = byEntry.find(i);
     if (it == byEntry.end()) continue;
     const auto& entry = registry[i];
-    transport::TransportContext context{
-        .rank = rank_,
-        .size = size_,
-        .store = makePrefixStore(fmt::format("t/{}", entry.name), store),
-        .jobId = bootstrap.jobId.empty() ? "ringlet" : bootstrap.jobId,
-        .secret = secret,
-        .options = &options_,
-        .peers = infos,
-        .rendezvousHost = rendezvousHost,
-    };
-    transports_.push_back(entry.make(std::move(context)));
-    auto links = transports_.back()->connect(it->second, deadline);
+    auto links = transportFor(i).connect(it->second, deadline);
     for (size_t k = 0; k < it->second.size(); ++k) {
       const int peer = it->second[k];
       if (k < links.size() && links[k]) {
-        log::info("rank {} -> rank {}: {} ({})", rank_, peer, entry.name,
-                  options_.transport == "auto" ? "chosen automatically" : "RINGLET_TRANSPORT");
+        log::info("rank {} -> rank {}: {} ({}): {}", rank_, peer, entry.name, why(peer, entry.name),
+                  links[k]->describe());
         linksByRank_[peer] = links[k].get();
+        activeLinks_.push_back(links[k].get());
         links_[peer] = std::move(links[k]);
         continue;
       }
@@ -206,9 +226,6 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
                 entry.name, registry[*fallback].name);
       byEntry[*fallback].push_back(peer);
     }
-  }
-  for (transport::Link* link : linksByRank_) {
-    if (link != nullptr) activeLinks_.push_back(link);
   }
 }
 

@@ -17,6 +17,7 @@ std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   p[5] = static_cast<std::byte>(type);
   p[6] = static_cast<std::byte>(op);
   std::memcpy(p + 8, &root, 4);
+  std::memcpy(p + 12, &tag, 4);
   std::memcpy(p + 16, &count, 8);
   std::memcpy(p + 24, &seq, 8);
   return out;
@@ -30,6 +31,7 @@ bool OpHeader::decode(const std::byte* data, OpHeader& out) {
   out.type = static_cast<DataType>(data[5]);
   out.op = static_cast<ReduceOp>(data[6]);
   std::memcpy(&out.root, data + 8, 4);
+  std::memcpy(&out.tag, data + 12, 4);
   std::memcpy(&out.count, data + 16, 8);
   std::memcpy(&out.seq, data + 24, 8);
   return true;
@@ -40,6 +42,8 @@ const char* OpHeader::name() const {
     case OpKind::kAllreduce: return "allreduce";
     case OpKind::kBroadcast: return "broadcast";
     case OpKind::kBarrier: return "barrier";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
   }
   return "unknown-op";
 }
@@ -51,6 +55,11 @@ std::string OpHeader::describeCall() const {
     case OpKind::kBroadcast:
       return fmt::format("broadcast(count={}, {}, root={})", count, toString(type), root);
     case OpKind::kBarrier: return "barrier()";
+    case OpKind::kSend:
+      return fmt::format("send(count={}, {}, to rank {}, tag={})", count, toString(type), root, tag);
+    case OpKind::kRecv:
+      return fmt::format("recv(count={}, {}, from rank {}, tag={})", count, toString(type), root,
+                         tag);
   }
   return fmt::format("unknown operation {}", static_cast<int>(kind));
 }
@@ -61,6 +70,8 @@ bool OpHeader::sameCall(const OpHeader& o) const {
     case OpKind::kAllreduce: return count == o.count && type == o.type && op == o.op;
     case OpKind::kBroadcast: return count == o.count && type == o.type && root == o.root;
     case OpKind::kBarrier: return true;
+    case OpKind::kSend:
+    case OpKind::kRecv: return count == o.count && type == o.type && tag == o.tag;
   }
   return false;
 }

@@ -11,13 +11,17 @@
 
 namespace ringlet::detail {
 
-enum class OpKind : uint8_t { kAllreduce = 1, kBroadcast = 2, kBarrier = 3 };
+enum class OpKind : uint8_t { kAllreduce = 1, kBroadcast = 2, kBarrier = 3, kSend = 4, kRecv = 5 };
+
+// Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
+inline bool isCollective(OpKind kind) { return kind != OpKind::kSend && kind != OpKind::kRecv; }
 
 struct OpHeader {
   OpKind kind = OpKind::kBarrier;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int32_t root = -1;
+  int32_t root = -1;  // broadcast: the root; send/recv: the peer
+  int32_t tag = 0;    // send/recv only
   uint64_t count = 0;
   uint64_t seq = 0;
 

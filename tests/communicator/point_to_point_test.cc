@@ -1,0 +1,120 @@
+// send/recv: ordered per pair, any size, between linked and not-yet-linked ranks; mismatches are
+// reported on the receiver.
+#include <gtest/gtest.h>
+
+#include "ringlet/ringlet.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+Communicator makeComm(int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
+  CommunicatorOptions o;
+  o.timeout = 20s;
+  o.transport = transport;
+  return Communicator::create(Bootstrap::forThread(rank, size, store), o);
+}
+
+std::vector<int32_t> pattern(size_t count, int from, int to, int round) {
+  std::vector<int32_t> v(count);
+  for (size_t j = 0; j < count; ++j) v[j] = static_cast<int32_t>(j * 11 + from * 1000 + to * 100 + round);
+  return v;
+}
+
+void ringAndAllPairs(int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
+  Communicator comm = makeComm(rank, size, store, transport);
+  // Every ordered pair, sizes from empty to several slices, lower rank sends first.
+  for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{700001}}) {
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      const auto mine = pattern(count, rank, peer, static_cast<int>(count % 97));
+      std::vector<int32_t> got(count, -1);
+      if (rank < peer) {
+        comm.send(mine.data(), count, DataType::kInt32, peer, 7);
+        comm.recv(got.data(), count, DataType::kInt32, peer, 7);
+      } else {
+        comm.recv(got.data(), count, DataType::kInt32, peer, 7);
+        comm.send(mine.data(), count, DataType::kInt32, peer, 7);
+      }
+      EXPECT_TRUE(got == pattern(count, peer, rank, static_cast<int>(count % 97)))
+          << "rank " << rank << " from " << peer << " count " << count;
+    }
+  }
+  // Async: post all receives, then all sends; collectives still line up afterwards.
+  std::vector<std::vector<int32_t>> inbox(size);
+  std::vector<Work> works;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    inbox[peer].assign(333, 0);
+  }
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  const auto out = pattern(333, rank, next, 5);
+  if (size > 1) {
+    if (rank % 2 == 0) {
+      works.push_back(comm.sendAsync(out.data(), 333, DataType::kInt32, next, 1));
+      works.push_back(comm.recvAsync(inbox[prev].data(), 333, DataType::kInt32, prev, 1));
+    } else {
+      works.push_back(comm.recvAsync(inbox[prev].data(), 333, DataType::kInt32, prev, 1));
+      works.push_back(comm.sendAsync(out.data(), 333, DataType::kInt32, next, 1));
+    }
+    for (auto& w : works) w.wait();
+    EXPECT_TRUE(inbox[prev] == pattern(333, prev, rank, 5));
+  }
+  int64_t one = 1;
+  comm.allreduce(&one, 1, DataType::kInt64, ReduceOp::kSum);
+  EXPECT_EQ(one, size);
+}
+
+TEST(PointToPoint, EveryPairLocalThreads) {
+  // 8 ranks: rank 0 and rank 3 share no collective link, so their first message connects them.
+  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    ringAndAllPairs(rank, size, store, "local");
+  });
+}
+
+TEST(PointToPoint, EveryPairTcpThreads) {
+  runThreadRanks(5, [](int rank, int size, std::shared_ptr<Store> store) {
+    ringAndAllPairs(rank, size, store, "tcp");
+  });
+}
+
+TEST(PointToPoint, EveryPairShmProcesses) {
+  runProcessRanks(5, [](int rank, int size, std::shared_ptr<Store> store) {
+    ringAndAllPairs(rank, size, store, "shm");
+  });
+}
+
+TEST(PointToPoint, MismatchedTagIsReportedByTheReceiver) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, "local");
+    std::vector<float> data(10, 1.0f);
+    if (rank == 0) {
+      comm.send(data.data(), 10, DataType::kFloat32, 1, /*tag=*/3);
+    } else {
+      try {
+        comm.recv(data.data(), 10, DataType::kFloat32, 0, /*tag=*/4);
+        ADD_FAILURE() << "expected MismatchError";
+      } catch (const MismatchError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("tag=4"), std::string::npos) << what;
+        EXPECT_NE(what.find("tag=3"), std::string::npos) << what;
+      }
+    }
+  });
+}
+
+TEST(PointToPoint, BadPeerThrowsBeforeSending) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, "local");
+    float x = 1;
+    EXPECT_THROW(comm.send(&x, 1, DataType::kFloat32, rank), InvalidArgument);
+    EXPECT_THROW(comm.send(&x, 1, DataType::kFloat32, 2), InvalidArgument);
+    EXPECT_THROW(comm.recv(nullptr, 1, DataType::kFloat32, 1 - rank), InvalidArgument);
+    comm.barrier();
+  });
+}
+
+}  // namespace
+}  // namespace ringlet::testing
