@@ -61,18 +61,21 @@ double pingPong(int rank, Link& link, const std::vector<Link*>& all, size_t byte
   return batches[batches.size() / 2];
 }
 
-// Two ranks, both directions at once, twice: the message pattern of an 8-byte ring all-reduce
-// on 2 ranks (reduce-scatter step, all-gather step). Returns microseconds per "all-reduce".
-double exchangeTwice(int rank, Link& link, const std::vector<Link*>& all, int iters) {
+// Two ranks, both directions at once, `steps` times per iteration. Two steps of 4 bytes are the
+// messages of an 8-byte ring all-reduce on 2 ranks (reduce-scatter step, all-gather step); one
+// step of 8 bytes is a one-exchange (recursive doubling) all-reduce. Returns microseconds per
+// iteration.
+double exchange(int rank, Link& link, const std::vector<Link*>& all, int steps, size_t bytes,
+                int iters) {
   std::vector<std::byte> out(8), in(8);
   std::vector<double> batches;
   for (int batch = 0; batch < 6; ++batch) {
     auto wait = tcp::testing::makeWait(rank, all, 60s);
     const auto start = Clock::now();
     for (int i = 0; i < iters; ++i) {
-      for (int step = 0; step < 2; ++step) {
-        link.send(out.data(), 4, wait);
-        link.recvInto(in.data(), 4, wait);
+      for (int step = 0; step < steps; ++step) {
+        link.send(out.data(), bytes, wait);
+        link.recvInto(in.data(), bytes, wait);
       }
     }
     link.flush(wait);
@@ -148,12 +151,13 @@ void body(const Options& options, double spinUs, int rank, int size,
     Link& link = e.to(0);
     const double l8 = pingPong(rank, link, e.raw, 8, options.iters);
     const double l1k = pingPong(rank, link, e.raw, 1024, options.iters);
-    const double ar = exchangeTwice(rank, link, e.raw, options.iters);
+    const double ring = exchange(rank, link, e.raw, 2, 4, options.iters);
+    const double once = exchange(rank, link, e.raw, 1, 8, options.iters);
     if (rank == 0) {
       fmt::print(
           "{:9} spin {:5.1f} us{}: one-way 8 B {:6.2f} us, 1 KiB {:6.2f} us; "
-          "2-rank 8 B exchange x2 {:6.2f} us\n",
-          mode, spinUs, options.yield ? "" : " (no yield)", l8, l1k, ar);
+          "8 B all-reduce pattern: ring 2 steps {:6.2f} us, one exchange {:6.2f} us\n",
+          mode, spinUs, options.yield ? "" : " (no yield)", l8, l1k, ring, once);
     }
     if (options.bandwidth) {
       for (size_t bytes : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20}) {
