@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "ringlet/ringlet.h"
@@ -19,15 +20,26 @@ using namespace std::chrono_literals;
 
 class PeerDeath : public ::testing::TestWithParam<std::string> {};
 
+// Shared-memory segments of this job still in /dev/shm (their names carry the job id).
+size_t segmentsOf(const std::string& jobId) {
+  size_t n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (entry.path().filename().string().find(jobId) != std::string::npos) ++n;
+  }
+  return n;
+}
+
 TEST_P(PeerDeath, SurvivorsNameTheKilledRankWithinTenSeconds) {
   const std::string transport = GetParam();
+  const std::string jobId = uniqueJobId("peerdeath");
   constexpr int kVictim = 2;
   runProcessRanksWithVictim(4, kVictim, [&](int rank, int size, std::shared_ptr<Store> store) {
     CommunicatorOptions o;
     o.timeout = 60s;  // far beyond the 10 s the test allows: only failure detection may end it
     o.transport = transport;
     o.segmentBytes = 64 << 10;
-    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store, jobId), o);
     std::vector<float> data(1 << 20, 1.0f);
     comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
     if (rank == kVictim) {
@@ -51,6 +63,8 @@ TEST_P(PeerDeath, SurvivorsNameTheKilledRankWithinTenSeconds) {
       EXPECT_LT(took, 10s) << e.what();
     }
   }, std::chrono::seconds(60));
+  // Segments are unlinked as soon as both sides map them: nothing is left, even by the victim.
+  EXPECT_EQ(segmentsOf(jobId), 0u) << "shared-memory segments of job " << jobId << " left behind";
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, PeerDeath, ::testing::Values("tcp", "shm"));
