@@ -254,6 +254,39 @@ TEST(TcpLink, RecvTimeoutNamesOpSeqAndPeer) {
   });
 }
 
+// A wait that ends in the middle of a message leaves the stream out of step: every later call
+// throws the same error instead of reading the rest of the payload as a header.
+TEST(TcpLink, TimeoutInTheMiddleOfAMessageSticks) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    constexpr size_t kBig = 64 << 20;  // more than the socket buffers hold
+    if (rank == 0) {
+      std::vector<std::byte> big(kBig);
+      std::byte token{};
+      auto wait = makeWait(rank, e.raw, 10s);
+      link.send(&token, 1, wait);
+      link.send(big.data(), kBig, wait);  // what the socket takes now; the rest stays queued
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // and is never pumped
+      return;
+    }
+    std::byte token{};
+    link.recvInto(&token, 1, makeWait(rank, e.raw, 10s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the header is in
+    std::vector<std::byte> in(kBig);
+    auto shortWait = makeWait(rank, e.raw, 100ms, "allgather", 2);
+    try {
+      link.recvInto(in.data(), kBig, shortWait);
+      ADD_FAILURE() << "64 MiB arrived although rank 0 sent only part of it";
+    } catch (const TimeoutError& error) {
+      EXPECT_NE(std::string(error.what()).find("the rest of a 67108864-byte message"),
+                std::string::npos)
+          << error.what();
+    }
+    EXPECT_THROW(link.recv(8, makeWait(rank, e.raw, 10s)), TimeoutError);
+  });
+}
+
 TEST(TcpLink, AbortReachesPeerWithOriginAndReason) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));

@@ -39,11 +39,11 @@ void TcpLink::checkUsable() const {
     throw AbortedError(fmt::format("rank {}: the tcp link to rank {} was aborted ({})", rank_,
                                    peer(), abortReason_));
   }
-  if (failure_) throw *failure_;
+  if (failure_) std::rethrow_exception(failure_);
 }
 
 void TcpLink::failWith(const PeerError& error) {
-  if (!failure_) failure_ = std::make_unique<PeerError>(error);
+  if (!failure_) failure_ = std::make_exception_ptr(error);
   throw error;
 }
 

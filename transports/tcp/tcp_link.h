@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -117,6 +118,8 @@ class TcpLink final : public Link {
   // Returns false when the header has not fully arrived.
   bool peekDataHeader(size_t bytes, const WaitContext& wait);
   [[noreturn]] void throwAbortFrame(const FrameHeader& header, const std::byte* payload);
+  // recvInto's second half: the payload after what the buffer held.
+  void receiveRest(std::byte* dst, size_t bytes, size_t& got, const WaitContext& wait);
   // Reads what has arrived while another link of the rank waits. Never throws: a closed or
   // broken connection only sets peerClosed_ (the link's own next call reports it).
   void readAheadQuietly() noexcept;
@@ -140,7 +143,9 @@ class TcpLink final : public Link {
   bool peerClosed_ = false;  // readAheadQuietly() saw EOF or an error
   std::atomic<bool> aborted_{false};
   std::string abortReason_;
-  std::unique_ptr<PeerError> failure_;  // the first connection failure, thrown again later
+  // The first failure that leaves the stream unusable (a broken connection, or a wait that ended
+  // in the middle of a message), thrown again by every later call.
+  std::exception_ptr failure_;
 };
 
 }  // namespace ringlet::transport::tcp

@@ -124,19 +124,34 @@ void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
   checkUsable();
   release();
   auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
-  size_t got = 0;
-  auto what = [&] {
-    return fmt::format("a {}-byte message from rank {} ({} bytes arrived)", bytes, peer(), got);
-  };
+  auto what = [&] { return fmt::format("a {}-byte message from rank {}", bytes, peer()); };
   waitUntil(wait, events, what, [&] {
     pumpSelf(wait);
     return peekDataHeader(bytes, wait);
   });
   start_ += kFrameHeaderBytes;
-  got = std::min(buffered(), bytes);
+  size_t got = std::min(buffered(), bytes);
   if (got > 0) std::memcpy(dst, buffer_.data.get() + start_, got);
   start_ += got;
   if (got < bytes) {
+    try {
+      receiveRest(dst, bytes, got, wait);
+    } catch (...) {
+      // Part of the message is consumed: the stream is out of step for good.
+      if (!failure_) failure_ = std::current_exception();
+      throw;
+    }
+  }
+  if (start_ == end_) start_ = end_ = 0;
+}
+
+void TcpLink::receiveRest(std::byte* dst, size_t bytes, size_t& got, const WaitContext& wait) {
+  auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
+  auto what = [&] {
+    return fmt::format("the rest of a {}-byte message from rank {} ({} bytes arrived)", bytes,
+                       peer(), got);
+  };
+  {
     waitUntil(wait, events, what, [&] {
       pumpSelf(wait);
       while (got < bytes) {
@@ -163,7 +178,6 @@ void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
       return true;
     });
   }
-  if (start_ == end_) start_ = end_ = 0;
 }
 
 void TcpLink::readAhead(const WaitContext& wait) { fill(0, &wait); }

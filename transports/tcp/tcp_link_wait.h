@@ -1,6 +1,9 @@
 #pragma once
 // TcpLink::waitUntil: the one waiting loop of the tcp link (included by its .cc files only).
 //
+// The deadline is checked between attempts: an attempt that keeps finding data keeps reading
+// (bounded by the message), so a transfer that is making progress is not cut off.
+//
 // events() gives the poll events for this socket, what() names what is awaited (called only on
 // timeout), attempt() tries without blocking and returns true when done.
 //
