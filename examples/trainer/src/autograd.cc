@@ -9,7 +9,7 @@
 namespace trainer {
 
 template <typename T>
-void backward(const Tensor<T>& loss, const GradReadyHook& onGradReady) {
+void backward(const Tensor<T>& loss, const GradReadyHook& onGradReady, T seed) {
   if (!loss.defined() || loss.numel() != 1) {
     throw ringlet::InvalidArgument(
         fmt::format("backward: loss must be a scalar, got shape {}",
@@ -39,7 +39,7 @@ void backward(const Tensor<T>& loss, const GradReadyHook& onGradReady) {
       stack.pop_back();
     }
   }
-  loss.grad()[0] += T(1);
+  loss.grad()[0] += seed;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Impl* node = *it;
     if (node->backward) node->backward();
@@ -55,7 +55,7 @@ void backward(const Tensor<T>& loss, const GradReadyHook& onGradReady) {
   }
 }
 
-template void backward(const Tensor<float>&, const GradReadyHook&);
-template void backward(const Tensor<double>&, const GradReadyHook&);
+template void backward(const Tensor<float>&, const GradReadyHook&, float);
+template void backward(const Tensor<double>&, const GradReadyHook&, double);
 
 }  // namespace trainer

@@ -15,8 +15,9 @@ namespace trainer {
 using GradReadyHook = std::function<void(int paramIndex)>;
 
 // loss must be a scalar made with gradients on. Frees the graph's closures as it goes, so
-// backward runs once per graph.
+// backward runs once per graph. `seed` is d(objective)/d(loss), 1 by default: a data-parallel
+// trainer passes its loss weight here instead of rescaling accumulated gradients.
 template <typename T>
-void backward(const Tensor<T>& loss, const GradReadyHook& onGradReady = {});
+void backward(const Tensor<T>& loss, const GradReadyHook& onGradReady = {}, T seed = T(1));
 
 }  // namespace trainer

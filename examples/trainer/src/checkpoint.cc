@@ -49,6 +49,7 @@ void Trainer::saveCheckpoint(const std::string& path) const {
   std::vector<std::vector<float>*> state = self.optimizer_->stateBuffers();
   nlohmann::json header = {
       {"step", step_},
+      {"batchesDrawn", batchesDrawn_},
       {"model", options_.model.model},
       {"task", options_.model.task},
       {"optimizer", optimizer_->name()},
@@ -142,6 +143,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
       p += buffer->size() * sizeof(float);
     }
     step_ = header.at("step").get<int64_t>();
+    batchesDrawn_ = header.value("batchesDrawn", step_);
     optimizer_->stepCount() = header.at("optimizerSteps").get<int64_t>();
     dataRng_.setState(header.at("dataRng").get<Rng::State>());
     dropoutRng_.setState(header.at("dropoutRng").get<Rng::State>());

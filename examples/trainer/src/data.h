@@ -34,6 +34,13 @@ SpiralSet makeSpirals(int64_t perClass, int64_t classes, double noise, uint64_t 
 Batch spiralBatch(const SpiralSet& set, int64_t B, Rng& rng);
 // Consecutive points [start, start + B) (evaluation).
 Batch spiralSlice(const SpiralSet& set, int64_t start, int64_t B);
+// The points with these indices, in order.
+Batch spiralRows(const SpiralSet& set, const std::vector<int64_t>& indices);
+
+// Appends one batch's examples to another of the same kind (sequence length must match).
+void appendBatch(Batch& into, const Batch& more);
+// A seed for example `index` under `seed` (splitmix64 of both), for per-example randomness.
+uint64_t exampleSeed(uint64_t seed, int64_t index);
 
 // Special tokens shared by the text and synthetic tasks.
 inline constexpr int32_t kPad = 0, kUnk = 1, kCls = 2, kSep = 3, kMask = 4, kNumSpecial = 5;

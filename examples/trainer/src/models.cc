@@ -26,6 +26,14 @@ class SpiralsMlp final : public Workload {
   Batch evalBatch(int64_t index, int64_t B) const override {
     return spiralSlice(test_, index * B, B);
   }
+  int64_t trainSize() const override { return train_.n; }
+  Batch trainExamples(const std::vector<int64_t>& indices, uint64_t) const override {
+    return spiralRows(train_, indices);
+  }
+  int64_t evalSize() const override { return test_.n; }
+  Batch evalExamples(const std::vector<int64_t>& indices) const override {
+    return spiralRows(test_, indices);
+  }
   Tensor<float> loss(Context<float>& ctx, const Batch& batch,
                      CrossEntropyStats* stats) const override {
     auto x = Tensor<float>::fromVector({batch.size, 2}, batch.features, false);
@@ -97,8 +105,32 @@ class BertMlm final : public Workload {
   }
   double baselineLoss() const override { return corpus_.unigramEntropy; }
   int64_t tokensPerExample() const override { return model_.config().maxSeq; }
+  // Non-overlapping windows; masks drawn per example from (epochSeed, index).
+  int64_t trainSize() const override {
+    return std::max<int64_t>(1, int64_t(corpus_.train.size()) / (model_.config().maxSeq - 2));
+  }
+  Batch trainExamples(const std::vector<int64_t>& indices, uint64_t epochSeed) const override {
+    return windows(corpus_.train, indices, epochSeed);
+  }
+  int64_t evalSize() const override {
+    return std::max<int64_t>(1, int64_t(corpus_.heldOut.size()) / (model_.config().maxSeq - 2));
+  }
+  Batch evalExamples(const std::vector<int64_t>& indices) const override {
+    return windows(corpus_.heldOut, indices, 1000003);
+  }
 
  private:
+  Batch windows(const std::vector<int32_t>& stream, const std::vector<int64_t>& indices,
+                uint64_t seed) const {
+    Batch batch;
+    for (int64_t i : indices) {
+      Batch one = textWindowsAt(stream, i, 1, model_.config().maxSeq);
+      Rng rng(exampleSeed(seed, i));
+      maskTokens(one, model_.config().vocab, rng);
+      appendBatch(batch, one);
+    }
+    return batch;
+  }
   TextCorpus corpus_;
   BertModel<float> model_;
 };
@@ -130,8 +162,25 @@ class BertCls final : public Workload {
     return crossEntropy(model_.clsLogits(ctx, h), batch.labels, kIgnoreIndex, stats);
   }
   int64_t tokensPerExample() const override { return model_.config().maxSeq; }
+  // A fixed synthetic set: example i is drawn from its own seed.
+  int64_t trainSize() const override { return 65536; }
+  Batch trainExamples(const std::vector<int64_t>& indices, uint64_t) const override {
+    return examples(indices, 3000017);
+  }
+  int64_t evalSize() const override { return 512; }
+  Batch evalExamples(const std::vector<int64_t>& indices) const override {
+    return examples(indices, 2000003);
+  }
 
  private:
+  Batch examples(const std::vector<int64_t>& indices, uint64_t seed) const {
+    Batch batch;
+    for (int64_t i : indices) {
+      Rng rng(exampleSeed(seed, i));
+      appendBatch(batch, syntheticClassification(1, model_.config().maxSeq, rng));
+    }
+    return batch;
+  }
   BertModel<float> model_;
 };
 

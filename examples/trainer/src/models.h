@@ -50,6 +50,14 @@ class Workload {
   // Tokens per example (for tokens/s), 1 for the MLP.
   virtual int64_t tokensPerExample() const { return 1; }
 
+  // The same data as numbered examples, for the distributed sampler and sharded evaluation.
+  // Example i's content depends only on i (and, for training, on epochSeed, which varies the
+  // masked-LM masks per epoch), never on which other examples share its batch.
+  virtual int64_t trainSize() const = 0;
+  virtual Batch trainExamples(const std::vector<int64_t>& indices, uint64_t epochSeed) const = 0;
+  virtual int64_t evalSize() const = 0;
+  virtual Batch evalExamples(const std::vector<int64_t>& indices) const = 0;
+
  protected:
   ParameterStore<float> params_;
 };

@@ -7,7 +7,10 @@
 namespace trainer {
 
 Trainer::Trainer(const TrainOptions& options)
-    : options_(options), dataRng_(options.seed * 3 + 1), dropoutRng_(options.seed * 3 + 2) {
+    : options_(options),
+      dataRng_(options.seed * 3 + 1),
+      // Rank 0 keeps the single-process stream; other ranks draw their own dropout masks.
+      dropoutRng_(options.seed * 3 + 2 + 7919 * static_cast<uint64_t>(options.rank)) {
   if (options.steps <= 0 || options.batch <= 0 || options.warmup < 0 || !(options.lr > 0)) {
     throw ringlet::InvalidArgument(
         fmt::format("need steps > 0, batch > 0, warmup >= 0 and lr > 0 (got {}, {}, {}, {})",
@@ -24,25 +27,49 @@ Trainer::Trainer(const TrainOptions& options)
     throw ringlet::InvalidArgument(
         fmt::format("--optimizer {} is not adamw or sgd", options.optimizer));
   }
+  if (options.sampler == "epoch") {
+    sampler_ = std::make_unique<DistributedSampler>(workload_->trainSize(), options.rank,
+                                                    options.world, options.seed,
+                                                    /*shuffle=*/true, options.dropLast);
+  } else if (options.sampler != "random") {
+    throw ringlet::InvalidArgument(
+        fmt::format("--sampler {} is not random or epoch", options.sampler));
+  }
 }
 
-double Trainer::forward() {
-  params().zeroGrads();
-  Batch batch = workload_->nextBatch(options_.batch, dataRng_);
+Batch Trainer::nextBatch() {
+  const int64_t drawn = batchesDrawn_++;
+  if (!sampler_) return workload_->nextBatch(options_.batch, dataRng_);
+  const int64_t perEpoch = sampler_->batchesPerEpoch(options_.batch);
+  const int64_t epoch = drawn / perEpoch;
+  return workload_->trainExamples(sampler_->batchIndices(epoch, drawn % perEpoch, options_.batch),
+                                  exampleSeed(options_.seed, epoch));
+}
+
+double Trainer::forwardOn(const Batch& batch, bool accumulate) {
+  if (!accumulate) params().zeroGrads();
   Context<float> ctx{params(), true, dropoutRng_};
   pendingLoss_ = workload_->loss(ctx, batch, &pendingStats_);
   return pendingLoss_.item();
 }
 
-void Trainer::backward(const GradReadyHook& onGradReady) {
+double Trainer::forward() {
+  params().zeroGrads();
+  return forwardOn(nextBatch(), true);
+}
+
+void Trainer::backward(const GradReadyHook& onGradReady, double lossWeight) {
   if (!pendingLoss_.defined()) {
     throw ringlet::InvalidArgument("Trainer::backward called without a forward() before it");
   }
   std::vector<char> reported(params().size(), 0);
-  trainer::backward(pendingLoss_, [&](int index) {
-    reported[index] = 1;
-    if (onGradReady) onGradReady(index);
-  });
+  trainer::backward(
+      pendingLoss_,
+      [&](int index) {
+        reported[index] = 1;
+        if (onGradReady) onGradReady(index);
+      },
+      static_cast<float>(lossWeight));
   for (int i = params().size() - 1; i >= 0; i--) {
     if (!reported[i] && onGradReady) onGradReady(i);
   }
@@ -81,6 +108,35 @@ EvalResult Trainer::evaluate(int64_t maxBatches) {
     result.count += s.count;
     result.correct += s.correct;
   }
+  return result;
+}
+
+EvalResult Trainer::evaluateShard(int rank, int world, int64_t maxExamples) {
+  if (world <= 0 || rank < 0 || rank >= world) {
+    throw ringlet::InvalidArgument(
+        fmt::format("evaluateShard: rank {} is not in [0, world {})", rank, world));
+  }
+  NoGradGuard noGrad;
+  EvalResult result;
+  Rng unused(0);
+  Context<float> ctx{params(), false, unused};
+  int64_t n = workload_->evalSize();
+  if (maxExamples >= 0) n = std::min(n, maxExamples);
+  std::vector<int64_t> chunk;
+  auto flush = [&] {
+    if (chunk.empty()) return;
+    CrossEntropyStats s;
+    workload_->loss(ctx, workload_->evalExamples(chunk), &s);
+    result.lossSum += s.lossSum;
+    result.count += s.count;
+    result.correct += s.correct;
+    chunk.clear();
+  };
+  for (int64_t i = rank; i < n; i += world) {
+    chunk.push_back(i);
+    if (int64_t(chunk.size()) == options_.batch) flush();
+  }
+  flush();
   return result;
 }
 

@@ -10,6 +10,7 @@
 #include "autograd.h"
 #include "models.h"
 #include "optim.h"
+#include "sampler.h"
 
 namespace trainer {
 
@@ -24,6 +25,13 @@ struct TrainOptions {
   double weightDecay = 0.01;
   double momentum = 0.9;  // sgd
   double clip = 1.0;      // max gradient norm; 0 = off
+  // Where training batches come from. "random": drawn with replacement from the data generator
+  // (single-process default). "epoch": the distributed sampler over the numbered examples,
+  // shard `rank` of `world`, reshuffled each epoch (see sampler.h).
+  std::string sampler = "random";
+  int rank = 0;
+  int world = 1;
+  bool dropLast = false;
 };
 
 struct StepStats {
@@ -51,15 +59,27 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   int64_t step() const { return step_; }
 
-  double forward();  // returns this batch's mean loss
+  double forward();  // zeroes gradients, draws the next batch; returns its mean loss
+  // The next training batch from the sampler (advances the data position).
+  Batch nextBatch();
+  // Builds the graph for `batch`; with accumulate the gradients are not zeroed first.
+  double forwardOn(const Batch& batch, bool accumulate = false);
   // Every parameter is reported to the hook exactly once: those the loss reaches as their
-  // gradient completes, the rest (zero gradient) at the end.
-  void backward(const GradReadyHook& onGradReady = {});
+  // gradient completes, the rest (zero gradient) at the end. The gradient added is lossWeight
+  // times d(mean loss of the batch).
+  void backward(const GradReadyHook& onGradReady = {}, double lossWeight = 1.0);
   StepStats optimizerStep();
   StepStats trainStep();  // forward + backward + optimizerStep
 
   // Evaluation mode (no dropout, no graph) over up to maxBatches held-out batches (-1 = all).
   EvalResult evaluate(int64_t maxBatches = -1);
+  // Shard `rank` of `world` of the first maxExamples held-out examples (-1 = all): examples
+  // rank, rank + world, ... with no padding, so the sums of all shards count every example once.
+  EvalResult evaluateShard(int rank, int world, int64_t maxExamples = -1);
+  // Loss sum and counts of the batch of the last forwardOn().
+  const CrossEntropyStats& lastBatchStats() const { return pendingStats_; }
+  // Batches drawn so far (the sampler position; saved in checkpoints).
+  int64_t batchesDrawn() const { return batchesDrawn_; }
 
   // One file: parameters, optimizer state, step and both random generators. load() checks
   // that the parameter layout and optimizer match and that the file is intact.
@@ -72,6 +92,8 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   Rng dataRng_, dropoutRng_;
   int64_t step_ = 0;
+  int64_t batchesDrawn_ = 0;
+  std::unique_ptr<DistributedSampler> sampler_;
   Tensor<float> pendingLoss_;
   CrossEntropyStats pendingStats_;
 };
