@@ -1,5 +1,6 @@
 // ringlet-train: trains the MLP on generated spirals or the BERT-style encoder on masked-LM /
-// synthetic classification, single process. See examples/trainer/README.md.
+// synthetic classification, in one process or data-parallel over the ranks of a launcher
+// (ringlet-run, torchrun-style environment, mpirun). See examples/trainer/README.md.
 #include <fmt/format.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "blas_setup.h"
+#include "distributed.h"
 #include "report.h"
 #include "trainer.h"
 
@@ -21,6 +23,10 @@ struct CliOptions {
   int64_t checkpointEvery = 0, logEvery = 0, evalEvery = 0, evalBatches = 16;
   int threads = 0;
   bool noProgress = false;
+  // Data parallel
+  bool splitBatches = false, noOverlap = false, timing = false;
+  int64_t accumulate = 1;
+  double bucketMb = 25, firstBucketMb = 1;
 };
 
 int run(int argc, char** argv) {
@@ -33,6 +39,7 @@ int run(int argc, char** argv) {
   t.lr = 0;
   t.steps = 0;
   t.warmup = -1;
+  t.sampler.clear();  // chosen from the world size unless given
   CLI::App app{
       "Train a small model with ringlet's minimal autograd engine.\n"
       "BLAS: when the CPU has AVX-512 (or AVX2) and OpenBLAS picked older kernels, ringlet-train "
@@ -74,6 +81,19 @@ int run(int argc, char** argv) {
   app.add_option("--eval-batches", o.evalBatches, "held-out batches per evaluation, -1 = all");
   app.add_option("--threads", o.threads, "BLAS threads (default: all cores)");
   app.add_flag("--no-progress", o.noProgress, "no progress bar even on a terminal");
+  app.add_option("--sampler", t.sampler,
+                 "random (draw with replacement) | epoch (distributed sampler; default when "
+                 "there is more than one rank)")
+      ->check(CLI::IsMember({"random", "epoch"}));
+  app.add_flag("--drop-last", t.dropLast, "epoch sampler: drop the tail instead of padding");
+  app.add_flag("--split-batches", o.splitBatches,
+               "--batch is the global batch, split over the ranks (default: per rank)");
+  app.add_option("--accumulate", o.accumulate, "micro-batches per optimizer step")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--bucket-mb", o.bucketMb, "gradient bucket cap in MiB");
+  app.add_option("--first-bucket-mb", o.firstBucketMb, "first gradient bucket cap in MiB");
+  app.add_flag("--no-overlap", o.noOverlap, "all-reduce gradients only after backward");
+  app.add_flag("--timing", o.timing, "print forward/backward/sync/optimizer ms per logged step");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -83,36 +103,97 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  ringlet::Bootstrap boot = ringlet::Bootstrap::fromEnvironment();
+  const int world = boot.size;
+  const bool leader = boot.rank == 0;
+  t.rank = boot.rank;
+  t.world = world;
+  if (t.sampler.empty()) t.sampler = world > 1 ? "epoch" : "random";
+  if (world > 1 && t.sampler != "epoch") {
+    throw ringlet::InvalidArgument(
+        fmt::format("--sampler {} with {} ranks: data-parallel training needs --sampler epoch",
+                    t.sampler, world));
+  }
+  const int64_t globalBatch = o.splitBatches ? t.batch : t.batch * world;
+  if (o.splitBatches) {
+    if (t.batch % world != 0) {
+      throw ringlet::InvalidArgument(
+          fmt::format("--split-batches: --batch {} does not divide over {} ranks", t.batch, world));
+    }
+    t.batch /= world;
+  }
+  if (o.accumulate > 1 && world == 1 && t.sampler == "random") t.sampler = "epoch";
+  if (o.bucketMb <= 0 || o.firstBucketMb <= 0) {
+    throw ringlet::InvalidArgument(fmt::format(
+        "--bucket-mb {} and --first-bucket-mb {} must be > 0", o.bucketMb, o.firstBucketMb));
+  }
+
   const bool bert = m.model == "bert";
   if (t.steps == 0) t.steps = bert ? 300 : 2000;
   if (t.lr == 0) t.lr = bert ? 1e-3 : 3e-3;
   if (t.warmup < 0) t.warmup = t.steps / 10;
   if (o.logEvery <= 0) o.logEvery = std::max<int64_t>(1, t.steps / 20);
   if (o.evalEvery <= 0) o.evalEvery = std::max<int64_t>(1, t.steps / 5);
-  int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  // Default: the host's cores shared by the ranks on it.
+  int threads = o.threads > 0 ? o.threads
+                              : static_cast<int>(std::thread::hardware_concurrency()) /
+                                    std::max(1, boot.localSize);
   trainer::setBlasThreads(std::max(1, threads));
 
   trainer::Trainer tr(t);
-  fmt::print("ringlet-train: {}\n", tr.workload().describe());
-  fmt::print("ringlet-train: {} parameters, {} steps, batch {}, {} lr {:g}, warm-up {}, seed {}\n",
-             tr.params().numel(), t.steps, t.batch, t.optimizer, t.lr, t.warmup, t.seed);
-  fmt::print("ringlet-train: {}, {} BLAS threads\n", blasNote, trainer::blasThreads());
+  // Rank 0 alone talks; every rank still reports its own errors.
+  auto say = [&](const std::string& line) {
+    if (leader) fmt::print("ringlet-train: {}\n", line);
+  };
+  say(tr.workload().describe());
+  say(
+      fmt::format("{} parameters, {} steps, batch {} ({} per rank x {} ranks{}), {} lr {:g}, "
+                  "warm-up {}, seed {}, sampler {}",
+                  tr.params().numel(), t.steps, globalBatch * o.accumulate, t.batch, world,
+                  o.accumulate > 1 ? fmt::format(" x {} micro-batches", o.accumulate) : "",
+                  t.optimizer, t.lr, t.warmup, t.seed, t.sampler));
+  say(fmt::format("{}, {} BLAS threads per rank", blasNote, trainer::blasThreads()));
   if (!o.resume.empty()) {
-    tr.loadCheckpoint(o.resume);
-    fmt::print("ringlet-train: resumed from {} at step {}\n", o.resume, tr.step());
+    tr.loadCheckpoint(o.resume);  // every rank reads the same file
+    say(fmt::format("resumed from {} at step {}", o.resume, tr.step()));
   }
   if (double base = tr.workload().baselineLoss(); !std::isnan(base)) {
-    fmt::print("ringlet-train: baseline (unigram entropy) {:.4f}\n", base);
+    say(fmt::format("baseline (unigram entropy) {:.4f}", base));
   }
 
-  trainer::CsvLog csv(o.csv, !o.resume.empty());
-  trainer::Progress progress(t.steps, !o.noProgress && ::isatty(STDERR_FILENO));
-  const int64_t tokensPerStep = t.batch * tr.workload().tokensPerExample();
+  std::optional<ringlet::Communicator> comm;
+  std::unique_ptr<trainer::DataParallel> dp;
+  if (world > 1 || o.accumulate > 1) {
+    comm.emplace(ringlet::Communicator::create(boot));
+    trainer::DataParallelOptions dpo;
+    dpo.accumulation = o.accumulate;
+    dpo.overlap = !o.noOverlap;
+    dpo.buckets.bucketCapBytes = static_cast<size_t>(o.bucketMb * (1 << 20));
+    dpo.buckets.firstBucketCapBytes = static_cast<size_t>(o.firstBucketMb * (1 << 20));
+    dp = std::make_unique<trainer::DataParallel>(tr, *comm, dpo);
+    say(fmt::format("data parallel over {} ranks ({}), {} gradient buckets, {}", world,
+                    comm->describeLinks(), dp->synchronizer().buckets().size(),
+                    o.noOverlap ? "all-reduce after backward" : "all-reduce overlapping backward"));
+  }
+
+  std::optional<trainer::CsvLog> csv;
+  if (leader) csv.emplace(o.csv, !o.resume.empty());
+  trainer::Progress progress(t.steps, leader && !o.noProgress && ::isatty(STDERR_FILENO));
+  const int64_t samplesPerStep = globalBatch * o.accumulate;
+  const int64_t tokensPerStep = samplesPerStep * tr.workload().tokensPerExample();
+  trainer::StepTimes phase;
   double lossSum = 0;
   int64_t lossCount = 0, correct = 0, seen = 0, windowSteps = 0;
   auto windowStart = std::chrono::steady_clock::now();
   while (tr.step() < t.steps) {
-    trainer::StepStats s = tr.trainStep();
+    trainer::StepStats s = dp ? dp->step() : tr.trainStep();
+    if (dp) {
+      const trainer::StepTimes& p = dp->lastTimes();
+      phase.forward += p.forward;
+      phase.backward += p.backward;
+      phase.syncWait += p.syncWait;
+      phase.optimizer += p.optimizer;
+    }
     lossSum += s.loss;
     windowSteps++;
     correct += s.counts.correct;
@@ -120,33 +201,50 @@ int run(int argc, char** argv) {
     lossCount++;
     double evalLoss = std::nan(""), evalAcc = std::nan("");
     if (s.step % o.evalEvery == 0 || s.step == t.steps) {
-      trainer::EvalResult e = tr.evaluate(o.evalBatches);
+      trainer::EvalResult e =
+          dp ? dp->evaluate(o.evalBatches < 0 ? -1 : o.evalBatches * globalBatch)
+             : tr.evaluate(o.evalBatches);
       evalLoss = e.meanLoss();
       evalAcc = e.accuracy();
-      progress.line(fmt::format("step {:>6}  eval loss {:.4f}  eval accuracy {:.2f}%", s.step,
-                                evalLoss, 100 * evalAcc));
+      if (leader)
+        progress.line(fmt::format("step {:>6}  eval loss {:.4f}  eval accuracy {:.2f}%", s.step,
+                                  evalLoss, 100 * evalAcc));
     }
-    csv.row(s.step, s.lr, s.loss,
-            s.counts.count > 0 ? double(s.counts.correct) / s.counts.count : 0.0, evalLoss,
-            evalAcc);
+    if (csv)
+      csv->row(s.step, s.lr, s.loss,
+               s.counts.count > 0 ? double(s.counts.correct) / s.counts.count : 0.0, evalLoss,
+               evalAcc);
     if (s.step % o.logEvery == 0 || s.step == t.steps) {
       double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - windowStart).count();
-      progress.line(fmt::format(
-          "step {:>6}  loss {:.4f}  accuracy {:.2f}%  lr {:.3g}  grad-norm {:.3f}  "
-          "{:.0f} tokens/s  {:.1f} ms/step",
-          s.step, lossSum / double(lossCount), seen > 0 ? 100.0 * correct / seen : 0.0, s.lr,
-          s.gradNorm, double(tokensPerStep * windowSteps) / secs, 1000 * secs / windowSteps));
+      if (leader)
+        progress.line(fmt::format(
+            "step {:>6}  loss {:.4f}  accuracy {:.2f}%  lr {:.3g}  grad-norm {:.3f}  "
+            "{:.0f} tokens/s  {:.1f} samples/s  {:.1f} ms/step",
+            s.step, lossSum / double(lossCount), seen > 0 ? 100.0 * correct / seen : 0.0, s.lr,
+            s.gradNorm, double(tokensPerStep * windowSteps) / secs,
+            double(samplesPerStep * windowSteps) / secs, 1000 * secs / windowSteps));
+      if (o.timing && dp && leader) {
+        progress.line(
+            fmt::format("step {:>6}  ms/step: forward {:.2f}  backward {:.2f}  "
+                        "sync wait {:.2f}  optimizer {:.2f}",
+                        s.step, phase.forward / windowSteps, phase.backward / windowSteps,
+                        phase.syncWait / windowSteps, phase.optimizer / windowSteps));
+      }
+      phase = {};
       lossSum = 0;
       lossCount = correct = seen = windowSteps = 0;
       windowStart = std::chrono::steady_clock::now();
     }
     progress.update(s.step, fmt::format("loss {:.4f}", s.loss));
-    if (!o.checkpoint.empty() && o.checkpointEvery > 0 && s.step % o.checkpointEvery == 0) {
+    if (leader && !o.checkpoint.empty() && o.checkpointEvery > 0 &&
+        s.step % o.checkpointEvery == 0) {
       tr.saveCheckpoint(o.checkpoint);
     }
   }
   progress.finish();
+  if (!leader) return 0;
+  csv.reset();
   if (!o.checkpoint.empty()) {
     tr.saveCheckpoint(o.checkpoint);
     fmt::print("ringlet-train: checkpoint at step {} written to {}\n", tr.step(), o.checkpoint);
