@@ -86,6 +86,9 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
     throw InvalidArgument(fmt::format("allreduce on rank {}: {}", impl.rank(), e.what()));
   }
   OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
+  // Two ranks, small message: the data follows the call header at once and the header is
+  // checked before the data is read, so the whole call is one exchange.
+  header.earlyData = impl.size() == 2 && bytes <= impl.smallMessageBytes();
   collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .count = count,
@@ -97,7 +100,16 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
       if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
       return;
     }
-    if (bytes <= impl.smallMessageBytes()) {
+    if (group.size == 2 && bytes <= impl.smallMessageBytes()) {
+      transport::Link& peer = group.next();
+      collectives::sendFrom(peer, args.send, bytes, wait);
+      impl.checkHeader(wait);
+      const std::byte* in = peer.recv(bytes, wait);
+      peer.flush(wait);  // our bytes have left `send` before `recv` (maybe the same) changes
+      collectives::reduce(args.recv, args.send, in, args.count, args.type, args.op);
+      peer.release();
+      if (args.op == ReduceOp::kAvg) collectives::finishAverage(args.recv, args.count, args.type, 2);
+    } else if (bytes <= impl.smallMessageBytes()) {
       collectives::recursiveDoublingAllreduce(group, args, wait);
     } else {
       collectives::ringAllreduce(group, args, impl.sliceBytes({&group.next(), &group.prev()}),

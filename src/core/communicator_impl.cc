@@ -116,8 +116,14 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                    .links = activeLinks_,
                    .cancelled = &cancelled_};
   try {
-    if (collective && size_ > 1) exchangeHeader(header, wait);
+    if (collective && size_ > 1) {
+      running_ = header;
+      headerChecked_ = false;
+      sendHeader(header, wait);
+      if (!header.earlyData) checkHeader(wait);
+    }
     body(group_, wait);
+    if (!headerChecked_) checkHeader(wait);
     if (collective && size_ > 1) group_.next().flush(wait);  // the header left headerOut_
   } catch (const PeerError& e) {
     fail(e.peer(), e.what());
@@ -128,9 +134,15 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
   }
 }
 
-void CommunicatorImpl::exchangeHeader(const OpHeader& header, const WaitContext& wait) {
+void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wait) {
   headerOut_ = header.encode();
   collectives::sendFrom(group_.next(), headerOut_.data(), headerOut_.size(), wait);
+}
+
+void CommunicatorImpl::checkHeader(const WaitContext& wait) {
+  if (headerChecked_) return;
+  headerChecked_ = true;
+  const OpHeader& header = running_;
   transport::Link& prev = group_.prev();
   const std::byte* in = prev.recv(OpHeader::kWireBytes, wait);
   OpHeader theirs;

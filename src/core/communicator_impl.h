@@ -51,6 +51,12 @@ class CommunicatorImpl {
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
   size_t smallMessageBytes() const;
+
+  // The call header of the running collective has gone to the next rank; this receives the
+  // previous rank's and throws MismatchError if the calls differ. execute() calls it before the
+  // body unless the header says earlyData, in which case the body calls it after sending its
+  // first message (saving a round trip) and before reading any data.
+  void checkHeader(const transport::WaitContext& wait);
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
   uint64_t takeSendSeq(int peer) { return sendSeq_[peer]++; }
   uint64_t takeRecvSeq(int peer) { return recvSeq_[peer]++; }
@@ -68,7 +74,7 @@ class CommunicatorImpl {
   void connectPeers(const std::vector<int>& peers, transport::Deadline deadline);
   transport::Transport& transportFor(size_t registryIndex);
   void execute(const OpHeader& header, const OpBody& body);
-  void exchangeHeader(const OpHeader& header, const transport::WaitContext& wait);
+  void sendHeader(const OpHeader& header, const transport::WaitContext& wait);
   void fail(int origin, const std::string& reason);
   void workerLoop();
 
@@ -89,6 +95,8 @@ class CommunicatorImpl {
   std::vector<transport::Link*> activeLinks_;            // the non-null ones
   collectives::Group group_;
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
+  OpHeader running_;            // header of the collective being executed
+  bool headerChecked_ = true;
 
   uint64_t nextSeq_ = 0;
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv

@@ -24,6 +24,8 @@ struct OpHeader {
   int32_t tag = 0;    // send/recv only
   uint64_t count = 0;
   uint64_t seq = 0;
+  // Not sent: the body checks the header itself after its first send (see checkHeader).
+  bool earlyData = false;
 
   static constexpr size_t kWireBytes = 32;
   std::array<std::byte, kWireBytes> encode() const;

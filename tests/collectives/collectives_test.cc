@@ -15,6 +15,11 @@ struct Case {
   int size;
 };
 
+// Readable test names in ctest instead of the parameter's bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.transport << (c.processes ? " processes x" : " threads x") << c.size;
+}
+
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
   return fmt::format("{}_{}_{}", info.param.transport, info.param.processes ? "procs" : "threads",
                      info.param.size);
