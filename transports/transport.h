@@ -89,6 +89,12 @@ class Link {
   // Sends `bytes` bytes at `data`: the pointer sendBuffer() returned, or caller memory that stays
   // unchanged until flush(). May return before the bytes have left.
   virtual void send(const std::byte* data, size_t bytes, const WaitContext& wait) = 0;
+  // Like send(), for a message that another send() on this link follows at once: a transport may
+  // hold it back and write both together (TCP packs them into one system call). The caller
+  // must make that next send() before it waits on anything.
+  virtual void sendMore(const std::byte* data, size_t bytes, const WaitContext& wait) {
+    send(data, bytes, wait);
+  }
   // Returns once every send() has left caller memory.
   virtual void flush(const WaitContext& wait) = 0;
 

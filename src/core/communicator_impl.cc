@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "ringlet/error.h"
 #include "src/log.h"
@@ -136,7 +137,15 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
 
 void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wait) {
   headerOut_ = header.encode();
-  collectives::sendFrom(group_.next(), headerOut_.data(), headerOut_.size(), wait);
+  transport::Link& next = group_.next();
+  std::byte* out = next.sendBuffer(headerOut_.size(), headerOut_.data(), wait);
+  if (out != headerOut_.data()) std::memcpy(out, headerOut_.data(), headerOut_.size());
+  // With earlyData the body's first send to the same link follows at once: pack them.
+  if (header.earlyData) {
+    next.sendMore(out, headerOut_.size(), wait);
+  } else {
+    next.send(out, headerOut_.size(), wait);
+  }
 }
 
 void CommunicatorImpl::checkHeader(const WaitContext& wait) {

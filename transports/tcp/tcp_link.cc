@@ -107,6 +107,20 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
   writeQueued(&wait);
 }
 
+void TcpLink::sendMore(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  checkUsable();
+  if (bytes > kMaxMessageBytes) {
+    throw InvalidArgument(fmt::format("{}: message of {} bytes exceeds the tcp link's maximum {}",
+                                      wait.describe(), bytes, kMaxMessageBytes));
+  }
+  std::lock_guard lock(sendMutex_);
+  Outgoing& out = queue_.emplace_back();
+  encodeFrameHeader(out.header, kFrameData, static_cast<uint32_t>(bytes));
+  out.data = data;
+  out.bytes = bytes;
+  out.sent = 0;
+}
+
 size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait) {
   while (true) {
     ssize_t n;

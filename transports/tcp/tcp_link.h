@@ -59,6 +59,8 @@ class TcpLink final : public Link {
 
   std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
+  // Queues without writing: the next send() writes both frames with one sendmsg.
+  void sendMore(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void flush(const WaitContext& wait) override;
 
   const std::byte* recv(size_t bytes, const WaitContext& wait) override;
