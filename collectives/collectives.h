@@ -4,6 +4,7 @@
 // algorithm with the same arguments (the communicator checks that first).
 
 #include <cstddef>
+#include <functional>
 #include <span>
 
 #include "ringlet/types.h"
@@ -42,8 +43,11 @@ void ringAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBy
 // Recursive doubling: log2(N) exchanges of the whole buffer (plus a fold for non-powers of two).
 // Latency-optimal for small messages; results are bit-identical on every rank because each
 // combine is a+b on one side and b+a on the other.
+// `afterFirstSend`, if set, runs right after this rank's first send (the communicator checks the
+// call header there, overlapping that round trip with the first exchange).
 void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
-                                const WaitContext& wait);
+                                const WaitContext& wait,
+                                const std::function<void()>& afterFirstSend = {});
 
 // Pipelined chain broadcast along the ring starting at root (large messages).
 void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root,

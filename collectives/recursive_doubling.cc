@@ -17,7 +17,8 @@
 namespace ringlet::collectives {
 
 void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
-                                const WaitContext& wait) {
+                                const WaitContext& wait,
+                                const std::function<void()>& afterFirstSend) {
   const int n = group.size;
   const int r = group.rank;
   const size_t bytes = args.count * elementSize(args.type);
@@ -29,9 +30,15 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
 
   // Exchange `out` with `peer` and combine: send first, then receive and reduce. The send must
   // have left `out` (flush) before the reduction overwrites it.
+  bool sentOnce = false;
+  auto sent = [&] {
+    if (!sentOnce && afterFirstSend) afterFirstSend();
+    sentOnce = true;
+  };
   auto exchange = [&](int peer) {
     Link& link = group.link(peer);
     sendFrom(link, out, bytes, wait);
+    sent();
     const std::byte* in = link.recv(bytes, wait);
     link.flush(wait);
     reduce(out, out, in, args.count, args.type, args.op);
@@ -41,6 +48,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   if (r >= p) {  // extra rank: hand the input to rank r-p, get the result back
     Link& link = group.link(r - p);
     sendFrom(link, out, bytes, wait);
+    sent();
     link.flush(wait);
     link.recvInto(out, bytes, wait);
     return;
@@ -56,8 +64,10 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   if (r < n - p) {
     Link& link = group.link(r + p);
     sendFrom(link, out, bytes, wait);
+    sent();
     link.flush(wait);
   }
+  if (!sentOnce && afterFirstSend) afterFirstSend();
 }
 
 }  // namespace ringlet::collectives

@@ -88,7 +88,12 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
   OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
   // Two ranks, small message: the data follows the call header at once and the header is
   // checked before the data is read, so the whole call is one exchange.
-  header.earlyData = impl.size() == 2 && bytes <= impl.smallMessageBytes();
+  // With a power-of-two world the same holds for even ranks, whose first recursive-doubling
+  // partner is the next rank.
+  const int n = impl.size();
+  const bool small = bytes <= impl.smallMessageBytes();
+  header.earlyData = small && n > 1 && (n & (n - 1)) == 0 && impl.rank() % 2 == 0;
+  if (n == 2) header.earlyData = small;
   collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .count = count,
@@ -110,7 +115,8 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
       peer.release();
       if (args.op == ReduceOp::kAvg) collectives::finishAverage(args.recv, args.count, args.type, 2);
     } else if (bytes <= impl.smallMessageBytes()) {
-      collectives::recursiveDoublingAllreduce(group, args, wait);
+      collectives::recursiveDoublingAllreduce(group, args, wait,
+                                              [&impl, &wait] { impl.checkHeader(wait); });
     } else {
       collectives::ringAllreduce(group, args, impl.sliceBytes({&group.next(), &group.prev()}),
                                  wait);
