@@ -28,6 +28,9 @@ struct ShmOptions {
   // waits for. Measured: an 8-rank ring on 2 cores, 8-byte steps, ~12 us with no spin against
   // ~23 us with 100 spins (medians; README.md).
   bool noSpinWhenOversubscribed = true;
+  // When every rank of this host has a CPU, a waiting rank spins ~40 us and yields ~60 more
+  // before it sleeps: a futex wake-up costs tens of microseconds, more than most pipeline waits.
+  bool longerSpinWithCoreEach = true;
 
   // RINGLET_SHM_DIR sets dir; RINGLET_SHM_BYTES (per direction) is cut into slotCount slots.
   // Throws InvalidArgument when RINGLET_SHM_BYTES is too small for slotCount slots of 64 bytes.
