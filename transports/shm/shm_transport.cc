@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -87,11 +89,16 @@ class ShmTransport final : public Transport {
     return static_cast<int>(std::count_if(context_.peers.begin(), context_.peers.end(),
                                           [&](const PeerInfo& p) { return p.hostId == host; }));
   }
+  // CPUs this host's ranks may share. A rank pinned to one core (mpirun binds each rank;
+  // ringlet-run --bind cores) sees an affinity of one CPU, which says nothing about how many
+  // the job has: count the online CPUs then.
   static int usableCpus() {
     cpu_set_t set;
     CPU_ZERO(&set);
     if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-    return std::max(1, CPU_COUNT(&set));
+    const int affinity = std::max(1, CPU_COUNT(&set));
+    if (affinity > 1) return affinity;
+    return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
   }
   bool oversubscribed() const { return localRanks() > usableCpus(); }
 
