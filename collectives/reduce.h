@@ -17,6 +17,19 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType type
 // Divides every element by `divisor` in place (the last step of kAvg). Floating types only.
 void finishAverage(void* data, size_t count, DataType type, int divisor);
 
+// For results that will not be read again soon (large collectives): the same as reduce() (and
+// finishAverage when op is kAvg and divisor > 1), but writes the result both to `stream`, with
+// non-temporal stores that bypass the caches (no read-for-ownership of the destination), and,
+// if `copy` is not null, to `copy` with ordinary stores (a transport slot the peer reads next).
+void reduceStreaming(void* stream, void* copy, const void* a, const void* b, size_t count,
+                     DataType type, ReduceOp op, int divisor);
+
+// memcpy with non-temporal stores into `dst` (x86-64; a plain memcpy elsewhere).
+void streamCopy(void* dst, const void* src, size_t bytes);
+
+// Collectives whose buffers are at least this large stream their final results.
+inline constexpr size_t kStreamingBytes = size_t{8} << 20;
+
 // Throws InvalidArgument if `op` is not defined on `type` (kAvg on integers).
 void checkReducible(DataType type, ReduceOp op);
 

@@ -32,7 +32,9 @@
 //
 // Zero copy: a receive reduces straight out of the transport's buffer (Link::recv), and a send
 // goes straight into the transport's slot when it has one (shared memory) or straight from the
-// output buffer otherwise (TCP). Partial sums travel through output chunks that the all-gather
+// output buffer otherwise (TCP). Over shared memory the final reduction writes the peer's slot
+// and the output in one pass, and large buffers get their output written with non-temporal
+// stores, since nothing reads it again during the call (reduce.h: kStreamingBytes). Partial sums travel through output chunks that the all-gather
 // overwrites later, which is safe even in place: a chunk comes back only after the whole ring
 // has consumed what this rank sent from it.
 #include <cstring>
@@ -50,7 +52,8 @@ class RingAllreduce {
                 const WaitContext& wait)
       : group_(group), args_(args), wait_(wait), next_(group.next()), prev_(group.prev()),
         elementBytes_(elementSize(args.type)),
-        sliceElements_(std::max<size_t>(1, sliceBytes / elementBytes_)) {}
+        sliceElements_(std::max<size_t>(1, sliceBytes / elementBytes_)),
+        streaming_(args.count * elementBytes_ >= kStreamingBytes) {}
 
   void run() {
     const int n = group_.size;
@@ -87,6 +90,20 @@ class RingAllreduce {
 
   void recvReduceCopySend(const Piece& p) {
     const std::byte* in = prev_.recv(bytes(p), wait_);
+    if (next_.sharesMemory()) {
+      // One pass: the sum goes to the next rank's slot and to the output together.
+      std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
+      if (streaming_) {
+        reduceStreaming(output(p), out, input(p), in, p.count, args_.type, args_.op, group_.size);
+      } else {
+        reduce(out, input(p), in, p.count, args_.type, args_.op);
+        if (args_.op == ReduceOp::kAvg) finishAverage(out, p.count, args_.type, group_.size);
+        std::memcpy(output(p), out, bytes(p));
+      }
+      prev_.release();
+      next_.send(out, bytes(p), wait_);
+      return;
+    }
     reduce(output(p), input(p), in, p.count, args_.type, args_.op);
     prev_.release();
     if (args_.op == ReduceOp::kAvg) finishAverage(output(p), p.count, args_.type, group_.size);
@@ -94,11 +111,37 @@ class RingAllreduce {
   }
 
   void recvCopySend(const Piece& p) {
+    if (prev_.sharesMemory()) {
+      // Read the incoming slot once, into the output and the next rank's slot.
+      const std::byte* in = prev_.recv(bytes(p), wait_);
+      std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
+      copyOut(output(p), in, bytes(p));
+      if (out != output(p)) std::memcpy(out, in, bytes(p));
+      prev_.release();
+      next_.send(out, bytes(p), wait_);
+      return;
+    }
     prev_.recvInto(output(p), bytes(p), wait_);
     sendFrom(next_, output(p), bytes(p), wait_);
   }
 
-  void recv(const Piece& p) { prev_.recvInto(output(p), bytes(p), wait_); }
+  void recv(const Piece& p) {
+    if (streaming_ && prev_.sharesMemory()) {
+      const std::byte* in = prev_.recv(bytes(p), wait_);
+      streamCopy(output(p), in, bytes(p));
+      prev_.release();
+      return;
+    }
+    prev_.recvInto(output(p), bytes(p), wait_);
+  }
+
+  void copyOut(std::byte* dst, const std::byte* src, size_t n) const {
+    if (streaming_) {
+      streamCopy(dst, src, n);
+    } else if (n > 0) {
+      std::memcpy(dst, src, n);
+    }
+  }
 
   const Group& group_;
   const AllreduceArgs& args_;
@@ -107,6 +150,7 @@ class RingAllreduce {
   Link& prev_;
   const size_t elementBytes_;
   const size_t sliceElements_;
+  const bool streaming_;
 };
 
 }  // namespace

@@ -79,6 +79,9 @@ class Link {
   virtual std::string describe() const = 0;
   // Largest message send() accepts; collectives cut segments to fit.
   virtual size_t maxMessageBytes() const = 0;
+  // True when messages live in memory both ranks map (shared memory): recv() then costs no copy,
+  // so a collective reads straight from it rather than asking recvInto() for a copy.
+  virtual bool sharesMemory() const { return false; }
 
   // ---- send side; messages arrive in order, each whole and with its size ----
 

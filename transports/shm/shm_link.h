@@ -31,6 +31,7 @@ class ShmLink final : public Link {
   std::string_view transportName() const override { return "shm"; }
   std::string describe() const override;
   size_t maxMessageBytes() const override { return slotBytes_; }
+  bool sharesMemory() const override { return true; }
 
   std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
