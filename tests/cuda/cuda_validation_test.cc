@@ -1,0 +1,120 @@
+// The device API's argument checks. Runs on every machine: without a GPU it checks that host
+// memory and missing devices give clear errors (never a crash); with one it also checks the
+// wrong-device and bad-stream cases that need real device memory.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ringlet/communicator.h"
+#include "ringlet/cuda.h"
+#include "ringlet/error.h"
+#include "tests/cuda/gpu_probe.h"
+
+namespace ringlet {
+namespace {
+
+Communicator makeWorldOfOne() {
+  CommunicatorOptions options;
+  options.timeout = std::chrono::seconds(10);
+  options.transport = "local";
+  return Communicator::create(Bootstrap::forThread(0, 1, makeInProcessStore()), options);
+}
+
+// Runs `call`, expects an Error of `code` whose message contains every one of `parts`.
+template <typename Call>
+void expectError(ErrorCode code, const std::vector<std::string>& parts, Call call) {
+  try {
+    call();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(static_cast<int>(e.code()), static_cast<int>(code)) << e.what();
+    for (const auto& part : parts)
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "missing \"" << part << "\" in: " << e.what();
+  }
+}
+
+TEST(CudaValidation, BuiltWithCuda) { EXPECT_TRUE(cuda::builtWithCuda()); }
+
+TEST(CudaValidation, HostPointerIsNotDeviceMemory) {
+  std::vector<float> host(16);
+  EXPECT_EQ(cuda::locate(host.data()).kind, cuda::MemoryKind::kHost);
+  EXPECT_EQ(cuda::locate(nullptr).kind, cuda::MemoryKind::kHost);
+  expectError(ErrorCode::kInvalidArgument, {"send (0x", "device 0"},
+              [&] { cuda::checkDevicePointer(host.data(), 0, "send"); });
+  expectError(ErrorCode::kInvalidArgument, {"recv is a null pointer"},
+              [&] { cuda::checkDevicePointer(nullptr, 0, "recv"); });
+}
+
+TEST(CudaValidation, MissingDeviceIsNamed) {
+  Communicator comm = makeWorldOfOne();
+  std::string reason;
+  const int devices = cuda::deviceCount(&reason);
+  if (devices == 0) {
+    EXPECT_FALSE(reason.empty());
+  }
+  expectError(ErrorCode::kInvalidArgument,
+              {"device " + std::to_string(devices) + " does not exist",
+               "sees " + std::to_string(devices) + " CUDA device"},
+              [&] { cuda::DeviceCommunicator device(comm, devices); });
+  expectError(ErrorCode::kInvalidArgument, {"device -1 does not exist"},
+              [&] { cuda::DeviceCommunicator device(comm, -1); });
+}
+
+TEST(CudaValidation, HostPointerRejectedByAllreduce) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  Communicator comm = makeWorldOfOne();
+  cuda::DeviceCommunicator device(comm, 0);
+  std::vector<float> host(16);
+  expectError(ErrorCode::kInvalidArgument, {"send (0x", "host memory", "device 0"}, [&] {
+    device.allreduce(host.data(), host.data(), host.size(), DataType::kFloat32, ReduceOp::kSum,
+                     nullptr);
+  });
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, 64), cudaSuccess);
+  expectError(ErrorCode::kInvalidArgument, {"buffer (0x", "pinned host memory"},
+              [&] { device.broadcast(pinned, 16, DataType::kFloat32, 0, nullptr); });
+  cudaFreeHost(pinned);
+}
+
+TEST(CudaValidation, DestroyedStreamIsACudaError) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  Communicator comm = makeWorldOfOne();
+  cuda::DeviceCommunicator device(comm, 0);
+  float* data = nullptr;
+  ASSERT_EQ(cudaMalloc(&data, 64), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  device.allreduce(data, 16, DataType::kFloat32, ReduceOp::kSum, stream);  // valid: works
+  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+  expectError(ErrorCode::kCuda, {"is not a valid CUDA stream"},
+              [&] { device.allreduce(data, 16, DataType::kFloat32, ReduceOp::kSum, stream); });
+  cudaFree(data);
+}
+
+TEST(CudaValidation, WrongDeviceNamesBothOrdinals) {
+  RINGLET_SKIP_WITHOUT_GPUS(2);
+  Communicator comm = makeWorldOfOne();
+  cuda::DeviceCommunicator device(comm, 0);
+  float* onOne = nullptr;
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&onOne, 64), cudaSuccess);
+  cudaStream_t streamOnOne = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&streamOnOne), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  expectError(ErrorCode::kInvalidArgument, {"CUDA memory of device 1", "runs on device 0"},
+              [&] { device.allreduce(onOne, 16, DataType::kFloat32, ReduceOp::kSum, nullptr); });
+  float* onZero = nullptr;
+  ASSERT_EQ(cudaMalloc(&onZero, 64), cudaSuccess);
+  expectError(ErrorCode::kInvalidArgument, {"belongs to device 1", "runs on device 0"}, [&] {
+    device.allreduce(onZero, 16, DataType::kFloat32, ReduceOp::kSum, streamOnOne);
+  });
+  cudaFree(onZero);
+  cudaFree(onOne);
+  cudaStreamDestroy(streamOnOne);
+}
+
+}  // namespace
+}  // namespace ringlet
