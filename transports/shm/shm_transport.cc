@@ -69,6 +69,7 @@ class ShmTransport final : public Transport {
       log::debug("shm: {} ranks on this host share {} CPUs; waits yield without spinning",
                  localRanks(), usableCpus());
       options_.wait.spinIterations = 0;
+      options_.wait.yieldIterations = 256;
     } else if (options_.longerSpinWithCoreEach) {
       // Every rank has a core: stay awake longer (~100 us) before sleeping (see ShmOptions).
       options_.wait.spinIterations = 1000;
