@@ -31,8 +31,8 @@ inline T wrapMul(T a, T b) {
   using U = std::make_unsigned_t<T>;
   // Promote to at least unsigned int so the multiply cannot hit signed-int overflow.
   using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
-  return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
-                                       static_cast<W>(static_cast<U>(b))));
+  return static_cast<T>(
+      static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
 }
 
 struct Sum {
@@ -90,13 +90,13 @@ inline void loop(T* dst, const T* a, const T* b, size_t n) {
 template <typename Op>
 inline void loopHalf(_Float16* dst, const _Float16* a, const _Float16* b, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<_Float16>(
-        Op::apply(static_cast<float>(a[i]), static_cast<float>(b[i])));
+    dst[i] = static_cast<_Float16>(Op::apply(static_cast<float>(a[i]), static_cast<float>(b[i])));
   }
 }
 template <typename Op>
 inline void loopBf16(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = floatToBf16(Op::apply(bf16ToFloat(a[i]), bf16ToFloat(b[i])));
+  for (size_t i = 0; i < n; ++i)
+    dst[i] = floatToBf16(Op::apply(bf16ToFloat(a[i]), bf16ToFloat(b[i])));
 }
 
 // One out-of-line, multiversioned function per (type, op). dst may equal a or b exactly: each
@@ -104,10 +104,10 @@ inline void loopBf16(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t
 // vectorises either way).
 #define RINGLET_KERNEL(NAME, T, OP) \
   RINGLET_CLONES void NAME(T* dst, const T* a, const T* b, size_t n) { loop<T, OP>(dst, a, b, n); }
-#define RINGLET_KERNELS(T, SUFFIX)          \
-  RINGLET_KERNEL(sum##SUFFIX, T, Sum)       \
-  RINGLET_KERNEL(prod##SUFFIX, T, Prod)     \
-  RINGLET_KERNEL(min##SUFFIX, T, Min)       \
+#define RINGLET_KERNELS(T, SUFFIX)      \
+  RINGLET_KERNEL(sum##SUFFIX, T, Sum)   \
+  RINGLET_KERNEL(prod##SUFFIX, T, Prod) \
+  RINGLET_KERNEL(min##SUFFIX, T, Min)   \
   RINGLET_KERNEL(max##SUFFIX, T, Max)
 
 RINGLET_KERNELS(float, F32)
@@ -117,14 +117,12 @@ RINGLET_KERNELS(uint8_t, U8)
 RINGLET_KERNELS(int32_t, I32)
 RINGLET_KERNELS(int64_t, I64)
 
-#define RINGLET_HALF_KERNELS(OP, NAME)                                                 \
-  RINGLET_CLONES void NAME##F16(_Float16* dst, const _Float16* a, const _Float16* b,   \
-                                size_t n) {                                            \
-    loopHalf<OP>(dst, a, b, n);                                                        \
-  }                                                                                    \
-  RINGLET_CLONES void NAME##BF16(uint16_t* dst, const uint16_t* a, const uint16_t* b,  \
-                                 size_t n) {                                           \
-    loopBf16<OP>(dst, a, b, n);                                                        \
+#define RINGLET_HALF_KERNELS(OP, NAME)                                                            \
+  RINGLET_CLONES void NAME##F16(_Float16* dst, const _Float16* a, const _Float16* b, size_t n) {  \
+    loopHalf<OP>(dst, a, b, n);                                                                   \
+  }                                                                                               \
+  RINGLET_CLONES void NAME##BF16(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t n) { \
+    loopBf16<OP>(dst, a, b, n);                                                                   \
   }
 RINGLET_HALF_KERNELS(Sum, sum)
 RINGLET_HALF_KERNELS(Prod, prod)
@@ -135,17 +133,25 @@ template <typename T>
 void dispatch(ReduceOp op, void (*sum)(T*, const T*, const T*, size_t),
               void (*prod)(T*, const T*, const T*, size_t),
               void (*min)(T*, const T*, const T*, size_t),
-              void (*max)(T*, const T*, const T*, size_t), void* dst, const void* a,
-              const void* b, size_t n) {
+              void (*max)(T*, const T*, const T*, size_t), void* dst, const void* a, const void* b,
+              size_t n) {
   auto* d = static_cast<T*>(dst);
   auto* x = static_cast<const T*>(a);
   auto* y = static_cast<const T*>(b);
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: sum(d, x, y, n); return;
-    case ReduceOp::kProd: prod(d, x, y, n); return;
-    case ReduceOp::kMin: min(d, x, y, n); return;
-    case ReduceOp::kMax: max(d, x, y, n); return;
+    case ReduceOp::kAvg:
+      sum(d, x, y, n);
+      return;
+    case ReduceOp::kProd:
+      prod(d, x, y, n);
+      return;
+    case ReduceOp::kMin:
+      min(d, x, y, n);
+      return;
+    case ReduceOp::kMax:
+      max(d, x, y, n);
+      return;
   }
   throw InvalidArgument(fmt::format("unknown reduction op {}", static_cast<int>(op)));
 }
@@ -172,7 +178,8 @@ void checkReducible(DataType type, ReduceOp op) {
     throw InvalidArgument(fmt::format("unknown data type {} (valid: 0..{})", t, kNumDataTypes - 1));
   }
   if (o < 0 || o >= kNumReduceOps) {
-    throw InvalidArgument(fmt::format("unknown reduction op {} (valid: 0..{})", o, kNumReduceOps - 1));
+    throw InvalidArgument(
+        fmt::format("unknown reduction op {} (valid: 0..{})", o, kNumReduceOps - 1));
   }
   if (op == ReduceOp::kAvg && !isFloatingPoint(type)) {
     throw InvalidArgument(fmt::format(
@@ -183,14 +190,22 @@ void checkReducible(DataType type, ReduceOp op) {
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op) {
   if (count == 0) return;
   switch (type) {
-    case DataType::kFloat32: return dispatch<float>(op, sumF32, prodF32, minF32, maxF32, dst, a, b, count);
-    case DataType::kFloat64: return dispatch<double>(op, sumF64, prodF64, minF64, maxF64, dst, a, b, count);
-    case DataType::kFloat16: return dispatch<_Float16>(op, sumF16, prodF16, minF16, maxF16, dst, a, b, count);
-    case DataType::kBFloat16: return dispatch<uint16_t>(op, sumBF16, prodBF16, minBF16, maxBF16, dst, a, b, count);
-    case DataType::kInt8: return dispatch<int8_t>(op, sumI8, prodI8, minI8, maxI8, dst, a, b, count);
-    case DataType::kUInt8: return dispatch<uint8_t>(op, sumU8, prodU8, minU8, maxU8, dst, a, b, count);
-    case DataType::kInt32: return dispatch<int32_t>(op, sumI32, prodI32, minI32, maxI32, dst, a, b, count);
-    case DataType::kInt64: return dispatch<int64_t>(op, sumI64, prodI64, minI64, maxI64, dst, a, b, count);
+    case DataType::kFloat32:
+      return dispatch<float>(op, sumF32, prodF32, minF32, maxF32, dst, a, b, count);
+    case DataType::kFloat64:
+      return dispatch<double>(op, sumF64, prodF64, minF64, maxF64, dst, a, b, count);
+    case DataType::kFloat16:
+      return dispatch<_Float16>(op, sumF16, prodF16, minF16, maxF16, dst, a, b, count);
+    case DataType::kBFloat16:
+      return dispatch<uint16_t>(op, sumBF16, prodBF16, minBF16, maxBF16, dst, a, b, count);
+    case DataType::kInt8:
+      return dispatch<int8_t>(op, sumI8, prodI8, minI8, maxI8, dst, a, b, count);
+    case DataType::kUInt8:
+      return dispatch<uint8_t>(op, sumU8, prodU8, minU8, maxU8, dst, a, b, count);
+    case DataType::kInt32:
+      return dispatch<int32_t>(op, sumI32, prodI32, minI32, maxI32, dst, a, b, count);
+    case DataType::kInt64:
+      return dispatch<int64_t>(op, sumI64, prodI64, minI64, maxI64, dst, a, b, count);
   }
   throw InvalidArgument(fmt::format("unknown data type {}", static_cast<int>(type)));
 }
@@ -198,10 +213,14 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType type
 void finishAverage(void* data, size_t count, DataType type, int divisor) {
   if (count == 0 || divisor == 1) return;
   switch (type) {
-    case DataType::kFloat32: return scaleF32(static_cast<float*>(data), count, static_cast<float>(divisor));
-    case DataType::kFloat64: return scaleF64(static_cast<double*>(data), count, divisor);
-    case DataType::kFloat16: return scaleF16(static_cast<_Float16*>(data), count, static_cast<float>(divisor));
-    case DataType::kBFloat16: return scaleBF16(static_cast<uint16_t*>(data), count, static_cast<float>(divisor));
+    case DataType::kFloat32:
+      return scaleF32(static_cast<float*>(data), count, static_cast<float>(divisor));
+    case DataType::kFloat64:
+      return scaleF64(static_cast<double*>(data), count, divisor);
+    case DataType::kFloat16:
+      return scaleF16(static_cast<_Float16*>(data), count, static_cast<float>(divisor));
+    case DataType::kBFloat16:
+      return scaleBF16(static_cast<uint16_t*>(data), count, static_cast<float>(divisor));
     default:
       throw InvalidArgument(fmt::format("avg is not defined on {}", toString(type)));
   }

@@ -34,9 +34,9 @@
 // goes straight into the transport's slot when it has one (shared memory) or straight from the
 // output buffer otherwise (TCP). Over shared memory the final reduction writes the peer's slot
 // and the output in one pass, and large buffers get their output written with non-temporal
-// stores, since nothing reads it again during the call (reduce.h: kStreamingBytes). Partial sums travel through output chunks that the all-gather
-// overwrites later, which is safe even in place: a chunk comes back only after the whole ring
-// has consumed what this rank sent from it.
+// stores, since nothing reads it again during the call (reduce.h: kStreamingBytes). Partial sums
+// travel through output chunks that the all-gather overwrites later, which is safe even in place: a
+// chunk comes back only after the whole ring has consumed what this rank sent from it.
 #include <cstring>
 
 #include "collectives/chunking.h"
@@ -50,7 +50,11 @@ class RingAllreduce {
  public:
   RingAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBytes,
                 const WaitContext& wait)
-      : group_(group), args_(args), wait_(wait), next_(group.next()), prev_(group.prev()),
+      : group_(group),
+        args_(args),
+        wait_(wait),
+        next_(group.next()),
+        prev_(group.prev()),
         elementBytes_(elementSize(args.type)),
         sliceElements_(std::max<size_t>(1, sliceBytes / elementBytes_)),
         streaming_(args.count * elementBytes_ >= kStreamingBytes) {}

@@ -23,8 +23,8 @@ Environment parse() {
   if (auto v = getenv("RINGLET_TRANSPORT")) {
     env.transport = *v;
     if (*v != "auto" && *v != "tcp" && *v != "shm" && *v != "local") {
-      throw InvalidArgument(fmt::format(
-          "RINGLET_TRANSPORT='{}' is not one of auto, tcp, shm, local", *v));
+      throw InvalidArgument(
+          fmt::format("RINGLET_TRANSPORT='{}' is not one of auto, tcp, shm, local", *v));
     }
   }
   if (auto v = getenv("RINGLET_SOCKET_IFNAME")) env.socketIfname = *v;
@@ -65,8 +65,8 @@ void reloadEnvironment() {
 
 size_t parseSize(std::string_view text, std::string_view what) {
   auto fail = [&]() -> size_t {
-    throw InvalidArgument(fmt::format(
-        "{}='{}' is not a size (examples: 4096, 64K, 1M, 2G)", what, text));
+    throw InvalidArgument(
+        fmt::format("{}='{}' is not a size (examples: 4096, 64K, 1M, 2G)", what, text));
   };
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
@@ -75,7 +75,8 @@ size_t parseSize(std::string_view text, std::string_view what) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + i, value);
   if (ec != std::errc() || ptr != text.data() + i) return fail();
   std::string suffix;
-  for (char c : text.substr(i)) suffix += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char c : text.substr(i))
+    suffix += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   int shift = 0;
   if (suffix.empty() || suffix == "b") {
     shift = 0;
@@ -98,8 +99,7 @@ std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view w
   double seconds = std::strtod(copy.c_str(), &end);
   if (end == copy.c_str() || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 ||
       seconds > 1e7) {
-    throw InvalidArgument(
-        fmt::format("{}='{}' is not a positive number of seconds", what, text));
+    throw InvalidArgument(fmt::format("{}='{}' is not a positive number of seconds", what, text));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
 }

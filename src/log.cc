@@ -22,11 +22,16 @@ Level parseLevel(const std::string& text) {
 
 const char* name(Level level) {
   switch (level) {
-    case Level::kWarn: return "WARN";
-    case Level::kInfo: return "INFO";
-    case Level::kDebug: return "DEBUG";
-    case Level::kTrace: return "TRACE";
-    default: return "";
+    case Level::kWarn:
+      return "WARN";
+    case Level::kInfo:
+      return "INFO";
+    case Level::kDebug:
+      return "DEBUG";
+    case Level::kTrace:
+      return "TRACE";
+    default:
+      return "";
   }
 }
 

@@ -19,8 +19,8 @@ std::string WaitContext::describe() const {
 
 void WaitContext::throwTimeout(std::string_view what, int peer) const {
   if (cancelled != nullptr && cancelled->load()) {
-    throw AbortedError(fmt::format("{} was aborted while waiting for {} (peer rank {})",
-                                   describe(), what, peer));
+    throw AbortedError(
+        fmt::format("{} was aborted while waiting for {} (peer rank {})", describe(), what, peer));
   }
   throw TimeoutError(fmt::format("{} timed out waiting for {} (peer rank {}); deadline passed",
                                  describe(), what, peer));

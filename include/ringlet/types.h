@@ -59,13 +59,37 @@ struct BFloat16 {
 // dataTypeOf<T>() maps a C++ element type to its DataType, for the typed overloads.
 template <typename T>
 constexpr DataType dataTypeOf();
-template <> constexpr DataType dataTypeOf<float>() { return DataType::kFloat32; }
-template <> constexpr DataType dataTypeOf<double>() { return DataType::kFloat64; }
-template <> constexpr DataType dataTypeOf<Float16>() { return DataType::kFloat16; }
-template <> constexpr DataType dataTypeOf<BFloat16>() { return DataType::kBFloat16; }
-template <> constexpr DataType dataTypeOf<int8_t>() { return DataType::kInt8; }
-template <> constexpr DataType dataTypeOf<uint8_t>() { return DataType::kUInt8; }
-template <> constexpr DataType dataTypeOf<int32_t>() { return DataType::kInt32; }
-template <> constexpr DataType dataTypeOf<int64_t>() { return DataType::kInt64; }
+template <>
+constexpr DataType dataTypeOf<float>() {
+  return DataType::kFloat32;
+}
+template <>
+constexpr DataType dataTypeOf<double>() {
+  return DataType::kFloat64;
+}
+template <>
+constexpr DataType dataTypeOf<Float16>() {
+  return DataType::kFloat16;
+}
+template <>
+constexpr DataType dataTypeOf<BFloat16>() {
+  return DataType::kBFloat16;
+}
+template <>
+constexpr DataType dataTypeOf<int8_t>() {
+  return DataType::kInt8;
+}
+template <>
+constexpr DataType dataTypeOf<uint8_t>() {
+  return DataType::kUInt8;
+}
+template <>
+constexpr DataType dataTypeOf<int32_t>() {
+  return DataType::kInt32;
+}
+template <>
+constexpr DataType dataTypeOf<int64_t>() {
+  return DataType::kInt64;
+}
 
 }  // namespace ringlet

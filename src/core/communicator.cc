@@ -54,9 +54,8 @@ size_t checkBuffers(const char* op, int rank, const void* send, const void* recv
 
 Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOptions options) {
   if (options.timeout.count() <= 0) {
-    throw InvalidArgument(
-        fmt::format("CommunicatorOptions::timeout must be positive, got {} ms",
-                    options.timeout.count()));
+    throw InvalidArgument(fmt::format("CommunicatorOptions::timeout must be positive, got {} ms",
+                                      options.timeout.count()));
   }
   return Communicator(std::make_unique<detail::CommunicatorImpl>(bootstrap, std::move(options)));
 }
@@ -113,7 +112,8 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
       peer.flush(wait);  // our bytes have left `send` before `recv` (maybe the same) changes
       collectives::reduce(args.recv, args.send, in, args.count, args.type, args.op);
       peer.release();
-      if (args.op == ReduceOp::kAvg) collectives::finishAverage(args.recv, args.count, args.type, 2);
+      if (args.op == ReduceOp::kAvg)
+        collectives::finishAverage(args.recv, args.count, args.type, 2);
     } else if (bytes <= impl.smallMessageBytes()) {
       collectives::recursiveDoublingAllreduce(group, args, wait,
                                               [&impl, &wait] { impl.checkHeader(wait); });
@@ -125,13 +125,14 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
   return {header, body};
 }
 
-Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t count,
-                          DataType type, int root) {
+Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t count, DataType type,
+                          int root) {
   const size_t bytes = checkBuffers("broadcast", impl.rank(), buffer, buffer, count, type);
   if (root < 0 || root >= impl.size()) {
-    throw InvalidArgument(fmt::format("broadcast on rank {}: root {} is out of range for world "
-                                      "size {}",
-                                      impl.rank(), root, impl.size()));
+    throw InvalidArgument(
+        fmt::format("broadcast on rank {}: root {} is out of range for world "
+                    "size {}",
+                    impl.rank(), root, impl.size()));
   }
   OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
   auto* data = static_cast<std::byte*>(buffer);
@@ -150,14 +151,15 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
 
 // Point-to-point: a header (what the sender sent, with its per-pair sequence number), then the
 // data in slices that fit the link's messages.
-Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data,
-                             size_t count, DataType type, int peer, int tag) {
+Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
+                             DataType type, int peer, int tag) {
   const char* name = isSend ? "send" : "recv";
   const size_t bytes = checkBuffers(name, impl.rank(), data, data, count, type);
   if (peer < 0 || peer >= impl.size() || peer == impl.rank()) {
-    throw InvalidArgument(fmt::format("{} on rank {}: peer {} is {}", name, impl.rank(), peer,
-                                      peer == impl.rank() ? "this rank"
-                                                          : fmt::format("out of range for world size {}", impl.size())));
+    throw InvalidArgument(fmt::format(
+        "{} on rank {}: peer {} is {}", name, impl.rank(), peer,
+        peer == impl.rank() ? "this rank"
+                            : fmt::format("out of range for world size {}", impl.size())));
   }
   const uint64_t seq = isSend ? impl.takeSendSeq(peer) : impl.takeRecvSeq(peer);
   OpHeader header{.kind = isSend ? OpKind::kSend : OpKind::kRecv,
@@ -169,7 +171,7 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
   auto* buffer = static_cast<std::byte*>(data);
   const int self = impl.rank();
   auto body = [&impl, header, buffer, bytes, isSend, self](const collectives::Group& group,
-                                                            const transport::WaitContext& wait) {
+                                                           const transport::WaitContext& wait) {
     transport::Link& link = group.link(header.root);
     const size_t slice = impl.sliceBytes({&link});
     if (isSend) {
@@ -188,8 +190,11 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
     link.release();
     theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
     if (!ok || theirs.kind != OpKind::kSend || theirs.seq != header.seq ||
-        !header.sameCall(OpHeader{.kind = OpKind::kRecv, .type = theirs.type, .tag = theirs.tag,
-                                  .count = theirs.count, .seq = theirs.seq})) {
+        !header.sameCall(OpHeader{.kind = OpKind::kRecv,
+                                  .type = theirs.type,
+                                  .tag = theirs.tag,
+                                  .count = theirs.count,
+                                  .seq = theirs.seq})) {
       throw MismatchError(fmt::format(
           "{}: rank {} posted {} (message #{} from rank {}) but rank {} sent {}", wait.describe(),
           self, header.describeCall(), header.seq, header.root, header.root,

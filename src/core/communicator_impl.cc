@@ -96,9 +96,9 @@ void CommunicatorImpl::workerLoop() {
 void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
   if (broken_.load()) {
     std::lock_guard lock(brokenMutex_);
-    throw AbortedError(fmt::format(
-        "{} #{} on rank {}: the communicator is unusable after an earlier error: {}",
-        header.name(), header.seq, rank_, brokenReason_));
+    throw AbortedError(
+        fmt::format("{} #{} on rank {}: the communicator is unusable after an earlier error: {}",
+                    header.name(), header.seq, rank_, brokenReason_));
   }
   const bool collective = isCollective(header.kind);
   if (!collective && linksByRank_[header.root] == nullptr) {

@@ -90,12 +90,12 @@ class CommunicatorImpl {
   std::string secret_;
   std::string rendezvousHost_;
   std::map<size_t, std::unique_ptr<transport::Transport>> transports_;  // by registry index
-  std::vector<std::unique_ptr<transport::Link>> links_;  // by peer rank
-  std::vector<transport::Link*> linksByRank_;            // by peer rank, null where none
-  std::vector<transport::Link*> activeLinks_;            // the non-null ones
+  std::vector<std::unique_ptr<transport::Link>> links_;                 // by peer rank
+  std::vector<transport::Link*> linksByRank_;  // by peer rank, null where none
+  std::vector<transport::Link*> activeLinks_;  // the non-null ones
   collectives::Group group_;
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
-  OpHeader running_;            // header of the collective being executed
+  OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
 
   uint64_t nextSeq_ = 0;

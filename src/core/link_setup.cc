@@ -126,8 +126,8 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
   infos_.resize(size_);
   for (int r = 0; r < size_; ++r) {
     std::string transport;
-    infos_[r] = decodeInfo(r, store_->getString(fmt::format("info/{}", r), options_.timeout),
-                           transport);
+    infos_[r] =
+        decodeInfo(r, store_->getString(fmt::format("info/{}", r), options_.timeout), transport);
     if (transport != options_.transport) {
       throw InvalidArgument(fmt::format(
           "rank {} asks for transport '{}' but rank {} asks for '{}' (RINGLET_TRANSPORT must "
@@ -191,8 +191,9 @@ void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::De
     if (options_.transport != "auto") return "forced by RINGLET_TRANSPORT";
     if (name == "shm") return "same host";
     if (name == "tcp") {
-      return infos_[peer].hostId == self_.hostId ? "same host, shared memory not available"
-                                                 : fmt::format("other host ({})", infos_[peer].hostname);
+      return infos_[peer].hostId == self_.hostId
+                 ? "same host, shared memory not available"
+                 : fmt::format("other host ({})", infos_[peer].hostname);
     }
     return "highest priority that can link the pair";
   };
@@ -222,8 +223,8 @@ void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::De
       // Both sides agreed this transport cannot link the pair: fall back to the next one.
       auto fallback = choose(peer, i + 1);
       if (!fallback) throw noTransport(peer);
-      log::warn("rank {} -> rank {}: {} unavailable, falling back to {}", rank_, peer,
-                entry.name, registry[*fallback].name);
+      log::warn("rank {} -> rank {}: {} unavailable, falling back to {}", rank_, peer, entry.name,
+                registry[*fallback].name);
       byEntry[*fallback].push_back(peer);
     }
   }

@@ -39,11 +39,16 @@ bool OpHeader::decode(const std::byte* data, OpHeader& out) {
 
 const char* OpHeader::name() const {
   switch (kind) {
-    case OpKind::kAllreduce: return "allreduce";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kBarrier: return "barrier";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
+    case OpKind::kAllreduce:
+      return "allreduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kBarrier:
+      return "barrier";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
   }
   return "unknown-op";
 }
@@ -54,9 +59,11 @@ std::string OpHeader::describeCall() const {
       return fmt::format("allreduce(count={}, {}, {})", count, toString(type), toString(op));
     case OpKind::kBroadcast:
       return fmt::format("broadcast(count={}, {}, root={})", count, toString(type), root);
-    case OpKind::kBarrier: return "barrier()";
+    case OpKind::kBarrier:
+      return "barrier()";
     case OpKind::kSend:
-      return fmt::format("send(count={}, {}, to rank {}, tag={})", count, toString(type), root, tag);
+      return fmt::format("send(count={}, {}, to rank {}, tag={})", count, toString(type), root,
+                         tag);
     case OpKind::kRecv:
       return fmt::format("recv(count={}, {}, from rank {}, tag={})", count, toString(type), root,
                          tag);
@@ -67,11 +74,15 @@ std::string OpHeader::describeCall() const {
 bool OpHeader::sameCall(const OpHeader& o) const {
   if (kind != o.kind || seq != o.seq) return false;
   switch (kind) {
-    case OpKind::kAllreduce: return count == o.count && type == o.type && op == o.op;
-    case OpKind::kBroadcast: return count == o.count && type == o.type && root == o.root;
-    case OpKind::kBarrier: return true;
+    case OpKind::kAllreduce:
+      return count == o.count && type == o.type && op == o.op;
+    case OpKind::kBroadcast:
+      return count == o.count && type == o.type && root == o.root;
+    case OpKind::kBarrier:
+      return true;
     case OpKind::kSend:
-    case OpKind::kRecv: return count == o.count && type == o.type && tag == o.tag;
+    case OpKind::kRecv:
+      return count == o.count && type == o.type && tag == o.tag;
   }
   return false;
 }

@@ -120,8 +120,7 @@ std::pair<std::string, uint16_t> splitHostPort(std::string_view text, std::strin
   std::string_view portText = text.substr(colon + 1);
   unsigned port = 0;
   auto [ptr, ec] = std::from_chars(portText.data(), portText.data() + portText.size(), port);
-  if (ec != std::errc() || ptr != portText.data() + portText.size() || port == 0 ||
-      port > 65535) {
+  if (ec != std::errc() || ptr != portText.data() + portText.size() || port == 0 || port > 65535) {
     return fail();
   }
   return {std::string(host), static_cast<uint16_t>(port)};
@@ -153,8 +152,8 @@ Fd listenTcp(const std::string& host, uint16_t port, int backlog) {
   // Accepted sockets inherit buffer sizes set before listen().
   setLargeBuffers(fd.get());
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&address.storage), address.length) != 0) {
-    throw IoError(fmt::format("cannot listen on {}: bind: {}", address.toString(),
-                              errorText(errno)));
+    throw IoError(
+        fmt::format("cannot listen on {}: bind: {}", address.toString(), errorText(errno)));
   }
   if (::listen(fd.get(), backlog) != 0) {
     throw IoError(fmt::format("listen on {} failed: {}", address.toString(), errorText(errno)));
@@ -172,8 +171,8 @@ Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::st
     if (!fd.valid()) throw IoError(fmt::format("socket() failed: {}", errorText(errno)));
     setLargeBuffers(fd.get());
     setNonBlocking(fd.get());
-    int rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage),
-                       address.length);
+    int rc =
+        ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
       if (waitFor(fd.get(), POLLOUT, deadline)) {
@@ -192,8 +191,9 @@ Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::st
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
-  throw TimeoutError(fmt::format("could not connect to {} at {} before the deadline (last error: {})",
-                                 what, address.toString(), lastError));
+  throw TimeoutError(
+      fmt::format("could not connect to {} at {} before the deadline (last error: {})", what,
+                  address.toString(), lastError));
 }
 
 Fd acceptTcp(int listenFd) {
@@ -230,16 +230,16 @@ void readFull(int fd, void* data, size_t bytes, Deadline deadline, std::string_v
       continue;
     }
     if (n == 0) {
-      throw IoError(fmt::format("{} closed the connection ({} of {} bytes read)", what, done,
-                                bytes));
+      throw IoError(
+          fmt::format("{} closed the connection ({} of {} bytes read)", what, done, bytes));
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       throw IoError(fmt::format("reading from {} failed: {}", what, errorText(errno)));
     }
     if (!waitFor(fd, POLLIN, deadline)) {
-      throw TimeoutError(fmt::format("timed out reading {} bytes from {} ({} read)", bytes, what,
-                                     done));
+      throw TimeoutError(
+          fmt::format("timed out reading {} bytes from {} ({} read)", bytes, what, done));
     }
   }
 }
@@ -258,8 +258,8 @@ void writeFull(int fd, const void* data, size_t bytes, Deadline deadline, std::s
       throw IoError(fmt::format("writing to {} failed: {}", what, errorText(errno)));
     }
     if (!waitFor(fd, POLLOUT, deadline)) {
-      throw TimeoutError(fmt::format("timed out writing {} bytes to {} ({} written)", bytes, what,
-                                     done));
+      throw TimeoutError(
+          fmt::format("timed out writing {} bytes to {} ({} written)", bytes, what, done));
     }
   }
 }

@@ -21,27 +21,51 @@ inline int64_t inputValue(int rank, size_t j, ReduceOp op) {
 
 inline void storeValue(DataType type, std::byte* base, size_t j, double v) {
   switch (type) {
-    case DataType::kFloat32: reinterpret_cast<float*>(base)[j] = static_cast<float>(v); break;
-    case DataType::kFloat64: reinterpret_cast<double*>(base)[j] = v; break;
-    case DataType::kFloat16: reinterpret_cast<Float16*>(base)[j] = Float16(static_cast<float>(v)); break;
-    case DataType::kBFloat16: reinterpret_cast<BFloat16*>(base)[j] = BFloat16(static_cast<float>(v)); break;
-    case DataType::kInt8: reinterpret_cast<int8_t*>(base)[j] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kUInt8: reinterpret_cast<uint8_t*>(base)[j] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt32: reinterpret_cast<int32_t*>(base)[j] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt64: reinterpret_cast<int64_t*>(base)[j] = static_cast<int64_t>(v); break;
+    case DataType::kFloat32:
+      reinterpret_cast<float*>(base)[j] = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      reinterpret_cast<double*>(base)[j] = v;
+      break;
+    case DataType::kFloat16:
+      reinterpret_cast<Float16*>(base)[j] = Float16(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      reinterpret_cast<BFloat16*>(base)[j] = BFloat16(static_cast<float>(v));
+      break;
+    case DataType::kInt8:
+      reinterpret_cast<int8_t*>(base)[j] = static_cast<int8_t>(static_cast<int64_t>(v));
+      break;
+    case DataType::kUInt8:
+      reinterpret_cast<uint8_t*>(base)[j] = static_cast<uint8_t>(static_cast<int64_t>(v));
+      break;
+    case DataType::kInt32:
+      reinterpret_cast<int32_t*>(base)[j] = static_cast<int32_t>(static_cast<int64_t>(v));
+      break;
+    case DataType::kInt64:
+      reinterpret_cast<int64_t*>(base)[j] = static_cast<int64_t>(v);
+      break;
   }
 }
 
 inline double loadValue(DataType type, const std::byte* base, size_t j) {
   switch (type) {
-    case DataType::kFloat32: return reinterpret_cast<const float*>(base)[j];
-    case DataType::kFloat64: return reinterpret_cast<const double*>(base)[j];
-    case DataType::kFloat16: return static_cast<float>(reinterpret_cast<const Float16*>(base)[j]);
-    case DataType::kBFloat16: return static_cast<float>(reinterpret_cast<const BFloat16*>(base)[j]);
-    case DataType::kInt8: return reinterpret_cast<const int8_t*>(base)[j];
-    case DataType::kUInt8: return reinterpret_cast<const uint8_t*>(base)[j];
-    case DataType::kInt32: return reinterpret_cast<const int32_t*>(base)[j];
-    case DataType::kInt64: return static_cast<double>(reinterpret_cast<const int64_t*>(base)[j]);
+    case DataType::kFloat32:
+      return reinterpret_cast<const float*>(base)[j];
+    case DataType::kFloat64:
+      return reinterpret_cast<const double*>(base)[j];
+    case DataType::kFloat16:
+      return static_cast<float>(reinterpret_cast<const Float16*>(base)[j]);
+    case DataType::kBFloat16:
+      return static_cast<float>(reinterpret_cast<const BFloat16*>(base)[j]);
+    case DataType::kInt8:
+      return reinterpret_cast<const int8_t*>(base)[j];
+    case DataType::kUInt8:
+      return reinterpret_cast<const uint8_t*>(base)[j];
+    case DataType::kInt32:
+      return reinterpret_cast<const int32_t*>(base)[j];
+    case DataType::kInt64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(base)[j]);
   }
   return NAN;
 }
@@ -55,7 +79,8 @@ inline double roundTo(DataType type, double v) {
 
 inline std::vector<std::byte> makeInput(DataType type, size_t count, int rank, ReduceOp op) {
   std::vector<std::byte> data(count * elementSize(type) + 1);
-  for (size_t j = 0; j < count; ++j) storeValue(type, data.data(), j, static_cast<double>(inputValue(rank, j, op)));
+  for (size_t j = 0; j < count; ++j)
+    storeValue(type, data.data(), j, static_cast<double>(inputValue(rank, j, op)));
   return data;
 }
 
@@ -66,10 +91,18 @@ inline double expectedAllreduce(DataType type, ReduceOp op, int size, size_t j) 
     const int64_t v = inputValue(r, j, op);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
     }
   }
   if (op == ReduceOp::kAvg) {

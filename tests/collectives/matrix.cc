@@ -11,9 +11,9 @@
 namespace ringlet::testing {
 namespace {
 
-constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                                DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                               DataType::kInt32,   DataType::kInt64};
+                               DataType::kInt32,    DataType::kInt64};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kAvg};
 
@@ -27,7 +27,8 @@ void expectAllreduce(const std::string& what, DataType type, ReduceOp op, int si
     const double got = loadValue(type, out, j);
     if (got != want) {
       ++wrong;
-      if (reported++ < 3) ADD_FAILURE() << what << ": element " << j << " is " << got << ", want " << want;
+      if (reported++ < 3)
+        ADD_FAILURE() << what << ": element " << j << " is " << got << ", want " << want;
     }
   }
   if (wrong > 0) ADD_FAILURE() << what << ": " << wrong << " of " << count << " elements wrong";
@@ -35,9 +36,9 @@ void expectAllreduce(const std::string& what, DataType type, ReduceOp op, int si
 
 void allreduceCase(Communicator& comm, DataType type, ReduceOp op, size_t count, bool inPlace) {
   if (op == ReduceOp::kAvg && !isFloatingPoint(type)) return;
-  const std::string what = fmt::format("rank {} allreduce {} {} count {} {}", comm.rank(),
-                                       toString(type), toString(op), count,
-                                       inPlace ? "in-place" : "out-of-place");
+  const std::string what =
+      fmt::format("rank {} allreduce {} {} count {} {}", comm.rank(), toString(type), toString(op),
+                  count, inPlace ? "in-place" : "out-of-place");
   std::vector<std::byte> input = makeInput(type, count, comm.rank(), op);
   const std::byte guard{0x5a};
   if (inPlace) {
@@ -61,7 +62,8 @@ void broadcastCase(Communicator& comm, DataType type, size_t count, int root) {
   const size_t bytes = count * elementSize(type);
   std::vector<std::byte> buffer(bytes + 1, std::byte{0});
   for (size_t i = 0; i < bytes; ++i) {
-    buffer[i] = comm.rank() == root ? std::byte(static_cast<uint8_t>(i * 31 + root + 1)) : std::byte{0xee};
+    buffer[i] =
+        comm.rank() == root ? std::byte(static_cast<uint8_t>(i * 31 + root + 1)) : std::byte{0xee};
   }
   buffer.back() = std::byte{0x5a};
   comm.broadcast(buffer.data(), count, type, root);
@@ -123,7 +125,8 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     Bootstrap bootstrap = Bootstrap::forThread(rank, size, store);
     Communicator comm = Communicator::create(bootstrap, o);
     const size_t big = 1000003;
-    for (DataType type : kTypes) allreduceCase(comm, type, ReduceOp::kSum, big, type == DataType::kInt32);
+    for (DataType type : kTypes)
+      allreduceCase(comm, type, ReduceOp::kSum, big, type == DataType::kInt32);
     for (ReduceOp op : kOps) allreduceCase(comm, DataType::kFloat32, op, big, op == ReduceOp::kMax);
     broadcastCase(comm, DataType::kFloat32, big, size - 1);
     // Past collectives::kStreamingBytes (8 MiB): final results take the non-temporal path.

@@ -27,7 +27,9 @@ void expectThrowWith(F&& f, std::initializer_list<std::string> parts) {
     f();
     ADD_FAILURE() << "expected an exception";
   } catch (const E& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << p << "' not in: " << e.what();
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
+          << "'" << p << "' not in: " << e.what();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "wrong exception type: " << e.what();
   }
@@ -37,23 +39,32 @@ TEST(CommunicatorErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
     std::vector<float> data(10, 1.0f);
-    expectThrowWith<InvalidArgument>([&] { comm.allreduce(nullptr, data.data(), 5, DataType::kFloat32, ReduceOp::kSum); },
-                                     {"send buffer is null", "count is 5", "allreduce", "rank"});
-    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), SIZE_MAX / 2, DataType::kFloat32, ReduceOp::kSum); },
-                                     {"overflows", "float32"});
-    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), 10, static_cast<DataType>(42), ReduceOp::kSum); },
-                                     {"unknown data type 42"});
-    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), 10, DataType::kFloat32, static_cast<ReduceOp>(9)); },
-                                     {"unknown reduction op 9"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.allreduce(nullptr, data.data(), 5, DataType::kFloat32, ReduceOp::kSum); },
+        {"send buffer is null", "count is 5", "allreduce", "rank"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.allreduce(data.data(), SIZE_MAX / 2, DataType::kFloat32, ReduceOp::kSum); },
+        {"overflows", "float32"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.allreduce(data.data(), 10, static_cast<DataType>(42), ReduceOp::kSum); },
+        {"unknown data type 42"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.allreduce(data.data(), 10, DataType::kFloat32, static_cast<ReduceOp>(9)); },
+        {"unknown reduction op 9"});
     std::vector<int32_t> ints(4, 1);
-    expectThrowWith<InvalidArgument>([&] { comm.allreduce(ints.data(), 4, DataType::kInt32, ReduceOp::kAvg); },
-                                     {"avg", "int32"});
-    expectThrowWith<InvalidArgument>([&] { comm.broadcast(data.data(), 10, DataType::kFloat32, 3); },
-                                     {"root 3", "world size 3"});
-    expectThrowWith<InvalidArgument>([&] { comm.broadcast(data.data(), 10, DataType::kFloat32, -1); },
-                                     {"root -1"});
-    expectThrowWith<InvalidArgument>([&] { comm.allreduce(data.data(), data.data() + 1, 5, DataType::kFloat32, ReduceOp::kSum); },
-                                     {"overlap"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.allreduce(ints.data(), 4, DataType::kInt32, ReduceOp::kAvg); },
+        {"avg", "int32"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.broadcast(data.data(), 10, DataType::kFloat32, 3); },
+        {"root 3", "world size 3"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.broadcast(data.data(), 10, DataType::kFloat32, -1); }, {"root -1"});
+    expectThrowWith<InvalidArgument>(
+        [&] {
+          comm.allreduce(data.data(), data.data() + 1, 5, DataType::kFloat32, ReduceOp::kSum);
+        },
+        {"overlap"});
     // Nothing was sent and no sequence number was used: the next call works everywhere.
     comm.allreduce(data.data(), 10, DataType::kFloat32, ReduceOp::kSum);
     for (float v : data) EXPECT_EQ(v, 3.0f);
@@ -90,7 +101,9 @@ TEST(CommunicatorErrors, MismatchedOperationsNoRankHangs) {
       ADD_FAILURE() << "rank " << rank << ": expected an error";
     } catch (const MismatchError& e) {
       EXPECT_TRUE(rank == 1 || rank == 2) << e.what();
-      EXPECT_NE(std::string(e.what()).find("broadcast(count=64, float32, root=0)"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("broadcast(count=64, float32, root=0)"),
+                std::string::npos)
+          << e.what();
     } catch (const PeerError& e) {
       EXPECT_TRUE(rank == 0 || rank == 3) << e.what();
     }

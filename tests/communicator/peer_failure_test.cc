@@ -34,35 +34,38 @@ TEST_P(PeerDeath, SurvivorsNameTheKilledRankWithinTenSeconds) {
   const std::string transport = GetParam();
   const std::string jobId = uniqueJobId("peerdeath");
   constexpr int kVictim = 2;
-  runProcessRanksWithVictim(4, kVictim, [&](int rank, int size, std::shared_ptr<Store> store) {
-    CommunicatorOptions o;
-    o.timeout = 60s;  // far beyond the 10 s the test allows: only failure detection may end it
-    o.transport = transport;
-    o.segmentBytes = 64 << 10;
-    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store, jobId), o);
-    std::vector<float> data(1 << 20, 1.0f);
-    comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
-    if (rank == kVictim) {
-      // Die in the middle of a later all-reduce.
-      std::thread([] {
-        std::this_thread::sleep_for(30ms);
-        raise(SIGKILL);
-      }).detach();
-    }
-    auto start = std::chrono::steady_clock::now();
-    try {
-      for (int i = 0; i < 100000; ++i) {
+  runProcessRanksWithVictim(
+      4, kVictim,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        CommunicatorOptions o;
+        o.timeout = 60s;  // far beyond the 10 s the test allows: only failure detection may end it
+        o.transport = transport;
+        o.segmentBytes = 64 << 10;
+        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store, jobId), o);
+        std::vector<float> data(1 << 20, 1.0f);
         comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
-        start = std::chrono::steady_clock::now();
-      }
-      ADD_FAILURE() << "rank " << rank << ": no error after the victim died";
-    } catch (const PeerError& e) {
-      const auto took = std::chrono::steady_clock::now() - start;
-      EXPECT_EQ(e.peer(), kVictim) << e.what();
-      EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
-      EXPECT_LT(took, 10s) << e.what();
-    }
-  }, std::chrono::seconds(60));
+        if (rank == kVictim) {
+          // Die in the middle of a later all-reduce.
+          std::thread([] {
+            std::this_thread::sleep_for(30ms);
+            raise(SIGKILL);
+          }).detach();
+        }
+        auto start = std::chrono::steady_clock::now();
+        try {
+          for (int i = 0; i < 100000; ++i) {
+            comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+            start = std::chrono::steady_clock::now();
+          }
+          ADD_FAILURE() << "rank " << rank << ": no error after the victim died";
+        } catch (const PeerError& e) {
+          const auto took = std::chrono::steady_clock::now() - start;
+          EXPECT_EQ(e.peer(), kVictim) << e.what();
+          EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
+          EXPECT_LT(took, 10s) << e.what();
+        }
+      },
+      std::chrono::seconds(60));
   // Segments are unlinked as soon as both sides map them: nothing is left, even by the victim.
   EXPECT_EQ(segmentsOf(jobId), 0u) << "shared-memory segments of job " << jobId << " left behind";
 }

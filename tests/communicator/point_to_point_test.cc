@@ -10,7 +10,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Communicator makeComm(int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
+Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
+                      const std::string& transport) {
   CommunicatorOptions o;
   o.timeout = 20s;
   o.transport = transport;
@@ -19,11 +20,13 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store, const st
 
 std::vector<int32_t> pattern(size_t count, int from, int to, int round) {
   std::vector<int32_t> v(count);
-  for (size_t j = 0; j < count; ++j) v[j] = static_cast<int32_t>(j * 11 + from * 1000 + to * 100 + round);
+  for (size_t j = 0; j < count; ++j)
+    v[j] = static_cast<int32_t>(j * 11 + from * 1000 + to * 100 + round);
   return v;
 }
 
-void ringAndAllPairs(int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
+void ringAndAllPairs(int rank, int size, std::shared_ptr<Store> store,
+                     const std::string& transport) {
   Communicator comm = makeComm(rank, size, store, transport);
   // Every ordered pair, sizes from empty to several slices, lower rank sends first.
   for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{700001}}) {

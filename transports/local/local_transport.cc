@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -43,7 +43,9 @@ std::atomic<uint64_t> gNextToken{0};
 class LocalLink final : public Link {
  public:
   LocalLink(int rank, int peer, std::shared_ptr<Channel> channel)
-      : Link(peer), rank_(rank), channel_(std::move(channel)),
+      : Link(peer),
+        rank_(rank),
+        channel_(std::move(channel)),
         out_(rank < peer ? &channel_->toHigh : &channel_->toLow),
         in_(rank < peer ? &channel_->toLow : &channel_->toHigh) {}
   ~LocalLink() override { abort(rank_, fmt::format("rank {} closed its link", rank_)); }
@@ -104,8 +106,8 @@ class LocalLink final : public Link {
     }
     if (channel_->aborted) {
       throw PeerError(channel_->abortOrigin,
-                      fmt::format("{}: rank {} aborted: {}", wait.describe(),
-                                  channel_->abortOrigin, channel_->abortReason));
+                      fmt::format("{}: rank {} aborted: {}", wait.describe(), channel_->abortOrigin,
+                                  channel_->abortReason));
     }
   }
   void waitForMessage(std::unique_lock<std::mutex>& lock, const WaitContext& wait) {
@@ -149,8 +151,8 @@ class LocalTransport final : public Transport {
   std::vector<std::unique_ptr<Link>> connect(std::span<const int> peers,
                                              Deadline deadline) override {
     std::vector<std::unique_ptr<Link>> links;
-    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - Clock::now());
+    const auto timeout =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     for (int peer : peers) {
       const int low = std::min(peer, context_.rank);
       const int high = std::max(peer, context_.rank);
@@ -165,7 +167,8 @@ class LocalTransport final : public Transport {
         }
         context_.store->setString(key, token);
       } else {
-        const std::string token = context_.store->getString(key, std::max(timeout, std::chrono::milliseconds(1)));
+        const std::string token =
+            context_.store->getString(key, std::max(timeout, std::chrono::milliseconds(1)));
         std::lock_guard lock(gPendingMutex);
         auto it = gPending.find(token);
         if (it == gPending.end()) {
@@ -193,9 +196,10 @@ TransportEntry makeLocalTransportEntry() {
   return TransportEntry{
       .name = "local",
       .priority = 0,  // lowest: "auto" picks it only when nothing else can link the pair
-      .canConnect = [](const PeerInfo& self, const PeerInfo& peer) {
-        return !self.hostId.empty() && self.hostId == peer.hostId && self.pid == peer.pid;
-      },
+      .canConnect =
+          [](const PeerInfo& self, const PeerInfo& peer) {
+            return !self.hostId.empty() && self.hostId == peer.hostId && self.pid == peer.pid;
+          },
       .make = [](TransportContext context) -> std::unique_ptr<Transport> {
         return std::make_unique<LocalTransport>(std::move(context));
       },
