@@ -86,22 +86,35 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
   }
   OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
   // Two ranks, small message: the data follows the call header at once and the header is
-  // checked before the data is read, so the whole call is one exchange.
-  // With a power-of-two world the same holds for even ranks, whose first recursive-doubling
-  // partner is the next rank.
+  // checked before the data is read, so the whole call is one exchange; tiny data rides inside
+  // the header itself. With a power-of-two world the same holds for even ranks, whose first
+  // recursive-doubling partner is the next rank.
   const int n = impl.size();
   const bool small = bytes <= impl.smallMessageBytes();
-  header.earlyData = small && n > 1 && (n & (n - 1)) == 0 && impl.rank() % 2 == 0;
-  if (n == 2) header.earlyData = small;
+  const bool inlined = n == 2 && bytes <= OpHeader::kInlineBytes;
+  if (inlined) {
+    header.inlineData = static_cast<const std::byte*>(send);
+    header.inlineBytes = bytes;
+  }
+  header.earlyData = small && !inlined && n > 1 && (n & (n - 1)) == 0 && impl.rank() % 2 == 0;
+  if (n == 2) header.earlyData = small && !inlined;
   collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .count = count,
                                   .type = type,
                                   .op = op};
-  auto body = [&impl, args, bytes](const collectives::Group& group,
-                                   const transport::WaitContext& wait) {
+  auto body = [&impl, args, bytes, inlined](const collectives::Group& group,
+                                            const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+      return;
+    }
+    if (inlined) {  // the peer's data came with its header (execute() checked it)
+      collectives::reduce(args.recv, args.send, impl.inlineFromPrev(), args.count, args.type,
+                          args.op);
+      if (args.op == ReduceOp::kAvg) {
+        collectives::finishAverage(args.recv, args.count, args.type, 2);
+      }
       return;
     }
     if (group.size == 2 && bytes <= impl.smallMessageBytes()) {

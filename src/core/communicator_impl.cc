@@ -156,6 +156,9 @@ void CommunicatorImpl::checkHeader(const WaitContext& wait) {
   const std::byte* in = prev.recv(OpHeader::kWireBytes, wait);
   OpHeader theirs;
   const bool ok = OpHeader::decode(in, theirs);
+  if (header.inlineBytes > 0) {
+    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, header.inlineBytes);
+  }
   prev.release();
   if (!ok) {
     throw IoError(fmt::format("{}: rank {} sent something that is not a call header",

@@ -57,6 +57,8 @@ class CommunicatorImpl {
   // body unless the header says earlyData, in which case the body calls it after sending its
   // first message (saving a round trip) and before reading any data.
   void checkHeader(const transport::WaitContext& wait);
+  // The previous rank's inline data (OpHeader::inlineData), valid after checkHeader().
+  const std::byte* inlineFromPrev() const { return inlineIn_.data(); }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
   uint64_t takeSendSeq(int peer) { return sendSeq_[peer]++; }
   uint64_t takeRecvSeq(int peer) { return recvSeq_[peer]++; }
@@ -95,6 +97,7 @@ class CommunicatorImpl {
   std::vector<transport::Link*> activeLinks_;  // the non-null ones
   collectives::Group group_;
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
+  std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ringlet::detail {
@@ -20,6 +21,8 @@ std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   std::memcpy(p + 12, &tag, 4);
   std::memcpy(p + 16, &count, 8);
   std::memcpy(p + 24, &seq, 8);
+  if (inlineBytes > 0)
+    std::memcpy(p + kFieldBytes, inlineData, std::min(inlineBytes, kInlineBytes));
   return out;
 }
 

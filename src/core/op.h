@@ -26,8 +26,16 @@ struct OpHeader {
   uint64_t seq = 0;
   // Not sent: the body checks the header itself after its first send (see checkHeader).
   bool earlyData = false;
+  // Sent after the fields: a call whose data fits rides along with its header (kInlineBytes),
+  // so a tiny two-rank all-reduce is one message each way. Not compared by sameCall().
+  const std::byte* inlineData = nullptr;
+  size_t inlineBytes = 0;
 
-  static constexpr size_t kWireBytes = 32;
+  // Every header has the same size, data or not, so ranks that disagree about a call still
+  // agree about the size of its header and get a MismatchError rather than a length error.
+  static constexpr size_t kFieldBytes = 32;
+  static constexpr size_t kInlineBytes = 256;
+  static constexpr size_t kWireBytes = kFieldBytes + kInlineBytes;
   std::array<std::byte, kWireBytes> encode() const;
   // Returns false if the bytes are not a header (wrong magic).
   static bool decode(const std::byte* data, OpHeader& out);
