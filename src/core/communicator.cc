@@ -9,6 +9,7 @@
 #include "collectives/reduce.h"
 #include "ringlet/error.h"
 #include "src/core/communicator_impl.h"
+#include "src/core/inline_allreduce.h"
 
 namespace ringlet {
 
@@ -98,15 +99,26 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
   }
   header.earlyData = small && !inlined && n > 1 && (n & (n - 1)) == 0 && impl.rank() % 2 == 0;
   if (n == 2) header.earlyData = small && !inlined;
+  // More ranks, tiny data: recursive doubling over headers that carry the data, with no ring
+  // round for the header check (inline_allreduce.cc).
+  const bool tiny = n > 2 && bytes <= std::min(OpHeader::kInlineBytes, impl.smallMessageBytes());
+  if (tiny) {
+    header.selfChecked = true;
+    header.earlyData = false;
+  }
   collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .count = count,
                                   .type = type,
                                   .op = op};
-  auto body = [&impl, args, bytes, inlined](const collectives::Group& group,
-                                            const transport::WaitContext& wait) {
+  auto body = [&impl, args, bytes, inlined, tiny](const collectives::Group& group,
+                                                  const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+      return;
+    }
+    if (tiny) {
+      detail::inlineAllreduce(impl.runningHeader(), group, args, wait);
       return;
     }
     if (inlined) {  // the peer's data came with its header (execute() checked it)

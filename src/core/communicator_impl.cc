@@ -117,8 +117,8 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                    .links = activeLinks_,
                    .cancelled = &cancelled_};
   try {
-    if (collective && size_ > 1) {
-      running_ = header;
+    running_ = header;
+    if (collective && size_ > 1 && !header.selfChecked) {
       headerChecked_ = false;
       sendHeader(header, wait);
       if (!header.earlyData) checkHeader(wait);
@@ -165,11 +165,7 @@ void CommunicatorImpl::checkHeader(const WaitContext& wait) {
                               wait.describe(), prev.peer()));
   }
   if (!header.sameCall(theirs)) {
-    throw MismatchError(fmt::format(
-        "{}: ranks disagree about call #{}: rank {} called {} (call #{}) but rank {} called {} "
-        "(call #{}); every rank must issue the same collectives in the same order",
-        wait.describe(), header.seq, rank_, header.describeCall(), header.seq, prev.peer(),
-        theirs.describeCall(), theirs.seq));
+    throw MismatchError(describeMismatch(wait.describe(), rank_, header, prev.peer(), theirs));
   }
 }
 

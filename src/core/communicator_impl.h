@@ -57,6 +57,8 @@ class CommunicatorImpl {
   // body unless the header says earlyData, in which case the body calls it after sending its
   // first message (saving a round trip) and before reading any data.
   void checkHeader(const transport::WaitContext& wait);
+  // The header of the collective being executed, with its sequence number.
+  const OpHeader& runningHeader() const { return running_; }
   // The previous rank's inline data (OpHeader::inlineData), valid after checkHeader().
   const std::byte* inlineFromPrev() const { return inlineIn_.data(); }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.

@@ -90,4 +90,13 @@ bool OpHeader::sameCall(const OpHeader& o) const {
   return false;
 }
 
+std::string describeMismatch(const std::string& where, int rank, const OpHeader& mine, int peer,
+                             const OpHeader& theirs) {
+  return fmt::format(
+      "{}: ranks disagree about call #{}: rank {} called {} (call #{}) but rank {} called {} "
+      "(call #{}); every rank must issue the same collectives in the same order",
+      where, mine.seq, rank, mine.describeCall(), mine.seq, peer, theirs.describeCall(),
+      theirs.seq);
+}
+
 }  // namespace ringlet::detail

@@ -26,6 +26,9 @@ struct OpHeader {
   uint64_t seq = 0;
   // Not sent: the body checks the header itself after its first send (see checkHeader).
   bool earlyData = false;
+  // Not sent: the body exchanges headers with its own partners instead of the ring round
+  // (tiny all-reduce: every recursive-doubling message is a header carrying the data).
+  bool selfChecked = false;
   // Sent after the fields: a call whose data fits rides along with its header (kInlineBytes),
   // so a tiny two-rank all-reduce is one message each way. Not compared by sameCall().
   const std::byte* inlineData = nullptr;
@@ -45,5 +48,10 @@ struct OpHeader {
   const char* name() const;
   bool sameCall(const OpHeader& other) const;
 };
+
+// The error for two ranks that issued different calls: names both calls and both ranks.
+// `where` is the wait description ("allreduce #3 on rank 1").
+std::string describeMismatch(const std::string& where, int rank, const OpHeader& mine, int peer,
+                             const OpHeader& theirs);
 
 }  // namespace ringlet::detail

@@ -1,5 +1,8 @@
 // Bad arguments, mismatched calls, timeouts and abort: each gives a clear error, never a hang.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <atomic>
 
 #include <cstdint>
 #include <thread>
@@ -85,31 +88,41 @@ TEST(CommunicatorErrors, MismatchedCountsFailOnBothSidesNamingBothCalls) {
   });
 }
 
-TEST(CommunicatorErrors, MismatchedOperationsNoRankHangs) {
-  // Rank 1 broadcasts while the others all-reduce: ranks 1 and 2 see the mismatch directly,
-  // the others fail through the abort that follows; nobody waits for the timeout.
-  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+// Rank 1 broadcasts while the others all-reduce. The ranks that read rank 1's call directly
+// throw MismatchError; the others fail through the abort that follows, with a PeerError whose
+// message still names both calls. Nobody waits for the timeout. Run for a small all-reduce
+// (recursive doubling over headers) and a large one (ring after the header round).
+void mismatchedOperations(size_t count) {
+  std::atomic<int> mismatches{0};
+  runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store, 20s);
-    std::vector<float> data(64, 1.0f);
+    std::vector<float> data(count, 1.0f);
+    const std::string bcast = fmt::format("broadcast(count={}, float32, root=0)", count);
+    const std::string allreduce = fmt::format("allreduce(count={}, float32, sum)", count);
     const auto start = std::chrono::steady_clock::now();
     try {
       if (rank == 1) {
-        comm.broadcast(data.data(), 64, DataType::kFloat32, 0);
+        comm.broadcast(data.data(), count, DataType::kFloat32, 0);
       } else {
-        comm.allreduce(data.data(), 64, DataType::kFloat32, ReduceOp::kSum);
+        comm.allreduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum);
       }
       ADD_FAILURE() << "rank " << rank << ": expected an error";
     } catch (const MismatchError& e) {
-      EXPECT_TRUE(rank == 1 || rank == 2) << e.what();
-      EXPECT_NE(std::string(e.what()).find("broadcast(count=64, float32, root=0)"),
-                std::string::npos)
-          << e.what();
+      ++mismatches;
+      EXPECT_NE(std::string(e.what()).find(bcast), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(allreduce), std::string::npos) << e.what();
     } catch (const PeerError& e) {
-      EXPECT_TRUE(rank == 0 || rank == 3) << e.what();
+      EXPECT_NE(rank, 1) << e.what();
+      EXPECT_NE(e.peer(), rank) << e.what();  // the rank that saw the mismatch
+      EXPECT_NE(std::string(e.what()).find(bcast), std::string::npos) << e.what();
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   });
+  EXPECT_GE(mismatches.load(), 1);
 }
+
+TEST(CommunicatorErrors, MismatchedOperationsNoRankHangsSmall) { mismatchedOperations(64); }
+TEST(CommunicatorErrors, MismatchedOperationsNoRankHangsLarge) { mismatchedOperations(100000); }
 
 TEST(CommunicatorErrors, TimeoutNamesRankPeerOperationAndSequence) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
