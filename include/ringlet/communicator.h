@@ -45,7 +45,7 @@ struct CommunicatorOptions {
   // Pipeline segment size in bytes; 0 lets the algorithm pick.
   size_t segmentBytes = 0;
   // Messages at or below this many bytes use the latency-optimised algorithms.
-  size_t smallMessageBytes = 0;  // 0: default (transport dependent)
+  size_t smallMessageBytes = 0;  // 0: 64 KiB for two ranks or TCP, 16 KiB for shared memory
 
   // Defaults overridden by RINGLET_* variables (the README lists them all).
   static CommunicatorOptions fromEnvironment();

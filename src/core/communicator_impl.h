@@ -103,6 +103,7 @@ class CommunicatorImpl {
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
 
+  size_t defaultSmallBytes_ = size_t{16} << 10;  // see the constructor
   uint64_t nextSeq_ = 0;
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;
