@@ -86,60 +86,45 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
     throw InvalidArgument(fmt::format("allreduce on rank {}: {}", impl.rank(), e.what()));
   }
   OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
-  // Two ranks, small message: the data follows the call header at once and the header is
-  // checked before the data is read, so the whole call is one exchange; tiny data rides inside
-  // the header itself. With a power-of-two world the same holds for even ranks, whose first
-  // recursive-doubling partner is the next rank.
+  // Small messages take recursive doubling, large ones the ring. Three refinements save the
+  // round trip of the call-header check:
+  //  - inlined: two ranks and at most 256 bytes: the data rides inside the header itself;
+  //  - tiny: more ranks and at most 256 bytes: recursive doubling over headers that carry the
+  //    data, each checked by the partner, with no ring round (inline_allreduce.cc);
+  //  - earlyData: when this rank's first recursive-doubling partner (rank ^ 1) is the next
+  //    rank (two ranks, or even ranks of a power-of-two world), the data follows the header at
+  //    once and the header is checked after that first send.
   const int n = impl.size();
+  const int r = impl.rank();
   const bool small = bytes <= impl.smallMessageBytes();
   const bool inlined = n == 2 && bytes <= OpHeader::kInlineBytes;
+  const bool tiny = n > 2 && small && bytes <= OpHeader::kInlineBytes;
+  const bool powerOfTwo = (n & (n - 1)) == 0;
   if (inlined) {
     header.inlineData = static_cast<const std::byte*>(send);
     header.inlineBytes = bytes;
   }
-  header.earlyData = small && !inlined && n > 1 && (n & (n - 1)) == 0 && impl.rank() % 2 == 0;
-  if (n == 2) header.earlyData = small && !inlined;
-  // More ranks, tiny data: recursive doubling over headers that carry the data, with no ring
-  // round for the header check (inline_allreduce.cc).
-  const bool tiny = n > 2 && bytes <= std::min(OpHeader::kInlineBytes, impl.smallMessageBytes());
-  if (tiny) {
-    header.selfChecked = true;
-    header.earlyData = false;
-  }
+  header.selfChecked = tiny;
+  header.earlyData = small && !inlined && !tiny && powerOfTwo && (r ^ 1) == (r + 1) % n;
   collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .count = count,
                                   .type = type,
                                   .op = op};
-  auto body = [&impl, args, bytes, inlined, tiny](const collectives::Group& group,
-                                                  const transport::WaitContext& wait) {
+  auto body = [&impl, args, bytes, small, inlined, tiny](const collectives::Group& group,
+                                                         const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
-      return;
-    }
-    if (tiny) {
-      detail::inlineAllreduce(impl.runningHeader(), group, args, wait);
-      return;
-    }
-    if (inlined) {  // the peer's data came with its header (execute() checked it)
+    } else if (inlined) {  // the peer's data came with its header (execute() checked it)
       collectives::reduce(args.recv, args.send, impl.inlineFromPrev(), args.count, args.type,
                           args.op);
       if (args.op == ReduceOp::kAvg) {
         collectives::finishAverage(args.recv, args.count, args.type, 2);
       }
-      return;
-    }
-    if (group.size == 2 && bytes <= impl.smallMessageBytes()) {
-      transport::Link& peer = group.next();
-      collectives::sendFrom(peer, args.send, bytes, wait);
-      impl.checkHeader(wait);
-      const std::byte* in = peer.recv(bytes, wait);
-      peer.flush(wait);  // our bytes have left `send` before `recv` (maybe the same) changes
-      collectives::reduce(args.recv, args.send, in, args.count, args.type, args.op);
-      peer.release();
-      if (args.op == ReduceOp::kAvg)
-        collectives::finishAverage(args.recv, args.count, args.type, 2);
-    } else if (bytes <= impl.smallMessageBytes()) {
+    } else if (tiny) {
+      detail::inlineAllreduce(impl.runningHeader(), group, args, wait);
+    } else if (small) {
+      // checkHeader() does nothing when execute() already checked (no earlyData).
       collectives::recursiveDoublingAllreduce(group, args, wait,
                                               [&impl, &wait] { impl.checkHeader(wait); });
     } else {
