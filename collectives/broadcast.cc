@@ -1,13 +1,7 @@
 // Broadcast from any root.
 //
-// Large messages: a pipelined chain along the ring, root -> root+1 -> ... -> root-1. The buffer
-// is cut into slices; every rank forwards slice k while the next slice is arriving, so the
-// time is about (bytes + (N-2) * slice) / bandwidth. N = 4, root 1, slices a b c:
-//
-//   time   1      2      3      4      5
-//   1->2   a      b      c
-//   2->3          a      b      c
-//   3->0                 a      b      c
+// Large messages: the pipelined chain of ring_schedule.h along the ring, root -> root+1 -> ...
+// -> root-1, with the primitives below on host memory.
 //
 // Small messages: a binomial tree, ceil(log2 N) rounds. With v = (rank - root) mod N, rank v
 // receives from v - 2^k where 2^k is v's highest set bit, then sends to v + 2^j for every
@@ -18,39 +12,71 @@
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
+#include "collectives/ring_schedule.h"
 
 namespace ringlet::collectives {
+
+namespace {
+
+// Chain primitives over Links, on bytes. Over shared memory each incoming slot is read once,
+// into the buffer (with non-temporal stores when it is large: nothing reads it again during the
+// call) and into the next rank's slot.
+class ChainBroadcast {
+ public:
+  ChainBroadcast(const Group& group, std::byte* buffer, size_t bytes, const WaitContext& wait)
+      : group_(group), buffer_(buffer), wait_(wait), streaming_(bytes >= kStreamingBytes) {}
+
+  void send(const Piece& p) { sendFrom(group_.next(), data(p), p.count, wait_); }
+
+  void recvCopySend(const Piece& p) {
+    if (!group_.prev().sharesMemory()) {
+      group_.prev().recvInto(data(p), p.count, wait_);
+      send(p);
+      return;
+    }
+    Link& prev = group_.prev();
+    const std::byte* in = prev.recv(p.count, wait_);
+    std::byte* out = group_.next().sendBuffer(p.count, data(p), wait_);
+    copyOut(data(p), in, p.count);
+    if (out != data(p) && p.count > 0) std::memcpy(out, in, p.count);
+    prev.release();
+    group_.next().send(out, p.count, wait_);
+  }
+
+  void recv(const Piece& p) {
+    if (!group_.prev().sharesMemory()) {
+      group_.prev().recvInto(data(p), p.count, wait_);
+      return;
+    }
+    Link& prev = group_.prev();
+    copyOut(data(p), prev.recv(p.count, wait_), p.count);
+    prev.release();
+  }
+
+ private:
+  std::byte* data(const Piece& p) const { return buffer_ + p.offset; }
+  void copyOut(std::byte* dst, const std::byte* src, size_t n) const {
+    if (streaming_) {
+      streamCopy(dst, src, n);
+    } else if (n > 0) {
+      std::memcpy(dst, src, n);
+    }
+  }
+
+  const Group& group_;
+  std::byte* buffer_;
+  const WaitContext& wait_;
+  const bool streaming_;
+};
+
+}  // namespace
 
 void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root,
                     size_t sliceBytes, const WaitContext& wait) {
   const int n = group.size;
   const int position = wrap(group.rank - root, n);  // 0 = root, n-1 = end of the chain
-  const size_t slices = std::max<size_t>(1, (bytes + sliceBytes - 1) / sliceBytes);
-  const Piece whole{0, bytes};
-  // Over shared memory read each incoming slot once, into the buffer (with non-temporal stores
-  // when it is large: nothing reads it again during the call) and into the next rank's slot.
-  const bool direct = position != 0 && group.prev().sharesMemory();
-  const bool streaming = bytes >= kStreamingBytes;
-  for (size_t k = 0; k < slices; ++k) {
-    const Piece p = sliceOf(whole, k, sliceBytes);
-    std::byte* data = buffer + p.offset;
-    if (direct) {
-      Link& prev = group.prev();
-      const std::byte* in = prev.recv(p.count, wait);
-      std::byte* out = position != n - 1 ? group.next().sendBuffer(p.count, data, wait) : nullptr;
-      if (streaming) {
-        streamCopy(data, in, p.count);
-      } else if (p.count > 0) {
-        std::memcpy(data, in, p.count);
-      }
-      if (out != nullptr && out != data && p.count > 0) std::memcpy(out, in, p.count);
-      prev.release();
-      if (out != nullptr) group.next().send(out, p.count, wait);
-      continue;
-    }
-    if (position != 0) group.prev().recvInto(data, p.count, wait);
-    if (position != n - 1) sendFrom(group.next(), data, p.count, wait);
-  }
+  ChainBroadcast prims(group, buffer, bytes, wait);
+  chainBroadcastSchedule(prims, position, n, bytes, std::max<size_t>(1, sliceBytes));
   if (position != n - 1) group.next().flush(wait);
 }
 

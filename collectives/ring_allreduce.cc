@@ -1,47 +1,17 @@
-// Ring all-reduce = reduce-scatter, then all-gather: 2(N-1) steps.
-//
-// The buffer is cut into N chunks (collectives/chunking.h; uneven counts give the first
-// count % N chunks one extra element). Rank r sends to r+1 and receives from r-1. At step s of
-// the reduce-scatter, rank r sends chunk r-s and receives chunk r-s-1, adding its own input to
-// it; after N-1 steps rank r holds chunk r+1 fully reduced. The all-gather then passes the
-// finished chunks once around the ring. For N = 4 (chunks 0..3; "3<" = receives chunk 3):
-//
-//   step  phase            rank 0      rank 1      rank 2      rank 3
-//   1     reduce-scatter   0> 3<       1> 0<       2> 1<       3> 2<
-//   2     reduce-scatter   3> 2<       0> 3<       1> 0<       2> 1<
-//   3     reduce-scatter   2> 1<=      3> 2<=      0> 3<=      1> 0<=   (= fully reduced)
-//   4     all-gather       1> 0<       2> 1<       3> 2<       0> 3<
-//   5     all-gather       0> 3<       1> 0<       2> 1<       3> 2<
-//   6     all-gather       3> 2<       0> 3<       1> 0<       2> 1<
-//
-// Every rank sends and receives 2(N-1) chunks: 2(N-1)/N of the buffer each way (the "bus
-// bandwidth" factor), whatever N is.
-//
-// Pipelining: each chunk is cut into slices, and the whole schedule runs slice by slice, so
-// while rank r reduces slice k its neighbours already move slice k+1. Per slice the steps become
-// the primitives below (as in NCCL); the loop body mirrors the table row by row:
-//
-//   send                 step 1      chunk r       input -> next
-//   recvReduceSend       steps 2..N-1 chunk r-s    prev + input -> next
-//   recvReduceCopySend   step N      chunk r+1     prev + input -> output (final) -> next
-//   recvCopySend         steps N+1..2N-2           prev -> output -> next
-//   recv                 step 2N-1  chunk r+2      prev -> output
-//
-// (Steps here count primitives, one more than the table's rows: the first send starts row 1
-// and the last receive ends row 2N-2.)
+// Ring all-reduce over transport Links: the primitives of the shared schedule
+// (ring_schedule.h, where the N = 4 table and the pipelining are drawn) on host memory.
 //
 // Zero copy: a receive reduces straight out of the transport's buffer (Link::recv), and a send
 // goes straight into the transport's slot when it has one (shared memory) or straight from the
 // output buffer otherwise (TCP). Over shared memory the final reduction writes the peer's slot
 // and the output in one pass, and large buffers get their output written with non-temporal
-// stores, since nothing reads it again during the call (reduce.h: kStreamingBytes). Partial sums
-// travel through output chunks that the all-gather overwrites later, which is safe even in place: a
-// chunk comes back only after the whole ring has consumed what this rank sent from it.
+// stores, since nothing reads it again during the call (reduce.h: kStreamingBytes).
 #include <cstring>
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
+#include "collectives/ring_schedule.h"
 
 namespace ringlet::collectives {
 namespace {
@@ -60,28 +30,11 @@ class RingAllreduce {
         streaming_(args.count * elementBytes_ >= kStreamingBytes) {}
 
   void run() {
-    const int n = group_.size;
-    const int r = group_.rank;
-    const size_t slices = sliceCount(args_.count, n, sliceElements_);
-    for (size_t k = 0; k < slices; ++k) {
-      send(piece(r, k));
-      for (int s = 1; s <= n - 2; ++s) recvReduceSend(piece(r - s, k));
-      recvReduceCopySend(piece(r + 1, k));
-      for (int s = 1; s <= n - 2; ++s) recvCopySend(piece(r + 1 - s, k));
-      recv(piece(r + 2, k));
-    }
+    ringAllreduceSchedule(*this, group_.rank, group_.size, args_.count, sliceElements_);
     next_.flush(wait_);
   }
 
- private:
-  Piece piece(int chunk, size_t slice) const {
-    return sliceOf(evenChunk(args_.count, group_.size, wrap(chunk, group_.size)), slice,
-                   sliceElements_);
-  }
-  size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
-  const std::byte* input(const Piece& p) const { return args_.send + p.offset * elementBytes_; }
-  std::byte* output(const Piece& p) const { return args_.recv + p.offset * elementBytes_; }
-
+  // ---- the primitives (ring_schedule.h) ----
   void send(const Piece& p) { sendFrom(next_, input(p), bytes(p), wait_); }
 
   void recvReduceSend(const Piece& p) {
@@ -138,6 +91,11 @@ class RingAllreduce {
     }
     prev_.recvInto(output(p), bytes(p), wait_);
   }
+
+ private:
+  size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
+  const std::byte* input(const Piece& p) const { return args_.send + p.offset * elementBytes_; }
+  std::byte* output(const Piece& p) const { return args_.recv + p.offset * elementBytes_; }
 
   void copyOut(std::byte* dst, const std::byte* src, size_t n) const {
     if (streaming_) {

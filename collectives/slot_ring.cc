@@ -1,0 +1,263 @@
+// The slot ring's protocol (slot_ring.h) and its primitives for the shared ring schedules.
+#include "collectives/slot_ring.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstring>
+
+#include "collectives/ring_schedule.h"
+#include "ringlet/error.h"
+
+namespace ringlet::collectives {
+namespace {
+
+constexpr uint32_t kNoticeMagic = 0x52475354;  // "RGST"
+constexpr size_t kNoticeBytes = 24;
+using NoticeBytes = std::array<std::byte, kNoticeBytes>;
+
+enum class NoticeKind : uint8_t { kWritten = 1, kFreed = 2 };
+
+// One notice on the wire: magic, kind, slot, the message's sequence number within the call, and
+// its size in bytes. Host byte order: both ends are on one node.
+struct Notice {
+  NoticeKind kind = NoticeKind::kWritten;
+  uint16_t slot = 0;
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+
+  NoticeBytes encode() const {
+    NoticeBytes out{};
+    std::memcpy(out.data(), &kNoticeMagic, 4);
+    out[4] = static_cast<std::byte>(kind);
+    std::memcpy(out.data() + 6, &slot, 2);
+    std::memcpy(out.data() + 8, &seq, 8);
+    std::memcpy(out.data() + 16, &bytes, 8);
+    return out;
+  }
+  static bool decode(const NoticeBytes& in, Notice& out) {
+    uint32_t magic = 0;
+    std::memcpy(&magic, in.data(), 4);
+    out.kind = static_cast<NoticeKind>(in[4]);
+    std::memcpy(&out.slot, in.data() + 6, 2);
+    std::memcpy(&out.seq, in.data() + 8, 8);
+    std::memcpy(&out.bytes, in.data() + 16, 8);
+    return magic == kNoticeMagic &&
+           (out.kind == NoticeKind::kWritten || out.kind == NoticeKind::kFreed);
+  }
+};
+
+class SlotRing {
+ public:
+  SlotRing(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+           const WaitContext& wait)
+      : memory_(memory),
+        executor_(executor),
+        wait_(wait),
+        next_(group.next()),
+        prev_(group.prev()),
+        slots_(static_cast<uint64_t>(memory.slots)) {
+    if (memory.slots < 1 || memory.slots > kMaxSlotRingSlots || memory.slotBytes == 0 ||
+        memory.mine == nullptr || memory.next == nullptr) {
+      throw Error(ErrorCode::kInternal,
+                  fmt::format("slot ring: invalid memory ({} slots of {} bytes)", memory.slots,
+                              memory.slotBytes));
+    }
+  }
+
+  // Where the next message to the next rank goes: its slot, once the next rank said it is done
+  // with what was there.
+  std::byte* acquireSend(size_t bytes) {
+    while (sent_ - freedSeen_ >= slots_) readNotice(next_);
+    const int k = slotOf(sent_);
+    executor_.waitSlotFree(k);
+    sendBytes_ = bytes;
+    return memory_.next + static_cast<size_t>(k) * memory_.slotBytes;
+  }
+  void commitSend() {
+    const int k = slotOf(sent_);
+    executor_.markSlotWritten(k);
+    post(next_, {NoticeKind::kWritten, static_cast<uint16_t>(k), sent_, sendBytes_});
+    ++sent_;
+  }
+
+  // The next message from the previous rank, in this rank's slot.
+  const std::byte* acquireRecv(size_t bytes) {
+    while (writtenSeen_ <= received_) readNotice(prev_);
+    if (lastWrittenBytes_[slotOf(received_)] != bytes) {
+      throw IoError(fmt::format(
+          "{}: rank {} wrote {} bytes into slot {} but this rank expects {}: the ranks disagree "
+          "about the call",
+          wait_.describe(), prev_.peer(), lastWrittenBytes_[slotOf(received_)], slotOf(received_),
+          bytes));
+    }
+    const int k = slotOf(received_);
+    executor_.waitSlotWritten(k);
+    return memory_.mine + static_cast<size_t>(k) * memory_.slotBytes;
+  }
+  void releaseRecv() {
+    const int k = slotOf(received_);
+    executor_.markSlotFree(k);
+    post(prev_, {NoticeKind::kFreed, static_cast<uint16_t>(k), received_, 0});
+    ++received_;
+  }
+
+  // Waits until the next rank has taken every message, then until the notices have left.
+  void finish() {
+    while (freedSeen_ < sent_) readNotice(next_);
+    next_.flush(wait_);
+    prev_.flush(wait_);
+    outbox_.clear();
+  }
+
+  size_t slotBytes() const { return memory_.slotBytes; }
+  SlotExecutor& executor() { return executor_; }
+
+ private:
+  int slotOf(uint64_t seq) const { return static_cast<int>(seq % slots_); }
+
+  void post(Link& link, const Notice& notice) {
+    // TCP sends from caller memory until flush(): keep every notice of the call alive.
+    outbox_.push_back(notice.encode());
+    sendFrom(link, outbox_.back().data(), kNoticeBytes, wait_);
+  }
+
+  // Reads one notice from `link` and counts it. With two ranks next and prev are one link, and
+  // its notices of both kinds arrive interleaved; the kind says which counter moves.
+  void readNotice(Link& link) {
+    NoticeBytes raw;
+    link.recvInto(raw.data(), kNoticeBytes, wait_);
+    Notice notice;
+    if (!Notice::decode(raw, notice)) {
+      throw IoError(fmt::format("{}: rank {} sent something that is not a slot notice",
+                                wait_.describe(), link.peer()));
+    }
+    const bool written = notice.kind == NoticeKind::kWritten;
+    if (written ? &link != &prev_ : &link != &next_) {
+      throw IoError(fmt::format("{}: rank {} sent a '{}' notice, which only the {} rank sends",
+                                wait_.describe(), link.peer(), written ? "written" : "freed",
+                                written ? "previous" : "next"));
+    }
+    uint64_t& seen = written ? writtenSeen_ : freedSeen_;
+    if (notice.seq != seen || notice.slot != slotOf(seen)) {
+      throw IoError(fmt::format(
+          "{}: rank {} sent '{}' notice #{} for slot {}, expected #{} for slot {}: the ranks are "
+          "out of step",
+          wait_.describe(), link.peer(), written ? "written" : "freed", notice.seq, notice.slot,
+          seen, slotOf(seen)));
+    }
+    if (written) lastWrittenBytes_[notice.slot] = notice.bytes;
+    ++seen;
+  }
+
+  const SlotRingMemory& memory_;
+  SlotExecutor& executor_;
+  const WaitContext& wait_;
+  Link& next_;
+  Link& prev_;
+  const uint64_t slots_;
+  uint64_t sent_ = 0;         // messages written into the next rank's slots
+  uint64_t freedSeen_ = 0;    // of those, how many the next rank said it is done with
+  uint64_t received_ = 0;     // messages taken from this rank's slots
+  uint64_t writtenSeen_ = 0;  // messages the previous rank said it wrote
+  size_t sendBytes_ = 0;
+  std::array<uint64_t, kMaxSlotRingSlots> lastWrittenBytes_{};
+  std::deque<NoticeBytes> outbox_;
+};
+
+// The schedule's primitives on slots. `input` and `output` are the same buffer for broadcast.
+class SlotPrims {
+ public:
+  SlotPrims(SlotRing& ring, const std::byte* input, std::byte* output, size_t elementBytes,
+            DataType type, ReduceOp op, int size)
+      : ring_(ring),
+        exec_(ring.executor()),
+        input_(input),
+        output_(output),
+        elementBytes_(elementBytes),
+        type_(type),
+        op_(op),
+        size_(size) {}
+
+  size_t sliceElements() const { return std::max<size_t>(1, ring_.slotBytes() / elementBytes_); }
+
+  void send(const Piece& p) {
+    std::byte* out = ring_.acquireSend(bytes(p));
+    if (p.count > 0) exec_.copy(out, in(p), bytes(p));
+    ring_.commitSend();
+  }
+
+  void recvReduceSend(const Piece& p) {
+    const std::byte* slot = ring_.acquireRecv(bytes(p));
+    std::byte* out = ring_.acquireSend(bytes(p));
+    if (p.count > 0) exec_.reduce(out, in(p), slot, p.count, type_, op_);
+    ring_.releaseRecv();
+    ring_.commitSend();
+  }
+
+  void recvReduceCopySend(const Piece& p) {
+    const std::byte* slot = ring_.acquireRecv(bytes(p));
+    if (p.count > 0) {
+      exec_.reduce(outp(p), in(p), slot, p.count, type_, op_);
+      if (op_ == ReduceOp::kAvg) exec_.finishAverage(outp(p), p.count, type_, size_);
+    }
+    ring_.releaseRecv();
+    std::byte* out = ring_.acquireSend(bytes(p));
+    if (p.count > 0) exec_.copy(out, outp(p), bytes(p));
+    ring_.commitSend();
+  }
+
+  void recvCopySend(const Piece& p) {
+    const std::byte* slot = ring_.acquireRecv(bytes(p));
+    std::byte* out = ring_.acquireSend(bytes(p));
+    if (p.count > 0) {
+      exec_.copy(outp(p), slot, bytes(p));
+      exec_.copy(out, slot, bytes(p));
+    }
+    ring_.releaseRecv();
+    ring_.commitSend();
+  }
+
+  void recv(const Piece& p) {
+    const std::byte* slot = ring_.acquireRecv(bytes(p));
+    if (p.count > 0) exec_.copy(outp(p), slot, bytes(p));
+    ring_.releaseRecv();
+  }
+
+ private:
+  size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
+  const std::byte* in(const Piece& p) const { return input_ + p.offset * elementBytes_; }
+  std::byte* outp(const Piece& p) const { return output_ + p.offset * elementBytes_; }
+
+  SlotRing& ring_;
+  SlotExecutor& exec_;
+  const std::byte* input_;
+  std::byte* output_;
+  const size_t elementBytes_;
+  const DataType type_;
+  const ReduceOp op_;
+  const int size_;
+};
+
+}  // namespace
+
+void slotRingAllreduce(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                       const AllreduceArgs& args, const WaitContext& wait) {
+  SlotRing ring(group, memory, executor, wait);
+  SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
+                  group.size);
+  ringAllreduceSchedule(prims, group.rank, group.size, args.count, prims.sliceElements());
+  ring.finish();
+}
+
+void slotRingBroadcast(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                       std::byte* buffer, size_t count, size_t elementBytes, int root,
+                       const WaitContext& wait) {
+  SlotRing ring(group, memory, executor, wait);
+  SlotPrims prims(ring, buffer, buffer, elementBytes, DataType::kUInt8, ReduceOp::kSum, group.size);
+  chainBroadcastSchedule(prims, wrap(group.rank - root, group.size), group.size, count,
+                         prims.sliceElements());
+  ring.finish();
+}
+
+}  // namespace ringlet::collectives

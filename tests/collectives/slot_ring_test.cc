@@ -1,0 +1,311 @@
+// The slot ring (collectives/slot_ring.h), the data path of the CUDA IPC transport, run on the
+// CPU: thread ranks over shared-memory links, slots in host memory, and an executor that behaves
+// like a CUDA stream. Its operations run later, in order, on a thread of their own, with random
+// delays; its events follow CUDA's rules (a wait refers to the most recent record at the time of
+// the wait call). A slot ring that forgot a mark or a wait, or reused a slot early, would let
+// one rank's queue overwrite a slot another rank's queue has not read yet: the results below
+// would be wrong.
+#include "collectives/slot_ring.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "collectives/reduce.h"
+#include "ringlet/error.h"
+#include "tests/collectives/data.h"
+#include "tests/shm/shm_test_support.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using collectives::AllreduceArgs;
+using collectives::Group;
+using collectives::SlotRingMemory;
+
+// A queue of operations run in order by one thread: a stand-in for a CUDA stream.
+class FakeStream {
+ public:
+  explicit FakeStream(unsigned seed) : random_(seed), worker_([this] { loop(); }) {}
+  ~FakeStream() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    worker_.join();
+  }
+
+  void enqueue(std::function<void()> op) {
+    {
+      std::lock_guard lock(mutex_);
+      ops_.push_back(std::move(op));
+    }
+    changed_.notify_all();
+  }
+
+  // Like cudaStreamSynchronize.
+  void synchronize() {
+    std::unique_lock lock(mutex_);
+    idle_.wait(lock, [&] { return ops_.empty() && !running_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return stopping_ || !ops_.empty(); });
+      if (ops_.empty()) return;
+      auto op = std::move(ops_.front());
+      ops_.pop_front();
+      running_ = true;
+      const bool lag = random_() % 8 == 0;
+      lock.unlock();
+      // Every eighth operation starts late: queues of different ranks drift apart.
+      if (lag) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      op();
+      lock.lock();
+      running_ = false;
+      if (ops_.empty()) idle_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::condition_variable idle_;
+  std::deque<std::function<void()>> ops_;
+  bool running_ = false;
+  bool stopping_ = false;
+  std::minstd_rand random_;
+  std::thread worker_;
+};
+
+// CUDA event semantics: record() makes a new generation that completes when the queue reaches
+// it; a wait enqueued on a queue blocks it until the generation recorded last *before the wait
+// call* has completed (nothing recorded yet: no wait).
+struct FakeEvent {
+  std::atomic<uint64_t> recorded{0};
+  std::atomic<uint64_t> completed{0};
+
+  void record(FakeStream& stream) {
+    const uint64_t generation = ++recorded;
+    stream.enqueue([this, generation] { completed.store(generation); });
+  }
+  void waitOn(FakeStream& stream) {
+    const uint64_t generation = recorded.load();
+    stream.enqueue([this, generation] {
+      while (completed.load() < generation) std::this_thread::yield();
+    });
+  }
+};
+
+// What every rank of a test shares: each rank's slots and events.
+struct Shared {
+  explicit Shared(int size, int slots, size_t slotBytes)
+      : memory(size, std::vector<std::byte>(static_cast<size_t>(slots) * slotBytes)),
+        written(size),
+        freed(size) {
+    for (int r = 0; r < size; ++r) {
+      written[r] = std::vector<FakeEvent>(static_cast<size_t>(slots));
+      freed[r] = std::vector<FakeEvent>(static_cast<size_t>(slots));
+    }
+  }
+  std::vector<std::vector<std::byte>> memory;
+  // written[r][k]: rank r wrote slot k of rank r+1; freed[r][k]: rank r is done with its slot k.
+  std::vector<std::vector<FakeEvent>> written;
+  std::vector<std::vector<FakeEvent>> freed;
+};
+
+class FakeExecutor : public collectives::SlotExecutor {
+ public:
+  FakeExecutor(Shared& shared, int rank, int size, FakeStream& stream)
+      : stream_(stream),
+        myWritten_(shared.written[rank]),
+        myFreed_(shared.freed[rank]),
+        nextFreed_(shared.freed[(rank + 1) % size]),
+        prevWritten_(shared.written[(rank + size - 1) % size]) {}
+
+  void copy(std::byte* dst, const std::byte* src, size_t bytes) override {
+    stream_.enqueue([=] { std::memcpy(dst, src, bytes); });
+  }
+  void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count, DataType type,
+              ReduceOp op) override {
+    stream_.enqueue([=] { collectives::reduce(dst, a, b, count, type, op); });
+  }
+  void finishAverage(std::byte* data, size_t count, DataType type, int divisor) override {
+    stream_.enqueue([=] { collectives::finishAverage(data, count, type, divisor); });
+  }
+  void waitSlotFree(int slot) override { nextFreed_[slot].waitOn(stream_); }
+  void markSlotWritten(int slot) override { myWritten_[slot].record(stream_); }
+  void waitSlotWritten(int slot) override { prevWritten_[slot].waitOn(stream_); }
+  void markSlotFree(int slot) override { myFreed_[slot].record(stream_); }
+
+ private:
+  FakeStream& stream_;
+  std::vector<FakeEvent>& myWritten_;
+  std::vector<FakeEvent>& myFreed_;
+  std::vector<FakeEvent>& nextFreed_;
+  std::vector<FakeEvent>& prevWritten_;
+};
+
+struct RankSetup {
+  shm::Mesh mesh;
+  Group group;
+  SlotRingMemory memory;
+};
+
+RankSetup setUp(Shared& shared, int rank, int size, int slots, size_t slotBytes,
+                const std::shared_ptr<Store>& store, const std::string& dir,
+                const std::string& job) {
+  RankSetup setup{shm::connectMesh(rank, size, store, shm::testOptions(dir), job), {}, {}};
+  setup.group = Group{rank, size, setup.mesh.raw};
+  setup.memory = {shared.memory[rank].data(), shared.memory[(rank + 1) % size].data(), slots,
+                  slotBytes};
+  return setup;
+}
+
+struct Case {
+  int size;
+  int slots;
+  size_t slotBytes;
+};
+
+class SlotRingTest : public ::testing::TestWithParam<Case> {};
+
+// Every type and op, in and out of place, awkward counts (fewer elements than ranks, not a
+// multiple of the slot, several slices per chunk), issued back to back on the queue without
+// synchronising in between: slots are reused across calls while earlier calls still run.
+TEST_P(SlotRingTest, AllreduceMatrixMatchesExpected) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring");
+  const std::vector<size_t> counts = {0, 1, 3, 17, 1000, 4099};
+  const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                            DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
+                            DataType::kInt32,    DataType::kInt64};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kAvg};
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 7919 + 1));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      DataType type;
+      ReduceOp op;
+      size_t count;
+      bool inPlace;
+      std::vector<std::byte> send, recv;
+    };
+    std::deque<Call> calls;
+    int n = 0;
+    for (DataType type : types) {
+      for (ReduceOp op : ops) {
+        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+        const size_t count = counts[static_cast<size_t>(n) % counts.size()];
+        const bool inPlace = n % 2 == 1;
+        ++n;
+        Call& call = calls.emplace_back(Call{type, op, count, inPlace, {}, {}});
+        call.send = makeInput(type, count, rank, op);
+        call.send.resize(call.send.size() + 1);
+        call.recv.assign(call.send.size(), std::byte{0x5a});
+        AllreduceArgs args{call.send.data(), inPlace ? call.send.data() : call.recv.data(), count,
+                           type, op};
+        collectives::slotRingAllreduce(setup.group, setup.memory, executor, args,
+                                       setup.mesh.wait());
+      }
+    }
+    stream.synchronize();
+    for (const Call& call : calls) {
+      const std::byte* out = call.inPlace ? call.send.data() : call.recv.data();
+      for (size_t j = 0; j < call.count; ++j) {
+        const double want = expectedAllreduce(call.type, call.op, size, j);
+        const double have = loadValue(call.type, out, j);
+        ASSERT_EQ(have, want) << "rank " << rank << " " << toString(call.type) << " "
+                              << toString(call.op) << " count " << call.count << " element " << j;
+      }
+    }
+  });
+}
+
+// Chain broadcast from every root, back to back.
+TEST_P(SlotRingTest, BroadcastFromEveryRoot) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-bcast");
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 104729 + 3));
+    FakeExecutor executor(shared, rank, size, stream);
+    std::vector<std::vector<std::byte>> buffers;
+    const size_t bytes = 3 * c.slotBytes + 5;
+    for (int root = 0; root < size; ++root) {
+      auto& buffer = buffers.emplace_back(bytes);
+      for (size_t j = 0; j < bytes; ++j) buffer[j] = static_cast<std::byte>((rank * 31 + j) % 251);
+      collectives::slotRingBroadcast(setup.group, setup.memory, executor, buffer.data(), bytes, 1,
+                                     root, setup.mesh.wait());
+    }
+    stream.synchronize();
+    for (int root = 0; root < size; ++root) {
+      for (size_t j = 0; j < bytes; ++j) {
+        ASSERT_EQ(buffers[root][j], static_cast<std::byte>((root * 31 + j) % 251))
+            << "rank " << rank << " root " << root << " byte " << j;
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SlotRingTest,
+                         ::testing::Values(Case{2, 1, 64}, Case{2, 4, 48}, Case{3, 2, 128},
+                                           Case{4, 4, 64}, Case{4, 3, 4096}),
+                         [](const auto& info) {
+                           return fmt::format("n{}_slots{}_{}B", info.param.size, info.param.slots,
+                                              info.param.slotBytes);
+                         });
+
+// A rank whose neighbour disagrees about the size of a message fails with an error naming it,
+// instead of reading past what was written.
+TEST(SlotRing, SizeDisagreementIsAnError) {
+  Shared shared(2, 2, 64);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-size");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, 2, 64, store, dir.path(), job);
+    FakeStream stream(1);
+    FakeExecutor executor(shared, rank, size, stream);
+    std::vector<std::byte> data(64);
+    // Rank 1 believes the message is 10 bytes longer.
+    const size_t bytes = rank == 0 ? 30 : 40;
+    try {
+      collectives::slotRingBroadcast(setup.group, setup.memory, executor, data.data(), bytes, 1, 0,
+                                     setup.mesh.wait(std::chrono::milliseconds(2000)));
+      ADD_FAILURE() << "rank " << rank << " finished a call its neighbour disagrees about";
+    } catch (const Error& e) {
+      // Rank 1 reads the notice and refuses; rank 0 then waits for a notice rank 1 never sends
+      // and learns that rank 1 left (or reaches its deadline).
+      const std::string what = e.what();
+      if (rank == 1) {
+        EXPECT_NE(what.find("rank 0 wrote 30 bytes into slot 0 but this rank expects 40"),
+                  std::string::npos)
+            << what;
+      } else {
+        EXPECT_NE(what.find("rank 1"), std::string::npos) << what;
+      }
+    }
+    stream.synchronize();
+  });
+}
+
+}  // namespace
+}  // namespace ringlet::testing
