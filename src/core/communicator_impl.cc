@@ -138,6 +138,21 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     if (!headerChecked_) checkHeader(wait);
     if (collective && size_ > 1) group_.next().flush(wait);  // the header left headerOut_
   } catch (const PeerError& e) {
+    if (collective && !headerChecked_) {
+      // The previous rank may have failed because it read our call and disagreed; its header,
+      // sent before it aborted, may still be waiting here. Read it briefly so this rank, too,
+      // names both calls (MismatchError) rather than only the abort.
+      WaitContext brief = wait;
+      brief.deadline = std::min(wait.deadline, Clock::now() + std::chrono::milliseconds(200));
+      try {
+        checkHeader(brief);
+      } catch (const MismatchError& mismatch) {
+        fail(rank_, mismatch.what());
+        throw;
+      } catch (const std::exception&) {
+        // No header to read: report the peer's failure as it came.
+      }
+    }
     fail(e.peer(), e.what());
     throw;
   } catch (const std::exception& e) {

@@ -66,11 +66,7 @@ class LocalLink final : public Link {
       message.assign(data, data + bytes);
     }
     std::lock_guard lock(channel_->mutex);
-    if (closed_) throwIfAborted(wait);
-    // A peer that aborted reads nothing more; like bytes written into a socket the peer closed,
-    // the message is dropped and the next receive reports the abort. (Throwing here would hide
-    // what the peer sent before it aborted, e.g. the call header that names a mismatch.)
-    if (channel_->aborted) return;
+    throwIfAborted(wait);
     out_->messages.push_back(std::move(message));
     channel_->changed.notify_all();
   }
