@@ -41,6 +41,20 @@ Environment parse() {
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
   if (auto v = getenv("RINGLET_SHM_DIR")) env.shmDir = *v;
   if (auto v = getenv("RINGLET_SHM_BYTES")) env.shmBytes = parseSize(*v, "RINGLET_SHM_BYTES");
+  if (auto v = getenv("RINGLET_CUDA_PATH")) {
+    if (*v != "auto" && *v != "ipc" && *v != "staged") {
+      throw InvalidArgument(
+          fmt::format("RINGLET_CUDA_PATH={} is not one of auto, ipc, staged", *v));
+    }
+    env.cudaPath = *v;
+  }
+  if (auto v = getenv("RINGLET_CUDA_SLOT_BYTES")) {
+    env.cudaSlotBytes = parseSize(*v, "RINGLET_CUDA_SLOT_BYTES");
+    if (*env.cudaSlotBytes < 64) {
+      throw InvalidArgument(
+          fmt::format("RINGLET_CUDA_SLOT_BYTES={} is below the minimum of 64 bytes", *v));
+    }
+  }
   return env;
 }
 

@@ -23,6 +23,8 @@ struct Environment {
   std::string jobSecret;                             // RINGLET_JOB_SECRET hex (launcher)
   std::string shmDir;                                // RINGLET_SHM_DIR (default /dev/shm)
   std::optional<size_t> shmBytes;                    // RINGLET_SHM_BYTES per link direction
+  std::string cudaPath;                              // RINGLET_CUDA_PATH: auto|ipc|staged
+  std::optional<size_t> cudaSlotBytes;               // RINGLET_CUDA_SLOT_BYTES
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed variable and its value.

@@ -18,6 +18,10 @@
 // on a CUDA event with a deadline. The chunk count depends only on count, type and chunkBytes,
 // so every rank issues the same host collectives; a rank with other options gets the host
 // communicator's MismatchError.
+//
+// The CUDA IPC path runs the slot ring (collectives/slot_ring.h) with the executor of
+// transports/cuda/ipc_ring.h, as one call of the host communicator (its header check, sequence
+// number, deadlines and abort), and only enqueues.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -27,8 +31,12 @@
 
 #include "collectives/cuda/cuda_util.h"
 #include "collectives/reduce.h"
+#include "collectives/slot_ring.h"
 #include "ringlet/cuda.h"
 #include "ringlet/error.h"
+#include "src/core/communicator_impl.h"
+#include "src/log.h"
+#include "transports/cuda/ipc_ring.h"
 
 namespace ringlet::cuda {
 
@@ -90,6 +98,8 @@ struct DeviceCommunicator::State {
   Communicator* host = nullptr;
   int device = 0;
   DeviceOptions options;
+  DevicePath chosen = DevicePath::kAuto;  // decided by the first collective
+  std::unique_ptr<transport::cuda::IpcRing> ipc;
   PinnedMemory pinned;  // two slots of slotBytes
   size_t slotBytes = 0;
   std::array<cudaEvent_t, 2> copiedIn{};   // D2H into slot k finished
@@ -214,6 +224,23 @@ DeviceCommunicator::DeviceCommunicator(Communicator& host, int device, DeviceOpt
                     devices, reason.empty() ? "" : " (" + reason + ")"));
   }
   if (options.chunkBytes == 0) throw InvalidArgument("DeviceOptions::chunkBytes must not be 0");
+  if (options.slots < 1 || options.slots > collectives::kMaxSlotRingSlots) {
+    throw InvalidArgument(fmt::format("DeviceOptions::slots is {}, expected 1 to {}", options.slots,
+                                      collectives::kMaxSlotRingSlots));
+  }
+  if (options.slotBytes < 64) {
+    throw InvalidArgument(
+        fmt::format("DeviceOptions::slotBytes is {}, expected at least 64", options.slotBytes));
+  }
+  if (options.timeout.count() <= 0) {
+    throw InvalidArgument(
+        fmt::format("DeviceOptions::timeout must be positive, got {} ms", options.timeout.count()));
+  }
+  if (options.path != DevicePath::kAuto && options.path != DevicePath::kIpc &&
+      options.path != DevicePath::kStaged) {
+    throw InvalidArgument(
+        fmt::format("DeviceOptions::path {} is not a DevicePath", static_cast<int>(options.path)));
+  }
   state_->host = &host;
   state_->device = device;
   state_->options = options;
@@ -226,11 +253,81 @@ DeviceCommunicator::DeviceCommunicator(Communicator& host, int device, DeviceOpt
   }
 }
 
+namespace {
+
+// Why the CUDA IPC path cannot serve these ranks, from what every rank published at creation;
+// empty when it can (every rank a separate process of one host).
+std::string ipcUnavailable(const detail::CommunicatorImpl& impl) {
+  const auto& infos = impl.peerInfos();
+  for (const auto& info : infos) {
+    if (info.hostId != infos[0].hostId) {
+      return fmt::format("ranks 0 and {} are on different hosts ({} and {})", info.rank,
+                         infos[0].hostname, info.hostname);
+    }
+    for (const auto& other : infos) {
+      if (other.rank < info.rank && other.pid == info.pid) {
+        return fmt::format(
+            "ranks {} and {} are threads of one process (CUDA IPC connects processes)", other.rank,
+            info.rank);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+void DeviceCommunicator::choosePath() {
+  State& st = *state_;
+  if (st.chosen != DevicePath::kAuto) return;
+  Communicator& host = *st.host;
+  if (st.options.path == DevicePath::kStaged || host.size() == 1) {
+    st.chosen = DevicePath::kStaged;
+    return;
+  }
+  detail::CommunicatorImpl& impl = detail::implOf(host);
+  const std::string unavailable = ipcUnavailable(impl);
+  if (!unavailable.empty()) {
+    if (st.options.path == DevicePath::kIpc) {
+      throw InvalidArgument(
+          fmt::format("rank {}: DevicePath::kIpc is not possible: {}", host.rank(), unavailable));
+    }
+    log::info("rank {}: device collectives staged through host memory: {}", host.rank(),
+              unavailable);
+    st.chosen = DevicePath::kStaged;
+    return;
+  }
+  // One collective call in which every rank probes and, if all can, connects the ring.
+  detail::OpHeader header;
+  header.kind = detail::OpKind::kDeviceSetup;
+  header.memory = 1;
+  impl.runBlocking(header, [&](const collectives::Group&, const transport::WaitContext& wait) {
+    const std::string prefix = fmt::format("cuda-ipc/{}", impl.runningHeader().seq);
+    std::string reason;
+    if (!transport::cuda::probeRing(impl.store(), prefix, host.rank(), host.size(), st.device,
+                                    wait.deadline, &reason)) {
+      if (st.options.path == DevicePath::kIpc) {
+        throw InvalidArgument(
+            fmt::format("rank {}: DevicePath::kIpc is not possible: {}", host.rank(), reason));
+      }
+      log::info("rank {}: device collectives staged through host memory: {}", host.rank(), reason);
+      st.chosen = DevicePath::kStaged;
+      return;
+    }
+    st.ipc = std::make_unique<transport::cuda::IpcRing>(impl.store(), prefix, host.rank(),
+                                                        host.size(), st.device, st.options.slots,
+                                                        st.options.slotBytes, wait.deadline);
+    st.ipc->setDrainTimeout(std::min(st.options.timeout, std::chrono::milliseconds(30000)));
+    st.chosen = DevicePath::kIpc;
+  });
+}
+
 DeviceCommunicator::DeviceCommunicator(DeviceCommunicator&&) noexcept = default;
 DeviceCommunicator& DeviceCommunicator::operator=(DeviceCommunicator&&) noexcept = default;
 DeviceCommunicator::~DeviceCommunicator() = default;
 
 int DeviceCommunicator::device() const { return state_->device; }
+DevicePath DeviceCommunicator::path() const { return state_->chosen; }
 Communicator& DeviceCommunicator::host() const { return *state_->host; }
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type,
@@ -245,6 +342,33 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
   checkStream(stream, state_->device);
   ScopedDevice scope(state_->device);
   Communicator& host = *state_->host;
+  auto s = static_cast<cudaStream_t>(stream);
+  if (host.size() == 1) {
+    // Sum, product, min, max and average of one value are the value.
+    if (send != recv && bytes > 0) {
+      checkCuda(cudaMemcpyAsync(recv, send, bytes, cudaMemcpyDeviceToDevice, s),
+                "cudaMemcpyAsync (one-rank all-reduce)");
+    }
+    return;
+  }
+  choosePath();
+  if (state_->chosen == DevicePath::kIpc) {
+    detail::CommunicatorImpl& impl = detail::implOf(host);
+    detail::OpHeader header;
+    header.kind = detail::OpKind::kAllreduce;
+    header.type = type;
+    header.op = op;
+    header.count = count;
+    header.memory = 1;
+    const collectives::AllreduceArgs args{static_cast<const std::byte*>(send),
+                                          static_cast<std::byte*>(recv), count, type, op};
+    impl.runBlocking(header,
+                     [&](const collectives::Group& group, const transport::WaitContext& wait) {
+                       collectives::slotRingAllreduce(group, state_->ipc->memory(),
+                                                      state_->ipc->executor(s), args, wait);
+                     });
+    return;
+  }
   state_->run("allreduce", static_cast<const std::byte*>(send), static_cast<std::byte*>(recv),
               count, type, stream,
               [&](std::byte* slot, size_t n) { host.allreduce(slot, slot, n, type, op); });
@@ -260,10 +384,47 @@ void DeviceCommunicator::broadcast(void* buffer, size_t count, DataType type, in
   if (count > 0) checkDevicePointer(buffer, state_->device, "buffer");
   checkStream(stream, state_->device);
   ScopedDevice scope(state_->device);
+  if (host.size() == 1) return;
   auto* data = static_cast<std::byte*>(buffer);
+  choosePath();
+  if (state_->chosen == DevicePath::kIpc) {
+    detail::CommunicatorImpl& impl = detail::implOf(host);
+    detail::OpHeader header;
+    header.kind = detail::OpKind::kBroadcast;
+    header.type = type;
+    header.root = root;
+    header.count = count;
+    header.memory = 1;
+    auto s = static_cast<cudaStream_t>(stream);
+    impl.runBlocking(
+        header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
+          collectives::slotRingBroadcast(group, state_->ipc->memory(), state_->ipc->executor(s),
+                                         data, count, elementSize(type), root, wait);
+        });
+    return;
+  }
   const bool isRoot = host.rank() == root;
   state_->run("broadcast", isRoot ? data : nullptr, isRoot ? nullptr : data, count, type, stream,
               [&](std::byte* slot, size_t n) { host.broadcast(slot, n, type, root); });
+}
+
+void DeviceCommunicator::synchronize(void* stream) {
+  checkStream(stream, state_->device);
+  ScopedDevice scope(state_->device);
+  cudaEvent_t event = nullptr;
+  checkCuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  try {
+    checkCuda(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+    const auto timeout = state_->options.timeout;
+    collectives::cuda::waitEvent(event, Clock::now() + timeout, timeout, [&] {
+      return fmt::format("cuda synchronize on rank {} (device {}, stream {})", state_->host->rank(),
+                         state_->device, stream);
+    });
+  } catch (...) {
+    cudaEventDestroy(event);
+    throw;
+  }
+  cudaEventDestroy(event);
 }
 
 }  // namespace ringlet::cuda

@@ -34,6 +34,7 @@ DeviceCommunicator& DeviceCommunicator::operator=(DeviceCommunicator&&) noexcept
 DeviceCommunicator::~DeviceCommunicator() = default;
 
 int DeviceCommunicator::device() const { return -1; }
+DevicePath DeviceCommunicator::path() const { return DevicePath::kAuto; }
 Communicator& DeviceCommunicator::host() const { throw CudaError(kNoCuda); }
 
 void DeviceCommunicator::allreduce(const void*, void*, size_t, DataType, ReduceOp, void*) {
@@ -42,5 +43,6 @@ void DeviceCommunicator::allreduce(const void*, void*, size_t, DataType, ReduceO
 void DeviceCommunicator::broadcast(void*, size_t, DataType, int, void*) {
   throw CudaError(kNoCuda);
 }
+void DeviceCommunicator::synchronize(void*) { throw CudaError(kNoCuda); }
 
 }  // namespace ringlet::cuda

@@ -51,9 +51,12 @@ struct CommunicatorOptions {
   static CommunicatorOptions fromEnvironment();
 };
 
+class Communicator;
 namespace detail {
 struct WorkState;
 class CommunicatorImpl;
+// The private side of a communicator, for ringlet's own layers (the CUDA device path).
+CommunicatorImpl& implOf(Communicator& communicator);
 }  // namespace detail
 
 // Handle to an async collective. Copyable; all copies refer to the same operation.
@@ -131,6 +134,7 @@ class Communicator {
   std::string describeLinks() const;
 
  private:
+  friend detail::CommunicatorImpl& detail::implOf(Communicator& communicator);
   explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };

@@ -11,20 +11,39 @@
 //    string; a stream of another device -> InvalidArgument naming both ordinals.
 // Like Communicator, every rank must issue the same sequence of calls with the same counts.
 //
-// Streams and what the host call waits for. Each call takes the caller's cudaStream_t (as void*;
-// nullptr is the legacy default stream). Work the caller enqueued on that stream before the
-// call is seen by the collective, and work enqueued after the call returns sees its result. Today
-// every call runs the staged path, which is synchronous on the host: the call
-//   1. enqueues device-to-host copies of the input on the stream, in chunks of
-//      options.chunkBytes, into pinned host memory, and waits for each chunk's copy (so it also
-//      waits for all work enqueued on the stream before the call);
-//   2. runs the host communicator's collective on each pinned chunk (over whatever transport
-//      links the ranks: TCP, shared memory), while the next chunk's copy runs on the GPU;
+// Streams. Each call takes the caller's cudaStream_t (as void*; nullptr is the legacy default
+// stream). Work the caller enqueued on that stream before the call is seen by the collective, and
+// work enqueued after the call returns sees its result, as with NCCL. The collective reads and
+// writes the caller's buffers only from that stream. Two paths, chosen once per
+// DeviceCommunicator at its first collective (DeviceOptions::path, RINGLET_CUDA_PATH), the same
+// on every rank:
+//
+// CUDA IPC ("ipc"; auto picks it when every rank is a separate process of one node and each rank
+// can reach the next rank's GPU: the same GPU, or peer access between two). Each rank exports
+// `slots` receive slots of `slotBytes` in its device memory and CUDA events; the previous rank's
+// kernels write straight into them (collectives/slot_ring.h, transports/cuda/). The call only
+// enqueues: copies, reduction kernels and cross-process event waits go on the stream, and the
+// call returns without waiting for the GPU. What the host call waits for: its neighbours'
+// *host* threads to have enqueued the matching steps (16-byte notices over the host links, each
+// wait with options.timeout), never for GPU work; a rank's host runs at most `slots` slices ahead
+// of its neighbours'. So all ranks must make the call (as for every collective), but none waits for
+// another's GPU.
+//
+// Staged ("staged"; auto picks it otherwise: ranks on several hosts, or thread ranks of one
+// process): device buffers go through pinned host memory in chunks of options.chunkBytes, over
+// the host communicator's transports (TCP, shared memory). The call waits on the host: it
+//   1. enqueues device-to-host copies of the input on the stream, into two pinned slots, and
+//      waits for each chunk's copy (so it also waits for work enqueued before the call);
+//   2. runs the host collective on each pinned chunk while the next chunk's copy runs;
 //   3. enqueues the host-to-device copy of each reduced chunk on the stream, and before
 //      returning waits until the last of them has finished.
-// So when the call returns the result is in device memory and the stream holds no work of
-// ringlet's. (A CUDA IPC path that only enqueues and returns is planned; see
-// transports/cuda/README.md. Code that relies only on stream order stays correct with both.)
+// So when a staged call returns the result is in device memory. Code that relies only on stream
+// order is correct with both paths.
+//
+// A GPU stream never waits for something not yet enqueued: a cross-process event wait is
+// enqueued only after the notice that the peer recorded it. If a peer process dies after it
+// enqueued its part, work on this rank's stream may never finish; synchronize() waits for a
+// stream with the deadline instead of hanging.
 //
 // Errors. A failed CUDA call throws CudaError naming the call and CUDA's error name and string.
 // A wait for a copy has a deadline (options.timeout) and throws TimeoutError naming the rank,
@@ -32,8 +51,10 @@
 // CUDA context may be unusable (sticky errors), as for any CUDA program.
 //
 // Threads. One DeviceCommunicator per Communicator, used from one thread at a time. It borrows
-// the Communicator, which must outlive it. Calls set the current device for their duration and
-// restore the caller's current device before returning.
+// the Communicator, which must outlive it. Device calls take their place in the Communicator's
+// sequence of calls, with the same checks: a rank that calls a device collective where another
+// calls a host one gets MismatchError naming both. Calls set the current device for their duration
+// and restore the caller's current device before returning.
 //
 // Without CUDA (built with -DRINGLET_CUDA=OFF, or no toolkit found) this header still compiles
 // and links: deviceCount() is 0 with a reason, and making a DeviceCommunicator throws CudaError.
@@ -77,12 +98,28 @@ MemoryLocation locate(const void* pointer);
 // argument in the message ("send", "recv", ...).
 void checkDevicePointer(const void* pointer, int device, std::string_view what);
 
+enum class DevicePath : uint8_t {
+  kAuto = 0,    // CUDA IPC where every rank can use it, else staged
+  kIpc = 1,     // CUDA IPC; the first collective throws InvalidArgument naming why not possible
+  kStaged = 2,  // through pinned host memory over the host transports
+};
+std::string_view toString(DevicePath path);
+
 struct DeviceOptions {
+  // Which path carries the data (see the top of this file). All ranks must agree.
+  DevicePath path = DevicePath::kAuto;
+  // CUDA IPC: receive slots per rank and bytes per slot (the pipeline's slice). Each rank
+  // allocates slots * slotBytes of device memory at its first collective. slots in [1, 4].
+  int slots = 4;
+  size_t slotBytes = size_t{4} << 20;
   // Staged path: bytes per pipelined chunk (rounded down to whole elements, at least one). Two
   // chunks of pinned host memory are allocated on first use and kept. All ranks must agree.
   size_t chunkBytes = size_t{4} << 20;
-  // Deadline for each wait on a copy.
+  // Deadline for each wait on a copy, a stream (synchronize) or, on the IPC path, a peer.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
+
+  // Defaults with RINGLET_CUDA_PATH and RINGLET_CUDA_SLOT_BYTES applied.
+  static DeviceOptions fromEnvironment();
 };
 
 class DeviceCommunicator {
@@ -90,13 +127,16 @@ class DeviceCommunicator {
   // Checks that `device` exists (InvalidArgument naming it and the device count otherwise, or
   // CudaError when CUDA itself failed) and makes the CUDA events the staged path uses. Local:
   // no communication. `host` must outlive this object.
-  DeviceCommunicator(Communicator& host, int device, DeviceOptions options = {});
+  DeviceCommunicator(Communicator& host, int device,
+                     DeviceOptions options = DeviceOptions::fromEnvironment());
   DeviceCommunicator(DeviceCommunicator&&) noexcept;
   DeviceCommunicator& operator=(DeviceCommunicator&&) noexcept;
   ~DeviceCommunicator();  // frees pinned memory and events; never throws
 
   int device() const;
   Communicator& host() const;
+  // The path in use: kAuto until the first collective has chosen one, then kIpc or kStaged.
+  DevicePath path() const;
 
   // All-reduce of `count` elements on device memory; `send` may equal `recv` (in place).
   // Overlapping but unequal buffers are an error. Ordered on `stream`; see the top of this file
@@ -110,8 +150,13 @@ class DeviceCommunicator {
   // Broadcast of root's `count` elements into `buffer` on every rank.
   void broadcast(void* buffer, size_t count, DataType type, int root, void* stream);
 
+  // Waits until `stream` has finished its work, for at most options.timeout (TimeoutError
+  // naming the rank and device then). Local: no communication.
+  void synchronize(void* stream);
+
  private:
   struct State;
+  void choosePath();
   std::unique_ptr<State> state_;
 };
 

@@ -67,6 +67,10 @@ Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
 
+namespace detail {
+CommunicatorImpl& implOf(Communicator& communicator) { return *communicator.impl_; }
+}  // namespace detail
+
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::size() const { return impl_->size(); }
 

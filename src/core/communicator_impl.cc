@@ -33,9 +33,8 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
   // 4.5 vs 6.6 us shm, 15 vs 29 us TCP); with more ranks it wins up to 64 KiB over TCP (32 KiB,
   // 4 ranks: 52 vs 130 us) but not over shared memory. Decided from what every rank knows alike
   // (world size, hosts, the transport asked for), so all ranks pick the same algorithm.
-  const bool oneHost = std::all_of(infos_.begin(), infos_.end(), [&](const auto& info) {
-    return info.hostId == self_.hostId;
-  });
+  const bool oneHost = std::all_of(infos_.begin(), infos_.end(),
+                                   [&](const auto& info) { return info.hostId == self_.hostId; });
   const bool sharedMemory = oneHost && transport::findTransport("shm") != nullptr &&
                             (options_.transport == "auto" || options_.transport == "shm");
   defaultSmallBytes_ = (size_ == 2 || !sharedMemory) ? size_t{64} << 10 : size_t{16} << 10;

@@ -40,6 +40,10 @@ class CommunicatorImpl {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const CommunicatorOptions& options() const { return options_; }
+  // What every rank published about itself at creation (host identity, pid), by rank.
+  const std::vector<transport::PeerInfo>& peerInfos() const { return infos_; }
+  // This communicator's key space in the rendezvous store.
+  Store& store() const { return *store_; }
 
   // Issues a call: assigns its sequence number and runs it (inline, or after queued async work).
   void runBlocking(OpHeader header, OpBody body);

@@ -17,6 +17,7 @@ std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   p[4] = static_cast<std::byte>(kind);
   p[5] = static_cast<std::byte>(type);
   p[6] = static_cast<std::byte>(op);
+  p[7] = static_cast<std::byte>(memory);
   std::memcpy(p + 8, &root, 4);
   std::memcpy(p + 12, &tag, 4);
   std::memcpy(p + 16, &count, 8);
@@ -33,6 +34,7 @@ bool OpHeader::decode(const std::byte* data, OpHeader& out) {
   out.kind = static_cast<OpKind>(data[4]);
   out.type = static_cast<DataType>(data[5]);
   out.op = static_cast<ReduceOp>(data[6]);
+  out.memory = static_cast<uint8_t>(data[7]);
   std::memcpy(&out.root, data + 8, 4);
   std::memcpy(&out.tag, data + 12, 4);
   std::memcpy(&out.count, data + 16, 8);
@@ -52,16 +54,22 @@ const char* OpHeader::name() const {
       return "send";
     case OpKind::kRecv:
       return "recv";
+    case OpKind::kDeviceSetup:
+      return "cuda-setup";
   }
   return "unknown-op";
 }
 
 std::string OpHeader::describeCall() const {
+  const char* where = memory == 1 ? ", cuda memory" : "";
   switch (kind) {
     case OpKind::kAllreduce:
-      return fmt::format("allreduce(count={}, {}, {})", count, toString(type), toString(op));
+      return fmt::format("allreduce(count={}, {}, {}{})", count, toString(type), toString(op),
+                         where);
     case OpKind::kBroadcast:
-      return fmt::format("broadcast(count={}, {}, root={})", count, toString(type), root);
+      return fmt::format("broadcast(count={}, {}, root={}{})", count, toString(type), root, where);
+    case OpKind::kDeviceSetup:
+      return "cuda setup (first collective of a DeviceCommunicator)";
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kSend:
@@ -75,8 +83,10 @@ std::string OpHeader::describeCall() const {
 }
 
 bool OpHeader::sameCall(const OpHeader& o) const {
-  if (kind != o.kind || seq != o.seq) return false;
+  if (kind != o.kind || seq != o.seq || memory != o.memory) return false;
   switch (kind) {
+    case OpKind::kDeviceSetup:
+      return true;
     case OpKind::kAllreduce:
       return count == o.count && type == o.type && op == o.op;
     case OpKind::kBroadcast:

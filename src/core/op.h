@@ -11,7 +11,14 @@
 
 namespace ringlet::detail {
 
-enum class OpKind : uint8_t { kAllreduce = 1, kBroadcast = 2, kBarrier = 3, kSend = 4, kRecv = 5 };
+enum class OpKind : uint8_t {
+  kAllreduce = 1,
+  kBroadcast = 2,
+  kBarrier = 3,
+  kSend = 4,
+  kRecv = 5,
+  kDeviceSetup = 6,  // the CUDA device path's one-time setup (include/ringlet/cuda.h)
+};
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
 inline bool isCollective(OpKind kind) { return kind != OpKind::kSend && kind != OpKind::kRecv; }
@@ -24,6 +31,8 @@ struct OpHeader {
   int32_t tag = 0;    // send/recv only
   uint64_t count = 0;
   uint64_t seq = 0;
+  // Where the buffers are: 0 host memory, 1 CUDA device memory (DeviceCommunicator).
+  uint8_t memory = 0;
   // Not sent: the body checks the header itself after its first send (see checkHeader).
   bool earlyData = false;
   // Not sent: the body exchanges headers with its own partners instead of the ring round

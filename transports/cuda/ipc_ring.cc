@@ -1,0 +1,209 @@
+#include "transports/cuda/ipc_ring.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+#include <span>
+
+#include "collectives/cuda/cuda_util.h"
+#include "collectives/cuda/device_reduce.h"
+#include "ringlet/error.h"
+#include "src/log.h"
+
+namespace ringlet::transport::cuda {
+namespace {
+
+using collectives::cuda::checkCuda;
+
+std::chrono::milliseconds until(Deadline deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+using Uuid = std::array<std::byte, 16>;
+
+Uuid uuidOf(int device) {
+  cudaDeviceProp properties{};
+  checkCuda(cudaGetDeviceProperties(&properties, device),
+            fmt::format("cudaGetDeviceProperties({})", device));
+  Uuid uuid;
+  static_assert(sizeof(properties.uuid) == sizeof(Uuid));
+  std::memcpy(uuid.data(), &properties.uuid, sizeof(Uuid));
+  return uuid;
+}
+
+std::string hex(const Uuid& uuid) {
+  std::string out;
+  for (std::byte b : uuid) out += fmt::format("{:02x}", static_cast<unsigned>(b));
+  return out;
+}
+
+// Whether `device` can write into memory of the GPU named `target`; if not, why.
+bool reaches(int device, const Uuid& target, std::string* why) {
+  if (uuidOf(device) == target) return true;
+  int count = 0;
+  checkCuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  for (int other = 0; other < count; ++other) {
+    if (uuidOf(other) != target) continue;
+    int can = 0;
+    checkCuda(cudaDeviceCanAccessPeer(&can, device, other),
+              fmt::format("cudaDeviceCanAccessPeer({}, {})", device, other));
+    if (can) return true;
+    *why = fmt::format("device {} has no peer access to device {} (GPU {})", device, other,
+                       hex(target));
+    return false;
+  }
+  *why = fmt::format("GPU {} is not visible to this process (CUDA_VISIBLE_DEVICES?)", hex(target));
+  return false;
+}
+
+}  // namespace
+
+bool probeRing(Store& store, std::string_view prefix, int rank, int size, int device,
+               Deadline deadline, std::string* reason) {
+  const Uuid mine = uuidOf(device);
+  store.set(fmt::format("{}/uuid/{}", prefix, rank), std::span<const std::byte>(mine));
+  const int next = (rank + 1) % size;
+  const Bytes theirs = store.get(fmt::format("{}/uuid/{}", prefix, next), until(deadline));
+  if (theirs.size() != sizeof(Uuid)) {
+    throw IoError(fmt::format("CUDA IPC probe: rank {}'s GPU id in {} has {} bytes, expected {}",
+                              next, store.describe(), theirs.size(), sizeof(Uuid)));
+  }
+  Uuid target;
+  std::memcpy(target.data(), theirs.data(), sizeof(Uuid));
+  std::string why;
+  const bool ok = reaches(device, target, &why);
+  store.setString(fmt::format("{}/reach/{}", prefix, rank), ok ? "ok" : why);
+  // Every rank reads every answer, so all agree.
+  for (int r = 0; r < size; ++r) {
+    const std::string answer =
+        store.getString(fmt::format("{}/reach/{}", prefix, r), until(deadline));
+    if (answer != "ok") {
+      if (reason) {
+        *reason = fmt::format("rank {} cannot write into rank {}'s GPU memory: {}", r,
+                              (r + 1) % size, answer);
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+class IpcRing::Executor final : public collectives::SlotExecutor {
+ public:
+  explicit Executor(IpcRing& ring) : ring_(ring) {}
+  void setStream(cudaStream_t stream) { stream_ = stream; }
+
+  void copy(std::byte* dst, const std::byte* src, size_t bytes) override {
+    checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
+              "cudaMemcpyAsync (CUDA IPC ring)");
+  }
+  void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count, DataType type,
+              ReduceOp op) override {
+    collectives::cuda::reduceOnDevice(dst, a, b, count, type, op, stream_);
+  }
+  void finishAverage(std::byte* data, size_t count, DataType type, int divisor) override {
+    collectives::cuda::finishAverageOnDevice(data, count, type, divisor, stream_);
+  }
+  void waitSlotFree(int slot) override {
+    checkCuda(cudaStreamWaitEvent(stream_, ring_.nextFreed_[slot].get(), 0),
+              "cudaStreamWaitEvent (next rank's slot free)");
+  }
+  void markSlotWritten(int slot) override {
+    checkCuda(cudaEventRecord(ring_.written_[slot].get(), stream_),
+              "cudaEventRecord (next rank's slot written)");
+  }
+  void waitSlotWritten(int slot) override {
+    checkCuda(cudaStreamWaitEvent(stream_, ring_.prevWritten_[slot].get(), 0),
+              "cudaStreamWaitEvent (this rank's slot written)");
+  }
+  void markSlotFree(int slot) override {
+    checkCuda(cudaEventRecord(ring_.freed_[slot].get(), stream_),
+              "cudaEventRecord (this rank's slot free)");
+  }
+
+ private:
+  IpcRing& ring_;
+  cudaStream_t stream_ = nullptr;
+};
+
+IpcRing::IpcRing(Store& store, std::string_view prefix, int rank, int size, int device, int slots,
+                 size_t slotBytes, Deadline deadline)
+    : device_(device), executor_(std::make_unique<Executor>(*this)) {
+  const size_t bytes = static_cast<size_t>(slots) * slotBytes;
+  checkCuda(
+      cudaMalloc(&slots_, bytes),
+      fmt::format("cudaMalloc({} bytes of CUDA IPC receive slots on device {})", bytes, device));
+  try {
+    for (int k = 0; k < slots; ++k) {
+      written_.emplace_back();
+      freed_.emplace_back();
+    }
+    publishMemory(store, fmt::format("{}/slots/{}", prefix, rank), slots_, bytes, device);
+    for (int k = 0; k < slots; ++k) {
+      written_[k].publish(store, fmt::format("{}/written/{}/{}", prefix, rank, k));
+      freed_[k].publish(store, fmt::format("{}/freed/{}/{}", prefix, rank, k));
+    }
+    const int next = (rank + 1) % size;
+    const int prev = (rank + size - 1) % size;
+    nextSlots_ = PeerMemory::open(store, fmt::format("{}/slots/{}", prefix, next), until(deadline));
+    if (nextSlots_.bytes() != bytes) {
+      throw InvalidArgument(fmt::format(
+          "CUDA IPC ring: rank {} has {} bytes of receive slots but this rank expects {} "
+          "({} x {}): every rank must pass the same DeviceOptions",
+          next, nextSlots_.bytes(), bytes, slots, slotBytes));
+    }
+    for (int k = 0; k < slots; ++k) {
+      nextFreed_.push_back(
+          PeerEvent::open(store, fmt::format("{}/freed/{}/{}", prefix, next, k), until(deadline)));
+      prevWritten_.push_back(PeerEvent::open(
+          store, fmt::format("{}/written/{}/{}", prefix, prev, k), until(deadline)));
+    }
+  } catch (...) {
+    cudaFree(slots_);
+    throw;
+  }
+  memory_ = {static_cast<std::byte*>(slots_), static_cast<std::byte*>(nextSlots_.data()), slots,
+             slotBytes};
+  log::info("rank {}: CUDA IPC ring on device {}: {} slots of {} bytes, writing into rank {}'s",
+            rank, device, slots, slotBytes, (rank + 1) % size);
+}
+
+IpcRing::~IpcRing() {
+  try {
+    collectives::cuda::ScopedDevice scope(device_);
+    const auto deadline = std::chrono::steady_clock::now() + drainTimeout_;
+    auto drain = [&](std::vector<InterprocessEvent>& events, std::vector<PeerEvent>* peer) {
+      for (auto& e : events) {
+        collectives::cuda::waitEvent(e.get(), deadline, drainTimeout_,
+                                     [] { return std::string("CUDA IPC ring teardown"); });
+      }
+      if (peer) {
+        for (auto& e : *peer) {
+          collectives::cuda::waitEvent(e.get(), deadline, drainTimeout_,
+                                       [] { return std::string("CUDA IPC ring teardown"); });
+        }
+      }
+    };
+    // My writes into the next rank's slots and my reads of mine, then the previous rank's
+    // writes into mine (the last ones this rank was told about).
+    drain(written_, nullptr);
+    drain(freed_, &prevWritten_);
+    cudaFree(slots_);
+  } catch (const std::exception& e) {
+    log::warn(
+        "CUDA IPC ring teardown on device {}: {}; its receive slots stay allocated until "
+        "the process exits",
+        device_, e.what());
+  }
+}
+
+collectives::SlotExecutor& IpcRing::executor(cudaStream_t stream) {
+  executor_->setStream(stream);
+  return *executor_;
+}
+
+}  // namespace ringlet::transport::cuda

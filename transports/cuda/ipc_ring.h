@@ -1,0 +1,75 @@
+#pragma once
+// The CUDA IPC transport: what the slot ring (collectives/slot_ring.h) needs on device memory
+// between processes of one node.
+//
+// Each rank owns
+//   - its receive slots: one cudaMalloc of slots * slotBytes, exported with cudaIpcGetMemHandle,
+//     which the previous rank opens and writes into;
+//   - `written[k]`: recorded on its stream after it wrote slot k of the next rank;
+//   - `freed[k]`: recorded on its stream after it read its own slot k;
+// and opens the next rank's slots and `freed` events and the previous rank's `written` events.
+// Every rank records only the events it created and waits on the ones it opened. Handles go
+// through the rendezvous store (ipc_handles.h). Several processes on one GPU work the same way
+// (the IPC mapping is to the same device); a next rank on another GPU is written through peer
+// access, which cudaIpcMemLazyEnablePeerAccess enables.
+//
+// The executor enqueues everything on the caller's stream: copies (cudaMemcpyAsync), reduction
+// kernels (collectives/cuda/device_reduce.h), event records and cross-process event waits.
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/slot_ring.h"
+#include "ringlet/store.h"
+#include "transports/cuda/ipc_handles.h"
+
+namespace ringlet::transport::cuda {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// Collective (every rank of the ring calls it with the same prefix): can every rank write into
+// the next rank's GPU memory? Each rank publishes its GPU's UUID; a rank reaches the next one if
+// they share the GPU or the next GPU is visible here with peer access from `device`. Returns the
+// agreed answer (the same on every rank); when false, `reason` names the first rank that cannot.
+bool probeRing(Store& store, std::string_view prefix, int rank, int size, int device,
+               Deadline deadline, std::string* reason);
+
+class IpcRing {
+ public:
+  // Collective: allocates and exports this rank's slots and events, then opens the neighbours'.
+  // `device` is current.
+  IpcRing(Store& store, std::string_view prefix, int rank, int size, int device, int slots,
+          size_t slotBytes, Deadline deadline);
+  // Waits (at most `drainTimeout`) until no GPU work of this rank or the previous one touches the
+  // slots, then closes and frees everything; if the wait fails the allocation is left to the
+  // process's exit rather than freed under a running copy. Never throws.
+  ~IpcRing();
+  IpcRing(const IpcRing&) = delete;
+  IpcRing& operator=(const IpcRing&) = delete;
+
+  const collectives::SlotRingMemory& memory() const { return memory_; }
+  // The executor for one call, enqueuing on `stream`.
+  collectives::SlotExecutor& executor(cudaStream_t stream);
+  void setDrainTimeout(std::chrono::milliseconds timeout) { drainTimeout_ = timeout; }
+
+ private:
+  class Executor;
+
+  int device_;
+  void* slots_ = nullptr;  // this rank's receive slots (cudaMalloc)
+  collectives::SlotRingMemory memory_;
+  std::vector<InterprocessEvent> written_;  // mine: I wrote the next rank's slot k
+  std::vector<InterprocessEvent> freed_;    // mine: I am done with my slot k
+  PeerMemory nextSlots_;
+  std::vector<PeerEvent> nextFreed_;
+  std::vector<PeerEvent> prevWritten_;
+  std::unique_ptr<Executor> executor_;
+  std::chrono::milliseconds drainTimeout_{std::chrono::seconds(30)};
+};
+
+}  // namespace ringlet::transport::cuda
