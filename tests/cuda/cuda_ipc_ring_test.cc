@@ -1,0 +1,162 @@
+// The CUDA IPC path (DevicePath::kIpc): device buffers all-reduced and broadcast through receive
+// slots in device memory that the previous rank's kernels write directly, with 1-4 processes
+// sharing GPU 0. Results are checked on the host. Small slots make every call many slices, so
+// slots are reused many times within a call and across calls.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <vector>
+
+#include "ringlet/communicator.h"
+#include "ringlet/cuda.h"
+#include "ringlet/error.h"
+#include "tests/cuda/device_cases.h"
+#include "tests/cuda/gpu_probe.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet {
+namespace {
+
+using namespace testing::cuda_cases;
+
+cuda::DeviceOptions ipcOptions(int slots, size_t slotBytes) {
+  cuda::DeviceOptions o;
+  o.path = cuda::DevicePath::kIpc;
+  o.slots = slots;
+  o.slotBytes = slotBytes;
+  o.timeout = std::chrono::seconds(30);
+  return o;
+}
+
+Communicator makeComm(int rank, int size, std::shared_ptr<Store> store) {
+  CommunicatorOptions o;
+  o.timeout = std::chrono::seconds(30);
+  return Communicator::create(Bootstrap::forThread(rank, size, store), o);
+}
+
+class CudaIpcRing : public ::testing::TestWithParam<int> {};
+
+TEST_P(CudaIpcRing, MatrixOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      GetParam(),
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096));
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        const size_t n = static_cast<size_t>(size);
+        for (DataType type : kTypes) {
+          for (ReduceOp op : kOps) {
+            if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+            for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
+              for (bool inPlace : {false, true})
+                allreduceCase(device, stream, type, op, count, inPlace);
+            }
+          }
+        }
+        if (size > 1) {
+          EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
+        }
+        for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
+          for (int root = 0; root < size; ++root)
+            broadcastCase(device, stream, DataType::kInt32, count, root);
+        }
+        allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
+        cudaStreamDestroy(stream);
+      },
+      std::chrono::seconds(240));
+}
+
+INSTANTIATE_TEST_SUITE_P(OneGpu, CudaIpcRing, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// Calls return once enqueued: twenty all-reduces on twenty buffers, no synchronisation in
+// between, then one synchronize() and every result checked. A slot reused before the reader's
+// stream read it would show here.
+TEST(CudaIpcRingOrder, BackToBackCallsWithoutSynchronizing) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      3,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(2, 1024));
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        constexpr size_t kCount = 50021;
+        std::deque<DeviceBytes> buffers;
+        for (int call = 0; call < 20; ++call) {
+          auto input = testing::makeInput(DataType::kInt32, kCount, rank + call, ReduceOp::kSum);
+          DeviceBytes& b = buffers.emplace_back(kCount * 4);
+          check(cudaMemcpyAsync(b.data, input.data(), kCount * 4, cudaMemcpyHostToDevice, stream),
+                "cudaMemcpyAsync");
+          check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // input is on the stack
+          device.allreduce(b.data, kCount, DataType::kInt32, ReduceOp::kSum, stream);
+        }
+        device.synchronize(stream);
+        std::vector<std::byte> got(kCount * 4);
+        for (int call = 0; call < 20; ++call) {
+          check(cudaMemcpy(got.data(), buffers[call].data, kCount * 4, cudaMemcpyDeviceToHost),
+                "cudaMemcpy");
+          for (size_t j = 0; j < kCount; j += 97) {
+            double want = 0;
+            for (int r = 0; r < size; ++r)
+              want += static_cast<double>(testing::inputValue(r + call, j, ReduceOp::kSum));
+            ASSERT_EQ(testing::loadValue(DataType::kInt32, got.data(), j), want)
+                << "call " << call << " element " << j;
+          }
+        }
+        cudaStreamDestroy(stream);
+      },
+      std::chrono::seconds(120));
+}
+
+// A rank that makes a host call where the others make a device call: MismatchError naming both.
+TEST(CudaIpcRingOrder, DeviceAndHostCallsMismatch) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      2,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(2, 4096));
+        DeviceBytes buffer(4096);
+        device.allreduce(buffer.data, 1000, DataType::kFloat32, ReduceOp::kSum, nullptr);
+        std::vector<float> host(1000);
+        try {
+          if (rank == 0) {
+            device.allreduce(buffer.data, 1000, DataType::kFloat32, ReduceOp::kSum, nullptr);
+          } else {
+            comm.allreduce(host.data(), 1000, DataType::kFloat32, ReduceOp::kSum);
+          }
+          ADD_FAILURE() << "rank " << rank << ": a mismatched call succeeded";
+        } catch (const Error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("cuda memory"), std::string::npos) << what;
+        }
+        (void)size;
+      },
+      std::chrono::seconds(60));
+}
+
+// Forcing the IPC path where it cannot work names why.
+TEST(CudaIpcRingOrder, IpcOnThreadRanksIsRefusedWithTheReason) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(1, [&](int, int, std::shared_ptr<Store>) {
+    testing::runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> s) {
+      Communicator comm = makeComm(rank, size, s);
+      cuda::DeviceCommunicator device(comm, 0, ipcOptions(2, 4096));
+      DeviceBytes buffer(64);
+      try {
+        device.allreduce(buffer.data, 4, DataType::kFloat32, ReduceOp::kSum, nullptr);
+        ADD_FAILURE() << "kIpc on thread ranks must be refused";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("threads of one process"), std::string::npos)
+            << e.what();
+      }
+    });
+  });
+}
+
+}  // namespace
+}  // namespace ringlet
