@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "bench/device_side.h"
 #include "bench/mpi_side.h"
 #include "bench/options.h"
 #include "bench/output.h"
@@ -56,7 +58,17 @@ int runBenchmark(const Options& options) {
   info.mpiLibrary = options.vsMpi ? mpi::libraryVersion() : "";
   info.options = options;
 
-  Runner runner(comm, options);
+  std::unique_ptr<device::DeviceSide> deviceSide;
+  if (options.cuda) {
+    deviceSide = std::make_unique<device::DeviceSide>(comm, bootstrap.localRank, options);
+  }
+  Runner runner(comm, options, deviceSide.get());
+  if (deviceSide) {
+    // The path is chosen by the first device collective: run one before describing it.
+    Row probe = runner.run(options.ops.front(), 0);
+    (void)probe;
+    info.device = deviceSide->describe();
+  }
   if (printer) printRunHeader(stdout, info);
   std::vector<Row> rows;
   for (BenchOp op : options.ops) {

@@ -126,6 +126,12 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       ->check(CLI::IsMember({0, 1}));
   app.add_flag("--vs-mpi", options.vsMpi,
                "also time MPI_Allreduce/MPI_Bcast/MPI_Barrier (launch with mpirun)");
+  std::string device = "host";
+  app.add_option("--device", device,
+                 "where the buffers live: host, or cuda (GPU local-rank mod GPUs; also times a "
+                 "device-to-device cudaMemcpy of each size as the reference)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"host", "cuda"}));
   app.add_option("--json", options.jsonPath, "write results as JSON to this file");
   app.add_option("--csv", options.csvPath, "write results as CSV to this file");
 
@@ -157,6 +163,14 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   options.check = check == 1;
   options.inPlace = inPlace == 1;
   options.async = async == 1;
+  options.cuda = device == "cuda";
+  if (options.cuda && options.vsMpi) {
+    throw InvalidArgument("--device cuda and --vs-mpi cannot be combined (MPI times host memory)");
+  }
+  if (options.cuda && options.async) {
+    throw InvalidArgument(
+        "--device cuda and --async cannot be combined (device calls are already stream-ordered)");
+  }
   return options;
 }
 

@@ -29,6 +29,7 @@ struct Options {
   bool inPlace = false;  // also time the in-place form (extra columns)
   bool async = false;    // issue the timed iterations with the *Async calls, then wait for all
   bool vsMpi = false;    // time Open MPI's collectives next to ringlet's (MPI build only)
+  bool cuda = false;     // --device cuda: buffers in GPU memory (bench/device_side.h)
   std::string jsonPath;
   std::string csvPath;
 };

@@ -41,7 +41,9 @@ json configJson(const RunInfo& info) {
           {"inplace", o.inPlace},
           {"async", o.async},
           {"vs_mpi", o.vsMpi},
-          {"mpi_library", info.mpiLibrary}};
+          {"mpi_library", info.mpiLibrary},
+          {"device", o.cuda ? "cuda" : "host"},
+          {"device_info", info.device}};
 }
 
 std::ofstream openOutput(const std::string& path) {
@@ -76,6 +78,10 @@ void writeJson(const std::string& path, const RunInfo& info, const std::vector<R
               {"root", row.root},
               {"out_of_place", timingJson(row.outOfPlace)}};
     if (row.inPlace) r["in_place"] = timingJson(*row.inPlace);
+    if (row.copyGBs) {
+      r["copy_gbs"] = *row.copyGBs;
+      r["busbw_over_copy"] = *row.copyGBs > 0 ? row.outOfPlace.busbwGBs / *row.copyGBs : 0.0;
+    }
     if (info.options.vsMpi) {
       if (row.mpi) {
         r["mpi"] = timingJson(*row.mpi);
@@ -102,17 +108,18 @@ void writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
   out << "op,size,count,type,redop,root,world_size,"
          "time_us,algbw_gbs,busbw_gbs,wrong,"
          "inplace_time_us,inplace_algbw_gbs,inplace_busbw_gbs,inplace_wrong,"
-         "mpi_time_us,mpi_algbw_gbs,mpi_busbw_gbs,mpi_wrong,ratio\n";
+         "mpi_time_us,mpi_algbw_gbs,mpi_busbw_gbs,mpi_wrong,ratio,copy_gbs\n";
   for (const Row& row : rows) {
     std::string ratio;
     if (row.mpi && row.outOfPlace.timeUs > 0) {
       ratio = fmt::format("{:.4f}", row.mpi->timeUs / row.outOfPlace.timeUs);
     }
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op), row.bytes, row.count,
-                       toString(row.type),
+    const std::string copy = row.copyGBs ? fmt::format("{:.4f}", *row.copyGBs) : std::string();
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op), row.bytes,
+                       row.count, toString(row.type),
                        row.redop ? toString(*row.redop) : std::string_view("none"), row.root,
                        info.worldSize, csvTiming(row.outOfPlace), csvTiming(row.inPlace),
-                       csvTiming(row.mpi), ratio);
+                       csvTiming(row.mpi), ratio, copy);
   }
   finish(out, path);
 }

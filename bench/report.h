@@ -32,6 +32,9 @@ struct Row {
   std::optional<Timing> inPlace;  // --inplace 1, all-reduce only
   std::optional<Timing> mpi;      // --vs-mpi, when MPI has this operation
   std::string mpiNote;            // why mpi is empty under --vs-mpi ("n/a: ...")
+  // --device cuda: bandwidth of a device-to-device cudaMemcpy of `bytes` on the same GPU in
+  // the same run (bytes / time), the physical reference for busbw.
+  std::optional<double> copyGBs;
 };
 
 struct RunInfo {
@@ -39,6 +42,7 @@ struct RunInfo {
   std::string links;   // Communicator::describeLinks()
   std::string source;  // Bootstrap::source
   std::string mpiLibrary;
+  std::string device;  // --device cuda: DeviceSide::describe()
   Options options;
 };
 

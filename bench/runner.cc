@@ -27,9 +27,10 @@ Runner::Buffer Runner::allocate(size_t bytes) {
   return Buffer(static_cast<std::byte*>(p));
 }
 
-Runner::Runner(Communicator& comm, const Options& options)
+Runner::Runner(Communicator& comm, const Options& options, device::DeviceSide* device)
     : comm_(comm),
       options_(options),
+      device_(device),
       pattern_(options.type, options.op, comm.size()),
       send_(allocate(options.maxBytes)),
       recv_(allocate(options.maxBytes)) {}
@@ -52,7 +53,25 @@ void Runner::prepare(BenchOp op, bool inPlace, size_t count) {
   }
 }
 
+void Runner::toDevice(BenchOp op, bool inPlace, size_t count) {
+  const size_t bytes = count * elementSize(options_.type);
+  if (op == BenchOp::kBarrier) return;
+  if (op == BenchOp::kAllreduce && !inPlace) device_->upload(device_->send(), send_.get(), bytes);
+  device_->upload(device_->recv(), recv_.get(), bytes);
+}
+
+void Runner::fromDevice(BenchOp op, bool inPlace, size_t count) {
+  const size_t bytes = count * elementSize(options_.type);
+  if (op == BenchOp::kBarrier) return;
+  if (op == BenchOp::kAllreduce && !inPlace) device_->download(send_.get(), device_->send(), bytes);
+  device_->download(recv_.get(), device_->recv(), bytes);
+}
+
 void Runner::runOnce(Impl impl, BenchOp op, bool inPlace, size_t count) {
+  if (device_ != nullptr) {
+    device_->run(op, inPlace ? device_->recv() : device_->send(), device_->recv(), count);
+    return;
+  }
   const void* send = inPlace ? recv_.get() : send_.get();
   if (impl == Impl::kMpi) {
     mpi::run(op, send, recv_.get(), count, options_.type, options_.op, options_.root);
@@ -73,6 +92,17 @@ void Runner::runOnce(Impl impl, BenchOp op, bool inPlace, size_t count) {
 
 double Runner::timeLoop(Impl impl, BenchOp op, bool inPlace, size_t count) {
   prepare(op, inPlace, count);
+  if (device_ != nullptr) {
+    // Enqueue every iteration, then wait for the stream (nccl-tests' way).
+    toDevice(op, inPlace, count);
+    for (int i = 0; i < options_.warmup; ++i) runOnce(impl, op, inPlace, count);
+    device_->synchronize();
+    syncAfter(impl);
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < options_.iters; ++i) runOnce(impl, op, inPlace, count);
+    device_->synchronize();
+    return secondsSince(start) / options_.iters;
+  }
   for (int i = 0; i < options_.warmup; ++i) runOnce(impl, op, inPlace, count);
   syncAfter(impl);
   const auto start = std::chrono::steady_clock::now();
@@ -117,7 +147,9 @@ void Runner::syncAfter(Impl impl) {
 int64_t Runner::check(Impl impl, BenchOp op, bool inPlace, size_t count) {
   if (!options_.check || op == BenchOp::kBarrier) return -1;
   prepare(op, inPlace, count);
+  if (device_ != nullptr) toDevice(op, inPlace, count);
   runOnce(impl, op, inPlace, count);
+  if (device_ != nullptr) fromDevice(op, inPlace, count);
   if (impl == Impl::kMpi) syncAfter(impl);
   size_t wrong = 0;
   if (op == BenchOp::kAllreduce) {
@@ -159,6 +191,17 @@ Row Runner::run(BenchOp op, size_t bytes) {
     row.mpiNote = mpi::unsupportedReason(op, options_.type, options_.op);
   }
 
+  double copySeconds = 0;
+  if (device_ != nullptr && op != BenchOp::kBarrier && row.bytes > 0) {
+    // Rank 0 alone, the others idle: the GPU's own copy bandwidth. (Ranks that share one GPU
+    // share this bandwidth in the collective; see the README's CUDA section.)
+    comm_.barrier();
+    if (comm_.rank() == 0) {
+      copySeconds = device_->timeDeviceCopy(row.bytes, options_.iters, options_.warmup);
+    }
+    comm_.allreduce(&copySeconds, &copySeconds, 1, DataType::kFloat64, ReduceOp::kMax);
+    row.copyGBs = static_cast<double>(row.bytes) / copySeconds / 1e9;
+  }
   comm_.allreduce(seconds, seconds, 3, DataType::kFloat64, ReduceOp::kMax);
   comm_.allreduce(wrong, wrong, 3, DataType::kInt64, ReduceOp::kSum);
   const bool checked = options_.check && op != BenchOp::kBarrier;

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "bench/data.h"
+#include "bench/device_side.h"
 #include "bench/options.h"
 #include "bench/report.h"
 #include "ringlet/ringlet.h"
@@ -21,7 +22,8 @@ namespace ringlet::bench {
 class Runner {
  public:
   // Allocates two buffers of options.maxBytes each.
-  Runner(Communicator& comm, const Options& options);
+  // With options.cuda the collectives run on `device`'s buffers instead.
+  Runner(Communicator& comm, const Options& options, device::DeviceSide* device = nullptr);
 
   Row run(BenchOp op, size_t bytes);
 
@@ -39,8 +41,13 @@ class Runner {
   double timeLoop(Impl impl, BenchOp op, bool inPlace, size_t count);  // seconds per iteration
   int64_t check(Impl impl, BenchOp op, bool inPlace, size_t count);    // -1 when not checked
 
+  // --device cuda: host buffers are filled and checked, device buffers run the collective.
+  void toDevice(BenchOp op, bool inPlace, size_t count);
+  void fromDevice(BenchOp op, bool inPlace, size_t count);
+
   Communicator& comm_;
   Options options_;
+  device::DeviceSide* device_;
   DataPattern pattern_;
   Buffer send_;
   Buffer recv_;

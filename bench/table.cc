@@ -43,6 +43,14 @@ void printRunHeader(std::FILE* out, const RunInfo& info) {
                                "faster)",
                                info.mpiLibrary));
   }
+  if (o.cuda) {
+    printLine(out, fmt::format("# device: {}; each timed loop enqueues every iteration on one "
+                               "stream, then waits for it",
+                               info.device));
+    printLine(out,
+              "# copy: cudaMemcpyAsync device to device of the same size on rank 0's GPU "
+              "alone (bytes / time); bus/copy = busbw / copy");
+  }
   printLine(out, "# time: max over ranks of the average iteration time");
 }
 
@@ -65,6 +73,10 @@ void printTableHeader(std::FILE* out, const RunInfo& info, BenchOp op) {
     addGroup("MPI");
     names += fmt::format(" {:>7}", "ratio");
     units += fmt::format(" {:>7}", "");
+  }
+  if (info.options.cuda && op != BenchOp::kBarrier) {
+    names += fmt::format(" {:>8} {:>8}", "copy", "bus/copy");
+    units += fmt::format(" {:>8} {:>8}", "(GB/s)", "");
   }
   for (std::string* line : {&groups, &names, &units}) {
     line->erase(line->find_last_not_of(' ') + 1);
@@ -89,6 +101,14 @@ void printRow(std::FILE* out, const RunInfo& info, const Row& row) {
       line += fmt::format(" {:>7.3g}", ratio);
     } else {
       line += fmt::format(" {:>10} {:>7} {:>7} {:>6} {:>7}", "n/a", "n/a", "n/a", "n/a", "n/a");
+    }
+  }
+  if (info.options.cuda && bandwidth) {
+    if (row.copyGBs && *row.copyGBs > 0) {
+      line +=
+          fmt::format(" {:>8.1f} {:>8.3f}", *row.copyGBs, row.outOfPlace.busbwGBs / *row.copyGBs);
+    } else {
+      line += fmt::format(" {:>8} {:>8}", "-", "-");
     }
   }
   printLine(out, line);

@@ -4,6 +4,7 @@
 
 #include "ringlet/bootstrap.h"
 #include "ringlet/communicator.h"
+#include "ringlet/cuda.h"
 #include "ringlet/error.h"
 #include "ringlet/store.h"
 #include "ringlet/types.h"

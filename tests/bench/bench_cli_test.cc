@@ -168,6 +168,29 @@ TEST(BenchCli, JsonHasOneRecordPerOpAndSize) {
   std::filesystem::remove_all(dir);
 }
 
+// --device cuda: with a GPU, the usual table on device memory with the copy reference columns
+// (#wrong 0, a copy bandwidth, bus/copy); without one, one line naming why, and a non-zero exit.
+TEST(BenchCli, TwoRanksDeviceCuda) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const ProcessResult r = runProcess(
+      withLauncher(2, {"-b", "8", "-e", "64K", "-n", "2", "-w", "1", "--device", "cuda"}), kEnv,
+      kDeadline);
+  if (r.exitCode != 0) {
+    EXPECT_NE(r.err.find("ringlet: --device cuda: "), std::string::npos) << describe(r);
+    EXPECT_TRUE(r.err.find("no CUDA device") != std::string::npos ||
+                r.err.find("built without CUDA") != std::string::npos)
+        << describe(r);
+    GTEST_SKIP() << "no GPU here; the error was: " << r.err.substr(0, r.err.find('\n'));
+  }
+  EXPECT_NE(r.out.find("# device: cuda device"), std::string::npos) << r.out;
+  auto sections = parseTable(r.out);
+  expectSweep(sections["allreduce"], "allreduce");
+  for (const TableRow& row : sections["allreduce"]) {
+    ASSERT_GE(row.fields.size(), 11u) << "no copy columns at size " << row.size;
+    EXPECT_GT(std::stod(row.fields[9]), 0.0) << "copy bandwidth at size " << row.size;
+  }
+}
+
 TEST(BenchCli, TwoRanksAsyncCalls) {
   if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
   const ProcessResult r =

@@ -1,0 +1,114 @@
+#include "bench/device_side.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace ringlet::bench::device {
+namespace {
+
+void check(cudaError_t error, const char* call) {
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(
+        fmt::format("{} failed: {}: {}", call, cudaGetErrorName(error), cudaGetErrorString(error)));
+  }
+}
+
+}  // namespace
+
+bool compiledIn() { return true; }
+
+struct DeviceSide::State {
+  Communicator* comm = nullptr;
+  Options options;
+  int device = 0;
+  std::string name;
+  void* send = nullptr;
+  void* recv = nullptr;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<cuda::DeviceCommunicator> dc;
+
+  ~State() {
+    dc.reset();
+    if (stream) cudaStreamDestroy(stream);
+    if (send) cudaFree(send);
+    if (recv) cudaFree(recv);
+  }
+};
+
+DeviceSide::DeviceSide(Communicator& comm, int localRank, const Options& options)
+    : state_(std::make_unique<State>()) {
+  std::string reason;
+  const int devices = cuda::deviceCount(&reason);
+  if (devices == 0) throw CudaError(fmt::format("--device cuda: no CUDA device: {}", reason));
+  State& s = *state_;
+  s.comm = &comm;
+  s.options = options;
+  s.device = localRank % devices;
+  check(cudaSetDevice(s.device), "cudaSetDevice");
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, s.device), "cudaGetDeviceProperties");
+  s.name = properties.name;
+  const size_t bytes = std::max<size_t>(options.maxBytes, 256);
+  check(cudaMalloc(&s.send, bytes), "cudaMalloc");
+  check(cudaMalloc(&s.recv, bytes), "cudaMalloc");
+  check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  s.dc = std::make_unique<cuda::DeviceCommunicator>(comm, s.device);
+}
+
+DeviceSide::~DeviceSide() = default;
+
+void* DeviceSide::send() { return state_->send; }
+void* DeviceSide::recv() { return state_->recv; }
+
+void DeviceSide::upload(void* dst, const void* src, size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
+}
+
+void DeviceSide::download(void* dst, const void* src, size_t bytes) {
+  synchronize();
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
+}
+
+void DeviceSide::run(BenchOp op, const void* send, void* recv, size_t count) {
+  State& s = *state_;
+  switch (op) {
+    case BenchOp::kAllreduce:
+      s.dc->allreduce(send, recv, count, s.options.type, s.options.op, s.stream);
+      return;
+    case BenchOp::kBroadcast:
+      s.dc->broadcast(recv, count, s.options.type, s.options.root, s.stream);
+      return;
+    case BenchOp::kBarrier:
+      s.comm->barrier();
+      return;
+  }
+}
+
+void DeviceSide::synchronize() { state_->dc->synchronize(state_->stream); }
+
+double DeviceSide::timeDeviceCopy(size_t bytes, int iters, int warmup) {
+  State& s = *state_;
+  if (bytes == 0) return 0;
+  for (int i = 0; i < warmup; ++i) {
+    check(cudaMemcpyAsync(s.recv, s.send, bytes, cudaMemcpyDeviceToDevice, s.stream),
+          "cudaMemcpyAsync");
+  }
+  synchronize();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    check(cudaMemcpyAsync(s.recv, s.send, bytes, cudaMemcpyDeviceToDevice, s.stream),
+          "cudaMemcpyAsync");
+  }
+  synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+}
+
+std::string DeviceSide::describe() const {
+  return fmt::format("cuda device {} ({}), path {}", state_->device, state_->name,
+                     cuda::toString(state_->dc->path()));
+}
+
+}  // namespace ringlet::bench::device
