@@ -176,22 +176,17 @@ IpcRing::~IpcRing() {
   try {
     collectives::cuda::ScopedDevice scope(device_);
     const auto deadline = std::chrono::steady_clock::now() + drainTimeout_;
-    auto drain = [&](std::vector<InterprocessEvent>& events, std::vector<PeerEvent>* peer) {
-      for (auto& e : events) {
+    // Every message the previous rank wrote into these slots was read by this rank's stream
+    // after waiting for the write, and each read is followed by a `freed` record: once this
+    // rank's own events are complete, no GPU work of this rank or the previous one touches the
+    // slots, and no copy of this rank touches the next rank's. (Only events this process made
+    // are queried: the peers' may already be destroyed.)
+    for (auto* events : {&written_, &freed_}) {
+      for (auto& e : *events) {
         collectives::cuda::waitEvent(e.get(), deadline, drainTimeout_,
                                      [] { return std::string("CUDA IPC ring teardown"); });
       }
-      if (peer) {
-        for (auto& e : *peer) {
-          collectives::cuda::waitEvent(e.get(), deadline, drainTimeout_,
-                                       [] { return std::string("CUDA IPC ring teardown"); });
-        }
-      }
-    };
-    // My writes into the next rank's slots and my reads of mine, then the previous rank's
-    // writes into mine (the last ones this rank was told about).
-    drain(written_, nullptr);
-    drain(freed_, &prevWritten_);
+    }
     cudaFree(slots_);
   } catch (const std::exception& e) {
     log::warn(

@@ -45,8 +45,8 @@ class IpcRing {
   // `device` is current.
   IpcRing(Store& store, std::string_view prefix, int rank, int size, int device, int slots,
           size_t slotBytes, Deadline deadline);
-  // Waits (at most `drainTimeout`) until no GPU work of this rank or the previous one touches the
-  // slots, then closes and frees everything; if the wait fails the allocation is left to the
+  // Waits (at most `drainTimeout`) for this rank's own events, after which no GPU work of this
+  // rank or the previous one touches the slots, then closes and frees everything; if the wait fails the allocation is left to the
   // process's exit rather than freed under a running copy. Never throws.
   ~IpcRing();
   IpcRing(const IpcRing&) = delete;
