@@ -164,6 +164,19 @@ struct DeviceCommunicator::State {
     cudaGetLastError();
   }
 
+  using IpcBody = std::function<void(const collectives::Group&, const collectives::SlotRingMemory&,
+                                     collectives::SlotExecutor&, const transport::WaitContext&)>;
+
+  // Runs `body` on the IPC ring as one call of the host communicator (header check with the
+  // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.
+  void runIpc(detail::OpHeader header, cudaStream_t stream, const IpcBody& body) {
+    header.memory = 1;
+    detail::implOf(*host).runBlocking(
+        header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
+          body(group, ipc->memory(), ipc->executor(stream), wait);
+        });
+  }
+
   // The staged pipeline. `in`: device memory copied into each slot before `hostOp` (null: none);
   // `out`: device memory the slot is copied back to afterwards (null: none).
   void run(std::string_view op, const std::byte* in, std::byte* out, size_t count, DataType type,
@@ -353,20 +366,13 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
   }
   choosePath();
   if (state_->chosen == DevicePath::kIpc) {
-    detail::CommunicatorImpl& impl = detail::implOf(host);
-    detail::OpHeader header;
-    header.kind = detail::OpKind::kAllreduce;
-    header.type = type;
-    header.op = op;
-    header.count = count;
-    header.memory = 1;
     const collectives::AllreduceArgs args{static_cast<const std::byte*>(send),
                                           static_cast<std::byte*>(recv), count, type, op};
-    impl.runBlocking(header,
-                     [&](const collectives::Group& group, const transport::WaitContext& wait) {
-                       collectives::slotRingAllreduce(group, state_->ipc->memory(),
-                                                      state_->ipc->executor(s), args, wait);
-                     });
+    state_->runIpc({.kind = detail::OpKind::kAllreduce, .type = type, .op = op, .count = count}, s,
+                   [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
+                       collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
+                     collectives::slotRingAllreduce(group, memory, executor, args, wait);
+                   });
     return;
   }
   state_->run("allreduce", static_cast<const std::byte*>(send), static_cast<std::byte*>(recv),
@@ -388,19 +394,13 @@ void DeviceCommunicator::broadcast(void* buffer, size_t count, DataType type, in
   auto* data = static_cast<std::byte*>(buffer);
   choosePath();
   if (state_->chosen == DevicePath::kIpc) {
-    detail::CommunicatorImpl& impl = detail::implOf(host);
-    detail::OpHeader header;
-    header.kind = detail::OpKind::kBroadcast;
-    header.type = type;
-    header.root = root;
-    header.count = count;
-    header.memory = 1;
-    auto s = static_cast<cudaStream_t>(stream);
-    impl.runBlocking(
-        header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
-          collectives::slotRingBroadcast(group, state_->ipc->memory(), state_->ipc->executor(s),
-                                         data, count, elementSize(type), root, wait);
-        });
+    state_->runIpc({.kind = detail::OpKind::kBroadcast, .type = type, .root = root, .count = count},
+                   static_cast<cudaStream_t>(stream),
+                   [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
+                       collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
+                     collectives::slotRingBroadcast(group, memory, executor, data, count,
+                                                    elementSize(type), root, wait);
+                   });
     return;
   }
   const bool isRoot = host.rank() == root;
