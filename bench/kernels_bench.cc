@@ -1,4 +1,4 @@
-// Single-process kernel throughput: ringlet::collectives::reduce next to memcpy.
+// Single-process kernel throughput: ringlet::kernels::reduce next to memcpy.
 //
 //   ringlet-kernels-bench --benchmark_filter=Reduce
 //
@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 #include "ringlet/types.h"
 
 namespace {
@@ -59,8 +59,7 @@ void BM_Reduce(benchmark::State& state) {
     fillSmallIntegers<int32_t>(b.get(), count, 3);
   }
   for (auto _ : state) {
-    ringlet::collectives::reduce(dst.get(), a.get(), b.get(), count, kType,
-                                 ringlet::ReduceOp::kSum);
+    ringlet::kernels::reduce(dst.get(), a.get(), b.get(), count, kType, ringlet::ReduceOp::kSum);
     benchmark::DoNotOptimize(dst.get());
     benchmark::ClobberMemory();
   }

@@ -11,10 +11,13 @@
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
-#include "collectives/reduce.h"
 #include "collectives/ring_schedule.h"
+#include "kernels/reduce.h"
 
 namespace ringlet::collectives {
+
+using kernels::kStreamingBytes;
+using kernels::streamCopy;
 
 namespace {
 

@@ -40,13 +40,29 @@ struct AllreduceArgs {
 void ringAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBytes,
                    const WaitContext& wait);
 
+// How an algorithm's messages are framed on the wire. The plain framing sends the data alone;
+// the communicator wraps tiny all-reduce messages in its call header, which each receiver checks
+// (so a mismatch between ranks is found without a separate header round).
+class MessageFraming {
+ public:
+  virtual ~MessageFraming() = default;
+  // Bytes on the wire for `dataBytes` of data.
+  virtual size_t messageBytes(size_t dataBytes) const = 0;
+  // The message that carries `data`; stays valid and unchanged until the next wrap().
+  virtual const std::byte* wrap(const std::byte* data, size_t bytes) = 0;
+  // The data inside a message from `peer`; throws (e.g. MismatchError) if it is not what this
+  // rank expects.
+  virtual const std::byte* unwrap(const std::byte* message, int peer) = 0;
+};
+MessageFraming& plainFraming();
+
 // Recursive doubling: log2(N) exchanges of the whole buffer (plus a fold for non-powers of two).
 // Latency-optimal for small messages; results are bit-identical on every rank because each
 // combine is a+b on one side and b+a on the other.
 // `afterFirstSend`, if set, runs right after this rank's first send (the communicator checks the
 // call header there, overlapping that round trip with the first exchange).
 void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
-                                const WaitContext& wait,
+                                const WaitContext& wait, MessageFraming& framing = plainFraming(),
                                 const std::function<void()>& afterFirstSend = {});
 
 // Pipelined chain broadcast along the ring starting at root (large messages).

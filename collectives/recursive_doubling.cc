@@ -9,62 +9,94 @@
 //
 // Every combine is "mine + theirs" on one side and "theirs + mine" on the other, which IEEE
 // arithmetic makes bit-identical, so all ranks end with the same bits (like the ring).
+//
+// Messages go through a MessageFraming: the data alone (plainFraming), or, for the
+// communicator's tiny all-reduce, the data inside a call header that every receiver checks.
 #include <cstring>
 
 #include "collectives/collectives.h"
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 namespace ringlet::collectives {
 
+using kernels::finishAverage;
+using kernels::reduce;
+
+namespace {
+
+class PlainFraming final : public MessageFraming {
+ public:
+  size_t messageBytes(size_t dataBytes) const override { return dataBytes; }
+  const std::byte* wrap(const std::byte* data, size_t) override { return data; }
+  const std::byte* unwrap(const std::byte* message, int) override { return message; }
+};
+
+}  // namespace
+
+MessageFraming& plainFraming() {
+  thread_local PlainFraming framing;
+  return framing;
+}
+
 void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
-                                const WaitContext& wait,
+                                const WaitContext& wait, MessageFraming& framing,
                                 const std::function<void()>& afterFirstSend) {
   const int n = group.size;
   const int r = group.rank;
   const size_t bytes = args.count * elementSize(args.type);
+  const size_t wire = framing.messageBytes(bytes);
   int p = 1;
   while (p * 2 <= n) p *= 2;
 
   std::byte* out = args.recv;
   if (out != args.send && bytes > 0) std::memcpy(out, args.send, bytes);
 
-  // Exchange `out` with `peer` and combine: send first, then receive and reduce. The send must
-  // have left `out` (flush) before the reduction overwrites it.
   bool sentOnce = false;
-  auto sent = [&] {
+  auto sendTo = [&](Link& link) {
+    sendFrom(link, framing.wrap(out, bytes), wire, wait);
     if (!sentOnce && afterFirstSend) afterFirstSend();
     sentOnce = true;
   };
-  auto exchange = [&](int peer) {
-    Link& link = group.link(peer);
-    sendFrom(link, out, bytes, wait);
-    sent();
-    const std::byte* in = link.recv(bytes, wait);
-    link.flush(wait);
-    reduce(out, out, in, args.count, args.type, args.op);
-    link.release();
+  // The partner's data, checked by the framing; release() the link after use.
+  auto receive = [&](Link& link) -> const std::byte* {
+    const std::byte* message = link.recv(wire, wait);
+    try {
+      return framing.unwrap(message, link.peer());
+    } catch (...) {
+      link.release();
+      throw;
+    }
   };
 
   if (r >= p) {  // extra rank: hand the input to rank r-p, get the result back
     Link& link = group.link(r - p);
-    sendFrom(link, out, bytes, wait);
-    sent();
+    sendTo(link);
     link.flush(wait);
-    link.recvInto(out, bytes, wait);
+    const std::byte* in = receive(link);
+    if (bytes > 0) std::memcpy(out, in, bytes);
+    link.release();
     return;
   }
   if (r < n - p) {  // fold the extra rank's input in
     Link& link = group.link(r + p);
-    const std::byte* in = link.recv(bytes, wait);
+    const std::byte* in = receive(link);
     reduce(out, out, in, args.count, args.type, args.op);
     link.release();
   }
-  for (int mask = 1; mask < p; mask <<= 1) exchange(r ^ mask);
+  // Exchange with r^mask and combine: send first, then receive and reduce. The send must have
+  // left `out` (flush) before the reduction overwrites it.
+  for (int mask = 1; mask < p; mask <<= 1) {
+    Link& link = group.link(r ^ mask);
+    sendTo(link);
+    const std::byte* in = receive(link);
+    link.flush(wait);
+    reduce(out, out, in, args.count, args.type, args.op);
+    link.release();
+  }
   if (args.op == ReduceOp::kAvg) finishAverage(out, args.count, args.type, n);
   if (r < n - p) {
     Link& link = group.link(r + p);
-    sendFrom(link, out, bytes, wait);
-    sent();
+    sendTo(link);
     link.flush(wait);
   }
   if (!sentOnce && afterFirstSend) afterFirstSend();

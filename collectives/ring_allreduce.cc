@@ -10,10 +10,16 @@
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
-#include "collectives/reduce.h"
 #include "collectives/ring_schedule.h"
+#include "kernels/reduce.h"
 
 namespace ringlet::collectives {
+
+using kernels::finishAverage;
+using kernels::kStreamingBytes;
+using kernels::reduce;
+using kernels::reduceStreaming;
+using kernels::streamCopy;
 namespace {
 
 class RingAllreduce {

@@ -8,7 +8,8 @@
 // result straight into the next rank's slot: no copy through host memory, no staging buffer.
 //
 // Two things order each slot between the writer (rank r-1) and the reader (rank r):
-//  1. Notices over the host Links of the communicator (16 bytes each): "I wrote your slot k"
+//  1. Notices over the host Links of the communicator (kNoticeBytes = 24 bytes each): "I wrote your
+//  slot k"
 //     (r-1 -> r) and "I am done with my slot k" (r -> r-1). They say that the other side has
 //     *issued* its work, and carry the slot and a sequence number, checked on arrival.
 //  2. The executor's marks and waits (SlotExecutor): where memory operations run later on a
@@ -35,37 +36,13 @@
 #include <deque>
 
 #include "collectives/collectives.h"
+#include "transports/slots.h"
 
 namespace ringlet::collectives {
 
-// How memory operations of the slot ring run. Host memory: at once. CUDA: enqueued on a stream.
-class SlotExecutor {
- public:
-  virtual ~SlotExecutor() = default;
-  virtual void copy(std::byte* dst, const std::byte* src, size_t bytes) = 0;
-  // dst = a (op) b, element-wise; dst may equal a or b. kAvg reduces like kSum.
-  virtual void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count,
-                      DataType type, ReduceOp op) = 0;
-  // data /= divisor, element-wise (the end of kAvg).
-  virtual void finishAverage(std::byte* data, size_t count, DataType type, int divisor) = 0;
-
-  // Cross-rank order of slot k (see the top of this file); no-ops where operations complete
-  // when called.
-  virtual void waitSlotFree(int slot) = 0;     // before writing the next rank's slot
-  virtual void markSlotWritten(int slot) = 0;  // after writing the next rank's slot
-  virtual void waitSlotWritten(int slot) = 0;  // before reading this rank's slot
-  virtual void markSlotFree(int slot) = 0;     // after reading this rank's slot
-};
-
-// This rank's slots and its next rank's, as mapped in this process.
-struct SlotRingMemory {
-  std::byte* mine = nullptr;  // slots * slotBytes: the previous rank writes here
-  std::byte* next = nullptr;  // the next rank's slots
-  int slots = 0;              // 1..kMaxSlots
-  size_t slotBytes = 0;
-};
-
-inline constexpr int kMaxSlotRingSlots = 4;
+using transport::kMaxSlotRingSlots;
+using transport::SlotExecutor;
+using transport::SlotRingMemory;
 
 // Ring all-reduce (2 <= group.size); args' buffers are in the executor's memory.
 void slotRingAllreduce(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,

@@ -20,15 +20,8 @@ Environment parse() {
   Environment env;
   if (auto v = getenv("RINGLET_TIMEOUT")) env.timeout = parseSeconds(*v, "RINGLET_TIMEOUT");
   if (auto v = getenv("RINGLET_DEBUG")) env.debug = *v;
-  if (auto v = getenv("RINGLET_TRANSPORT")) {
-    env.transport = *v;
-    if (*v != "auto" && *v != "tcp" && *v != "shm" && *v != "local") {
-      throw InvalidArgument(
-          fmt::format("RINGLET_TRANSPORT='{}' is not one of auto, tcp, shm, local", *v));
-    }
-  }
-  if (auto v = getenv("RINGLET_SOCKET_IFNAME")) env.socketIfname = *v;
-  if (auto v = getenv("RINGLET_SOCKET_ADDR")) env.socketAddress = *v;
+  // Checked against the transports built in when a communicator is made (core).
+  if (auto v = getenv("RINGLET_TRANSPORT")) env.transport = *v;
   if (auto v = getenv("RINGLET_SEGMENT_BYTES")) {
     env.segmentBytes = parseSize(*v, "RINGLET_SEGMENT_BYTES");
     if (*env.segmentBytes == 0) throw InvalidArgument("RINGLET_SEGMENT_BYTES must be > 0");
@@ -39,8 +32,6 @@ Environment parse() {
   if (auto v = getenv("RINGLET_STORE_ADDR")) env.storeAddr = *v;
   if (auto v = getenv("RINGLET_JOB_ID")) env.jobId = *v;
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
-  if (auto v = getenv("RINGLET_SHM_DIR")) env.shmDir = *v;
-  if (auto v = getenv("RINGLET_SHM_BYTES")) env.shmBytes = parseSize(*v, "RINGLET_SHM_BYTES");
   if (auto v = getenv("RINGLET_CUDA_PATH")) {
     if (*v != "auto" && *v != "ipc" && *v != "staged") {
       throw InvalidArgument(

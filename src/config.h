@@ -1,6 +1,8 @@
 #pragma once
-// Every RINGLET_* environment variable is read here, once. The README's table lists them all;
-// keep the two in step. The rest of the code takes values as arguments.
+// Every RINGLET_* variable of the core is read here, once; a transport's own variables are
+// declared in its TransportEntry (transports/<name>/) and read once by transport::readSettings.
+// The README's table lists them all (a test checks). The rest of the code takes values as
+// arguments.
 
 #include <chrono>
 #include <cstddef>
@@ -13,16 +15,12 @@ namespace ringlet::config {
 struct Environment {
   std::optional<std::chrono::milliseconds> timeout;  // RINGLET_TIMEOUT (seconds, may be fractional)
   std::string debug;                                 // RINGLET_DEBUG: WARN|INFO|DEBUG|TRACE
-  std::string transport;                             // RINGLET_TRANSPORT: auto|tcp|shm|local
-  std::string socketIfname;                          // RINGLET_SOCKET_IFNAME
-  std::string socketAddress;                         // RINGLET_SOCKET_ADDR
+  std::string transport;                             // RINGLET_TRANSPORT: auto or a built-in name
   std::optional<size_t> segmentBytes;                // RINGLET_SEGMENT_BYTES (e.g. 512K)
   std::optional<size_t> smallMessageBytes;           // RINGLET_SMALL_MESSAGE_BYTES
   std::string storeAddr;                             // RINGLET_STORE_ADDR host:port (launcher)
   std::string jobId;                                 // RINGLET_JOB_ID (launcher)
   std::string jobSecret;                             // RINGLET_JOB_SECRET hex (launcher)
-  std::string shmDir;                                // RINGLET_SHM_DIR (default /dev/shm)
-  std::optional<size_t> shmBytes;                    // RINGLET_SHM_BYTES per link direction
   std::string cudaPath;                              // RINGLET_CUDA_PATH: auto|ipc|staged
   std::optional<size_t> cudaSlotBytes;               // RINGLET_CUDA_SLOT_BYTES
 };

@@ -1,39 +1,19 @@
-// The transports built into this binary. A transport folder's CMakeLists.txt defines
-// RINGLET_TRANSPORT_<NAME> and provides make<Name>TransportEntry().
-#include <algorithm>
+// The transport table: the generated list of built-in transports (transport_table.cc.in),
+// sorted by priority once.
+#include "transports/registry.h"
 
-#include "transports/transport.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 namespace ringlet::transport {
 
-#ifdef RINGLET_TRANSPORT_TCP
-TransportEntry makeTcpTransportEntry();
-#endif
-#ifdef RINGLET_TRANSPORT_SHM
-TransportEntry makeShmTransportEntry();
-#endif
-#ifdef RINGLET_TRANSPORT_LOCAL
-TransportEntry makeLocalTransportEntry();
-#endif
-#ifdef RINGLET_TRANSPORT_CUDA
-TransportEntry makeCudaTransportEntry();
-#endif
+std::vector<TransportEntry> builtinTransports();  // transport_table.cc (generated)
 
 const std::vector<TransportEntry>& registry() {
   static const std::vector<TransportEntry> entries = [] {
-    std::vector<TransportEntry> all;
-#ifdef RINGLET_TRANSPORT_CUDA
-    all.push_back(makeCudaTransportEntry());
-#endif
-#ifdef RINGLET_TRANSPORT_SHM
-    all.push_back(makeShmTransportEntry());
-#endif
-#ifdef RINGLET_TRANSPORT_TCP
-    all.push_back(makeTcpTransportEntry());
-#endif
-#ifdef RINGLET_TRANSPORT_LOCAL
-    all.push_back(makeLocalTransportEntry());
-#endif
+    std::vector<TransportEntry> all = builtinTransports();
     std::stable_sort(all.begin(), all.end(),
                      [](const auto& a, const auto& b) { return a.priority > b.priority; });
     return all;
@@ -46,6 +26,12 @@ const TransportEntry* findTransport(std::string_view name) {
     if (entry.name == name) return &entry;
   }
   return nullptr;
+}
+
+std::string transportNames() {
+  std::vector<std::string_view> names;
+  for (const auto& entry : registry()) names.push_back(entry.name);
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 }  // namespace ringlet::transport

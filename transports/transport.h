@@ -3,8 +3,13 @@
 //
 // A Transport makes Links; a Link is an ordered, reliable channel of whole messages between this
 // rank and one peer, in both directions. Collectives are written once over Link and run unchanged
-// on every transport (TCP, shared memory, in-process, CUDA IPC). A new transport is one folder
-// under transports/ that implements Transport and Link and registers itself in registry.cc.
+// on every transport (TCP, shared memory, in-process). A new transport is one folder under
+// transports/ that implements Transport and Link, describes itself in a TransportEntry (name,
+// priority, options, availability probe, link factory, its ringlet-info line), and is switched
+// on by one `ringlet_add_transport(<folder>)` line in transports/CMakeLists.txt, which puts
+// `transport::<folder>::transportEntry()` into the table (registry.h). The CUDA IPC path
+// (transports/cuda) is not a Link transport: it maps peer device memory for the slot ring
+// (slots.h).
 //
 // Zero-copy shape (after NCCL's FIFO primitives):
 //  - sendBuffer() tells the sender where to write the next message: straight into memory the peer
@@ -23,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -30,10 +36,6 @@
 #include <vector>
 
 #include "ringlet/store.h"
-
-namespace ringlet {
-struct CommunicatorOptions;
-}
 
 namespace ringlet::transport {
 
@@ -137,7 +139,9 @@ struct TransportContext {
   std::shared_ptr<Store> store;  // already namespaced for this communicator and transport
   std::string jobId;
   std::string secret;  // per-job secret for handshakes
-  const CommunicatorOptions* options = nullptr;
+  // Transport options by key (TransportOption::key), from CommunicatorOptions::transportOptions
+  // (filled from the environment by CommunicatorOptions::fromEnvironment).
+  std::map<std::string, std::string> settings;
   std::vector<PeerInfo> peers;  // indexed by rank, including this one
   // Host of the rendezvous store; a multi-host job listens on the interface that routes there.
   // Empty when unknown (in-process store, file store).
@@ -157,18 +161,43 @@ class Transport {
                                                      Deadline deadline) = 0;
 };
 
-// One registered transport.
+// Options of one transport, from CommunicatorOptions::transportOptions or the environment.
+using Settings = std::map<std::string, std::string>;
+
+// One option a transport understands.
+struct TransportOption {
+  std::string_view key;   // key in CommunicatorOptions::transportOptions: "socket_ifname"
+  std::string_view env;   // the environment variable that sets it: "RINGLET_SOCKET_IFNAME"
+  std::string_view help;  // one line for ringlet-info and the README
+};
+
+// One transport, as it describes itself. Every field lives in the transport's own folder.
 struct TransportEntry {
-  std::string_view name;
+  std::string_view name;  // "tcp": what RINGLET_TRANSPORT names and links report
   // Higher wins when several can connect a pair in "auto" mode.
   int priority = 0;
+  // Its links' messages live in memory both ranks map (Link::sharesMemory()); the algorithm
+  // choice reads this from the entry so that every rank decides alike.
+  bool sharesMemory = false;
+  std::vector<TransportOption> options;
+  // Empty when the transport can work on this host with these settings, else why not (e.g.
+  // "RINGLET_SHM_DIR=/nope is not a directory"). Cheap; for ringlet-info and the choice report.
+  std::function<std::string(const Settings& settings)> probe;
   // Whether `self` can reach `peer` with this transport. Must be symmetric.
   std::function<bool(const PeerInfo& self, const PeerInfo& peer)> canConnect;
   std::function<std::unique_ptr<Transport>(TransportContext)> make;
+  // Its line in ringlet-info: what it would do on this host with these settings
+  // ("listens on 127.0.0.1 when every rank is on one host, else ...").
+  std::function<std::string(const Settings& settings)> describe;
 };
 
-// Every transport built into this binary, highest priority first.
-const std::vector<TransportEntry>& registry();
-const TransportEntry* findTransport(std::string_view name);
+// Reads one setting; nullopt when it is unset or empty.
+inline const std::string* findSetting(const Settings& settings, std::string_view key) {
+  auto it = settings.find(std::string(key));
+  return it == settings.end() || it->second.empty() ? nullptr : &it->second;
+}
+
+// The entry's options as the environment sets them (each TransportOption::env, read once here).
+Settings readSettings(const TransportEntry& entry);
 
 }  // namespace ringlet::transport

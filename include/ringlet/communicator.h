@@ -23,9 +23,11 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ringlet/bootstrap.h"
 #include "ringlet/types.h"
@@ -35,13 +37,15 @@ namespace ringlet {
 struct CommunicatorOptions {
   // Deadline for every wait inside a collective, and for setting up links.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
-  // "auto" picks per peer pair (shared memory on one host, else TCP); "tcp", "shm" or "local"
-  // (in-process, thread ranks only) force one.
+  // "auto" picks per peer pair (shared memory on one host, else TCP); a transport's name
+  // ("tcp", "shm", or "local": in-process, thread ranks only) forces it. transports() lists the
+  // names built in; another name is an InvalidArgument from create().
   std::string transport = "auto";
-  // Interface or address the TCP transport listens on. Empty: 127.0.0.1 when every rank is on
-  // one host, else the interface that routes to the store's address.
-  std::string socketIfname;
-  std::string socketAddress;
+  // Options of the transports, by key: "socket_ifname" / "socket_addr" (where TCP listens;
+  // unset: 127.0.0.1 when every rank is on one host, else the interface that routes to the
+  // store's address), "shm_dir", "shm_bytes". transports() lists every key with its
+  // environment variable; an unknown key is an InvalidArgument from create().
+  std::map<std::string, std::string> transportOptions;
   // Pipeline segment size in bytes; 0 lets the algorithm pick.
   size_t segmentBytes = 0;
   // Messages at or below this many bytes use the latency-optimised algorithms.
@@ -51,12 +55,34 @@ struct CommunicatorOptions {
   static CommunicatorOptions fromEnvironment();
 };
 
+// One transport built into this library, as ringlet-info shows it.
+struct TransportInfo {
+  struct Option {
+    std::string key;    // CommunicatorOptions::transportOptions key: "socket_ifname"
+    std::string env;    // the variable that sets it: "RINGLET_SOCKET_IFNAME"
+    std::string help;   // one line
+    std::string value;  // as `options` sets it; empty when unset
+  };
+  std::string name;  // "shm"
+  int priority = 0;  // "auto" prefers higher
+  bool available = false;
+  std::string status;  // what it would do here, or why it cannot work
+  std::vector<Option> options;
+};
+
+// Every transport built in, highest priority first, as `options` configures them. Local: no
+// communication.
+std::vector<TransportInfo> transports(
+    const CommunicatorOptions& options = CommunicatorOptions::fromEnvironment());
+// The transport that `options` would use between two processes of one host, and why. Throws
+// InvalidArgument when options name a transport or option that is not built in.
+std::string localTransportChoice(const CommunicatorOptions& options, std::string* why);
+
 class Communicator;
 namespace detail {
 struct WorkState;
 class CommunicatorImpl;
-// The private side of a communicator, for ringlet's own layers (the CUDA device path).
-CommunicatorImpl& implOf(Communicator& communicator);
+struct CommunicatorAccess;  // ringlet's own layers only (src/core/communicator_access.h)
 }  // namespace detail
 
 // Handle to an async collective. Copyable; all copies refer to the same operation.
@@ -134,7 +160,7 @@ class Communicator {
   std::string describeLinks() const;
 
  private:
-  friend detail::CommunicatorImpl& detail::implOf(Communicator& communicator);
+  friend struct detail::CommunicatorAccess;
   explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
   std::unique_ptr<detail::CommunicatorImpl> impl_;
 };

@@ -24,7 +24,7 @@
 // kernels write straight into them (collectives/slot_ring.h, transports/cuda/). The call only
 // enqueues: copies, reduction kernels and cross-process event waits go on the stream, and the
 // call returns without waiting for the GPU. What the host call waits for: its neighbours'
-// *host* threads to have enqueued the matching steps (16-byte notices over the host links, each
+// *host* threads to have enqueued the matching steps (24-byte notices over the host links, each
 // wait with options.timeout), never for GPU work; a rank's host runs at most `slots` slices ahead
 // of its neighbours'. So all ranks must make the call (as for every collective), but none waits for
 // another's GPU.

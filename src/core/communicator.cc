@@ -3,13 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
-#include "collectives/reduce.h"
+#include "collectives/select.h"
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 #include "src/core/communicator_impl.h"
-#include "src/core/inline_allreduce.h"
 
 namespace ringlet {
 
@@ -58,6 +59,7 @@ Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOption
     throw InvalidArgument(fmt::format("CommunicatorOptions::timeout must be positive, got {} ms",
                                       options.timeout.count()));
   }
+  detail::checkTransportOptions(options);
   return Communicator(std::make_unique<detail::CommunicatorImpl>(bootstrap, std::move(options)));
 }
 
@@ -66,10 +68,6 @@ Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
-
-namespace detail {
-CommunicatorImpl& implOf(Communicator& communicator) { return *communicator.impl_; }
-}  // namespace detail
 
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::size() const { return impl_->size(); }
@@ -81,59 +79,86 @@ struct Prepared {
   detail::OpBody body;
 };
 
+// The tiny all-reduce's messages: the data rides in this rank's call header, and every
+// message received is checked against this rank's call (MismatchError naming both).
+class HeaderFraming final : public collectives::MessageFraming {
+ public:
+  HeaderFraming(const OpHeader& mine, int rank, const transport::WaitContext& wait)
+      : mine_(mine), rank_(rank), wait_(wait) {}
+  size_t messageBytes(size_t) const override { return OpHeader::kWireBytes; }
+  const std::byte* wrap(const std::byte* data, size_t bytes) override {
+    OpHeader header = mine_;
+    header.inlineData = data;
+    header.inlineBytes = bytes;
+    wire_ = header.encode();
+    return wire_.data();
+  }
+  const std::byte* unwrap(const std::byte* message, int peer) override {
+    OpHeader theirs;
+    if (!OpHeader::decode(message, theirs) || !mine_.sameCall(theirs)) {
+      throw MismatchError(detail::describeMismatch(wait_.describe(), rank_, mine_, peer, theirs));
+    }
+    return message + OpHeader::kFieldBytes;
+  }
+
+ private:
+  const OpHeader& mine_;
+  const int rank_;
+  const transport::WaitContext& wait_;
+  std::array<std::byte, OpHeader::kWireBytes> wire_{};
+};
+
 Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void* recv,
                           size_t count, DataType type, ReduceOp op) {
   const size_t bytes = checkBuffers("allreduce", impl.rank(), send, recv, count, type);
   try {
-    collectives::checkReducible(type, op);
+    kernels::checkReducible(type, op);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("allreduce on rank {}: {}", impl.rank(), e.what()));
   }
   OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
-  // Small messages take recursive doubling, large ones the ring. Three refinements save the
-  // round trip of the call-header check:
-  //  - inlined: two ranks and at most 256 bytes: the data rides inside the header itself;
-  //  - tiny: more ranks and at most 256 bytes: recursive doubling over headers that carry the
-  //    data, each checked by the partner, with no ring round (inline_allreduce.cc);
-  //  - earlyData: when this rank's first recursive-doubling partner (rank ^ 1) is the next
-  //    rank (two ranks, or even ranks of a power-of-two world), the data follows the header at
-  //    once and the header is checked after that first send.
-  const int n = impl.size();
-  const int r = impl.rank();
-  const bool small = bytes <= impl.smallMessageBytes();
-  const bool inlined = n == 2 && bytes <= OpHeader::kInlineBytes;
-  const bool tiny = n > 2 && small && bytes <= OpHeader::kInlineBytes;
-  const bool powerOfTwo = (n & (n - 1)) == 0;
-  if (inlined) {
+  using collectives::AllreduceAlgorithm;
+  const collectives::AllreduceChoice choice = collectives::chooseAllreduce(
+      impl.rank(), impl.size(), bytes, impl.smallMessageBytes(), OpHeader::kInlineBytes);
+  // The call header's round trip is saved three ways: the two-rank exchange carries the data in
+  // the header; header doubling checks each partner's header on the way (no ring round); early
+  // data checks the header after the first send.
+  if (choice.algorithm == AllreduceAlgorithm::kInlineExchange) {
     header.inlineData = static_cast<const std::byte*>(send);
     header.inlineBytes = bytes;
   }
-  header.selfChecked = tiny;
-  header.earlyData = small && !inlined && !tiny && powerOfTwo && (r ^ 1) == (r + 1) % n;
+  header.selfChecked = choice.algorithm == AllreduceAlgorithm::kHeaderDoubling;
+  header.earlyData = choice.earlyData;
   collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .count = count,
                                   .type = type,
                                   .op = op};
-  auto body = [&impl, args, bytes, small, inlined, tiny](const collectives::Group& group,
-                                                         const transport::WaitContext& wait) {
-    if (group.size == 1) {
-      if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
-    } else if (inlined) {  // the peer's data came with its header (execute() checked it)
-      collectives::reduce(args.recv, args.send, impl.inlineFromPrev(), args.count, args.type,
-                          args.op);
-      if (args.op == ReduceOp::kAvg) {
-        collectives::finishAverage(args.recv, args.count, args.type, 2);
+  auto body = [&impl, args, bytes, choice](const collectives::Group& group,
+                                           const transport::WaitContext& wait) {
+    switch (choice.algorithm) {
+      case AllreduceAlgorithm::kLocalCopy:
+        if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+        return;
+      case AllreduceAlgorithm::kInlineExchange:  // the peer's data came with its header
+        kernels::reduce(args.recv, args.send, impl.inlineFromPrev(), args.count, args.type,
+                        args.op);
+        if (args.op == ReduceOp::kAvg) kernels::finishAverage(args.recv, args.count, args.type, 2);
+        return;
+      case AllreduceAlgorithm::kHeaderDoubling: {
+        HeaderFraming framing(impl.runningHeader(), group.rank, wait);
+        collectives::recursiveDoublingAllreduce(group, args, wait, framing);
+        return;
       }
-    } else if (tiny) {
-      detail::inlineAllreduce(impl.runningHeader(), group, args, wait);
-    } else if (small) {
-      // checkHeader() does nothing when execute() already checked (no earlyData).
-      collectives::recursiveDoublingAllreduce(group, args, wait,
-                                              [&impl, &wait] { impl.checkHeader(wait); });
-    } else {
-      collectives::ringAllreduce(group, args, impl.sliceBytes({&group.next(), &group.prev()}),
-                                 wait);
+      case AllreduceAlgorithm::kRecursiveDoubling:
+        // checkHeader() does nothing when execute() already checked (no earlyData).
+        collectives::recursiveDoublingAllreduce(group, args, wait, collectives::plainFraming(),
+                                                [&impl, &wait] { impl.checkHeader(wait); });
+        return;
+      case AllreduceAlgorithm::kRing:
+        collectives::ringAllreduce(group, args, impl.sliceBytes({&group.next(), &group.prev()}),
+                                   wait);
+        return;
     }
   };
   return {header, body};
@@ -150,14 +175,19 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   }
   OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
   auto* data = static_cast<std::byte*>(buffer);
-  auto body = [&impl, data, bytes, root](const collectives::Group& group,
-                                         const transport::WaitContext& wait) {
-    if (group.size == 1) return;
-    if (bytes <= impl.smallMessageBytes()) {
-      collectives::treeBroadcast(group, data, bytes, root, wait);
-    } else {
-      collectives::chainBroadcast(group, data, bytes, root,
-                                  impl.sliceBytes({&group.next(), &group.prev()}), wait);
+  const auto algorithm = collectives::chooseBroadcast(impl.size(), bytes, impl.smallMessageBytes());
+  auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
+                                                    const transport::WaitContext& wait) {
+    switch (algorithm) {
+      case collectives::BroadcastAlgorithm::kNone:
+        return;
+      case collectives::BroadcastAlgorithm::kTree:
+        collectives::treeBroadcast(group, data, bytes, root, wait);
+        return;
+      case collectives::BroadcastAlgorithm::kChain:
+        collectives::chainBroadcast(group, data, bytes, root,
+                                    impl.sliceBytes({&group.next(), &group.prev()}), wait);
+        return;
     }
   };
   return {header, body};

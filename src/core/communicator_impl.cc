@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/select.h"
 #include "ringlet/error.h"
 #include "src/log.h"
+#include "transports/registry.h"
 
 namespace ringlet::detail {
 
@@ -28,16 +30,22 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
   recvSeq_.assign(std::max(size_, 1), 0);
   connectLinks(bootstrap);
   group_ = collectives::Group{rank_, size_, linksByRank_};
-  // Where recursive doubling beats the ring. Measured (ringlet-bench, 16 KiB vs 64 KiB limits):
-  // with two ranks one exchange of the whole buffer wins up to 64 KiB on shm and TCP (32 KiB:
-  // 4.5 vs 6.6 us shm, 15 vs 29 us TCP); with more ranks it wins up to 64 KiB over TCP (32 KiB,
-  // 4 ranks: 52 vs 130 us) but not over shared memory. Decided from what every rank knows alike
-  // (world size, hosts, the transport asked for), so all ranks pick the same algorithm.
+  // Where recursive doubling stops beating the ring (collectives/select.h).
   const bool oneHost = std::all_of(infos_.begin(), infos_.end(),
                                    [&](const auto& info) { return info.hostId == self_.hostId; });
-  const bool sharedMemory = oneHost && transport::findTransport("shm") != nullptr &&
-                            (options_.transport == "auto" || options_.transport == "shm");
-  defaultSmallBytes_ = (size_ == 2 || !sharedMemory) ? size_t{64} << 10 : size_t{16} << 10;
+  // The transport that links two ranks of this host, as every rank sees it from the table.
+  bool sharedMemory = false;
+  if (oneHost) {
+    transport::PeerInfo other = self_;
+    other.pid = self_.pid + 1;
+    for (const auto& entry : transport::registry()) {
+      if (options_.transport != "auto" && entry.name != options_.transport) continue;
+      if (!entry.canConnect(self_, other)) continue;
+      sharedMemory = entry.sharesMemory;
+      break;
+    }
+  }
+  defaultSmallBytes_ = collectives::defaultSmallMessageBytes(size_, sharedMemory);
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
@@ -240,9 +248,7 @@ std::string CommunicatorImpl::describeLinks() const {
 }
 
 size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*> links) const {
-  size_t slice = options_.segmentBytes > 0 ? options_.segmentBytes : size_t{512} << 10;
-  for (const transport::Link* link : links) slice = std::min(slice, link->maxMessageBytes());
-  return std::max<size_t>(slice, 64);
+  return collectives::sliceBytes(options_.segmentBytes, links);
 }
 
 size_t CommunicatorImpl::smallMessageBytes() const {

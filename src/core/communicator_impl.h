@@ -29,6 +29,10 @@ struct WorkState {
   void finish(std::exception_ptr e);
 };
 
+// Throws InvalidArgument when options name a transport or a transport option that is not built
+// in (options.cc).
+void checkTransportOptions(const CommunicatorOptions& options);
+
 // What a collective does once the header exchange succeeded.
 using OpBody = std::function<void(const collectives::Group&, const transport::WaitContext&)>;
 

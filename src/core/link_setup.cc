@@ -17,6 +17,7 @@
 #include "ringlet/error.h"
 #include "src/core/communicator_impl.h"
 #include "src/log.h"
+#include "transports/registry.h"
 
 namespace ringlet::detail {
 namespace {
@@ -161,7 +162,7 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .store = makePrefixStore(fmt::format("t/{}", entry.name), store_),
         .jobId = jobId_,
         .secret = secret_,
-        .options = &options_,
+        .settings = options_.transportOptions,
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,
     });
@@ -187,15 +188,12 @@ void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::De
         rank_, self_.hostname, peer, infos_[peer].hostname, options_.transport,
         fmt::join(names, ", ")));
   };
-  auto why = [&](int peer, std::string_view name) -> std::string {
+  auto why = [&](int peer) -> std::string {
     if (options_.transport != "auto") return "forced by RINGLET_TRANSPORT";
-    if (name == "shm") return "same host";
-    if (name == "tcp") {
-      return infos_[peer].hostId == self_.hostId
-                 ? "same host, shared memory not available"
-                 : fmt::format("other host ({})", infos_[peer].hostname);
-    }
-    return "highest priority that can link the pair";
+    return infos_[peer].hostId == self_.hostId
+               ? std::string("highest priority for a peer on this host")
+               : fmt::format("highest priority for a peer on another host ({})",
+                             infos_[peer].hostname);
   };
 
   std::map<size_t, std::vector<int>> byEntry;  // registry index -> peers
@@ -213,7 +211,7 @@ void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::De
     for (size_t k = 0; k < it->second.size(); ++k) {
       const int peer = it->second[k];
       if (k < links.size() && links[k]) {
-        log::info("rank {} -> rank {}: {} ({}): {}", rank_, peer, entry.name, why(peer, entry.name),
+        log::info("rank {} -> rank {}: {} ({}): {}", rank_, peer, entry.name, why(peer),
                   links[k]->describe());
         linksByRank_[peer] = links[k].get();
         activeLinks_.push_back(links[k].get());

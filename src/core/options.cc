@@ -1,5 +1,15 @@
+// CommunicatorOptions from the environment, the transports' options, and what ringlet-info
+// shows about them: everything here reads the transport table, never a transport by name.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
 #include "ringlet/communicator.h"
+#include "ringlet/error.h"
 #include "src/config.h"
+#include "src/core/communicator_impl.h"
+#include "transports/registry.h"
 
 namespace ringlet {
 
@@ -8,11 +18,84 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   CommunicatorOptions options;
   if (env.timeout) options.timeout = *env.timeout;
   if (!env.transport.empty()) options.transport = env.transport;
-  options.socketIfname = env.socketIfname;
-  options.socketAddress = env.socketAddress;
   if (env.segmentBytes) options.segmentBytes = *env.segmentBytes;
   if (env.smallMessageBytes) options.smallMessageBytes = *env.smallMessageBytes;
+  for (const auto& entry : transport::registry()) {
+    for (auto& [key, value] : transport::readSettings(entry)) options.transportOptions[key] = value;
+  }
   return options;
+}
+
+namespace detail {
+
+void checkTransportOptions(const CommunicatorOptions& options) {
+  if (options.transport != "auto" && transport::findTransport(options.transport) == nullptr) {
+    throw InvalidArgument(fmt::format("transport '{}' (RINGLET_TRANSPORT) is not one of auto, {}",
+                                      options.transport, transport::transportNames()));
+  }
+  std::vector<std::string> known;
+  for (const auto& entry : transport::registry()) {
+    for (const auto& option : entry.options) known.emplace_back(option.key);
+  }
+  for (const auto& [key, value] : options.transportOptions) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      throw InvalidArgument(fmt::format(
+          "CommunicatorOptions::transportOptions has the key '{}', which no transport built in "
+          "understands (known: {})",
+          key, fmt::join(known, ", ")));
+    }
+  }
+}
+
+}  // namespace detail
+
+std::vector<TransportInfo> transports(const CommunicatorOptions& options) {
+  std::vector<TransportInfo> list;
+  for (const auto& entry : transport::registry()) {
+    TransportInfo info;
+    info.name = std::string(entry.name);
+    info.priority = entry.priority;
+    const std::string why = entry.probe ? entry.probe(options.transportOptions) : "";
+    info.available = why.empty();
+    try {
+      info.status = !info.available  ? why
+                    : entry.describe ? entry.describe(options.transportOptions)
+                                     : "available";
+    } catch (const std::exception& e) {
+      info.available = false;
+      info.status = e.what();
+    }
+    for (const auto& option : entry.options) {
+      auto it = options.transportOptions.find(std::string(option.key));
+      info.options.push_back({std::string(option.key), std::string(option.env),
+                              std::string(option.help),
+                              it == options.transportOptions.end() ? "" : it->second});
+    }
+    list.push_back(std::move(info));
+  }
+  return list;
+}
+
+std::string localTransportChoice(const CommunicatorOptions& options, std::string* why) {
+  detail::checkTransportOptions(options);
+  if (options.transport != "auto") {
+    if (why) *why = "forced (RINGLET_TRANSPORT)";
+    return options.transport;
+  }
+  // Two processes of this host, as link setup would describe them.
+  const transport::PeerInfo self{.rank = 0, .hostname = "this", .hostId = "this-host", .pid = 1};
+  const transport::PeerInfo peer{.rank = 1, .hostname = "this", .hostId = "this-host", .pid = 2};
+  for (const auto& entry : transport::registry()) {
+    if (!entry.canConnect(self, peer)) continue;
+    const std::string unavailable = entry.probe ? entry.probe(options.transportOptions) : "";
+    if (!unavailable.empty()) continue;
+    if (why) {
+      *why = fmt::format("highest-priority transport that links two processes of one host");
+    }
+    return std::string(entry.name);
+  }
+  if (why) *why = "no transport built in links two processes of one host";
+  return "";
 }
 
 }  // namespace ringlet

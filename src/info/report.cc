@@ -7,12 +7,10 @@
 #include <array>
 #include <sstream>
 
+#include "ringlet/communicator.h"
 #include "ringlet/version.h"
-#include "src/config.h"
 #include "src/info/net_interfaces.h"
 #include "src/info/topology.h"
-#include "src/net/socket.h"
-#include "transports/transport.h"
 
 namespace ringlet::info {
 namespace {
@@ -30,10 +28,18 @@ json buildJson() {
   return build;
 }
 
-json transportsJson() {
+json transportsJson(const CommunicatorOptions& options) {
   json list = json::array();
-  for (const auto& entry : transport::registry()) {
-    list.push_back({{"name", std::string(entry.name)}, {"priority", entry.priority}});
+  for (const auto& t : transports(options)) {
+    json settings = json::array();
+    for (const auto& o : t.options) {
+      settings.push_back({{"key", o.key}, {"env", o.env}, {"help", o.help}, {"value", o.value}});
+    }
+    list.push_back({{"name", t.name},
+                    {"priority", t.priority},
+                    {"available", t.available},
+                    {"status", t.status},
+                    {"options", settings}});
   }
   return list;
 }
@@ -93,41 +99,12 @@ json networkJson() {
 }
 
 // What a job on this host would use, following the environment the way the library does.
-json choiceJson() {
+json choiceJson(const CommunicatorOptions& options) {
   json choice = json::object();
-  const config::Environment* env = nullptr;
-  try {
-    env = &config::environment();
-  } catch (const std::exception& e) {
-    choice["error"] = e.what();
-    return choice;
-  }
-  if (!env->transport.empty() && env->transport != "auto") {
-    choice["local_transport"] = env->transport;
-    choice["local_transport_reason"] = "RINGLET_TRANSPORT";
-  } else if (transport::findTransport("shm") != nullptr) {
-    choice["local_transport"] = "shm";
-    choice["local_transport_reason"] = "shared memory between ranks on one host";
-  } else {
-    choice["local_transport"] = "tcp";
-    choice["local_transport_reason"] = "no shm transport built in";
-  }
-  if (!env->socketAddress.empty()) {
-    choice["tcp_listen_address"] = env->socketAddress;
-    choice["tcp_listen_reason"] = "RINGLET_SOCKET_ADDR";
-  } else if (!env->socketIfname.empty()) {
-    try {
-      choice["tcp_listen_address"] = net::interfaceAddress(env->socketIfname);
-      choice["tcp_listen_reason"] = fmt::format("RINGLET_SOCKET_IFNAME={}", env->socketIfname);
-    } catch (const std::exception& e) {
-      choice["tcp_listen_address"] = nullptr;
-      choice["tcp_listen_reason"] = e.what();
-    }
-  } else {
-    choice["tcp_listen_address"] = "127.0.0.1";
-    choice["tcp_listen_reason"] =
-        "single-host job; a multi-host job listens on the interface that routes to the store";
-  }
+  std::string why;
+  const std::string local = localTransportChoice(options, &why);
+  choice["local_transport"] = local;
+  choice["local_transport_reason"] = why;
   return choice;
 }
 
@@ -149,9 +126,19 @@ std::string str(const json& value) {
 }  // namespace
 
 json hostReport() {
-  return {{"version", version()},   {"build", buildJson()},       {"transports", transportsJson()},
-          {"hostname", hostName()}, {"topology", topologyJson()}, {"network", networkJson()},
-          {"choice", choiceJson()}};
+  json report = {{"version", version()}, {"build", buildJson()}};
+  try {
+    const CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
+    report["transports"] = transportsJson(options);
+    report["choice"] = choiceJson(options);
+  } catch (const std::exception& e) {  // a malformed RINGLET_* variable: say so, show the rest
+    report["transports"] = json::array();
+    report["choice"] = {{"error", e.what()}};
+  }
+  report["hostname"] = hostName();
+  report["topology"] = topologyJson();
+  report["network"] = networkJson();
+  return report;
 }
 
 std::string renderText(const json& r) {
@@ -160,10 +147,16 @@ std::string renderText(const json& r) {
   for (const auto& [key, value] : r["build"].items()) {
     out += fmt::format("  {}: {}\n", key, str(value));
   }
-  std::vector<std::string> names;
-  for (const auto& t : r["transports"]) names.push_back(str(t["name"]));
-  out += fmt::format("transports: {}\n",
-                     names.empty() ? "(none)" : fmt::format("{}", fmt::join(names, ", ")));
+  out += "transports (highest priority first):\n";
+  if (r["transports"].empty()) out += "  (none)\n";
+  for (const auto& t : r["transports"]) {
+    out += fmt::format("  {}: {}{}\n", str(t["name"]),
+                       t["available"].get<bool>() ? "" : "unavailable: ", str(t["status"]));
+    for (const auto& o : t["options"]) {
+      const std::string value = str(o["value"]);
+      out += fmt::format("    {}={}: {}\n", str(o["env"]), value, str(o["help"]));
+    }
+  }
   out += fmt::format("hostname: {}\n", str(r["hostname"]));
 
   const json& t = r["topology"];
@@ -208,9 +201,6 @@ std::string renderText(const json& r) {
   } else {
     out += fmt::format("  between local ranks: {} ({})\n", str(c["local_transport"]),
                        str(c["local_transport_reason"]));
-    out += fmt::format("  TCP listening address: {} ({})\n",
-                       c["tcp_listen_address"].is_null() ? "none" : str(c["tcp_listen_address"]),
-                       str(c["tcp_listen_reason"]));
   }
   return out;
 }

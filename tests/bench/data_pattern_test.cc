@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bench/data.h"
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 namespace ringlet::bench {
 namespace {
@@ -31,9 +31,9 @@ std::vector<std::byte> foldFrom(const DataPattern& p, DataType type, ReduceOp op
   std::vector<std::byte> acc = inputOf(p, type, count, first);
   for (int i = 1; i < size; ++i) {
     const std::vector<std::byte> in = inputOf(p, type, count, (first + i) % size);
-    collectives::reduce(acc.data(), acc.data(), in.data(), count, type, op);
+    kernels::reduce(acc.data(), acc.data(), in.data(), count, type, op);
   }
-  if (op == ReduceOp::kAvg) collectives::finishAverage(acc.data(), count, type, size);
+  if (op == ReduceOp::kAvg) kernels::finishAverage(acc.data(), count, type, size);
   return acc;
 }
 

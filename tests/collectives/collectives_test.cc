@@ -4,6 +4,7 @@
 
 #include "tests/collectives/matrix.h"
 #include "tests/support/ranks.h"
+#include "transports/registry.h"
 #include "transports/transport.h"
 
 namespace ringlet::testing {

@@ -129,7 +129,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       allreduceCase(comm, type, ReduceOp::kSum, big, type == DataType::kInt32);
     for (ReduceOp op : kOps) allreduceCase(comm, DataType::kFloat32, op, big, op == ReduceOp::kMax);
     broadcastCase(comm, DataType::kFloat32, big, size - 1);
-    // Past collectives::kStreamingBytes (8 MiB): final results take the non-temporal path.
+    // Past kernels::kStreamingBytes (8 MiB): final results take the non-temporal path.
     allreduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, 2200003, false);
     allreduceCase(comm, DataType::kInt64, ReduceOp::kSum, 1100003, true);
   }

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 #include "tests/collectives/data.h"
 #include "tests/shm/shm_test_support.h"
@@ -140,10 +140,10 @@ class FakeExecutor : public collectives::SlotExecutor {
   }
   void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count, DataType type,
               ReduceOp op) override {
-    stream_.enqueue([=] { collectives::reduce(dst, a, b, count, type, op); });
+    stream_.enqueue([=] { kernels::reduce(dst, a, b, count, type, op); });
   }
   void finishAverage(std::byte* data, size_t count, DataType type, int divisor) override {
-    stream_.enqueue([=] { collectives::finishAverage(data, count, type, divisor); });
+    stream_.enqueue([=] { kernels::finishAverage(data, count, type, divisor); });
   }
   void waitSlotFree(int slot) override { nextFreed_[slot].waitOn(stream_); }
   void markSlotWritten(int slot) override { myWritten_[slot].record(stream_); }

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "collectives/cuda/device_reduce.h"
-#include "collectives/reduce.h"
+#include "kernels/cuda/device_reduce.h"
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 #include "tests/collectives/data.h"
 #include "tests/cuda/gpu_probe.h"
@@ -37,8 +37,8 @@ void checkCase(DataType type, ReduceOp op, size_t count, size_t misalign, bool a
   const auto a = testing::makeInput(type, count, 0, op);
   const auto b = testing::makeInput(type, count, 1, op);
   std::vector<std::byte> want(bytes + 1);
-  collectives::reduce(want.data(), a.data(), b.data(), count, type, op);
-  if (op == ReduceOp::kAvg) collectives::finishAverage(want.data(), count, type, 2);
+  kernels::reduce(want.data(), a.data(), b.data(), count, type, op);
+  if (op == ReduceOp::kAvg) kernels::finishAverage(want.data(), count, type, 2);
 
   DeviceBytes da(bytes), db(bytes), dd(bytes);
   ASSERT_NE(da.data, nullptr);
@@ -47,8 +47,8 @@ void checkCase(DataType type, ReduceOp op, size_t count, size_t misalign, bool a
   std::byte* pd = aliasA ? pa : dd.data + misalign * elementSize(type);
   ASSERT_CUDA(cudaMemcpy(pa, a.data(), bytes, cudaMemcpyHostToDevice));
   ASSERT_CUDA(cudaMemcpy(pb, b.data(), bytes, cudaMemcpyHostToDevice));
-  collectives::cuda::reduceOnDevice(pd, pa, pb, count, type, op, nullptr);
-  if (op == ReduceOp::kAvg) collectives::cuda::finishAverageOnDevice(pd, count, type, 2, nullptr);
+  kernels::cuda::reduceOnDevice(pd, pa, pb, count, type, op, nullptr);
+  if (op == ReduceOp::kAvg) kernels::cuda::finishAverageOnDevice(pd, count, type, 2, nullptr);
   ASSERT_CUDA(cudaDeviceSynchronize());
   std::vector<std::byte> got(bytes + 1);
   ASSERT_CUDA(cudaMemcpy(got.data(), pd, bytes, cudaMemcpyDeviceToHost));
@@ -72,7 +72,7 @@ TEST(CudaKernels, MatchCpuKernels) {
 
 TEST(CudaKernels, AverageOnIntegersIsRejected) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  EXPECT_THROW(collectives::cuda::finishAverageOnDevice(nullptr, 4, DataType::kInt32, 2, nullptr),
+  EXPECT_THROW(kernels::cuda::finishAverageOnDevice(nullptr, 4, DataType::kInt32, 2, nullptr),
                InvalidArgument);
 }
 

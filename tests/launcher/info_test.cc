@@ -1,6 +1,8 @@
 // ringlet-info runs, names the version, and its --json output parses with the expected parts.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <nlohmann/json.hpp>
 
 #include "ringlet/version.h"
@@ -11,12 +13,23 @@ namespace {
 
 const std::string kInfo = std::string(RINGLET_BIN_DIR) + "/ringlet-info";
 
+// Sets a variable for the tools this test starts; unsets it again afterwards.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedVariable() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
 TEST(Info, PrintsVersionAndHost) {
   ToolResult r = runTool({kInfo});
   ASSERT_EQ(r.exitCode, 0) << r.err;
   EXPECT_EQ(r.out.rfind("ringlet " + version() + "\n", 0), 0u) << r.out;
-  for (const char* part : {"transports:", "hostname:", "topology", "network interfaces:",
-                           "between local ranks:", "TCP listening address:"}) {
+  for (const char* part :
+       {"transports (highest priority first):", "hostname:", "topology", "network interfaces:",
+        "between local ranks:", "tcp: listens on 127.0.0.1", "RINGLET_SHM_DIR="}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
   }
 }
@@ -37,7 +50,43 @@ TEST(Info, JsonParsesAndAgreesWithTheLibrary) {
   const auto& choice = report["choice"];
   std::string local = choice["local_transport"];
   EXPECT_TRUE(local == "shm" || local == "tcp") << local;
-  EXPECT_EQ(choice["tcp_listen_address"], "127.0.0.1");
+  // Each transport describes itself: tcp names where it listens, and lists its own options.
+  bool tcp = false;
+  for (const auto& t : report["transports"]) {
+    if (t["name"] != "tcp") continue;
+    tcp = true;
+    EXPECT_TRUE(t["available"].get<bool>());
+    EXPECT_NE(t["status"].get<std::string>().find("127.0.0.1"), std::string::npos) << t;
+    std::vector<std::string> envs;
+    for (const auto& o : t["options"]) envs.push_back(o["env"]);
+    EXPECT_EQ(envs, (std::vector<std::string>{"RINGLET_SOCKET_ADDR", "RINGLET_SOCKET_IFNAME"}));
+  }
+  EXPECT_TRUE(tcp) << report["transports"];
+}
+
+TEST(Info, ShowsATransportOptionFromTheEnvironment) {
+  ScopedVariable address("RINGLET_SOCKET_ADDR", "127.0.0.2");
+  ToolResult r = runTool({kInfo, "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  nlohmann::json report = nlohmann::json::parse(r.out);
+  bool seen = false;
+  for (const auto& t : report["transports"]) {
+    if (t["name"] != "tcp") continue;
+    EXPECT_NE(t["status"].get<std::string>().find("127.0.0.2"), std::string::npos) << t;
+    for (const auto& o : t["options"]) {
+      if (o["key"] == "socket_addr") seen = o["value"] == "127.0.0.2";
+    }
+  }
+  EXPECT_TRUE(seen) << report["transports"];
+}
+
+TEST(Info, UnknownTransportIsNamedWithTheBuiltInOnes) {
+  ScopedVariable transport("RINGLET_TRANSPORT", "carrier-pigeon");
+  ToolResult r = runTool({kInfo});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("error in the environment: transport 'carrier-pigeon'"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("auto, shm, tcp, local"), std::string::npos) << r.out;
 }
 
 TEST(Info, BadOptionIsOneClearError) {

@@ -8,6 +8,7 @@
 #include "tests/shm/shm_test_bodies.h"
 #include "tests/shm/shm_test_support.h"
 #include "tests/support/ranks.h"
+#include "transports/registry.h"
 
 namespace ringlet::testing::shm {
 namespace {

@@ -10,11 +10,10 @@
 
 #include "ringlet/communicator.h"
 #include "src/config.h"
+#include "transports/registry.h"
 
 namespace ringlet::testing::shm {
 namespace {
-
-const CommunicatorOptions kCommunicatorOptions{};
 
 transport::TransportContext makeContext(int rank, int size, const std::shared_ptr<Store>& store,
                                         const std::string& jobId, const std::string& prefix) {
@@ -25,7 +24,6 @@ transport::TransportContext makeContext(int rank, int size, const std::shared_pt
   context.store = makePrefixStore(prefix + "/transport", store);
   context.jobId = jobId;
   context.secret = "test-secret";
-  context.options = &kCommunicatorOptions;
   for (int r = 0; r < size; ++r) {
     transport::PeerInfo info;
     info.rank = r;
@@ -78,7 +76,9 @@ Mesh connectMeshFromEntry(int rank, int size, std::shared_ptr<Store> store,
   Mesh mesh;
   mesh.rank = rank;
   mesh.size = size;
-  mesh.transport = entry->make(makeContext(rank, size, store, jobId, prefix));
+  transport::TransportContext context = makeContext(rank, size, store, jobId, prefix);
+  context.settings = transport::readSettings(*entry);  // RINGLET_SHM_* as the tests set them
+  mesh.transport = entry->make(std::move(context));
   return finish(std::move(mesh), std::chrono::seconds(10));
 }
 

@@ -17,11 +17,6 @@
 
 namespace ringlet::transport::tcp::testing {
 
-inline const CommunicatorOptions& defaultOptions() {
-  static const CommunicatorOptions options{};
-  return options;
-}
-
 inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> store,
                                     std::string jobId = "tcp-test-job",
                                     std::string secret = "tcp-test-secret") {
@@ -31,7 +26,6 @@ inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> s
   context.store = std::move(store);
   context.jobId = std::move(jobId);
   context.secret = std::move(secret);
-  context.options = &defaultOptions();
   for (int r = 0; r < size; ++r) {
     context.peers.push_back(PeerInfo{r, "localhost", "same-host", 1});
   }

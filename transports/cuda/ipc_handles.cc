@@ -6,14 +6,14 @@
 #include <cstring>
 #include <utility>
 
-#include "collectives/cuda/cuda_util.h"
+#include "kernels/cuda/cuda_util.h"
 #include "ringlet/cuda.h"
 #include "ringlet/error.h"
 
 namespace ringlet::transport::cuda {
 namespace {
 
-using collectives::cuda::checkCuda;
+using kernels::cuda::checkCuda;
 
 constexpr uint32_t kMagic = 0x52474950;  // "RGIP"
 constexpr uint32_t kVersion = 1;

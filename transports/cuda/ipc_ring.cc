@@ -7,15 +7,15 @@
 #include <cstring>
 #include <span>
 
-#include "collectives/cuda/cuda_util.h"
-#include "collectives/cuda/device_reduce.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/device_reduce.h"
 #include "ringlet/error.h"
 #include "src/log.h"
 
 namespace ringlet::transport::cuda {
 namespace {
 
-using collectives::cuda::checkCuda;
+using kernels::cuda::checkCuda;
 
 std::chrono::milliseconds until(Deadline deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -92,7 +92,7 @@ bool probeRing(Store& store, std::string_view prefix, int rank, int size, int de
   return true;
 }
 
-class IpcRing::Executor final : public collectives::SlotExecutor {
+class IpcRing::Executor final : public SlotExecutor {
  public:
   explicit Executor(IpcRing& ring) : ring_(ring) {}
   void setStream(cudaStream_t stream) { stream_ = stream; }
@@ -103,10 +103,10 @@ class IpcRing::Executor final : public collectives::SlotExecutor {
   }
   void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count, DataType type,
               ReduceOp op) override {
-    collectives::cuda::reduceOnDevice(dst, a, b, count, type, op, stream_);
+    kernels::cuda::reduceOnDevice(dst, a, b, count, type, op, stream_);
   }
   void finishAverage(std::byte* data, size_t count, DataType type, int divisor) override {
-    collectives::cuda::finishAverageOnDevice(data, count, type, divisor, stream_);
+    kernels::cuda::finishAverageOnDevice(data, count, type, divisor, stream_);
   }
   void waitSlotFree(int slot) override {
     checkCuda(cudaStreamWaitEvent(stream_, ring_.nextFreed_[slot].get(), 0),
@@ -174,7 +174,7 @@ IpcRing::IpcRing(Store& store, std::string_view prefix, int rank, int size, int 
 
 IpcRing::~IpcRing() {
   try {
-    collectives::cuda::ScopedDevice scope(device_);
+    kernels::cuda::ScopedDevice scope(device_);
     const auto deadline = std::chrono::steady_clock::now() + drainTimeout_;
     // Every message the previous rank wrote into these slots was read by this rank's stream
     // after waiting for the write, and each read is followed by a `freed` record: once this
@@ -183,8 +183,8 @@ IpcRing::~IpcRing() {
     // are queried: the peers' may already be destroyed.)
     for (auto* events : {&written_, &freed_}) {
       for (auto& e : *events) {
-        collectives::cuda::waitEvent(e.get(), deadline, drainTimeout_,
-                                     [] { return std::string("CUDA IPC ring teardown"); });
+        kernels::cuda::waitEvent(e.get(), deadline, drainTimeout_,
+                                 [] { return std::string("CUDA IPC ring teardown"); });
       }
     }
     cudaFree(slots_);
@@ -196,7 +196,7 @@ IpcRing::~IpcRing() {
   }
 }
 
-collectives::SlotExecutor& IpcRing::executor(cudaStream_t stream) {
+SlotExecutor& IpcRing::executor(cudaStream_t stream) {
   executor_->setStream(stream);
   return *executor_;
 }

@@ -24,9 +24,9 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/slot_ring.h"
 #include "ringlet/store.h"
 #include "transports/cuda/ipc_handles.h"
+#include "transports/slots.h"
 
 namespace ringlet::transport::cuda {
 
@@ -46,15 +46,16 @@ class IpcRing {
   IpcRing(Store& store, std::string_view prefix, int rank, int size, int device, int slots,
           size_t slotBytes, Deadline deadline);
   // Waits (at most `drainTimeout`) for this rank's own events, after which no GPU work of this
-  // rank or the previous one touches the slots, then closes and frees everything; if the wait fails the allocation is left to the
-  // process's exit rather than freed under a running copy. Never throws.
+  // rank or the previous one touches the slots, then closes and frees everything; if the wait fails
+  // the allocation is left to the process's exit rather than freed under a running copy. Never
+  // throws.
   ~IpcRing();
   IpcRing(const IpcRing&) = delete;
   IpcRing& operator=(const IpcRing&) = delete;
 
-  const collectives::SlotRingMemory& memory() const { return memory_; }
+  const SlotRingMemory& memory() const { return memory_; }
   // The executor for one call, enqueuing on `stream`.
-  collectives::SlotExecutor& executor(cudaStream_t stream);
+  SlotExecutor& executor(cudaStream_t stream);
   void setDrainTimeout(std::chrono::milliseconds timeout) { drainTimeout_ = timeout; }
 
  private:
@@ -62,7 +63,7 @@ class IpcRing {
 
   int device_;
   void* slots_ = nullptr;  // this rank's receive slots (cudaMalloc)
-  collectives::SlotRingMemory memory_;
+  SlotRingMemory memory_;
   std::vector<InterprocessEvent> written_;  // mine: I wrote the next rank's slot k
   std::vector<InterprocessEvent> freed_;    // mine: I am done with my slot k
   PeerMemory nextSlots_;

@@ -192,10 +192,17 @@ class LocalTransport final : public Transport {
 
 }  // namespace
 
-TransportEntry makeLocalTransportEntry() {
+}  // namespace ringlet::transport
+
+namespace ringlet::transport::local {
+
+TransportEntry transportEntry() {
   return TransportEntry{
       .name = "local",
       .priority = 0,  // lowest: "auto" picks it only when nothing else can link the pair
+      .sharesMemory = false,
+      .options = {},
+      .probe = [](const Settings&) { return std::string(); },
       .canConnect =
           [](const PeerInfo& self, const PeerInfo& peer) {
             return !self.hostId.empty() && self.hostId == peer.hostId && self.pid == peer.pid;
@@ -203,7 +210,11 @@ TransportEntry makeLocalTransportEntry() {
       .make = [](TransportContext context) -> std::unique_ptr<Transport> {
         return std::make_unique<LocalTransport>(std::move(context));
       },
+      .describe =
+          [](const Settings&) {
+            return std::string("in-process queues between thread ranks of one process");
+          },
   };
 }
 
-}  // namespace ringlet::transport
+}  // namespace ringlet::transport::local

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -209,25 +210,27 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
 
 }  // namespace
 
-ShmOptions ShmOptions::fromEnvironment() {
-  const auto& env = config::environment();
+ShmOptions ShmOptions::fromSettings(const Settings& settings) {
   ShmOptions options;
-  if (!env.shmDir.empty()) {
-    options.dir = env.shmDir;
+  if (const std::string* dir = findSetting(settings, "shm_dir")) {
+    options.dir = *dir;
     while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   }
-  if (env.shmBytes) {
-    size_t slotBytes = *env.shmBytes / options.slotCount / kCacheLine * kCacheLine;
+  if (const std::string* text = findSetting(settings, "shm_bytes")) {
+    const size_t bytes = config::parseSize(*text, "RINGLET_SHM_BYTES");
+    size_t slotBytes = bytes / options.slotCount / kCacheLine * kCacheLine;
     if (slotBytes == 0) {
       throw InvalidArgument(fmt::format(
           "RINGLET_SHM_BYTES={} is too small: the shm transport needs at least {} bytes per "
           "direction ({} slots of {} bytes)",
-          *env.shmBytes, options.slotCount * kCacheLine, options.slotCount, kCacheLine));
+          *text, options.slotCount * kCacheLine, options.slotCount, kCacheLine));
     }
     options.slotBytes = slotBytes;
   }
   return options;
 }
+
+ShmOptions ShmOptions::fromEnvironment() { return fromSettings(readSettings(transportEntry())); }
 
 std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions options) {
   if (options.slotCount == 0 || options.slotCount > kMaxSlots) {
@@ -245,19 +248,50 @@ std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions
 
 }  // namespace ringlet::transport::shm
 
-namespace ringlet::transport {
+namespace ringlet::transport::shm {
 
-TransportEntry makeShmTransportEntry() {
-  TransportEntry entry;
-  entry.name = "shm";
-  entry.priority = 20;
-  entry.canConnect = [](const PeerInfo& self, const PeerInfo& peer) {
-    return !self.hostId.empty() && self.hostId == peer.hostId;
+TransportEntry transportEntry() {
+  return TransportEntry{
+      .name = "shm",
+      .priority = 20,
+      .sharesMemory = true,
+      .options = {{"shm_dir", "RINGLET_SHM_DIR",
+                   "directory for the segments (a tmpfs; default /dev/shm)"},
+                  {"shm_bytes", "RINGLET_SHM_BYTES",
+                   "bytes per link direction, cut into 8 slots (default 4M)"}},
+      .probe = [](const Settings& settings) -> std::string {
+        try {
+          const ShmOptions options = ShmOptions::fromSettings(settings);
+          struct statvfs fs {};
+          if (::statvfs(options.dir.c_str(), &fs) != 0 ||
+              ::access(options.dir.c_str(), W_OK) != 0) {
+            return fmt::format("{} is not a writable directory", options.dir);
+          }
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      .canConnect =
+          [](const PeerInfo& self, const PeerInfo& peer) {
+            return !self.hostId.empty() && self.hostId == peer.hostId;
+          },
+      .make = [](TransportContext context) -> std::unique_ptr<Transport> {
+        ShmOptions options = ShmOptions::fromSettings(context.settings);
+        return makeShmTransport(std::move(context), std::move(options));
+      },
+      .describe = [](const Settings& settings) -> std::string {
+        const ShmOptions options = ShmOptions::fromSettings(settings);
+        struct statvfs fs {};
+        std::string room = "free space unknown";
+        if (::statvfs(options.dir.c_str(), &fs) == 0) {
+          room = fmt::format("{:.1f} GiB free",
+                             static_cast<double>(fs.f_bavail) * fs.f_frsize / (1ull << 30));
+        }
+        return fmt::format("segments in {} ({}), {} slots x {} KiB per link direction", options.dir,
+                           room, options.slotCount, options.slotBytes >> 10);
+      },
   };
-  entry.make = [](TransportContext context) {
-    return shm::makeShmTransport(std::move(context), shm::ShmOptions::fromEnvironment());
-  };
-  return entry;
 }
 
-}  // namespace ringlet::transport
+}  // namespace ringlet::transport::shm

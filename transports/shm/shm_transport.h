@@ -32,16 +32,17 @@ struct ShmOptions {
   // before it sleeps: a futex wake-up costs tens of microseconds, more than most pipeline waits.
   bool longerSpinWithCoreEach = true;
 
-  // RINGLET_SHM_DIR sets dir; RINGLET_SHM_BYTES (per direction) is cut into slotCount slots.
-  // Throws InvalidArgument when RINGLET_SHM_BYTES is too small for slotCount slots of 64 bytes.
+  // shm_dir (RINGLET_SHM_DIR) sets dir; shm_bytes (RINGLET_SHM_BYTES, per direction) is cut
+  // into slotCount slots. Throws InvalidArgument when shm_bytes is not a size or is too small
+  // for slotCount slots of 64 bytes.
+  static ShmOptions fromSettings(const Settings& settings);
+  // fromSettings() of the environment's RINGLET_SHM_* variables.
   static ShmOptions fromEnvironment();
 };
 
 std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions options);
 
-}  // namespace ringlet::transport::shm
-
-namespace ringlet::transport {
 // name "shm", priority 20; connects ranks with the same non-empty hostId.
-TransportEntry makeShmTransportEntry();
-}  // namespace ringlet::transport
+TransportEntry transportEntry();
+
+}  // namespace ringlet::transport::shm

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 
-#include "ringlet/communicator.h"
 #include "ringlet/error.h"
 #include "src/log.h"
 
@@ -39,12 +38,16 @@ TcpTransport::TcpTransport(TransportContext context, WaitTuning tuning)
 
 TcpTransport::~TcpTransport() = default;
 
-std::string TcpTransport::chooseListenHost() const {
-  const CommunicatorOptions* options = context_.options;
-  if (options != nullptr && !options->socketAddress.empty()) return options->socketAddress;
-  if (options != nullptr && !options->socketIfname.empty()) {
-    return net::interfaceAddress(options->socketIfname);
+std::optional<std::string> listenHostFromSettings(const Settings& settings) {
+  if (const std::string* address = findSetting(settings, "socket_addr")) return *address;
+  if (const std::string* ifname = findSetting(settings, "socket_ifname")) {
+    return net::interfaceAddress(*ifname);
   }
+  return std::nullopt;
+}
+
+std::string TcpTransport::chooseListenHost() const {
+  if (auto host = listenHostFromSettings(context_.settings)) return *host;
   const bool oneHost = std::all_of(context_.peers.begin(), context_.peers.end(), [&](auto& p) {
     return p.hostId == context_.peers.front().hostId;
   });
@@ -191,18 +194,41 @@ void TcpTransport::serviceListener(const std::function<bool(int)>& notClaimed) {
 
 }  // namespace ringlet::transport::tcp
 
-namespace ringlet::transport {
+namespace ringlet::transport::tcp {
 
-// Declared in registry.cc.
-TransportEntry makeTcpTransportEntry() {
-  TransportEntry entry;
-  entry.name = "tcp";
-  entry.priority = 10;
-  entry.canConnect = [](const PeerInfo&, const PeerInfo&) { return true; };
-  entry.make = [](TransportContext context) -> std::unique_ptr<Transport> {
-    return std::make_unique<tcp::TcpTransport>(std::move(context));
+TransportEntry transportEntry() {
+  return TransportEntry{
+      .name = "tcp",
+      .priority = 10,
+      .sharesMemory = false,
+      .options = {{"socket_addr", "RINGLET_SOCKET_ADDR",
+                   "address the tcp transport listens on (wins over socket_ifname)"},
+                  {"socket_ifname", "RINGLET_SOCKET_IFNAME",
+                   "interface whose address the tcp transport listens on"}},
+      .probe = [](const Settings& settings) -> std::string {
+        try {
+          (void)listenHostFromSettings(settings);
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      .canConnect = [](const PeerInfo&, const PeerInfo&) { return true; },
+      .make = [](TransportContext context) -> std::unique_ptr<Transport> {
+        return std::make_unique<TcpTransport>(std::move(context));
+      },
+      .describe = [](const Settings& settings) -> std::string {
+        if (const std::string* address = findSetting(settings, "socket_addr")) {
+          return fmt::format("listens on {} (RINGLET_SOCKET_ADDR)", *address);
+        }
+        if (const std::string* ifname = findSetting(settings, "socket_ifname")) {
+          return fmt::format("listens on {} (RINGLET_SOCKET_IFNAME={})",
+                             net::interfaceAddress(*ifname), *ifname);
+        }
+        return "listens on 127.0.0.1 when every rank is on one host, else on the interface "
+               "that routes to the store's address";
+      },
   };
-  return entry;
 }
 
-}  // namespace ringlet::transport
+}  // namespace ringlet::transport::tcp

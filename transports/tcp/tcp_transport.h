@@ -8,13 +8,15 @@
 // or hostile client (garbage, silence, wrong secret) is refused and logged without delaying the
 // real peers. A peer that connects for a later connect() call is kept until that call claims it.
 //
-// Listen address: options->socketAddress; else the address of options->socketIfname; else
+// Listen address: the setting socket_addr (RINGLET_SOCKET_ADDR); else the address of the
+// interface socket_ifname (RINGLET_SOCKET_IFNAME); else
 // 127.0.0.1 when every rank is on one host; else the address that routes to the rendezvous host
 // (or this host name's address when that is unknown).
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,10 @@ namespace ringlet::transport::tcp {
 
 // How long an accepted connection may take to complete its handshake before it is dropped.
 inline constexpr std::chrono::seconds kHandshakeTimeout{5};
+
+// The listen address the settings ask for, or nullopt to choose from the peers (see above).
+// Throws InvalidArgument when socket_ifname names no usable interface.
+std::optional<std::string> listenHostFromSettings(const Settings& settings);
 
 class TcpTransport final : public Transport {
  public:

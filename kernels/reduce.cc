@@ -1,7 +1,7 @@
 // Element-wise reduction kernels. Each (type, op) pair is one plain loop that the compiler
 // vectorises; target_clones builds it for x86-64-v4 (AVX-512), v3 (AVX2/F16C) and baseline, and
 // the loader picks the best one for the CPU at run time, so one binary runs on any x86-64.
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 
 #include "ringlet/error.h"
 
-namespace ringlet::collectives {
+namespace ringlet::kernels {
 namespace {
 
 #if defined(__x86_64__) && !defined(__clang__)
@@ -226,4 +226,4 @@ void finishAverage(void* data, size_t count, DataType type, int divisor) {
   }
 }
 
-}  // namespace ringlet::collectives
+}  // namespace ringlet::kernels

@@ -29,19 +29,19 @@
 #include <array>
 #include <functional>
 
-#include "collectives/cuda/cuda_util.h"
-#include "collectives/reduce.h"
 #include "collectives/slot_ring.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/reduce.h"
 #include "ringlet/cuda.h"
 #include "ringlet/error.h"
-#include "src/core/communicator_impl.h"
+#include "src/core/communicator_access.h"
 #include "src/log.h"
 #include "transports/cuda/ipc_ring.h"
 
 namespace ringlet::cuda {
 
-using collectives::cuda::checkCuda;
-using collectives::cuda::ScopedDevice;
+using kernels::cuda::checkCuda;
+using kernels::cuda::ScopedDevice;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -54,15 +54,14 @@ void checkStream(void* stream, int device) {
   if (state != cudaSuccess && state != cudaErrorNotReady) {
     cudaGetLastError();
     throw CudaError(fmt::format("stream {} is not a valid CUDA stream: {}", stream,
-                                collectives::cuda::describeCudaError("cudaStreamQuery", state)));
+                                kernels::cuda::describeCudaError("cudaStreamQuery", state)));
   }
   int streamDevice = -1;
   const cudaError_t error = cudaStreamGetDevice(s, &streamDevice);
   if (error != cudaSuccess) {
     cudaGetLastError();
-    throw CudaError(
-        fmt::format("stream {} is not a valid CUDA stream: {}", stream,
-                    collectives::cuda::describeCudaError("cudaStreamGetDevice", error)));
+    throw CudaError(fmt::format("stream {} is not a valid CUDA stream: {}", stream,
+                                kernels::cuda::describeCudaError("cudaStreamGetDevice", error)));
   }
   if (streamDevice != device) {
     throw InvalidArgument(
@@ -144,7 +143,7 @@ struct DeviceCommunicator::State {
   }
 
   void wait(cudaEvent_t event, const std::function<std::string()>& what) const {
-    collectives::cuda::waitEvent(event, Clock::now() + options.timeout, options.timeout, what);
+    kernels::cuda::waitEvent(event, Clock::now() + options.timeout, options.timeout, what);
   }
 
   // Waits until no copy reads slot k any more.
@@ -171,7 +170,7 @@ struct DeviceCommunicator::State {
   // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.
   void runIpc(detail::OpHeader header, cudaStream_t stream, const IpcBody& body) {
     header.memory = 1;
-    detail::implOf(*host).runBlocking(
+    detail::CommunicatorAccess::impl(*host).runBlocking(
         header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
           body(group, ipc->memory(), ipc->executor(stream), wait);
         });
@@ -298,7 +297,7 @@ void DeviceCommunicator::choosePath() {
     st.chosen = DevicePath::kStaged;
     return;
   }
-  detail::CommunicatorImpl& impl = detail::implOf(host);
+  detail::CommunicatorImpl& impl = detail::CommunicatorAccess::impl(host);
   const std::string unavailable = ipcUnavailable(impl);
   if (!unavailable.empty()) {
     if (st.options.path == DevicePath::kIpc) {
@@ -345,7 +344,7 @@ Communicator& DeviceCommunicator::host() const { return *state_->host; }
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type,
                                    ReduceOp op, void* stream) {
-  collectives::checkReducible(type, op);
+  kernels::checkReducible(type, op);
   const size_t bytes = count * elementSize(type);
   if (count > 0) {
     checkDevicePointer(send, state_->device, "send");
@@ -416,7 +415,7 @@ void DeviceCommunicator::synchronize(void* stream) {
   try {
     checkCuda(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
     const auto timeout = state_->options.timeout;
-    collectives::cuda::waitEvent(event, Clock::now() + timeout, timeout, [&] {
+    kernels::cuda::waitEvent(event, Clock::now() + timeout, timeout, [&] {
       return fmt::format("cuda synchronize on rank {} (device {}, stream {})", state_->host->rank(),
                          state_->device, stream);
     });

@@ -13,10 +13,10 @@
 #include <string>
 #include <type_traits>
 
-#include "collectives/cuda/device_reduce.h"
+#include "kernels/cuda/device_reduce.h"
 #include "ringlet/error.h"
 
-namespace ringlet::collectives::cuda {
+namespace ringlet::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
@@ -218,4 +218,4 @@ void finishAverageOnDevice(void* data, size_t count, DataType type, int divisor,
   checkLaunch("finishAverageOnDevice", type, ReduceOp::kAvg);
 }
 
-}  // namespace ringlet::collectives::cuda
+}  // namespace ringlet::kernels::cuda

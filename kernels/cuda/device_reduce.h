@@ -17,7 +17,7 @@
 
 #include "ringlet/types.h"
 
-namespace ringlet::collectives::cuda {
+namespace ringlet::kernels::cuda {
 
 void reduceOnDevice(void* dst, const void* a, const void* b, size_t count, DataType type,
                     ReduceOp op, void* stream);
@@ -26,4 +26,4 @@ void reduceOnDevice(void* dst, const void* a, const void* b, size_t count, DataT
 // 32- and 16-bit float types, float64 for float64. Floating types only (InvalidArgument else).
 void finishAverageOnDevice(void* data, size_t count, DataType type, int divisor, void* stream);
 
-}  // namespace ringlet::collectives::cuda
+}  // namespace ringlet::kernels::cuda

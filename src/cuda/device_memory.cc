@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
-#include "collectives/cuda/cuda_util.h"
+#include "kernels/cuda/cuda_util.h"
 #include "ringlet/cuda.h"
 #include "ringlet/error.h"
 
@@ -15,7 +15,7 @@ int deviceCount(std::string* reason) {
   const cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {
     cudaGetLastError();
-    if (reason) *reason = collectives::cuda::describeCudaError("cudaGetDeviceCount", error);
+    if (reason) *reason = kernels::cuda::describeCudaError("cudaGetDeviceCount", error);
     return 0;
   }
   if (count == 0 && reason) *reason = "cudaGetDeviceCount reports 0 devices";
@@ -47,7 +47,7 @@ void checkDevicePointer(const void* pointer, int device, std::string_view what) 
     cudaGetLastError();
     throw InvalidArgument(fmt::format(
         "{} ({}) is not CUDA memory of device {}: CUDA cannot inspect it ({})", what, pointer,
-        device, collectives::cuda::describeCudaError("cudaPointerGetAttributes", error)));
+        device, kernels::cuda::describeCudaError("cudaPointerGetAttributes", error)));
   }
   switch (attributes.type) {
     case cudaMemoryTypeDevice:

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace ringlet::collectives::cuda {
+namespace ringlet::kernels::cuda {
 
 // "cudaMemcpyAsync failed: cudaErrorInvalidValue: invalid argument".
 std::string describeCudaError(std::string_view call, cudaError_t error);
@@ -36,4 +36,4 @@ class ScopedDevice {
 void waitEvent(cudaEvent_t event, std::chrono::steady_clock::time_point deadline,
                std::chrono::milliseconds timeout, const std::function<std::string()>& what);
 
-}  // namespace ringlet::collectives::cuda
+}  // namespace ringlet::kernels::cuda

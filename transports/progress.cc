@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "ringlet/error.h"
+#include "src/config.h"
 #include "transports/transport.h"
 
 namespace ringlet::transport {
@@ -24,6 +25,15 @@ void WaitContext::throwTimeout(std::string_view what, int peer) const {
   }
   throw TimeoutError(fmt::format("{} timed out waiting for {} (peer rank {}); deadline passed",
                                  describe(), what, peer));
+}
+
+Settings readSettings(const TransportEntry& entry) {
+  Settings settings;
+  for (const TransportOption& option : entry.options) {
+    const std::string env(option.env);
+    if (auto value = config::getenv(env.c_str())) settings[std::string(option.key)] = *value;
+  }
+  return settings;
 }
 
 }  // namespace ringlet::transport

@@ -10,7 +10,7 @@
 
 #include "ringlet/types.h"
 
-namespace ringlet::collectives {
+namespace ringlet::kernels {
 
 void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
 
@@ -33,4 +33,4 @@ inline constexpr size_t kStreamingBytes = size_t{8} << 20;
 // Throws InvalidArgument if `op` is not defined on `type` (kAvg on integers).
 void checkReducible(DataType type, ReduceOp op);
 
-}  // namespace ringlet::collectives
+}  // namespace ringlet::kernels

@@ -1,4 +1,4 @@
-#include "collectives/cuda/cuda_util.h"
+#include "kernels/cuda/cuda_util.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 
 #include "ringlet/error.h"
 
-namespace ringlet::collectives::cuda {
+namespace ringlet::kernels::cuda {
 
 std::string describeCudaError(std::string_view call, cudaError_t error) {
   return fmt::format("{} failed: {}: {}", call, cudaGetErrorName(error), cudaGetErrorString(error));
@@ -49,4 +49,4 @@ void waitEvent(cudaEvent_t event, std::chrono::steady_clock::time_point deadline
   }
 }
 
-}  // namespace ringlet::collectives::cuda
+}  // namespace ringlet::kernels::cuda

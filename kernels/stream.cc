@@ -4,14 +4,14 @@
 #include <cstdint>
 #include <cstring>
 
-#include "collectives/reduce.h"
+#include "kernels/reduce.h"
 #include "ringlet/types.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
-namespace ringlet::collectives {
+namespace ringlet::kernels {
 
 void streamCopy(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)
@@ -66,4 +66,4 @@ void reduceStreaming(void* stream, void* copy, const void* a, const void* b, siz
   }
 }
 
-}  // namespace ringlet::collectives
+}  // namespace ringlet::kernels

@@ -1,0 +1,42 @@
+#pragma once
+// The slot ring's memory and executor: what a transport that gives a rank direct access to its
+// next rank's memory (transports/cuda: CUDA IPC) provides, and what the slot-ring algorithms
+// (collectives/slot_ring.h, where the protocol is described) drive. Written without CUDA, so
+// both the algorithms and their CPU test run anywhere.
+
+#include <cstddef>
+
+#include "ringlet/types.h"
+
+namespace ringlet::transport {
+
+// How memory operations of the slot ring run. Host memory: at once. CUDA: enqueued on a stream.
+class SlotExecutor {
+ public:
+  virtual ~SlotExecutor() = default;
+  virtual void copy(std::byte* dst, const std::byte* src, size_t bytes) = 0;
+  // dst = a (op) b, element-wise; dst may equal a or b. kAvg reduces like kSum.
+  virtual void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count,
+                      DataType type, ReduceOp op) = 0;
+  // data /= divisor, element-wise (the end of kAvg).
+  virtual void finishAverage(std::byte* data, size_t count, DataType type, int divisor) = 0;
+
+  // Cross-rank order of slot k (see the top of this file); no-ops where operations complete
+  // when called.
+  virtual void waitSlotFree(int slot) = 0;     // before writing the next rank's slot
+  virtual void markSlotWritten(int slot) = 0;  // after writing the next rank's slot
+  virtual void waitSlotWritten(int slot) = 0;  // before reading this rank's slot
+  virtual void markSlotFree(int slot) = 0;     // after reading this rank's slot
+};
+
+// This rank's slots and its next rank's, as mapped in this process.
+struct SlotRingMemory {
+  std::byte* mine = nullptr;  // slots * slotBytes: the previous rank writes here
+  std::byte* next = nullptr;  // the next rank's slots
+  int slots = 0;              // 1..kMaxSlots
+  size_t slotBytes = 0;
+};
+
+inline constexpr int kMaxSlotRingSlots = 4;
+
+}  // namespace ringlet::transport
