@@ -19,9 +19,10 @@
 //    into its destination with no scratch copy; release() returns the slot.
 //
 // Waiting: every blocking call takes a WaitContext with a deadline and what the caller is doing,
-// so a TimeoutError can name rank, peer, operation and sequence number. While it waits, a link
-// keeps the other links of the communicator moving (WaitContext::pumpOthers), so queued sends on
-// one link never stall because the rank is blocked on another.
+// so a TimeoutError can name rank, peer, operation and sequence number. Every link waits in the
+// one engine of progress.h (spin, yield, block until woken, one back-off policy), which keeps the
+// other links of the communicator moving meanwhile, so queued sends on one link never stall
+// because the rank is blocked on another.
 
 #include <atomic>
 #include <chrono>
@@ -56,7 +57,8 @@ struct WaitContext {
   // (throwTimeout then throws AbortedError). May be null.
   const std::atomic<bool>* cancelled = nullptr;
 
-  void pumpOthers(const Link* self) const;
+  // Pumps every link but `self`; true while one of them still has sends queued.
+  bool pumpOthers(const Link* self) const;
   // True once the deadline has passed or the operation was cancelled. Wait loops check it.
   bool expired() const {
     return Clock::now() >= deadline || (cancelled != nullptr && cancelled->load());
@@ -116,6 +118,14 @@ class Link {
 
   // Never blocks: moves whatever queued bytes can move now. Returns true while sends are queued.
   virtual bool pump() = 0;
+  // For the wait engine (progress.h): a descriptor that becomes readable when input arrives on
+  // this link, or -1 (the link wakes its own waiters: futex, condition variable). The waits of
+  // the rank's other links poll it, for output too while it has sends queued.
+  virtual int pollFd() const { return -1; }
+  // Reads whatever input has arrived, without blocking and without throwing (the link's own next
+  // call reports a broken connection), so a peer's large send keeps moving while this rank waits
+  // on another link.
+  virtual void readAhead() noexcept {}
   // Best effort, never blocks for long: tells the peer this rank failed (it will throw PeerError
   // carrying `reason` and naming `origin`), then closes. Later calls throw AbortedError.
   virtual void abort(int origin, std::string_view reason) = 0;
@@ -142,6 +152,9 @@ struct TransportContext {
   // Transport options by key (TransportOption::key), from CommunicatorOptions::transportOptions
   // (filled from the environment by CommunicatorOptions::fromEnvironment).
   std::map<std::string, std::string> settings;
+  // Ranks of this communicator on this rank's host (this one included): sets the back-off of
+  // every wait (progress.h, Backoff::forHost).
+  int ranksOnHost = 1;
   std::vector<PeerInfo> peers;  // indexed by rank, including this one
   // Host of the rendezvous store; a multi-host job listens on the interface that routes there.
   // Empty when unknown (in-process store, file store).

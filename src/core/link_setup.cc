@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -163,6 +164,9 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .jobId = jobId_,
         .secret = secret_,
         .settings = options_.transportOptions,
+        .ranksOnHost = static_cast<int>(
+            std::count_if(infos_.begin(), infos_.end(),
+                          [&](const PeerInfo& info) { return info.hostId == self_.hostId; })),
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,
     });

@@ -2,7 +2,8 @@
 //   - one-way latency of an 8-byte message (ping-pong / 2),
 //   - throughput of 64 KiB .. 16 MiB buffers cut into slots (sender writes into the slot,
 //     receiver copies out of it: the one pass each side a collective makes),
-//   - the spin-threshold sweep behind WaitPolicy: ping-pong and throughput with 2 ranks, and a
+//   - the spin-threshold sweep behind transport::Backoff: ping-pong and throughput with 2 ranks,
+//   and a
 //     ring exchange with 8 ranks (more ranks than cores), for several spin counts.
 //
 //   shm_link_perf [--quick] [--sweep-only] [--spins 0,100,1000] [--yields N] [--reps N]
@@ -75,9 +76,10 @@ bool runRanks(int size,
 
 rs::ShmOptions options(const rs::ShmDir& dir, int spins, int yields, size_t slotBytes) {
   rs::ShmOptions o = rs::testOptions(dir.path(), slotBytes, 8);
-  o.wait.spinIterations = spins;
-  o.noSpinWhenOversubscribed = false;  // the sweep sets the spin count itself
-  if (yields >= 0) o.wait.yieldIterations = yields;
+  ringlet::transport::Backoff backoff;  // the sweep sets the spin count itself
+  backoff.spins = spins;
+  if (yields >= 0) backoff.yields = yields;
+  o.backoff = backoff;
   return o;
 }
 
@@ -265,7 +267,7 @@ int main(int argc, char** argv) {
     }
   }
   const int ppIters = quick ? 5000 : 20000;
-  const int defaultSpins = ringlet::transport::shm::WaitPolicy{}.spinIterations;
+  const int defaultSpins = ringlet::transport::Backoff{}.spins;
   if (!sweepOnly) {
     std::printf("# shm link, 2 process ranks, default policy (spin %d)\n", defaultSpins);
     std::printf("latency 8 B one-way: %.2f us\n", pingPong(defaultSpins, yields, ppIters));
@@ -278,7 +280,7 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("# spin-threshold sweep (yields %d)\n",
-              yields < 0 ? ringlet::transport::shm::WaitPolicy{}.yieldIterations : yields);
+              yields < 0 ? ringlet::transport::Backoff{}.yields : yields);
   std::printf("%8s %12s %12s %14s %14s %14s %14s\n", "spins", "pp2 us", "bw2 1M GB/s",
               "ring2 64K us", "ring8 8B us", "ring8 64K us", "ring8 1M us");
   for (int s : spins) {

@@ -140,12 +140,12 @@ double ringStep(int rank, int size, tcp::testing::Endpoint& e, int iters) {
 
 void body(const Options& options, double spinUs, int rank, int size,
           std::shared_ptr<ringlet::Store> store) {
-  tcp::WaitTuning tuning;
-  tuning.spin = std::chrono::nanoseconds(static_cast<int64_t>(spinUs * 1000));
-  tuning.yield = options.yield;
+  ringlet::transport::Backoff backoff;
+  backoff.slowWakeAwake = std::chrono::nanoseconds(static_cast<int64_t>(spinUs * 1000));
+  if (!options.yield) backoff.yields = 0;
   std::vector<int> peers = tcp::testing::othersOf(rank, size);
   auto e =
-      tcp::testing::connectAll(tcp::testing::makeContext(rank, size, store), peers, 30s, tuning);
+      tcp::testing::connectAll(tcp::testing::makeContext(rank, size, store), peers, 30s, backoff);
   const char* mode = options.processes ? "processes" : "threads";
   if (size == 2) {
     Link& link = e.to(0);

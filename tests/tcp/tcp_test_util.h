@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,9 +44,9 @@ struct Endpoint {
 
 inline Endpoint connectAll(TransportContext context, std::vector<int> peers,
                            std::chrono::milliseconds timeout = std::chrono::seconds(10),
-                           WaitTuning tuning = {}) {
+                           std::optional<Backoff> backoff = std::nullopt) {
   Endpoint e;
-  e.transport = std::make_unique<TcpTransport>(std::move(context), tuning);
+  e.transport = std::make_unique<TcpTransport>(std::move(context), backoff);
   e.links = e.transport->connect(peers, Clock::now() + timeout);
   for (auto& link : e.links) e.raw.push_back(link.get());
   return e;

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "ringlet/error.h"
+#include "transports/progress.h"
 #include "transports/transport.h"
 
 namespace ringlet::transport {
@@ -42,9 +43,10 @@ std::atomic<uint64_t> gNextToken{0};
 
 class LocalLink final : public Link {
  public:
-  LocalLink(int rank, int peer, std::shared_ptr<Channel> channel)
+  LocalLink(int rank, int peer, std::shared_ptr<Channel> channel, Backoff backoff)
       : Link(peer),
         rank_(rank),
+        backoff_(backoff),
         channel_(std::move(channel)),
         out_(rank < peer ? &channel_->toHigh : &channel_->toLow),
         in_(rank < peer ? &channel_->toLow : &channel_->toHigh) {}
@@ -110,20 +112,27 @@ class LocalLink final : public Link {
                                   channel_->abortReason));
     }
   }
+  // The wait engine (progress.h), blocking on the channel's condition variable. Messages already
+  // queued are delivered before an abort is reported.
   void waitForMessage(std::unique_lock<std::mutex>& lock, const WaitContext& wait) {
-    // Messages already queued are delivered before an abort is reported.
-    while (in_->messages.empty()) {
-      throwIfAborted(wait);
-      if (wait.expired()) wait.throwTimeout("a message", peer());
-      if (wait.links.size() > 1) {
-        lock.unlock();
-        wait.pumpOthers(this);
-        lock.lock();
-        channel_->changed.wait_for(lock, std::chrono::milliseconds(1));
-      } else {
-        channel_->changed.wait_until(lock, wait.deadline);
-      }
-    }
+    if (!in_->messages.empty()) return;
+    lock.unlock();
+    waitFor(
+        *this, wait, backoff_, /*slowWake=*/false,
+        [&] {
+          std::lock_guard guard(channel_->mutex);
+          return !in_->messages.empty();
+        },
+        [&] {
+          std::lock_guard guard(channel_->mutex);
+          if (in_->messages.empty()) throwIfAborted(wait);
+        },
+        [&](std::chrono::nanoseconds slice, bool) {
+          std::unique_lock guard(channel_->mutex);
+          if (in_->messages.empty() && !channel_->aborted) channel_->changed.wait_for(guard, slice);
+        },
+        [] { return std::string("a message"); });
+    lock.lock();
   }
   void checkLength(size_t got, size_t expected, const WaitContext& wait) const {
     if (got != expected) {
@@ -135,6 +144,7 @@ class LocalLink final : public Link {
   }
 
   int rank_;
+  Backoff backoff_;
   std::shared_ptr<Channel> channel_;
   Queue* out_;
   Queue* in_;
@@ -180,7 +190,8 @@ class LocalTransport final : public Transport {
         channel = it->second;
         gPending.erase(it);
       }
-      links.push_back(std::make_unique<LocalLink>(context_.rank, peer, std::move(channel)));
+      links.push_back(std::make_unique<LocalLink>(context_.rank, peer, std::move(channel),
+                                                  Backoff::forHost(context_.ranksOnHost)));
     }
     return links;
   }

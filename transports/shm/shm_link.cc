@@ -1,7 +1,5 @@
 #include "transports/shm/shm_link.h"
 
-#include <sched.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,16 +10,6 @@
 
 namespace ringlet::transport::shm {
 namespace {
-
-// Like WaitContext::pumpOthers, but tells whether another link still has sends queued (then a
-// long futex sleep would stall it).
-bool pumpOtherLinks(const Link* self, const WaitContext& wait) {
-  bool busy = false;
-  for (Link* link : wait.links) {
-    if (link != self && link != nullptr) busy |= link->pump();
-  }
-  return busy;
-}
 
 // Publishing side of the sleep handshake: the store that makes the waiter's condition true has
 // happened; wake the waiter only if it announced it sleeps. The fence pairs with the one in
@@ -36,13 +24,13 @@ void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping) {
 
 }  // namespace
 
-ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, WaitPolicy policy)
+ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff)
     : Link(peer),
       rank_(rank),
       segment_(std::move(segment)),
       side_(side),
       watch_(std::move(watch)),
-      policy_(policy),
+      backoff_(backoff),
       slotCount_(segment_.geometry().slotCount),
       slotBytes_(segment_.geometry().slotBytes),
       self_(segment_.endpoint(side)),
@@ -120,48 +108,32 @@ template <typename Ready>
 void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
                         std::atomic<uint32_t>* sleeping, WaitFor what, size_t bytes,
                         const WaitContext& wait) {
-  // 1. Spin on shared memory: no system call, cheapest when the peer runs on another core.
-  for (int i = 0; i < policy_.spinIterations; ++i) {
-    if (ready()) return;
-    if ((i & 127) == 127) pumpOtherLinks(this, wait);
-    cpuRelax();
-  }
-  // 2. Yield, then 3. sleep on the futex; check the peer and the deadline between rounds.
-  int yields = 0;
-  auto nextLiveness = Clock::now() + policy_.livenessInterval;
-  for (;;) {
-    bool othersBusy = pumpOtherLinks(this, wait);
-    if (ready()) return;
+  // The wait engine (transports/progress.h) spins, yields, then blocks on the futex; between
+  // rounds the peer's flags, and every kLivenessInterval its process, are checked.
+  auto nextLiveness = Clock::now() + kLivenessInterval;
+  auto check = [&] {
     checkPeerFlags(what, bytes, wait);
-    auto now = Clock::now();
-    if (now >= nextLiveness) {
-      if (!watch_.alive()) {
-        // Its last messages may still be here: deliver them before reporting the death.
-        if (ready()) return;
-        throwPeerGone(fmt::format("(pid {}) exited", watch_.pid()), what, bytes, wait);
-      }
-      nextLiveness = now + policy_.livenessInterval;
+    const auto now = Clock::now();
+    if (now < nextLiveness) return;
+    if (!watch_.alive()) {
+      // Its last messages may still be here: deliver them before reporting the death.
+      if (ready()) return;
+      throwPeerGone(fmt::format("(pid {}) exited", watch_.pid()), what, bytes, wait);
     }
-    if (wait.expired()) {  // deadline passed or the communicator was aborted
-      wait.throwTimeout(describeWait(what, bytes), peer());
-    }
-    if (yields < policy_.yieldIterations || othersBusy) {
-      // Other links with queued sends need this thread back soon: never sleep long for them.
-      ++yields;
-      ::sched_yield();
-      continue;
-    }
+    nextLiveness = now + kLivenessInterval;
+  };
+  auto block = [&](std::chrono::nanoseconds slice, bool) {
     sleeping->store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    uint32_t seen = word->load(std::memory_order_acquire);
+    const uint32_t seen = word->load(std::memory_order_acquire);
     if (!ready() && other_->state.load(std::memory_order_acquire) ==
                         static_cast<uint32_t>(EndpointState::kOpen)) {
-      auto slice =
-          std::min<Clock::duration>({policy_.sleepSlice, nextLiveness - now, wait.deadline - now});
-      futexWait(word, seen, slice);
+      futexWait(word, seen, std::min<std::chrono::nanoseconds>(slice, nextLiveness - Clock::now()));
     }
     sleeping->store(0, std::memory_order_relaxed);
-  }
+  };
+  waitFor(*this, wait, backoff_, /*slowWake=*/false, ready, check, block,
+          [&] { return describeWait(what, bytes); });
 }
 
 std::byte* ShmLink::claimSlot(size_t bytes, const WaitContext& wait) {

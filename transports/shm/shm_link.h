@@ -10,12 +10,13 @@
 // Not thread-safe: one thread drives a link at a time (the communicator's worker).
 //
 // Failure: every wait checks the peer's endpoint flags (closed, aborted with origin and reason)
-// and, every WaitPolicy::livenessInterval, whether the peer process still runs, so a dead peer
+// and, every kLivenessInterval, whether the peer process still runs, so a dead peer
 // turns into a PeerError naming it within about that interval.
 
 #include <cstdint>
 #include <string>
 
+#include "transports/progress.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/shm/shm_wait.h"
 #include "transports/transport.h"
@@ -25,7 +26,7 @@ namespace ringlet::transport::shm {
 class ShmLink final : public Link {
  public:
   // `side` 0 created the segment. `watch` follows the peer process.
-  ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, WaitPolicy policy);
+  ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff);
   ~ShmLink() override;
 
   std::string_view transportName() const override { return "shm"; }
@@ -66,7 +67,7 @@ class ShmLink final : public Link {
   Segment segment_;
   int side_;
   PeerWatch watch_;
-  WaitPolicy policy_;
+  Backoff backoff_;
   size_t slotCount_;
   size_t slotBytes_;
   Endpoint* self_;

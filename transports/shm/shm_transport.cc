@@ -65,18 +65,9 @@ std::string getFromPeer(Store& store, const std::string& key, int rank, int peer
 class ShmTransport final : public Transport {
  public:
   ShmTransport(TransportContext context, ShmOptions options)
-      : context_(std::move(context)), options_(std::move(options)) {
-    if (options_.noSpinWhenOversubscribed && oversubscribed()) {
-      log::debug("shm: {} ranks on this host share {} CPUs; waits yield without spinning",
-                 localRanks(), usableCpus());
-      options_.wait.spinIterations = 0;
-      options_.wait.yieldIterations = 256;
-    } else if (options_.longerSpinWithCoreEach) {
-      // Every rank has a core: stay awake longer (~100 us) before sleeping (see ShmOptions).
-      options_.wait.spinIterations = 1000;
-      options_.wait.yieldIterations = 64;
-    }
-  }
+      : context_(std::move(context)),
+        options_(std::move(options)),
+        backoff_(options_.backoff ? *options_.backoff : Backoff::forHost(context_.ranksOnHost)) {}
 
   std::string_view name() const override { return "shm"; }
 
@@ -84,36 +75,17 @@ class ShmTransport final : public Transport {
                                              Deadline deadline) override;
 
  private:
-  // Ranks of this communicator on this host (this one included).
-  int localRanks() const {
-    if (context_.rank >= static_cast<int>(context_.peers.size())) return 1;
-    const std::string& host = context_.peers[context_.rank].hostId;
-    return static_cast<int>(std::count_if(context_.peers.begin(), context_.peers.end(),
-                                          [&](const PeerInfo& p) { return p.hostId == host; }));
-  }
-  // CPUs this host's ranks may share. A rank pinned to one core (mpirun binds each rank;
-  // ringlet-run --bind cores) sees an affinity of one CPU, which says nothing about how many
-  // the job has: count the online CPUs then.
-  static int usableCpus() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-    const int affinity = std::max(1, CPU_COUNT(&set));
-    if (affinity > 1) return affinity;
-    return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
-  }
-  bool oversubscribed() const { return localRanks() > usableCpus(); }
-
   int peerPid(int peer) const {
     return peer < static_cast<int>(context_.peers.size()) ? context_.peers[peer].pid : 0;
   }
   std::unique_ptr<Link> makeLink(int peer, Segment segment, int side, PeerWatch watch) const {
     return std::make_unique<ShmLink>(context_.rank, peer, std::move(segment), side,
-                                     std::move(watch), options_.wait);
+                                     std::move(watch), backoff_);
   }
 
   TransportContext context_;
   ShmOptions options_;
+  Backoff backoff_;
 };
 
 std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> peers,

@@ -11,8 +11,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "transports/progress.h"
 #include "transports/shm/shm_wait.h"
 #include "transports/transport.h"
 
@@ -22,15 +24,8 @@ struct ShmOptions {
   std::string dir = "/dev/shm";
   size_t slotCount = 8;
   size_t slotBytes = size_t{512} << 10;  // per slot; maxMessageBytes()
-  WaitPolicy wait;
-  // When this host runs more ranks of the communicator than this process may use CPUs, a waiting
-  // rank spins not at all (it yields, then sleeps): every spin steals the core of a rank it
-  // waits for. Measured: an 8-rank ring on 2 cores, 8-byte steps, ~12 us with no spin against
-  // ~23 us with 100 spins (medians; README.md).
-  bool noSpinWhenOversubscribed = true;
-  // When every rank of this host has a CPU, a waiting rank spins ~40 us and yields ~60 more
-  // before it sleeps: a futex wake-up costs tens of microseconds, more than most pipeline waits.
-  bool longerSpinWithCoreEach = true;
+  // The wait policy of its links; unset: Backoff::forHost(context.ranksOnHost) (progress.h).
+  std::optional<Backoff> backoff;
 
   // shm_dir (RINGLET_SHM_DIR) sets dir; shm_bytes (RINGLET_SHM_BYTES, per direction) is cut
   // into slotCount slots. Throws InvalidArgument when shm_bytes is not a size or is too small

@@ -1,11 +1,8 @@
 #pragma once
-// Waiting primitives for the shared-memory transport: a CPU pause, futex wait/wake on a 32-bit
-// word in shared memory, and a watch on the peer process.
-//
-// The wait policy is spin -> yield -> sleep. A rank spins on shared memory for a short while
-// (cheapest when the peer runs on another core), then gives its core away with sched_yield (the
-// peer may be waiting for that very core), then sleeps on a futex that the other side wakes only
-// when it sees the sleeper's flag. The fast path (data already there) makes no system call.
+// Waiting primitives for the shared-memory transport: futex wait/wake on a 32-bit word in shared
+// memory, and a watch on the peer process. The waits themselves run in the wait engine
+// (transports/progress.h: spin, yield, then sleep on the futex, which the other side wakes only
+// when it sees the sleeper's flag); the fast path (data already there) makes no system call.
 
 #include <atomic>
 #include <chrono>
@@ -15,29 +12,8 @@
 
 namespace ringlet::transport::shm {
 
-struct WaitPolicy {
-  // Pause-spins before the first sched_yield: about 4 us (one pause is ~37 ns here). Chosen by
-  // tests/shm/shm_link_perf's sweep (numbers in transports/shm/README.md): it catches a peer that
-  // answers within a few microseconds on its own core (8-byte ping-pong 0.2 us instead of 2-4 us
-  // through the futex), while 1000+ spins made an 8-rank ring on 2 cores 5-30x slower.
-  int spinIterations = 100;
-  // sched_yield calls before sleeping on the futex: cheap on an idle core (the call returns at
-  // once), and on a busy one they hand the core to the ranks we wait for.
-  int yieldIterations = 16;
-  // How long one futex sleep lasts at most, and how often the peer's liveness is checked.
-  std::chrono::milliseconds sleepSlice{20};
-  std::chrono::milliseconds livenessInterval{50};
-};
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#else
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-}
+// How often a waiting rank checks that its peer's process still runs.
+inline constexpr std::chrono::milliseconds kLivenessInterval{50};
 
 // Sleeps while *word == expected, at most `timeout`. Shared (not process-private) futex: the word
 // lives in a segment mapped by two processes, or twice by one.

@@ -22,8 +22,8 @@ constexpr size_t kCopySendBytes = 512;
 constexpr std::chrono::milliseconds kAbortSendBudget{50};
 }  // namespace
 
-TcpLink::TcpLink(int rank, int peer, net::Fd fd, WaitTuning tuning)
-    : Link(peer), rank_(rank), fd_(std::move(fd)), tuning_(tuning) {
+TcpLink::TcpLink(int rank, int peer, net::Fd fd, Backoff backoff)
+    : Link(peer), rank_(rank), fd_(std::move(fd)), backoff_(backoff) {
   try {
     description_ = fmt::format("tcp {} -> {}", net::SocketAddress::local(fd_.get()).toString(),
                                net::SocketAddress::remote(fd_.get()).toString());
@@ -187,6 +187,10 @@ bool TcpLink::hasQueued() {
 void TcpLink::pumpSelf(const WaitContext& wait) {
   std::lock_guard lock(sendMutex_);
   if (!queue_.empty()) writeQueued(&wait);
+}
+
+int TcpLink::pollFd() const {
+  return peerClosed_ || aborted_.load(std::memory_order_acquire) ? -1 : fd_.get();
 }
 
 bool TcpLink::pump() {

@@ -29,6 +29,7 @@
 
 #include "ringlet/error.h"
 #include "src/net/socket.h"
+#include "transports/progress.h"
 #include "transports/tcp/wire.h"
 #include "transports/transport.h"
 
@@ -42,17 +43,10 @@ namespace ringlet::transport::tcp {
 // the core to a runnable peer, so both are on by default. The spin lasts 200 us: with 4 ranks on
 // 2 cores, alternating runs against 50 us took the 256 KiB-16 MiB all-reduce 10-30 % faster
 // (ringlet-bench under mpirun), with no change for 2 ranks.
-struct WaitTuning {
-  // Spin with nonblocking reads this long before sleeping in poll().
-  std::chrono::nanoseconds spin = std::chrono::microseconds(200);
-  // Call sched_yield() between spin attempts.
-  bool yield = true;
-};
-
 class TcpLink final : public Link {
  public:
   // `fd` is connected, handshaken, nonblocking, with TCP_NODELAY and large buffers.
-  TcpLink(int rank, int peer, net::Fd fd, WaitTuning tuning);
+  TcpLink(int rank, int peer, net::Fd fd, Backoff backoff);
   ~TcpLink() override;
 
   std::string_view transportName() const override { return "tcp"; }
@@ -70,6 +64,8 @@ class TcpLink final : public Link {
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
 
   bool pump() override;
+  int pollFd() const override;
+  void readAhead() noexcept override { readAheadQuietly(); }
   void abort(int origin, std::string_view reason) override;
 
   int fd() const { return fd_.get(); }
@@ -95,8 +91,8 @@ class TcpLink final : public Link {
   // frame among the bytes already read. Remembers the error for later calls.
   [[noreturn]] void failConnection(int err, const WaitContext* wait, std::string_view during);
   [[noreturn]] void failWith(const PeerError& error);
-  // Spins, then polls (this socket for events(), and other tcp links with queued sends), until
-  // attempt() returns true; throws TimeoutError naming what() at the deadline.
+  // Waits in the wait engine (tcp_link_wait.h) until attempt() returns true; throws
+  // TimeoutError naming what() at the deadline.
   template <typename Events, typename What, typename Attempt>
   void waitUntil(const WaitContext& wait, const Events& events, const What& what,
                  Attempt&& attempt);
@@ -132,7 +128,7 @@ class TcpLink final : public Link {
 
   const int rank_;
   net::Fd fd_;
-  WaitTuning tuning_;
+  Backoff backoff_;
   std::string description_;
 
   std::mutex sendMutex_;  // guards queue_ against a concurrent abort()

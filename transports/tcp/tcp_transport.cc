@@ -22,8 +22,9 @@ std::chrono::milliseconds remaining(Deadline deadline) {
 
 }  // namespace
 
-TcpTransport::TcpTransport(TransportContext context, WaitTuning tuning)
-    : context_(std::move(context)), tuning_(tuning) {
+TcpTransport::TcpTransport(TransportContext context, std::optional<Backoff> backoff)
+    : context_(std::move(context)),
+      backoff_(backoff ? *backoff : Backoff::forHost(context_.ranksOnHost)) {
   if (!context_.store) throw InvalidArgument("tcp transport: the context has no store");
   if (context_.rank < 0 || context_.rank >= context_.size) {
     throw InvalidArgument(
@@ -92,13 +93,13 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
       continue;
     }
     links[i] =
-        std::make_unique<TcpLink>(context_.rank, peers[i], connectTo(peers[i], deadline), tuning_);
+        std::make_unique<TcpLink>(context_.rank, peers[i], connectTo(peers[i], deadline), backoff_);
   }
   std::map<int, net::Fd> accepted = acceptFrom(higher, deadline);
   for (size_t i = 0; i < peers.size(); ++i) {
     if (peers[i] > context_.rank) {
       links[i] = std::make_unique<TcpLink>(context_.rank, peers[i],
-                                           std::move(accepted.at(peers[i])), tuning_);
+                                           std::move(accepted.at(peers[i])), backoff_);
     }
     log::debug("rank {}: {}", context_.rank, links[i]->describe());
   }

@@ -35,7 +35,8 @@ std::optional<std::string> listenHostFromSettings(const Settings& settings);
 
 class TcpTransport final : public Transport {
  public:
-  explicit TcpTransport(TransportContext context, WaitTuning tuning = {});
+  // `backoff`: the wait policy of its links; by default Backoff::forHost(context.ranksOnHost).
+  explicit TcpTransport(TransportContext context, std::optional<Backoff> backoff = std::nullopt);
   ~TcpTransport() override;
 
   std::string_view name() const override { return "tcp"; }
@@ -56,7 +57,7 @@ class TcpTransport final : public Transport {
   void serviceListener(const std::function<bool(int)>& notClaimed);
 
   TransportContext context_;
-  WaitTuning tuning_;
+  Backoff backoff_;
   HandshakeIdentity identity_;
   net::Fd listener_;
   std::string listenAddress_;
