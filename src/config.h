@@ -14,15 +14,15 @@ namespace ringlet::config {
 
 struct Environment {
   std::optional<std::chrono::milliseconds> timeout;  // RINGLET_TIMEOUT (seconds, may be fractional)
-  std::string debug;                                 // RINGLET_DEBUG: WARN|INFO|DEBUG|TRACE
-  std::string transport;                             // RINGLET_TRANSPORT: auto or a built-in name
-  std::optional<size_t> segmentBytes;                // RINGLET_SEGMENT_BYTES (e.g. 512K)
-  std::optional<size_t> smallMessageBytes;           // RINGLET_SMALL_MESSAGE_BYTES
-  std::string storeAddr;                             // RINGLET_STORE_ADDR host:port (launcher)
-  std::string jobId;                                 // RINGLET_JOB_ID (launcher)
-  std::string jobSecret;                             // RINGLET_JOB_SECRET hex (launcher)
-  std::string cudaPath;                              // RINGLET_CUDA_PATH: auto|ipc|staged
-  std::optional<size_t> cudaSlotBytes;               // RINGLET_CUDA_SLOT_BYTES
+  std::string debug;                        // RINGLET_DEBUG: NONE|OFF|WARN|INFO|DEBUG|TRACE
+  std::string transport;                    // RINGLET_TRANSPORT: auto or a built-in name
+  std::optional<size_t> segmentBytes;       // RINGLET_SEGMENT_BYTES (e.g. 512K)
+  std::optional<size_t> smallMessageBytes;  // RINGLET_SMALL_MESSAGE_BYTES
+  std::string storeAddr;                    // RINGLET_STORE_ADDR host:port (launcher)
+  std::string jobId;                        // RINGLET_JOB_ID (launcher)
+  std::string jobSecret;                    // RINGLET_JOB_SECRET hex (launcher)
+  std::string cudaPath;                     // RINGLET_CUDA_PATH: auto|ipc|staged
+  std::optional<size_t> cudaSlotBytes;      // RINGLET_CUDA_SLOT_BYTES
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed variable and its value.

@@ -1,5 +1,5 @@
 #pragma once
-// Element-wise reduction kernels on CUDA device memory: the device twin of collectives/reduce.h.
+// Element-wise reduction kernels on CUDA device memory: the device twin of kernels/reduce.h.
 //
 // Each call enqueues one kernel on `stream` (a cudaStream_t passed as void*; nullptr is the
 // legacy default stream) and returns without waiting; work issued later on that stream sees the

@@ -14,7 +14,7 @@
 // access, which cudaIpcMemLazyEnablePeerAccess enables.
 //
 // The executor enqueues everything on the caller's stream: copies (cudaMemcpyAsync), reduction
-// kernels (collectives/cuda/device_reduce.h), event records and cross-process event waits.
+// kernels (kernels/cuda/device_reduce.h), event records and cross-process event waits.
 
 #include <cuda_runtime.h>
 
