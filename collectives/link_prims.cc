@@ -1,0 +1,99 @@
+#include "collectives/link_prims.h"
+
+#include <cstring>
+
+#include "kernels/reduce.h"
+
+namespace ringlet::collectives {
+
+using kernels::finishAverage;
+using kernels::reduce;
+using kernels::reduceStreaming;
+using kernels::streamCopy;
+
+LinkPrims::LinkPrims(Link& prev, Link& next, const std::byte* input, std::byte* output,
+                     size_t elementBytes, DataType type, ReduceOp op, int divisor, bool streaming,
+                     const WaitContext& wait)
+    : prev_(prev),
+      next_(next),
+      input_(input),
+      output_(output),
+      elementBytes_(elementBytes),
+      type_(type),
+      op_(op),
+      divisor_(divisor),
+      streaming_(streaming),
+      wait_(wait) {}
+
+void LinkPrims::send(const Piece& p) { sendFrom(next_, input(p), bytes(p), wait_); }
+
+void LinkPrims::recvReduceSend(const Piece& p) {
+  const std::byte* in = prev_.recv(bytes(p), wait_);
+  std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
+  reduce(out, input(p), in, p.count, type_, op_);
+  next_.send(out, bytes(p), wait_);
+  prev_.release();
+}
+
+void LinkPrims::recvReduceCopySend(const Piece& p) {
+  const std::byte* in = prev_.recv(bytes(p), wait_);
+  if (next_.sharesMemory()) {
+    // One pass: the result goes to the next rank's slot and to the output together.
+    std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
+    if (streaming_) {
+      reduceStreaming(output(p), out, input(p), in, p.count, type_, op_, divisor_);
+    } else {
+      reduce(out, input(p), in, p.count, type_, op_);
+      if (op_ == ReduceOp::kAvg) finishAverage(out, p.count, type_, divisor_);
+      std::memcpy(output(p), out, bytes(p));
+    }
+    prev_.release();
+    next_.send(out, bytes(p), wait_);
+    return;
+  }
+  reduce(output(p), input(p), in, p.count, type_, op_);
+  prev_.release();
+  if (op_ == ReduceOp::kAvg) finishAverage(output(p), p.count, type_, divisor_);
+  sendFrom(next_, output(p), bytes(p), wait_);
+}
+
+void LinkPrims::recvCopySend(const Piece& p) {
+  if (prev_.sharesMemory()) {
+    // Read the incoming slot once, into the output and the next rank's slot.
+    const std::byte* in = prev_.recv(bytes(p), wait_);
+    std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
+    copyOut(output(p), in, bytes(p));
+    if (out != output(p) && bytes(p) > 0) std::memcpy(out, in, bytes(p));
+    prev_.release();
+    next_.send(out, bytes(p), wait_);
+    return;
+  }
+  prev_.recvInto(output(p), bytes(p), wait_);
+  sendFrom(next_, output(p), bytes(p), wait_);
+}
+
+void LinkPrims::recv(const Piece& p) {
+  if (prev_.sharesMemory()) {
+    copyOut(output(p), prev_.recv(bytes(p), wait_), bytes(p));
+    prev_.release();
+    return;
+  }
+  prev_.recvInto(output(p), bytes(p), wait_);
+}
+
+void LinkPrims::copyOut(std::byte* dst, const std::byte* src, size_t n) const {
+  if (streaming_) {
+    streamCopy(dst, src, n);
+  } else if (n > 0) {
+    std::memcpy(dst, src, n);
+  }
+}
+
+void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait) {
+  // The transport never writes through `scratch`; it only hands it back.
+  std::byte* out = link.sendBuffer(bytes, const_cast<std::byte*>(data), wait);
+  if (out != data && bytes > 0) std::memcpy(out, data, bytes);
+  link.send(out, bytes, wait);
+}
+
+}  // namespace ringlet::collectives

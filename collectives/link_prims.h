@@ -1,0 +1,57 @@
+#pragma once
+// The primitives of the ring and chain schedules (ring_schedule.h) on host memory over two
+// Links, prev and next: what one step does with one piece, whatever the transport.
+//
+//   send(p)                input -> next
+//   recvReduceSend(p)      prev + input -> next
+//   recvReduceCopySend(p)  prev + input -> output (final; averaged for kAvg) -> next
+//   recvCopySend(p)        prev -> output -> next
+//   recv(p)                prev -> output
+//
+// Zero copy: a receive reduces straight out of the transport's buffer (Link::recv), and a send
+// goes straight into the transport's slot when it has one or straight from caller memory
+// otherwise. This is the one place that asks a link for a capability, sharesMemory(): over shared
+// memory the final reduction writes the next rank's slot and the output in one pass, and a
+// forwarded slot is read once, into the output and the next slot. Large buffers get their output
+// written with non-temporal stores, since nothing reads it again during the call.
+
+#include <cstddef>
+
+#include "collectives/chunking.h"
+#include "collectives/collectives.h"
+
+namespace ringlet::collectives {
+
+class LinkPrims {
+ public:
+  // `input` and `output` hold the whole buffer (they may be equal); pieces count elements of
+  // `elementBytes`. `divisor` finishes kAvg in recvReduceCopySend. `streaming`: write outputs
+  // with non-temporal stores.
+  LinkPrims(Link& prev, Link& next, const std::byte* input, std::byte* output, size_t elementBytes,
+            DataType type, ReduceOp op, int divisor, bool streaming, const WaitContext& wait);
+
+  void send(const Piece& p);
+  void recvReduceSend(const Piece& p);
+  void recvReduceCopySend(const Piece& p);
+  void recvCopySend(const Piece& p);
+  void recv(const Piece& p);
+
+ private:
+  size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
+  const std::byte* input(const Piece& p) const { return input_ + p.offset * elementBytes_; }
+  std::byte* output(const Piece& p) const { return output_ + p.offset * elementBytes_; }
+  void copyOut(std::byte* dst, const std::byte* src, size_t n) const;
+
+  Link& prev_;
+  Link& next_;
+  const std::byte* input_;
+  std::byte* output_;
+  const size_t elementBytes_;
+  const DataType type_;
+  const ReduceOp op_;
+  const int divisor_;
+  const bool streaming_;
+  const WaitContext& wait_;
+};
+
+}  // namespace ringlet::collectives
