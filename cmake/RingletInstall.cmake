@@ -1,0 +1,78 @@
+# Installation: `cmake --install build --prefix P` puts into P
+#   include/ringlet/*.h                the public headers
+#   lib/libringlet.so.0.1.0 (+ links)  the library, SONAME libringlet.so.0.1
+#   bin/ringlet-run, ringlet-info, ... the tools, with a RUNPATH to the library ($ORIGIN/../lib)
+#   lib/cmake/ringlet/                 ringletConfig.cmake, its version file, ringletTargets*.cmake
+#   lib/pkgconfig/ringlet.pc           for pkg-config
+# examples/downstream is a project that uses the result both ways; tests/install builds and runs
+# it.
+
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(RINGLET_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/ringlet)
+
+# The library and its public headers (ringlet_api carries the include directory, as
+# $<INSTALL_INTERFACE:include>). The layers are OBJECT libraries linked PRIVATE into ringlet,
+# so neither they nor their dependencies (fmt, OpenSSL, CUDA, hwloc) appear in the exported
+# interface: a user needs the headers, libringlet.so and Threads.
+install(TARGETS ringlet ringlet_api
+  EXPORT ringletTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ringlet
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.h")
+
+# The tools. The targets exist already (this file is included last), so CMAKE_INSTALL_RPATH
+# would come too late: each gets its install RUNPATH here, relative to where it lands.
+file(RELATIVE_PATH ringlet_bin_to_lib
+  /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
+set(RINGLET_INSTALLED_TOOLS)
+foreach(tool ringlet-run ringlet-info ringlet-bench ringlet-train)
+  if(TARGET ${tool})
+    list(APPEND RINGLET_INSTALLED_TOOLS ${tool})
+  endif()
+endforeach()
+set_target_properties(${RINGLET_INSTALLED_TOOLS} PROPERTIES
+  INSTALL_RPATH "$ORIGIN/${ringlet_bin_to_lib}")
+install(TARGETS ${RINGLET_INSTALLED_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# find_package(ringlet): ringlet::ringlet (and ringlet::ringlet_api, which it brings along).
+install(EXPORT ringletTargets
+  NAMESPACE ringlet::
+  FILE ringletTargets.cmake
+  DESTINATION ${RINGLET_INSTALL_CMAKEDIR})
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/ringletConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/install/ringletConfig.cmake
+  INSTALL_DESTINATION ${RINGLET_INSTALL_CMAKEDIR})
+# SameMinorVersion: the SONAME is libringlet.so.MAJOR.MINOR, so while the major version is 0
+# every minor release may change the ABI and the API. find_package(ringlet 0.1) must accept
+# 0.1.x (same SONAME) and refuse 0.2, which SameMajorVersion would wrongly accept.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/install/ringletConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${PROJECT_BINARY_DIR}/install/ringletConfig.cmake
+  ${PROJECT_BINARY_DIR}/install/ringletConfigVersion.cmake
+  DESTINATION ${RINGLET_INSTALL_CMAKEDIR})
+
+# pkg-config. The prefix is found from the .pc file's own place (${pcfiledir}), not written in
+# at configure time: `cmake --install --prefix P` and CPack's staging directory both install
+# somewhere other than CMAKE_INSTALL_PREFIX, and the tree stays usable when moved.
+file(RELATIVE_PATH ringlet_pc_to_prefix
+  /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+string(REGEX REPLACE "/$" "" ringlet_pc_to_prefix "${ringlet_pc_to_prefix}")
+set(RINGLET_PC_PREFIX "\${pcfiledir}/${ringlet_pc_to_prefix}")
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(RINGLET_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(RINGLET_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/ringlet.pc.in ${PROJECT_BINARY_DIR}/install/ringlet.pc
+  @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/install/ringlet.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
