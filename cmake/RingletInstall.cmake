@@ -4,8 +4,8 @@
 #   bin/ringlet-run, ringlet-info, ... the tools, with a RUNPATH to the library ($ORIGIN/../lib)
 #   lib/cmake/ringlet/                 ringletConfig.cmake, its version file, ringletTargets*.cmake
 #   lib/pkgconfig/ringlet.pc           for pkg-config
-# examples/downstream is a project that uses the result both ways; tests/install builds and runs
-# it.
+# and `cpack -G DEB` (in the build directory) packages the same tree. examples/downstream is a
+# project that uses the result both ways; tests/install builds and runs it.
 
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -76,3 +76,23 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/ringlet.pc.in ${PROJECT_BINARY_DIR}/ins
   @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/install/ringlet.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# cpack -G DEB (run in the build directory) makes an installable package of the same tree.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME ringlet)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_VENDOR ringlet)
+if(NOT CPACK_PACKAGE_CONTACT)  # the Maintainer field; -DCPACK_PACKAGE_CONTACT="Name <mail>"
+  set(CPACK_PACKAGE_CONTACT "ringlet maintainers")
+endif()
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "Collective communication (all-reduce, broadcast, barrier) over TCP and shared memory")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)  # no debug info in the package (RelWithDebInfo builds carry it)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# The library's own directory, for dpkg-shlibdeps to resolve libringlet.so.0.1 of the tools.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_LIBRARY_OUTPUT_DIRECTORY})
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+include(CPack)
