@@ -26,9 +26,18 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ringlet
   FILES_MATCHING PATTERN "*.h")
 
 # The tools. The targets exist already (this file is included last), so CMAKE_INSTALL_RPATH
-# would come too late: each gets its install RUNPATH here, relative to where it lands.
-file(RELATIVE_PATH ringlet_bin_to_lib
-  /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
+# would come too late: each gets its RUNPATH here, relative to where it lands ($ORIGIN/../lib),
+# and is linked with it in the build tree too (build/bin next to build/lib). So install copies
+# the file unchanged: CMake's install-time rewrite would need a build RUNPATH padded with an
+# empty entry, which makes the loader search the current directory. Library directories outside
+# the project (a dependency not in a system directory) are kept in both trees.
+file(RELATIVE_PATH ringlet_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
+file(RELATIVE_PATH ringlet_build_bin_to_lib
+  ${CMAKE_RUNTIME_OUTPUT_DIRECTORY} ${CMAKE_LIBRARY_OUTPUT_DIRECTORY})
+set(ringlet_tool_rpath "$ORIGIN/${ringlet_bin_to_lib}")
+if(NOT ringlet_build_bin_to_lib STREQUAL ringlet_bin_to_lib)
+  list(APPEND ringlet_tool_rpath "$ORIGIN/${ringlet_build_bin_to_lib}")
+endif()
 set(RINGLET_INSTALLED_TOOLS)
 foreach(tool ringlet-run ringlet-info ringlet-bench ringlet-train)
   if(TARGET ${tool})
@@ -36,7 +45,9 @@ foreach(tool ringlet-run ringlet-info ringlet-bench ringlet-train)
   endif()
 endforeach()
 set_target_properties(${RINGLET_INSTALLED_TOOLS} PROPERTIES
-  INSTALL_RPATH "$ORIGIN/${ringlet_bin_to_lib}")
+  INSTALL_RPATH "${ringlet_tool_rpath}"
+  BUILD_WITH_INSTALL_RPATH ON
+  INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS ${RINGLET_INSTALLED_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # find_package(ringlet): ringlet::ringlet (and ringlet::ringlet_api, which it brings along).
