@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ringlet/ringlet.h"
+#include "tests/support/event.h"
 #include "tests/support/ranks.h"
 
 namespace ringlet::testing {
@@ -124,19 +125,24 @@ void mismatchedOperations(size_t count) {
 TEST(CommunicatorErrors, MismatchedOperationsNoRankHangsSmall) { mismatchedOperations(64); }
 TEST(CommunicatorErrors, MismatchedOperationsNoRankHangsLarge) { mismatchedOperations(100000); }
 
+// The communicator's timeout also bounds its setup and call #0, so it cannot be tiny: 1 s leaves
+// the two threads ample time for those on a busy machine. Rank 1 joins call #1 only once rank 0
+// has seen its timeout (an event, not a sleep that races the timeout).
 TEST(CommunicatorErrors, TimeoutNamesRankPeerOperationAndSequence) {
-  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store, 400ms);
+  Event rank0TimedOut;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, 1s);
     std::vector<float> data(16, 1.0f);
     comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum);  // call #0 works
     if (rank == 0) {
+      SetOnExit done(rank0TimedOut);
       const auto start = std::chrono::steady_clock::now();
       expectThrowWith<TimeoutError>(
           [&] { comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum); },
           {"allreduce #1 on rank 0", "rank 1"});
-      EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "the wait outlived its timeout";
     } else {
-      std::this_thread::sleep_for(1s);  // never joins call #1 in time
+      ASSERT_TRUE(rank0TimedOut.waitFor()) << "rank 0's call #1 never ended";
       EXPECT_THROW(comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum), Error);
     }
   });
@@ -148,6 +154,8 @@ TEST(CommunicatorErrors, AbortFromAnotherThreadEndsTheCallOnEveryRank) {
     std::vector<float> data(8, 1.0f);
     comm.barrier();
     if (rank == 0) {
+      // The pause only makes it likely that the others already wait; an abort that reaches them
+      // before they call must give the same PeerError.
       std::this_thread::sleep_for(200ms);
       comm.abort("test abort");
       expectThrowWith<AbortedError>([&] { comm.barrier(); }, {"test abort"});
@@ -193,17 +201,22 @@ TEST(CommunicatorAsync, QueuedCallsRunInOrderAndWorkHandlesReport) {
   });
 }
 
+// Rank 1 never joins and keeps its communicator open until rank 0 has seen the TimeoutError: had
+// it closed its links first, rank 0 would see a PeerError instead. The timeout (which also bounds
+// the setup) is 1 s, far longer than the 10 ms wait that must find the call still running.
 TEST(CommunicatorAsync, ErrorsReachTheWorkHandle) {
-  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store, 300ms);
+  Event rank0Done;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, 1s);
     std::vector<float> data(4, 1.0f);
     if (rank == 0) {
+      SetOnExit done(rank0Done);
       Work w = comm.allreduceAsync(data.data(), data.data(), 4, DataType::kFloat32, ReduceOp::kSum);
       EXPECT_FALSE(w.wait(10ms));  // still waiting for rank 1
       EXPECT_THROW(w.wait(), TimeoutError);
       EXPECT_NE(w.error(), nullptr);
     } else {
-      std::this_thread::sleep_for(800ms);
+      EXPECT_TRUE(rank0Done.waitFor()) << "rank 0's call never ended";
     }
   });
 }

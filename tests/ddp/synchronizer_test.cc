@@ -2,8 +2,6 @@
 // out of place, launch order, unmarked gradients, accumulation, overlap timestamps and errors.
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include "ringlet/ddp.h"
 #include "ringlet/ringlet.h"
 #include "src/ddp/bucket_layout.h"
@@ -134,6 +132,10 @@ TEST(GradientSynchronizer, NoSyncAccumulatesThenReducesTheSum) {
   });
 }
 
+// The first bucket is launched by markReady() and its completion is seen by a later markReady(),
+// both before finish(). The barrier after the first bucket stands for the rest of a backward
+// pass that takes long enough: a blocking call waits for the async calls issued before it, so
+// the first bucket's all-reduce is over by then on this rank, whatever the timing of the ranks.
 TEST(GradientSynchronizer, OverlapBucketReducedBeforeBackwardEnds) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
@@ -142,17 +144,17 @@ TEST(GradientSynchronizer, OverlapBucketReducedBeforeBackwardEnds) {
     for (int j = 0; j < 8; j++) s.push_back({arena.data() + j * 16384, 16384, DataType::kFloat32});
     GradientSynchronizer sync(comm, s, {.bucketCapBytes = 65536, .firstBucketCapBytes = 65536});
     ASSERT_EQ(sync.buckets().size(), 8u);
-    for (int j = 7; j >= 0; j--) {  // a "backward" that takes 8 x 5 ms
+    for (int j = 7; j >= 0; j--) {  // a "backward" producing the last gradient first
       std::fill(arena.begin() + j * 16384, arena.begin() + (j + 1) * 16384, float(rank));
       sync.markReady(size_t(j));
-      std::this_thread::sleep_for(5ms);
+      if (j == 7) comm.barrier();  // bucket 0's all-reduce has completed once this returns
     }
     auto backwardEnd = std::chrono::steady_clock::now();
     sync.finish();
     const auto& t = sync.lastTimings();
     EXPECT_LT(t[0].launched, backwardEnd);
     EXPECT_LT(t[0].completed, backwardEnd)
-        << "first bucket's all-reduce did not finish during backward";
+        << "first bucket's all-reduce was not seen complete during backward";
     EXPECT_LT(t[6].launched, backwardEnd);
     for (float x : arena) ASSERT_EQ(x, 0.5f);
   });

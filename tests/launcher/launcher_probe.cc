@@ -3,7 +3,8 @@
 //   fail DIR RANK CODE       every rank prints its pid and checks in under DIR; once all have,
 //                            rank RANK exits with CODE and the others sleep 30 s
 //   signal DIR RANK SIG      the same, but rank RANK kills itself with signal SIG
-//   ignore-term DIR RANK     the same as fail with code 1, and every rank ignores SIGTERM
+//   ignore-term DIR RANK     the same as fail with code 1, and every rank ignores SIGTERM (it
+//                            prints "got SIGTERM" for each one and goes on)
 //   sleep SECONDS            print the pid and sleep
 //   output                   "out-line\n" and the partial "out-partial" on stdout, "err-line\n"
 //                            on stderr
@@ -41,6 +42,12 @@ int envInt(const char* name) { return std::atoi(env(name).c_str()); }
 void say(const std::string& line) {
   std::string text = line + "\n";
   [[maybe_unused]] ssize_t n = write(STDOUT_FILENO, text.data(), text.size());
+}
+
+// SIGTERM handler of ignore-term: says so (write is async-signal-safe) and goes on.
+void reportSigterm(int) {
+  static const char kLine[] = "got SIGTERM\n";
+  [[maybe_unused]] ssize_t n = write(STDOUT_FILENO, kLine, sizeof(kLine) - 1);
 }
 
 [[noreturn]] void sleepThenExit(std::chrono::milliseconds duration) {
@@ -111,7 +118,11 @@ int main(int argc, char** argv) {
     sleepThenExit(30s);
   }
   if (mode == "ignore-term" && argc == 4) {
-    signal(SIGTERM, SIG_IGN);
+    struct sigaction action {};
+    action.sa_handler = reportSigterm;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, nullptr);
     checkInAndWait(argv[2]);
     if (rank == std::atoi(argv[3])) return 1;
     sleepThenExit(30s);

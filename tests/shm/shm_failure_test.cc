@@ -1,5 +1,5 @@
-// A forked rank is SIGKILLed mid-transfer: the survivor gets a PeerError naming it within a
-// couple of seconds, and no segment file survives either of them.
+// A forked rank is SIGKILLed mid-transfer: the survivor gets a PeerError naming it long before
+// its deadline, and no segment file survives either of them.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,7 +66,7 @@ void killPeerMidTransfer(bool survivorReceives) {
     auto took = std::chrono::steady_clock::now() - killed;
     EXPECT_EQ(e.peer(), 1);
     EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
-    EXPECT_LT(took, 2s) << e.what();
+    EXPECT_LT(took, 10s) << e.what();  // the deadline is 20 s; liveness is checked every 50 ms
     std::printf(
         "PeerError %lld ms after SIGKILL: %s\n",
         static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()),
@@ -110,7 +110,7 @@ TEST(ShmFailure, PeerDeadDuringSetupIsPeerError) {
     EXPECT_EQ(e.peer(), 0);
     EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);  // the deadline is 20 s
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_TRUE(dir.files().empty());

@@ -82,7 +82,7 @@ TEST(BootstrapEnvironment, TorchrunRankZeroHostsTheStore) {
   // The default get() timeout comes from RINGLET_TIMEOUT (0.3 s), not the 300 s default.
   const auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(b.store->get("missing"), TimeoutError);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
 }
 
 TEST(BootstrapEnvironment, TorchrunRunIdAndJobIdPrecedence) {

@@ -114,14 +114,17 @@ TEST_P(StoreContract, BinaryValuesRoundTrip) {
   EXPECT_EQ(store_->get("bin"), value);
 }
 
+// The set comes at least 50 ms after `start` (taken before the setter starts), so a get() that
+// returns "here" has waited for it. The pause only makes it likely that get() is already waiting
+// when the value is set; the verdict holds either way.
 TEST_P(StoreContract, GetBlocksUntilLaterSet) {
+  const auto start = std::chrono::steady_clock::now();
   std::thread setter([&] {
     std::this_thread::sleep_for(50ms);
     store_->setString("late", "here");
   });
-  const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(store_->getString("late", 3000ms), "here");
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms);
+  EXPECT_EQ(store_->getString("late", 30'000ms), "here");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
   setter.join();
 }
 
@@ -138,7 +141,7 @@ TEST_P(StoreContract, GetTimesOutNamingKeyAndStore) {
   }
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_GE(elapsed, 140ms);
-  EXPECT_LT(elapsed, 1500ms);
+  EXPECT_LT(elapsed, 10s) << "get() outlived its 150 ms timeout by far";
 }
 
 TEST_P(StoreContract, HugeTimeoutDoesNotOverflow) {
@@ -153,13 +156,15 @@ TEST_P(StoreContract, HugeTimeoutDoesNotOverflow) {
 }
 
 TEST_P(StoreContract, SetDoesNotWaitForABlockedGet) {
-  // One thread parked in get() must not hold up set() from another thread on the same object.
-  std::thread waiter([&] { EXPECT_EQ(store_->getString("wake", 3000ms), "up"); });
+  // One thread parked in get() must not hold up set() from another thread on the same object:
+  // held up, set() would return only when the get() gives up after 60 s. The pause only makes it
+  // likely that the get() is parked before the set(); the verdict does not depend on it.
+  std::thread waiter([&] { EXPECT_EQ(store_->getString("wake", 60'000ms), "up"); });
   std::this_thread::sleep_for(30ms);
   const auto start = std::chrono::steady_clock::now();
   store_->setString("other", "x");
-  EXPECT_EQ(store_->getString("other", 1000ms), "x");
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1000ms);
+  EXPECT_EQ(store_->getString("other", 30'000ms), "x");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
   store_->setString("wake", "up");
   waiter.join();
 }

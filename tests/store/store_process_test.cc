@@ -26,14 +26,14 @@ TEST(FileStoreProcesses, ExchangeAndAtomicAdd) {
       [](int rank, int size, std::shared_ptr<Store> store) {
         store->setString("rank" + std::to_string(rank), std::to_string(rank * 10 + 1));
         for (int peer = 0; peer < size; ++peer) {
-          EXPECT_EQ(store->getString("rank" + std::to_string(peer), 5000ms),
+          EXPECT_EQ(store->getString("rank" + std::to_string(peer), 20'000ms),
                     std::to_string(peer * 10 + 1));
         }
         for (int i = 0; i < kAdds; ++i) store->add("counter", 1);
         // Barrier on the counter, then everyone sees the full count.
         const int64_t last = store->add("done", 1);
         if (last == size) store->setString("all-done", "1");
-        store->get("all-done", 5000ms);
+        store->get("all-done", 20'000ms);
         EXPECT_EQ(store->getString("counter"), std::to_string(size * kAdds));
       },
       std::chrono::seconds(30));
@@ -63,13 +63,13 @@ TEST(BootstrapProcesses, TorchrunRanksMeetThroughRankZerosStore) {
         EXPECT_EQ(b.keepAlive != nullptr, rank == 0);
         b.store->setString("hello" + std::to_string(rank), std::to_string(rank + 100));
         for (int peer = 0; peer < size; ++peer) {
-          EXPECT_EQ(b.store->getString("hello" + std::to_string(peer), 5000ms),
+          EXPECT_EQ(b.store->getString("hello" + std::to_string(peer), 20'000ms),
                     std::to_string(peer + 100));
         }
         // Rank 0 keeps the server up until everyone is done with it.
         b.store->add("done", 1);
         if (rank == 0) {
-          for (int i = 0; i < 500 && b.store->getString("done") != std::to_string(size); ++i) {
+          for (int i = 0; i < 2000 && b.store->getString("done") != std::to_string(size); ++i) {
             std::this_thread::sleep_for(10ms);
           }
           EXPECT_EQ(b.store->getString("done"), std::to_string(size));

@@ -67,7 +67,7 @@ TEST(TcpStoreServer, ManyConcurrentClients) {
         auto store = connectTcpStore(server->host(), server->port(), shortOptions());
         store->setString("client" + std::to_string(c), std::to_string(c * c));
         for (int other = 0; other < kClients; ++other) {
-          if (store->getString("client" + std::to_string(other), 3000ms) !=
+          if (store->getString("client" + std::to_string(other), 30'000ms) !=
               std::to_string(other * other)) {
             failures++;
           }
@@ -92,7 +92,7 @@ TEST(TcpStoreServer, GarbageClientIsDisconnectedOthersGoOn) {
   net::Fd garbage = rawConnect(*server);
   const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
   sendRaw(garbage.get(), junk, sizeof(junk));
-  EXPECT_TRUE(closedByServer(garbage.get(), 2000ms));
+  EXPECT_TRUE(closedByServer(garbage.get(), 30'000ms));
 
   good->setString("after", "2");
   EXPECT_EQ(good->getString("before"), "1");
@@ -119,7 +119,7 @@ TEST(TcpStoreServer, OversizedLengthsAndUnknownCommandsAreDisconnected) {
     net::Fd raw = rawConnect(*server);
     sendRaw(raw.get(), wire::kHello, sizeof(wire::kHello));
     sendRaw(raw.get(), c.header.data(), c.header.size());
-    EXPECT_TRUE(closedByServer(raw.get(), 2000ms));
+    EXPECT_TRUE(closedByServer(raw.get(), 30'000ms));
     good->setString("alive", c.name);
     EXPECT_EQ(good->getString("alive"), c.name);
   }
@@ -152,15 +152,18 @@ TEST(TcpStoreServer, ClientLeavingWhileParkedDoesNotBreakServer) {
     sendRaw(raw.get(), header.data(), header.size());
     sendRaw(raw.get(), "parked", 6);
     sendRaw(raw.get(), timeout, sizeof(timeout));
-    std::this_thread::sleep_for(50ms);  // let the server park it
+    // Likely lets the server park it before the client leaves; either order must leave the
+    // server serving, so the verdict does not depend on it.
+    std::this_thread::sleep_for(50ms);
   }
   auto good = connectTcpStore(server->host(), server->port(), shortOptions());
   good->setString("parked", "value");
   EXPECT_EQ(good->getString("parked"), "value");
-  // A parked GET whose client went away must not delay the others' timeouts either.
+  // A parked GET whose client went away must not delay the others' timeouts either (to the
+  // parked GET's 10 s).
   const auto start = Clock::now();
   EXPECT_THROW(good->get("missing", 100ms), TimeoutError);
-  EXPECT_LT(Clock::now() - start, 1000ms);
+  EXPECT_LT(Clock::now() - start, 5s);
 }
 
 TEST(TcpStoreServer, ParkedGetsAreAnsweredInOrderOfTheirKeys) {
@@ -171,14 +174,14 @@ TEST(TcpStoreServer, ParkedGetsAreAnsweredInOrderOfTheirKeys) {
   for (int i = 0; i < kWaiters; ++i) {
     waiters.emplace_back([&, i] {
       try {
-        EXPECT_EQ(store->getString("w" + std::to_string(i % 2), 3000ms),
+        EXPECT_EQ(store->getString("w" + std::to_string(i % 2), 30'000ms),
                   std::string(i % 2 ? "odd" : "even"));
       } catch (const std::exception& e) {
         ADD_FAILURE() << e.what();
       }
     });
   }
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(50ms);  // likely parks them all first; the verdict holds either way
   store->setString("w1", "odd");
   store->setString("w0", "even");
   for (auto& t : waiters) t.join();
@@ -192,18 +195,21 @@ TEST(TcpStoreServer, DestructorReturnsPromptlyWithClientsAttached) {
   std::atomic<bool> threw{false};
   std::thread waiter([&] {
     try {
-      parked->get("never", 10'000ms);
+      parked->get("never", 60'000ms);
+    } catch (const TimeoutError&) {
+      // only at 60 s: the server did not end the parked GET
     } catch (const Error&) {
       threw = true;  // IoError: the server went away
     }
   });
-  std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(50ms);  // likely parks the GET first; the verdict holds either way
   const auto start = Clock::now();
   server.reset();
-  EXPECT_LT(Clock::now() - start, 500ms);
+  // Held up by its clients, the destructor would return only when the parked GET times out.
+  EXPECT_LT(Clock::now() - start, 10s);
   waiter.join();
-  EXPECT_TRUE(threw.load());
-  EXPECT_LT(Clock::now() - start, 2000ms);
+  EXPECT_TRUE(threw.load()) << "the parked GET did not end when the server went away";
+  EXPECT_LT(Clock::now() - start, 20s);
   EXPECT_THROW(idle->getString("x", 200ms), Error);
 }
 
@@ -220,7 +226,7 @@ TEST(TcpStoreClient, ConnectTimesOutNamingAddress) {
   } catch (const TimeoutError& e) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(port)), std::string::npos) << e.what();
   }
-  EXPECT_LT(Clock::now() - start, 1500ms);
+  EXPECT_LT(Clock::now() - start, 10s) << "the connect timeout was not kept";
 }
 
 TEST(TcpStoreClient, RetriesUntilServerStarts) {
@@ -231,10 +237,11 @@ TEST(TcpStoreClient, RetriesUntilServerStarts) {
   }
   std::unique_ptr<TcpStoreServer> server;
   std::thread starter([&] {
+    // Likely lets the client find nobody at first; the verdict holds either way.
     std::this_thread::sleep_for(150ms);
     server = TcpStoreServer::start({.port = port});
   });
-  auto store = connectTcpStore("127.0.0.1", port, {.timeout = 2s, .connectTimeout = 3s});
+  auto store = connectTcpStore("127.0.0.1", port, {.timeout = 30s, .connectTimeout = 30s});
   starter.join();
   store->setString("k", "v");
   EXPECT_EQ(store->getString("k"), "v");

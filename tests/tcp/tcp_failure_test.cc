@@ -59,7 +59,8 @@ struct Survivor {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
   }
-  // Kills the victim `after` from now, from another thread.
+  // Kills the victim `after` from now, from another thread. The pause only makes it likely that
+  // the survivor is already waiting: a kill that comes first gives the same PeerError.
   std::thread killLater(std::chrono::milliseconds after) {
     return std::thread([this, after] {
       std::this_thread::sleep_for(after);
@@ -86,7 +87,9 @@ TEST(TcpFailure, KilledPeerEndsRecvWithPeerError) {
   } catch (const PeerError& error) {
     expectPeerErrorNamingRank1(error);
   }
-  EXPECT_LT(Clock::now() - start, 200ms + 2s);
+  // The PeerError (not a TimeoutError) shows the death ended the wait; this only bounds how long
+  // noticing it may take, far from the deadline.
+  EXPECT_LT(Clock::now() - start, 10s);
   killer.join();
 }
 
@@ -104,7 +107,9 @@ TEST(TcpFailure, KilledPeerEndsFlushWithPeerError) {
   } catch (const PeerError& error) {
     expectPeerErrorNamingRank1(error);
   }
-  EXPECT_LT(Clock::now() - start, 200ms + 2s);
+  // The PeerError (not a TimeoutError) shows the death ended the wait; this only bounds how long
+  // noticing it may take, far from the deadline.
+  EXPECT_LT(Clock::now() - start, 10s);
   killer.join();
 }
 
