@@ -35,6 +35,41 @@ struct AllreduceArgs {
   ReduceOp op = ReduceOp::kSum;
 };
 
+struct ReduceScatterArgs {
+  const std::byte* send = nullptr;  // size * recvCount elements; block r goes to rank r
+  std::byte* recv = nullptr;        // recvCount elements; may be this rank's block of send
+  size_t recvCount = 0;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+struct AllgatherArgs {
+  const std::byte* send = nullptr;  // sendCount elements; may be this rank's block of recv
+  std::byte* recv = nullptr;        // size * sendCount elements, rank r's block at r * sendCount
+  size_t sendCount = 0;
+  DataType type = DataType::kFloat32;
+};
+
+struct ReduceArgs {
+  const std::byte* send = nullptr;
+  std::byte* recv = nullptr;  // the root's result; unused (may be null) on other ranks
+  size_t count = 0;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+};
+
+// Ring reduce-scatter (N-1 steps): rank r ends with block r reduced over all ranks.
+void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,
+                       const WaitContext& wait);
+// Ring all-gather (N-1 steps): every rank ends with every rank's block, in rank order.
+void ringAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
+                   const WaitContext& wait);
+// Pipelined chain reduce towards the root along the ring (N-1 hops, one pass of the buffer per
+// link).
+void chainReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
+                 const WaitContext& wait);
+
 // Ring all-reduce: reduce-scatter then all-gather, 2(N-1) steps, pipelined in slices of at most
 // `sliceBytes`. Bandwidth-optimal; every rank ends with bit-identical results.
 void ringAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBytes,

@@ -81,6 +81,17 @@ void LinkPrims::recv(const Piece& p) {
   prev_.recvInto(output(p), bytes(p), wait_);
 }
 
+void LinkPrims::recvReduceCopy(const Piece& p) {
+  const std::byte* in = prev_.recv(bytes(p), wait_);
+  if (streaming_) {
+    reduceStreaming(output(p), nullptr, input(p), in, p.count, type_, op_, divisor_);
+  } else {
+    reduce(output(p), input(p), in, p.count, type_, op_);
+    if (op_ == ReduceOp::kAvg) finishAverage(output(p), p.count, type_, divisor_);
+  }
+  prev_.release();
+}
+
 void LinkPrims::copyOut(std::byte* dst, const std::byte* src, size_t n) const {
   if (streaming_) {
     streamCopy(dst, src, n);

@@ -7,6 +7,7 @@
 //   recvReduceCopySend(p)  prev + input -> output (final; averaged for kAvg) -> next
 //   recvCopySend(p)        prev -> output -> next
 //   recv(p)                prev -> output
+//   recvReduceCopy(p)      prev + input -> output (final; averaged for kAvg)
 //
 // Zero copy: a receive reduces straight out of the transport's buffer (Link::recv), and a send
 // goes straight into the transport's slot when it has one or straight from caller memory
@@ -35,6 +36,7 @@ class LinkPrims {
   void recvReduceCopySend(const Piece& p);
   void recvCopySend(const Piece& p);
   void recv(const Piece& p);
+  void recvReduceCopy(const Piece& p);
 
  private:
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }

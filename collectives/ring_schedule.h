@@ -9,6 +9,8 @@
 //   recvReduceCopySend(p)  prev + input -> output (final; averaged for kAvg) -> next
 //   recvCopySend(p)        prev -> output -> next
 //   recv(p)                prev -> output
+//   recvReduceCopy(p)      prev + input -> output (final; averaged for kAvg)  (reduce-scatter,
+//   reduce)
 // (as in NCCL). Broadcast uses send, recvCopySend and recv with input == output == the buffer.
 //
 // Ring all-reduce = reduce-scatter, then all-gather: 2(N-1) steps. The buffer is cut into N
@@ -89,6 +91,66 @@ void chainBroadcastSchedule(Prims& prims, int position, int size, size_t count,
       prims.recv(p);
     } else {
       prims.recvCopySend(p);
+    }
+  }
+}
+
+// Ring reduce-scatter: the first half of the all-reduce, shifted by one chunk so that rank r ends
+// with chunk r fully reduced: N-1 steps, (N-1)/N of the buffer each way. N = 4:
+//
+//   step   rank 0      rank 1      rank 2      rank 3
+//   1      3> 2<       0> 3<       1> 0<       2> 1<
+//   2      2> 1<       3> 2<       0> 3<       1> 0<
+//   3      1> 0<=      2> 1<=      3> 2<=      0> 3<=    (= fully reduced: rank r holds chunk r)
+template <typename Prims>
+void ringReduceScatterSchedule(Prims& prims, int rank, int size, size_t count,
+                               size_t sliceElements) {
+  auto piece = [&](int chunk, size_t slice) {
+    return sliceOf(evenChunk(count, size, wrap(chunk, size)), slice, sliceElements);
+  };
+  const size_t slices = sliceCount(count, size, sliceElements);
+  for (size_t k = 0; k < slices; ++k) {
+    prims.send(piece(rank - 1, k));
+    for (int s = 1; s <= size - 2; ++s) prims.recvReduceSend(piece(rank - 1 - s, k));
+    prims.recvReduceCopy(piece(rank, k));
+  }
+}
+
+// Ring all-gather: the second half of the all-reduce. Rank r starts with chunk r in place and
+// passes every chunk once around the ring: N-1 steps, (N-1)/N of the buffer each way. N = 4:
+//
+//   step   rank 0      rank 1      rank 2      rank 3
+//   1      0> 3<       1> 0<       2> 1<       3> 2<
+//   2      3> 2<       0> 3<       1> 0<       2> 1<
+//   3      2> 1<       3> 2<       0> 3<       1> 0<
+template <typename Prims>
+void ringAllgatherSchedule(Prims& prims, int rank, int size, size_t count, size_t sliceElements) {
+  auto piece = [&](int chunk, size_t slice) {
+    return sliceOf(evenChunk(count, size, wrap(chunk, size)), slice, sliceElements);
+  };
+  const size_t slices = sliceCount(count, size, sliceElements);
+  for (size_t k = 0; k < slices; ++k) {
+    prims.send(piece(rank, k));
+    for (int s = 1; s <= size - 2; ++s) prims.recvCopySend(piece(rank - s, k));
+    prims.recv(piece(rank + 1, k));
+  }
+}
+
+// Pipelined chain reduce along the ring, from the rank after the root (`position` 0) to the root
+// (`position` size-1): each rank adds its input to what arrives and passes it on; the root adds
+// its own last and keeps the result. The time is about (bytes + (N-2) * slice) / bandwidth.
+template <typename Prims>
+void chainReduceSchedule(Prims& prims, int position, int size, size_t count, size_t sliceElements) {
+  const Piece whole{0, count};
+  const size_t slices = std::max<size_t>(1, (count + sliceElements - 1) / sliceElements);
+  for (size_t k = 0; k < slices; ++k) {
+    const Piece p = sliceOf(whole, k, sliceElements);
+    if (position == 0) {
+      prims.send(p);
+    } else if (position == size - 1) {
+      prims.recvReduceCopy(p);
+    } else {
+      prims.recvReduceSend(p);
     }
   }
 }

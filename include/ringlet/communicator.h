@@ -134,6 +134,25 @@ class Communicator {
   }
   Work broadcastAsync(void* buffer, size_t count, DataType type, int root);
 
+  // Reduce: the root ends with op(send of every rank) in recv (`count` elements); recv is not
+  // touched on other ranks and may be null there. In place on the root: send == recv.
+  void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  Work reduceAsync(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                   int root);
+
+  // All-gather: every rank ends with every rank's `sendCount` elements in recv, rank r's at
+  // element r * sendCount (recv holds size() * sendCount). In place: send == recv + rank() *
+  // sendCount elements.
+  void allgather(const void* send, void* recv, size_t sendCount, DataType type);
+  Work allgatherAsync(const void* send, void* recv, size_t sendCount, DataType type);
+
+  // Reduce-scatter: send holds size() * recvCount elements; rank r ends with block r (elements
+  // r * recvCount ..) reduced over all ranks, in recv. In place: recv == send + rank() *
+  // recvCount elements.
+  void reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, ReduceOp op);
+  Work reduceScatterAsync(const void* send, void* recv, size_t recvCount, DataType type,
+                          ReduceOp op);
+
   // Barrier: returns on every rank only after every rank has entered it.
   void barrier();
   Work barrierAsync();

@@ -10,49 +10,13 @@
 #include "collectives/select.h"
 #include "kernels/reduce.h"
 #include "ringlet/error.h"
+#include "src/core/call_checks.h"
 #include "src/core/communicator_impl.h"
 
 namespace ringlet {
 
 using detail::OpHeader;
 using detail::OpKind;
-
-namespace {
-
-// Checks a buffer pair before anything is sent; messages name the call, the rank and the value.
-size_t checkBuffers(const char* op, int rank, const void* send, const void* recv, size_t count,
-                    DataType type) {
-  const int t = static_cast<int>(type);
-  if (t < 0 || t >= kNumDataTypes) {
-    throw InvalidArgument(fmt::format("{} on rank {}: unknown data type {} (valid: 0..{})", op,
-                                      rank, t, kNumDataTypes - 1));
-  }
-  const size_t element = elementSize(type);
-  if (count > SIZE_MAX / element) {
-    throw InvalidArgument(fmt::format("{} on rank {}: count {} of {} overflows the byte size", op,
-                                      rank, count, toString(type)));
-  }
-  const size_t bytes = count * element;
-  if (count > 0 && send == nullptr) {
-    throw InvalidArgument(
-        fmt::format("{} on rank {}: send buffer is null but count is {}", op, rank, count));
-  }
-  if (count > 0 && recv == nullptr) {
-    throw InvalidArgument(
-        fmt::format("{} on rank {}: recv buffer is null but count is {}", op, rank, count));
-  }
-  const auto s = reinterpret_cast<uintptr_t>(send);
-  const auto r = reinterpret_cast<uintptr_t>(recv);
-  if (count > 0 && s != r && s < r + bytes && r < s + bytes) {
-    throw InvalidArgument(fmt::format(
-        "{} on rank {}: send [{:#x}, +{}) and recv [{:#x}, +{}) overlap without being equal; "
-        "pass the same pointer for an in-place call",
-        op, rank, s, bytes, r, bytes));
-  }
-  return bytes;
-}
-
-}  // namespace
 
 Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOptions options) {
   if (options.timeout.count() <= 0) {
@@ -110,7 +74,7 @@ class HeaderFraming final : public collectives::MessageFraming {
 
 Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void* recv,
                           size_t count, DataType type, ReduceOp op) {
-  const size_t bytes = checkBuffers("allreduce", impl.rank(), send, recv, count, type);
+  const size_t bytes = detail::checkBuffers("allreduce", impl.rank(), send, recv, count, type);
   try {
     kernels::checkReducible(type, op);
   } catch (const InvalidArgument& e) {
@@ -166,7 +130,7 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
 
 Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t count, DataType type,
                           int root) {
-  const size_t bytes = checkBuffers("broadcast", impl.rank(), buffer, buffer, count, type);
+  const size_t bytes = detail::checkBuffers("broadcast", impl.rank(), buffer, buffer, count, type);
   if (root < 0 || root >= impl.size()) {
     throw InvalidArgument(
         fmt::format("broadcast on rank {}: root {} is out of range for world "
@@ -198,7 +162,7 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
 Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
                              DataType type, int peer, int tag) {
   const char* name = isSend ? "send" : "recv";
-  const size_t bytes = checkBuffers(name, impl.rank(), data, data, count, type);
+  const size_t bytes = detail::checkBuffers(name, impl.rank(), data, data, count, type);
   if (peer < 0 || peer >= impl.size() || peer == impl.rank()) {
     throw InvalidArgument(fmt::format(
         "{} on rank {}: peer {} is {}", name, impl.rank(), peer,

@@ -56,6 +56,12 @@ const char* OpHeader::name() const {
       return "recv";
     case OpKind::kDeviceSetup:
       return "cuda-setup";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllgather:
+      return "allgather";
+    case OpKind::kReduceScatter:
+      return "reduce_scatter";
   }
   return "unknown-op";
 }
@@ -70,6 +76,14 @@ std::string OpHeader::describeCall() const {
       return fmt::format("broadcast(count={}, {}, root={}{})", count, toString(type), root, where);
     case OpKind::kDeviceSetup:
       return "cuda setup (first collective of a DeviceCommunicator)";
+    case OpKind::kReduce:
+      return fmt::format("reduce(count={}, {}, {}, root={}{})", count, toString(type), toString(op),
+                         root, where);
+    case OpKind::kAllgather:
+      return fmt::format("allgather(count={} per rank, {}{})", count, toString(type), where);
+    case OpKind::kReduceScatter:
+      return fmt::format("reduce_scatter(count={} per rank, {}, {}{})", count, toString(type),
+                         toString(op), where);
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kSend:
@@ -88,7 +102,12 @@ bool OpHeader::sameCall(const OpHeader& o) const {
     case OpKind::kDeviceSetup:
       return true;
     case OpKind::kAllreduce:
+    case OpKind::kReduceScatter:
       return count == o.count && type == o.type && op == o.op;
+    case OpKind::kReduce:
+      return count == o.count && type == o.type && op == o.op && root == o.root;
+    case OpKind::kAllgather:
+      return count == o.count && type == o.type;
     case OpKind::kBroadcast:
       return count == o.count && type == o.type && root == o.root;
     case OpKind::kBarrier:

@@ -18,6 +18,9 @@ enum class OpKind : uint8_t {
   kSend = 4,
   kRecv = 5,
   kDeviceSetup = 6,  // the CUDA device path's one-time setup (include/ringlet/cuda.h)
+  kReduce = 7,
+  kAllgather = 8,      // count: elements each rank contributes
+  kReduceScatter = 9,  // count: elements each rank receives
 };
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
@@ -27,7 +30,7 @@ struct OpHeader {
   OpKind kind = OpKind::kBarrier;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int32_t root = -1;  // broadcast: the root; send/recv: the peer
+  int32_t root = -1;  // broadcast, reduce: the root; send/recv: the peer
   int32_t tag = 0;    // send/recv only
   uint64_t count = 0;
   uint64_t seq = 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "ringlet/ringlet.h"
@@ -76,6 +77,116 @@ void broadcastCase(Communicator& comm, DataType type, size_t count, int root) {
   EXPECT_EQ(buffer.back(), std::byte{0x5a}) << "broadcast wrote past the end";
 }
 
+// Rank r's block of the all-reduce of every rank's makeInput(size * count).
+void reduceScatterCase(Communicator& comm, DataType type, ReduceOp op, size_t count, bool inPlace) {
+  if (op == ReduceOp::kAvg && !isFloatingPoint(type)) return;
+  const std::string what =
+      fmt::format("rank {} reduce_scatter {} {} count {} {}", comm.rank(), toString(type),
+                  toString(op), count, inPlace ? "in-place" : "out-of-place");
+  const size_t total = count * comm.size();
+  const size_t element = elementSize(type);
+  std::vector<std::byte> input = makeInput(type, total, comm.rank(), op);  // + a guard byte
+  const std::vector<std::byte> before = input;
+  std::vector<std::byte> output(count * element + 1, std::byte{0x77});
+  output.back() = std::byte{0x5a};
+  std::byte* recv = inPlace ? input.data() + comm.rank() * count * element : output.data();
+  comm.reduceScatter(input.data(), recv, count, type, op);
+  size_t wrong = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const double want = expectedAllreduce(type, op, comm.size(), comm.rank() * count + k);
+    if (loadValue(type, recv, k) != want && wrong++ < 3) {
+      ADD_FAILURE() << what << ": element " << k << " is " << loadValue(type, recv, k) << ", want "
+                    << want;
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << what;
+  if (!inPlace) {
+    EXPECT_EQ(output.back(), std::byte{0x5a}) << what << ": wrote past the end";
+    EXPECT_TRUE(before == input) << what << ": changed the send buffer";
+  }
+}
+
+// Every rank's makeInput(count), in rank order.
+void allgatherCase(Communicator& comm, DataType type, size_t count, bool inPlace) {
+  const std::string what =
+      fmt::format("rank {} allgather {} count {} {}", comm.rank(), toString(type), count,
+                  inPlace ? "in-place" : "out-of-place");
+  const size_t block = count * elementSize(type);
+  std::vector<std::byte> output(block * comm.size() + 1, std::byte{0x77});
+  output.back() = std::byte{0x5a};
+  std::vector<std::byte> input = makeInput(type, count, comm.rank(), ReduceOp::kSum);
+  const std::vector<std::byte> before = input;
+  const std::byte* send = input.data();
+  if (inPlace) {
+    if (block > 0) std::memcpy(output.data() + comm.rank() * block, input.data(), block);
+    send = output.data() + comm.rank() * block;
+  }
+  comm.allgather(send, output.data(), count, type);
+  size_t wrong = 0;
+  for (int q = 0; q < comm.size(); ++q) {
+    const std::vector<std::byte> theirs = makeInput(type, count, q, ReduceOp::kSum);
+    if (block > 0 && std::memcmp(output.data() + q * block, theirs.data(), block) != 0) {
+      ++wrong;
+      ADD_FAILURE() << what << ": block of rank " << q << " differs";
+    }
+  }
+  EXPECT_EQ(wrong, 0u) << what;
+  EXPECT_EQ(output.back(), std::byte{0x5a}) << what << ": wrote past the end";
+  EXPECT_TRUE(before == input) << what << ": changed the send buffer";
+}
+
+// The all-reduce result on the root only; other ranks' recv untouched.
+void reduceCase(Communicator& comm, DataType type, ReduceOp op, size_t count, int root,
+                bool inPlace) {
+  if (op == ReduceOp::kAvg && !isFloatingPoint(type)) return;
+  const std::string what =
+      fmt::format("rank {} reduce {} {} count {} root {} {}", comm.rank(), toString(type),
+                  toString(op), count, root, inPlace ? "in-place" : "out-of-place");
+  std::vector<std::byte> input = makeInput(type, count, comm.rank(), op);
+  const std::vector<std::byte> before = input;
+  std::vector<std::byte> output(input.size(), std::byte{0x77});
+  std::byte* recv = inPlace ? input.data() : output.data();
+  comm.reduce(input.data(), recv, count, type, op, root);
+  if (comm.rank() == root) {
+    expectAllreduce(what, type, op, comm.size(), recv, count);
+  } else {
+    EXPECT_TRUE(before == input) << what << ": a non-root changed its send buffer";
+    if (!inPlace) {
+      EXPECT_TRUE(std::all_of(output.begin(), output.end(),
+                              [](std::byte b) { return b == std::byte{0x77}; }))
+          << what << ": a non-root's recv was written";
+    }
+  }
+}
+
+// The async forms, issued back to back before any is waited on.
+void asyncCase(Communicator& comm) {
+  const int n = comm.size();
+  const size_t count = 37;
+  const DataType type = DataType::kInt32;
+  std::vector<std::byte> input = makeInput(type, count * n, comm.rank(), ReduceOp::kSum);
+  std::vector<std::byte> scattered(count * 4), gathered(count * n * 4), reduced(count * n * 4);
+  Work a = comm.reduceScatterAsync(input.data(), scattered.data(), count, type, ReduceOp::kSum);
+  Work b = comm.allgatherAsync(input.data(), gathered.data(), count, type);
+  Work c = comm.reduceAsync(input.data(), reduced.data(), count * n, type, ReduceOp::kSum, n - 1);
+  a.wait();
+  b.wait();
+  c.wait();
+  for (size_t k = 0; k < count; ++k) {
+    ASSERT_EQ(loadValue(type, scattered.data(), k),
+              expectedAllreduce(type, ReduceOp::kSum, n, comm.rank() * count + k))
+        << "rank " << comm.rank() << " async reduce_scatter element " << k;
+  }
+  for (int q = 0; q < n; ++q) {
+    const auto theirs = makeInput(type, count * n, q, ReduceOp::kSum);
+    ASSERT_EQ(std::memcmp(gathered.data() + q * count * 4, theirs.data(), count * 4), 0)
+        << "rank " << comm.rank() << " async allgather block " << q;
+  }
+  if (comm.rank() == n - 1) {
+    expectAllreduce("async reduce", type, ReduceOp::kSum, n, reduced.data(), count * n);
+  }
+}
+
 void barrierCase(Communicator& comm, Store& store, int round) {
   store.setString(fmt::format("barrier/{}/{}", round, comm.rank()), "in");
   comm.barrier();
@@ -114,6 +225,23 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
         for (int root = 0; root < size; ++root) broadcastCase(comm, type, count, root);
       }
     }
+    for (size_t count : counts) {
+      for (bool inPlace : {false, true}) {
+        for (DataType type : kTypes) {
+          reduceScatterCase(comm, type, ReduceOp::kSum, count, inPlace);
+          allgatherCase(comm, type, count, inPlace);
+        }
+        for (ReduceOp op : kOps) {
+          reduceScatterCase(comm, DataType::kFloat32, op, count, inPlace);
+          reduceScatterCase(comm, DataType::kInt32, op, count, inPlace);
+          for (int root = 0; root < size; ++root) {
+            reduceCase(comm, DataType::kFloat32, op, count, root, inPlace);
+          }
+        }
+        for (DataType type : kTypes) reduceCase(comm, type, ReduceOp::kSum, count, 0, inPlace);
+      }
+    }
+    asyncCase(comm);
     for (int round = 0; round < 3; ++round) barrierCase(comm, *store, round + (small ? 10 : 0));
   }
   if (options.large) {
@@ -129,6 +257,9 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       allreduceCase(comm, type, ReduceOp::kSum, big, type == DataType::kInt32);
     for (ReduceOp op : kOps) allreduceCase(comm, DataType::kFloat32, op, big, op == ReduceOp::kMax);
     broadcastCase(comm, DataType::kFloat32, big, size - 1);
+    reduceScatterCase(comm, DataType::kFloat32, ReduceOp::kSum, big / size + 1, false);
+    allgatherCase(comm, DataType::kFloat32, big / size + 1, true);
+    reduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, big, size - 1, false);
     // Past kernels::kStreamingBytes (8 MiB): final results take the non-temporal path.
     allreduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, 2200003, false);
     allreduceCase(comm, DataType::kInt64, ReduceOp::kSum, 1100003, true);

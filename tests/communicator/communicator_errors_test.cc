@@ -69,6 +69,27 @@ TEST(CommunicatorErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
           comm.allreduce(data.data(), data.data() + 1, 5, DataType::kFloat32, ReduceOp::kSum);
         },
         {"overlap"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.reduce(data.data(), data.data(), 5, DataType::kFloat32, ReduceOp::kSum, 7); },
+        {"reduce", "root 7", "world size 3"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.reduce(data.data(), nullptr, 5, DataType::kFloat32, ReduceOp::kSum, rank); },
+        {"reduce", "recv buffer is null"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.reduceScatter(ints.data(), ints.data(), 1, DataType::kInt32, ReduceOp::kAvg); },
+        {"reduce_scatter", "avg", "int32"});
+    std::vector<float> all(9, 0.0f);
+    // In place, send must be this rank's block of recv; anywhere else inside recv is an error.
+    const size_t wrongBlock = static_cast<size_t>((rank + 1) % size) * 3;
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.allgather(all.data() + wrongBlock, all.data(), 3, DataType::kFloat32); },
+        {"allgather", "overlaps", "not this rank's block"});
+    expectThrowWith<InvalidArgument>(
+        [&] {
+          comm.reduceScatter(all.data(), all.data() + wrongBlock, 3, DataType::kFloat32,
+                             ReduceOp::kSum);
+        },
+        {"reduce_scatter", "not this rank's block"});
     // Nothing was sent and no sequence number was used: the next call works everywhere.
     comm.allreduce(data.data(), 10, DataType::kFloat32, ReduceOp::kSum);
     for (float v : data) EXPECT_EQ(v, 3.0f);
@@ -86,6 +107,35 @@ TEST(CommunicatorErrors, MismatchedCountsFailOnBothSidesNamingBothCalls) {
          "rank 1"});
     // The communicator is unusable afterwards, and says why.
     expectThrowWith<AbortedError>([&] { comm.barrier(); }, {"unusable", "disagree"});
+  });
+}
+
+TEST(CommunicatorErrors, MismatchedNewCollectivesFailNamingBothCalls) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> data(8, 1.0f);
+    std::vector<float> out(8, 0.0f);
+    if (rank == 0) {
+      expectThrowWith<MismatchError>(
+          [&] { comm.allgather(data.data(), out.data(), 4, DataType::kFloat32); },
+          {"allgather(count=4 per rank, float32)",
+           "reduce_scatter(count=4 per rank, float32, sum)"});
+    } else {
+      expectThrowWith<MismatchError>(
+          [&] {
+            comm.reduceScatter(data.data(), out.data(), 4, DataType::kFloat32, ReduceOp::kSum);
+          },
+          {"allgather(count=4 per rank, float32)",
+           "reduce_scatter(count=4 per rank, float32, sum)"});
+    }
+  });
+  // Roots that differ: both name both calls.
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> data(4, 1.0f);
+    expectThrowWith<MismatchError>(
+        [&] { comm.reduce(data.data(), data.data(), 4, DataType::kFloat32, ReduceOp::kSum, rank); },
+        {"reduce(count=4, float32, sum, root=0)", "reduce(count=4, float32, sum, root=1)"});
   });
 }
 

@@ -1,0 +1,161 @@
+// Communicator::reduce, allgather and reduceScatter: argument checks, the call header, and the
+// algorithm (collectives/ring_gather_scatter.cc).
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "kernels/reduce.h"
+#include "ringlet/communicator.h"
+#include "ringlet/error.h"
+#include "src/core/call_checks.h"
+#include "src/core/communicator_impl.h"
+
+namespace ringlet {
+
+using detail::OpHeader;
+using detail::OpKind;
+
+namespace {
+
+struct Prepared {
+  OpHeader header;
+  detail::OpBody body;
+};
+
+void checkOp(const char* name, int rank, DataType type, ReduceOp op) {
+  try {
+    kernels::checkReducible(type, op);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{} on rank {}: {}", name, rank, e.what()));
+  }
+}
+
+size_t slice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
+  return impl.sliceBytes({&group.next(), &group.prev()});
+}
+
+Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
+                       DataType type, ReduceOp op, int root) {
+  const int rank = impl.rank();
+  const size_t bytes = detail::checkedBytes("reduce", rank, count, type);
+  checkOp("reduce", rank, type, op);
+  if (root < 0 || root >= impl.size()) {
+    throw InvalidArgument(fmt::format(
+        "reduce on rank {}: root {} is out of range for world size {}", rank, root, impl.size()));
+  }
+  if (rank == root) {
+    detail::checkBuffers("reduce", rank, send, recv, count, type);
+  } else if (count > 0 && send == nullptr) {
+    throw InvalidArgument(
+        fmt::format("reduce on rank {}: send buffer is null but count is {}", rank, count));
+  }
+  OpHeader header{.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count};
+  collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
+                               .recv = static_cast<std::byte*>(recv),
+                               .count = count,
+                               .type = type,
+                               .op = op,
+                               .root = root};
+  auto body = [&impl, args, bytes](const collectives::Group& group,
+                                   const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+      return;
+    }
+    collectives::chainReduce(group, args, slice(impl, group), wait);
+  };
+  return {header, body};
+}
+
+Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void* recv,
+                          size_t sendCount, DataType type) {
+  const int rank = impl.rank();
+  const size_t blockBytes = detail::checkedBytes("allgather", rank, sendCount, type);
+  if (blockBytes > 0 && static_cast<size_t>(impl.size()) > SIZE_MAX / blockBytes) {
+    throw InvalidArgument(fmt::format("allgather on rank {}: {} x {} bytes overflows", rank,
+                                      impl.size(), blockBytes));
+  }
+  detail::checkRegions("allgather", rank, "send", send, blockBytes, "recv", recv,
+                       blockBytes * impl.size(), blockBytes * rank);
+  OpHeader header{.kind = OpKind::kAllgather, .type = type, .count = sendCount};
+  collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
+                                  .recv = static_cast<std::byte*>(recv),
+                                  .sendCount = sendCount,
+                                  .type = type};
+  auto body = [&impl, args, blockBytes](const collectives::Group& group,
+                                        const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      if (args.recv != args.send && blockBytes > 0) std::memcpy(args.recv, args.send, blockBytes);
+      return;
+    }
+    collectives::ringAllgather(group, args, slice(impl, group), wait);
+  };
+  return {header, body};
+}
+
+Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, void* recv,
+                              size_t recvCount, DataType type, ReduceOp op) {
+  const int rank = impl.rank();
+  const size_t blockBytes = detail::checkedBytes("reduce_scatter", rank, recvCount, type);
+  checkOp("reduce_scatter", rank, type, op);
+  if (blockBytes > 0 && static_cast<size_t>(impl.size()) > SIZE_MAX / blockBytes) {
+    throw InvalidArgument(fmt::format("reduce_scatter on rank {}: {} x {} bytes overflows", rank,
+                                      impl.size(), blockBytes));
+  }
+  detail::checkRegions("reduce_scatter", rank, "recv", recv, blockBytes, "send", send,
+                       blockBytes * impl.size(), blockBytes * rank);
+  OpHeader header{.kind = OpKind::kReduceScatter, .type = type, .op = op, .count = recvCount};
+  collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
+                                      .recv = static_cast<std::byte*>(recv),
+                                      .recvCount = recvCount,
+                                      .type = type,
+                                      .op = op};
+  auto body = [&impl, args, blockBytes](const collectives::Group& group,
+                                        const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      if (args.recv != args.send && blockBytes > 0) std::memcpy(args.recv, args.send, blockBytes);
+      return;
+    }
+    collectives::ringReduceScatter(group, args, slice(impl, group), wait);
+  };
+  return {header, body};
+}
+
+}  // namespace
+
+void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                          int root) {
+  auto p = prepareReduce(*impl_, send, recv, count, type, op, root);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::reduceAsync(const void* send, void* recv, size_t count, DataType type,
+                               ReduceOp op, int root) {
+  auto p = prepareReduce(*impl_, send, recv, count, type, op, root);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::allgather(const void* send, void* recv, size_t sendCount, DataType type) {
+  auto p = prepareAllgather(*impl_, send, recv, sendCount, type);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::allgatherAsync(const void* send, void* recv, size_t sendCount, DataType type) {
+  auto p = prepareAllgather(*impl_, send, recv, sendCount, type);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::reduceScatter(const void* send, void* recv, size_t recvCount, DataType type,
+                                 ReduceOp op) {
+  auto p = prepareReduceScatter(*impl_, send, recv, recvCount, type, op);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::reduceScatterAsync(const void* send, void* recv, size_t recvCount, DataType type,
+                                      ReduceOp op) {
+  auto p = prepareReduceScatter(*impl_, send, recv, recvCount, type, op);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+}  // namespace ringlet
