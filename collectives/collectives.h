@@ -59,6 +59,26 @@ struct ReduceArgs {
   int root = 0;
 };
 
+struct GatherArgs {
+  const std::byte* send = nullptr;  // blockBytes
+  std::byte* recv = nullptr;        // the root's: N blocks in rank order; unused elsewhere
+  size_t blockBytes = 0;
+  int root = 0;
+};
+
+struct ScatterArgs {
+  const std::byte* send = nullptr;  // the root's: N blocks in rank order; unused elsewhere
+  std::byte* recv = nullptr;        // blockBytes
+  size_t blockBytes = 0;
+  int root = 0;
+};
+
+// Binomial-tree gather and scatter (ceil(log2 N) rounds), messages cut to `sliceBytes`.
+void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
+                const WaitContext& wait);
+void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
+                 const WaitContext& wait);
+
 // Ring reduce-scatter (N-1 steps): rank r ends with block r reduced over all ranks.
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,
                        const WaitContext& wait);

@@ -153,6 +153,18 @@ class Communicator {
   Work reduceScatterAsync(const void* send, void* recv, size_t recvCount, DataType type,
                           ReduceOp op);
 
+  // Gather: the root ends with every rank's `count` elements in recv, rank r's at element
+  // r * count (recv holds size() * count on the root; unused, may be null, elsewhere). In place
+  // on the root: send == recv + root * count elements.
+  void gather(const void* send, void* recv, size_t count, DataType type, int root);
+  Work gatherAsync(const void* send, void* recv, size_t count, DataType type, int root);
+
+  // Scatter: rank r ends with the root's elements r * count .. in recv (`count` elements; send
+  // holds size() * count on the root, unused and may be null elsewhere). In place on the root:
+  // recv == send + root * count elements.
+  void scatter(const void* send, void* recv, size_t count, DataType type, int root);
+  Work scatterAsync(const void* send, void* recv, size_t count, DataType type, int root);
+
   // Barrier: returns on every rank only after every rank has entered it.
   void barrier();
   Work barrierAsync();

@@ -62,6 +62,10 @@ const char* OpHeader::name() const {
       return "allgather";
     case OpKind::kReduceScatter:
       return "reduce_scatter";
+    case OpKind::kGather:
+      return "gather";
+    case OpKind::kScatter:
+      return "scatter";
   }
   return "unknown-op";
 }
@@ -84,6 +88,12 @@ std::string OpHeader::describeCall() const {
     case OpKind::kReduceScatter:
       return fmt::format("reduce_scatter(count={} per rank, {}, {}{})", count, toString(type),
                          toString(op), where);
+    case OpKind::kGather:
+      return fmt::format("gather(count={} per rank, {}, root={}{})", count, toString(type), root,
+                         where);
+    case OpKind::kScatter:
+      return fmt::format("scatter(count={} per rank, {}, root={}{})", count, toString(type), root,
+                         where);
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kSend:
@@ -108,6 +118,9 @@ bool OpHeader::sameCall(const OpHeader& o) const {
       return count == o.count && type == o.type && op == o.op && root == o.root;
     case OpKind::kAllgather:
       return count == o.count && type == o.type;
+    case OpKind::kGather:
+    case OpKind::kScatter:
+      return count == o.count && type == o.type && root == o.root;
     case OpKind::kBroadcast:
       return count == o.count && type == o.type && root == o.root;
     case OpKind::kBarrier:

@@ -21,6 +21,8 @@ enum class OpKind : uint8_t {
   kReduce = 7,
   kAllgather = 8,      // count: elements each rank contributes
   kReduceScatter = 9,  // count: elements each rank receives
+  kGather = 10,        // count: elements each rank contributes
+  kScatter = 11,       // count: elements each rank receives
 };
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.

@@ -159,6 +159,47 @@ void reduceCase(Communicator& comm, DataType type, ReduceOp op, size_t count, in
   }
 }
 
+// Gather: the root holds every rank's makeInput(count) in rank order. Scatter: the reverse.
+void gatherScatterCase(Communicator& comm, DataType type, size_t count, int root, bool inPlace) {
+  const std::string what =
+      fmt::format("rank {} gather/scatter {} count {} root {} {}", comm.rank(), toString(type),
+                  count, root, inPlace ? "in-place" : "out-of-place");
+  const size_t block = count * elementSize(type);
+  const int n = comm.size();
+  std::vector<std::byte> all(block * n + 1, std::byte{0x77});
+  all.back() = std::byte{0x5a};
+  std::vector<std::byte> mine = makeInput(type, count, comm.rank(), ReduceOp::kSum);
+  const std::byte* send = mine.data();
+  if (inPlace && comm.rank() == root) {
+    if (block > 0) std::memcpy(all.data() + root * block, mine.data(), block);
+    send = all.data() + root * block;
+  }
+  comm.gather(send, all.data(), count, type, root);
+  if (comm.rank() == root) {
+    for (int q = 0; q < n; ++q) {
+      const auto theirs = makeInput(type, count, q, ReduceOp::kSum);
+      EXPECT_TRUE(block == 0 || std::memcmp(all.data() + q * block, theirs.data(), block) == 0)
+          << what << ": gathered block of rank " << q << " differs";
+    }
+    EXPECT_EQ(all.back(), std::byte{0x5a}) << what << ": gather wrote past the end";
+  }
+  // Scatter back something else: rank q's block becomes makeInput(count, q + 100).
+  if (comm.rank() == root) {
+    for (int q = 0; q < n; ++q) {
+      const auto next = makeInput(type, count, q + 100, ReduceOp::kSum);
+      if (block > 0) std::memcpy(all.data() + q * block, next.data(), block);
+    }
+  }
+  std::vector<std::byte> got(block + 1, std::byte{0x11});
+  got.back() = std::byte{0x5a};
+  std::byte* recv = inPlace && comm.rank() == root ? all.data() + root * block : got.data();
+  comm.scatter(all.data(), recv, count, type, root);
+  const auto want = makeInput(type, count, comm.rank() + 100, ReduceOp::kSum);
+  EXPECT_TRUE(block == 0 || std::memcmp(recv, want.data(), block) == 0)
+      << what << ": scattered block differs";
+  EXPECT_EQ(got.back(), std::byte{0x5a}) << what << ": scatter wrote past the end";
+}
+
 // The async forms, issued back to back before any is waited on.
 void asyncCase(Communicator& comm) {
   const int n = comm.size();
@@ -239,6 +280,10 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
           }
         }
         for (DataType type : kTypes) reduceCase(comm, type, ReduceOp::kSum, count, 0, inPlace);
+        for (int root = 0; root < size; ++root) {
+          gatherScatterCase(comm, DataType::kFloat32, count, root, inPlace);
+        }
+        gatherScatterCase(comm, DataType::kInt8, count, size - 1, inPlace);
       }
     }
     asyncCase(comm);
@@ -260,6 +305,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     reduceScatterCase(comm, DataType::kFloat32, ReduceOp::kSum, big / size + 1, false);
     allgatherCase(comm, DataType::kFloat32, big / size + 1, true);
     reduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, big, size - 1, false);
+    gatherScatterCase(comm, DataType::kFloat64, big / size + 1, 0, false);
     // Past kernels::kStreamingBytes (8 MiB): final results take the non-temporal path.
     allreduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, 2200003, false);
     allreduceCase(comm, DataType::kInt64, ReduceOp::kSum, 1100003, true);

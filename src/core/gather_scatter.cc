@@ -1,0 +1,114 @@
+// Communicator::gather and scatter: argument checks, the call header, and the binomial trees
+// (collectives/tree_gather_scatter.cc).
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "ringlet/communicator.h"
+#include "ringlet/error.h"
+#include "src/core/call_checks.h"
+#include "src/core/communicator_impl.h"
+
+namespace ringlet {
+
+using detail::OpHeader;
+using detail::OpKind;
+
+namespace {
+
+struct Prepared {
+  OpHeader header;
+  detail::OpBody body;
+};
+
+// Checks what both calls share; returns the bytes of one rank's block.
+size_t checkRooted(const char* name, detail::CommunicatorImpl& impl, const void* all,
+                   const char* allName, const void* mine, const char* mineName, size_t count,
+                   DataType type, int root) {
+  const int rank = impl.rank();
+  const size_t block = detail::checkedBytes(name, rank, count, type);
+  if (root < 0 || root >= impl.size()) {
+    throw InvalidArgument(fmt::format("{} on rank {}: root {} is out of range for world size {}",
+                                      name, rank, root, impl.size()));
+  }
+  if (block > 0 && static_cast<size_t>(impl.size()) > SIZE_MAX / block) {
+    throw InvalidArgument(
+        fmt::format("{} on rank {}: {} x {} bytes overflows", name, rank, impl.size(), block));
+  }
+  if (rank == root) {
+    detail::checkRegions(name, rank, mineName, mine, block, allName, all, block * impl.size(),
+                         block * root);
+  } else if (block > 0 && mine == nullptr) {
+    throw InvalidArgument(fmt::format("{} on rank {}: {} buffer is null but count is {}", name,
+                                      rank, mineName, count));
+  }
+  return block;
+}
+
+Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
+                       DataType type, int root) {
+  const size_t block = checkRooted("gather", impl, recv, "recv", send, "send", count, type, root);
+  OpHeader header{.kind = OpKind::kGather, .type = type, .root = root, .count = count};
+  collectives::GatherArgs args{.send = static_cast<const std::byte*>(send),
+                               .recv = static_cast<std::byte*>(recv),
+                               .blockBytes = block,
+                               .root = root};
+  auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      if (args.recv != args.send && args.blockBytes > 0) {
+        std::memcpy(args.recv, args.send, args.blockBytes);
+      }
+      return;
+    }
+    collectives::treeGather(group, args, impl.sliceBytes({}), wait);
+  };
+  return {header, body};
+}
+
+Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
+                        DataType type, int root) {
+  const size_t block = checkRooted("scatter", impl, send, "send", recv, "recv", count, type, root);
+  OpHeader header{.kind = OpKind::kScatter, .type = type, .root = root, .count = count};
+  collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
+                                .recv = static_cast<std::byte*>(recv),
+                                .blockBytes = block,
+                                .root = root};
+  auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      if (args.recv != args.send && args.blockBytes > 0) {
+        std::memcpy(args.recv, args.send, args.blockBytes);
+      }
+      return;
+    }
+    collectives::treeScatter(group, args, impl.sliceBytes({}), wait);
+  };
+  return {header, body};
+}
+
+}  // namespace
+
+void Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root) {
+  auto p = prepareGather(*impl_, send, recv, count, type, root);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::gatherAsync(const void* send, void* recv, size_t count, DataType type,
+                               int root) {
+  auto p = prepareGather(*impl_, send, recv, count, type, root);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::scatter(const void* send, void* recv, size_t count, DataType type, int root) {
+  auto p = prepareScatter(*impl_, send, recv, count, type, root);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::scatterAsync(const void* send, void* recv, size_t count, DataType type,
+                                int root) {
+  auto p = prepareScatter(*impl_, send, recv, count, type, root);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+}  // namespace ringlet
