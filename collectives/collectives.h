@@ -73,6 +73,16 @@ struct ScatterArgs {
   int root = 0;
 };
 
+struct AllToAllArgs {
+  const std::byte* send = nullptr;  // N blocks: block q goes to rank q
+  std::byte* recv = nullptr;        // N blocks: block q came from rank q; disjoint from send
+  size_t blockBytes = 0;
+};
+
+// Pairwise-exchange all-to-all (N-1 steps); needs a link to every rank.
+void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
+                      const WaitContext& wait);
+
 // Binomial-tree gather and scatter (ceil(log2 N) rounds), messages cut to `sliceBytes`.
 void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
                 const WaitContext& wait);

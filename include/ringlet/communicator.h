@@ -165,6 +165,12 @@ class Communicator {
   void scatter(const void* send, void* recv, size_t count, DataType type, int root);
   Work scatterAsync(const void* send, void* recv, size_t count, DataType type, int root);
 
+  // All-to-all: send holds size() blocks of `count` elements, block q for rank q; recv ends with
+  // size() blocks, block q from rank q. send == recv is allowed (in place); other overlaps are
+  // an error. The first all-to-all links every pair of ranks (collectively, within the call).
+  void allToAll(const void* send, void* recv, size_t count, DataType type);
+  Work allToAllAsync(const void* send, void* recv, size_t count, DataType type);
+
   // Barrier: returns on every rank only after every rank has entered it.
   void barrier();
   Work barrierAsync();

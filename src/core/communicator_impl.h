@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -69,6 +70,11 @@ class CommunicatorImpl {
   const OpHeader& runningHeader() const { return running_; }
   // The previous rank's inline data (OpHeader::inlineData), valid after checkHeader().
   const std::byte* inlineFromPrev() const { return inlineIn_.data(); }
+  // Collective, inside a collective's body (every rank reaches it at the same call): links every
+  // peer that no algorithm has needed yet (all-to-all talks to everyone).
+  void connectAllPeers(transport::Deadline deadline);
+  // Every link of this communicator (grows when connectAllPeers adds some).
+  std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
   uint64_t takeSendSeq(int peer) { return sendSeq_[peer]++; }
   uint64_t takeRecvSeq(int peer) { return recvSeq_[peer]++; }

@@ -1,9 +1,10 @@
-// Communicator::gather and scatter: argument checks, the call header, and the binomial trees
-// (collectives/tree_gather_scatter.cc).
+// Communicator::gather, scatter and allToAll: argument checks, the call header, and the
+// algorithms (collectives/tree_gather_scatter.cc, collectives/pairwise_alltoall.cc).
 #include <fmt/format.h>
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "collectives/collectives.h"
 #include "ringlet/communicator.h"
@@ -87,7 +88,53 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
   return {header, body};
 }
 
+Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
+                         DataType type) {
+  const int rank = impl.rank();
+  const size_t block = detail::checkedBytes("alltoall", rank, count, type);
+  if (block > 0 && static_cast<size_t>(impl.size()) > SIZE_MAX / block) {
+    throw InvalidArgument(
+        fmt::format("alltoall on rank {}: {} x {} bytes overflows", rank, impl.size(), block));
+  }
+  detail::checkBuffers("alltoall", rank, send, recv, count * impl.size(), type);
+  OpHeader header{.kind = OpKind::kAllToAll, .type = type, .count = count};
+  collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
+                                 .recv = static_cast<std::byte*>(recv),
+                                 .blockBytes = block};
+  auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
+    const size_t bytes = args.blockBytes * group.size;
+    std::unique_ptr<std::byte[]> copy;
+    collectives::AllToAllArgs a = args;
+    if (a.send == a.recv && bytes > 0) {  // in place: send from a copy
+      copy = std::make_unique_for_overwrite<std::byte[]>(bytes);
+      std::memcpy(copy.get(), a.send, bytes);
+      a.send = copy.get();
+    }
+    if (group.size == 1) {
+      if (a.recv != a.send && bytes > 0) std::memcpy(a.recv, a.send, bytes);
+      return;
+    }
+    // Every rank reaches this call (its header was checked), so the links it needs to everyone
+    // are made collectively here, the first time.
+    impl.connectAllPeers(wait.deadline);
+    transport::WaitContext all = wait;
+    all.links = impl.activeLinks();
+    collectives::pairwiseAllToAll(group, a, impl.sliceBytes({}), all);
+  };
+  return {header, body};
+}
+
 }  // namespace
+
+void Communicator::allToAll(const void* send, void* recv, size_t count, DataType type) {
+  auto p = prepareAllToAll(*impl_, send, recv, count, type);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::allToAllAsync(const void* send, void* recv, size_t count, DataType type) {
+  auto p = prepareAllToAll(*impl_, send, recv, count, type);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
 
 void Communicator::gather(const void* send, void* recv, size_t count, DataType type, int root) {
   auto p = prepareGather(*impl_, send, recv, count, type, root);

@@ -113,6 +113,8 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
   }
   linksByRank_.assign(size_, nullptr);
   links_.resize(size_);
+  // Never reallocated: a WaitContext's span over it stays valid when links are added later.
+  activeLinks_.reserve(size_);
   if (size_ == 1) return;
   if (!bootstrap.store) throw InvalidArgument("bootstrap has no store (world size > 1)");
 
@@ -151,6 +153,14 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
     secret_ = store_->getString("secret", options_.timeout);
   }
   connectPeers(peersNeeded(rank_, size_), deadline);
+}
+
+void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {
+  std::vector<int> missing;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_ && linksByRank_[peer] == nullptr) missing.push_back(peer);
+  }
+  if (!missing.empty()) connectPeers(missing, deadline);
 }
 
 transport::Transport& CommunicatorImpl::transportFor(size_t index) {

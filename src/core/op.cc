@@ -66,6 +66,8 @@ const char* OpHeader::name() const {
       return "gather";
     case OpKind::kScatter:
       return "scatter";
+    case OpKind::kAllToAll:
+      return "alltoall";
   }
   return "unknown-op";
 }
@@ -91,6 +93,8 @@ std::string OpHeader::describeCall() const {
     case OpKind::kGather:
       return fmt::format("gather(count={} per rank, {}, root={}{})", count, toString(type), root,
                          where);
+    case OpKind::kAllToAll:
+      return fmt::format("alltoall(count={} per pair, {}{})", count, toString(type), where);
     case OpKind::kScatter:
       return fmt::format("scatter(count={} per rank, {}, root={}{})", count, toString(type), root,
                          where);
@@ -117,6 +121,7 @@ bool OpHeader::sameCall(const OpHeader& o) const {
     case OpKind::kReduce:
       return count == o.count && type == o.type && op == o.op && root == o.root;
     case OpKind::kAllgather:
+    case OpKind::kAllToAll:
       return count == o.count && type == o.type;
     case OpKind::kGather:
     case OpKind::kScatter:

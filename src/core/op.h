@@ -23,6 +23,7 @@ enum class OpKind : uint8_t {
   kReduceScatter = 9,  // count: elements each rank receives
   kGather = 10,        // count: elements each rank contributes
   kScatter = 11,       // count: elements each rank receives
+  kAllToAll = 12,      // count: elements each rank sends to each rank
 };
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.

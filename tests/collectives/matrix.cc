@@ -200,6 +200,30 @@ void gatherScatterCase(Communicator& comm, DataType type, size_t count, int root
   EXPECT_EQ(got.back(), std::byte{0x5a}) << what << ": scatter wrote past the end";
 }
 
+// All-to-all: block q of rank r's input is makeInput(count, r * 100 + q); rank r ends with block
+// q = makeInput(count, q * 100 + r).
+void allToAllCase(Communicator& comm, DataType type, size_t count, bool inPlace) {
+  const std::string what =
+      fmt::format("rank {} alltoall {} count {} {}", comm.rank(), toString(type), count,
+                  inPlace ? "in-place" : "out-of-place");
+  const size_t block = count * elementSize(type);
+  const int n = comm.size();
+  std::vector<std::byte> input(block * n + 1), output(block * n + 1, std::byte{0x77});
+  input.back() = output.back() = std::byte{0x5a};
+  for (int q = 0; q < n; ++q) {
+    const auto b = makeInput(type, count, comm.rank() * 100 + q, ReduceOp::kSum);
+    if (block > 0) std::memcpy(input.data() + q * block, b.data(), block);
+  }
+  std::byte* recv = inPlace ? input.data() : output.data();
+  comm.allToAll(input.data(), recv, count, type);
+  for (int q = 0; q < n; ++q) {
+    const auto want = makeInput(type, count, q * 100 + comm.rank(), ReduceOp::kSum);
+    EXPECT_TRUE(block == 0 || std::memcmp(recv + q * block, want.data(), block) == 0)
+        << what << ": block from rank " << q << " differs";
+  }
+  EXPECT_EQ(output.back(), std::byte{0x5a}) << what << ": wrote past the end";
+}
+
 // The async forms, issued back to back before any is waited on.
 void asyncCase(Communicator& comm) {
   const int n = comm.size();
@@ -284,6 +308,8 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
           gatherScatterCase(comm, DataType::kFloat32, count, root, inPlace);
         }
         gatherScatterCase(comm, DataType::kInt8, count, size - 1, inPlace);
+        allToAllCase(comm, DataType::kFloat32, count, inPlace);
+        allToAllCase(comm, DataType::kBFloat16, count, inPlace);
       }
     }
     asyncCase(comm);
@@ -306,6 +332,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     allgatherCase(comm, DataType::kFloat32, big / size + 1, true);
     reduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, big, size - 1, false);
     gatherScatterCase(comm, DataType::kFloat64, big / size + 1, 0, false);
+    allToAllCase(comm, DataType::kInt32, big / size + 1, false);
     // Past kernels::kStreamingBytes (8 MiB): final results take the non-temporal path.
     allreduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, 2200003, false);
     allreduceCase(comm, DataType::kInt64, ReduceOp::kSum, 1100003, true);
