@@ -51,13 +51,22 @@
 
 namespace ringlet::collectives {
 
+// Slice `slice` of chunk `chunk` (wrapped to 0..size-1) when `count` elements are cut into
+// `size` even chunks and each chunk into slices of `sliceElements`.
+struct RingPieces {
+  size_t count;
+  int size;
+  size_t sliceElements;
+  Piece operator()(int chunk, size_t slice) const {
+    return sliceOf(evenChunk(count, size, wrap(chunk, size)), slice, sliceElements);
+  }
+};
+
 // Runs ring all-reduce of `count` elements on rank `rank` of `size` (size >= 2), in slices of
 // at most `sliceElements` elements.
 template <typename Prims>
 void ringAllreduceSchedule(Prims& prims, int rank, int size, size_t count, size_t sliceElements) {
-  auto piece = [&](int chunk, size_t slice) {
-    return sliceOf(evenChunk(count, size, wrap(chunk, size)), slice, sliceElements);
-  };
+  const RingPieces piece{count, size, sliceElements};
   const size_t slices = sliceCount(count, size, sliceElements);
   for (size_t k = 0; k < slices; ++k) {
     prims.send(piece(rank, k));
@@ -105,9 +114,7 @@ void chainBroadcastSchedule(Prims& prims, int position, int size, size_t count,
 template <typename Prims>
 void ringReduceScatterSchedule(Prims& prims, int rank, int size, size_t count,
                                size_t sliceElements) {
-  auto piece = [&](int chunk, size_t slice) {
-    return sliceOf(evenChunk(count, size, wrap(chunk, size)), slice, sliceElements);
-  };
+  const RingPieces piece{count, size, sliceElements};
   const size_t slices = sliceCount(count, size, sliceElements);
   for (size_t k = 0; k < slices; ++k) {
     prims.send(piece(rank - 1, k));
@@ -125,9 +132,7 @@ void ringReduceScatterSchedule(Prims& prims, int rank, int size, size_t count,
 //   3      2> 1<       3> 2<       0> 3<       1> 0<
 template <typename Prims>
 void ringAllgatherSchedule(Prims& prims, int rank, int size, size_t count, size_t sliceElements) {
-  auto piece = [&](int chunk, size_t slice) {
-    return sliceOf(evenChunk(count, size, wrap(chunk, size)), slice, sliceElements);
-  };
+  const RingPieces piece{count, size, sliceElements};
   const size_t slices = sliceCount(count, size, sliceElements);
   for (size_t k = 0; k < slices; ++k) {
     prims.send(piece(rank, k));

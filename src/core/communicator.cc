@@ -17,6 +17,7 @@ namespace ringlet {
 
 using detail::OpHeader;
 using detail::OpKind;
+using Prepared = detail::PreparedCall;
 
 Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOptions options) {
   if (options.timeout.count() <= 0) {
@@ -37,11 +38,6 @@ int Communicator::rank() const { return impl_->rank(); }
 int Communicator::size() const { return impl_->size(); }
 
 namespace {
-
-struct Prepared {
-  OpHeader header;
-  detail::OpBody body;
-};
 
 // The tiny all-reduce's messages: the data rides in this rank's call header, and every
 // message received is checked against this rank's call (MismatchError naming both).

@@ -37,6 +37,12 @@ void checkTransportOptions(const CommunicatorOptions& options);
 // What a collective does once the header exchange succeeded.
 using OpBody = std::function<void(const collectives::Group&, const transport::WaitContext&)>;
 
+// A checked call, ready to run: its header and its body.
+struct PreparedCall {
+  OpHeader header;
+  OpBody body;
+};
+
 class CommunicatorImpl {
  public:
   CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options);

@@ -16,13 +16,14 @@ namespace ringlet {
 
 using detail::OpHeader;
 using detail::OpKind;
+using Prepared = detail::PreparedCall;
 
 namespace {
 
-struct Prepared {
-  OpHeader header;
-  detail::OpBody body;
-};
+// A world of one: the call is a copy (nothing when in place).
+void copyOwnBlock(const std::byte* send, std::byte* recv, size_t bytes) {
+  if (recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+}
 
 // Checks what both calls share; returns the bytes of one rank's block.
 size_t checkRooted(const char* name, detail::CommunicatorImpl& impl, const void* all,
@@ -57,12 +58,7 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
                                .blockBytes = block,
                                .root = root};
   auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
-    if (group.size == 1) {
-      if (args.recv != args.send && args.blockBytes > 0) {
-        std::memcpy(args.recv, args.send, args.blockBytes);
-      }
-      return;
-    }
+    if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
     collectives::treeGather(group, args, impl.sliceBytes({}), wait);
   };
   return {header, body};
@@ -77,12 +73,7 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
                                 .blockBytes = block,
                                 .root = root};
   auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
-    if (group.size == 1) {
-      if (args.recv != args.send && args.blockBytes > 0) {
-        std::memcpy(args.recv, args.send, args.blockBytes);
-      }
-      return;
-    }
+    if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
     collectives::treeScatter(group, args, impl.sliceBytes({}), wait);
   };
   return {header, body};

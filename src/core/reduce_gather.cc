@@ -15,13 +15,9 @@ namespace ringlet {
 
 using detail::OpHeader;
 using detail::OpKind;
+using Prepared = detail::PreparedCall;
 
 namespace {
-
-struct Prepared {
-  OpHeader header;
-  detail::OpBody body;
-};
 
 void checkOp(const char* name, int rank, DataType type, ReduceOp op) {
   try {
