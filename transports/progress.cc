@@ -17,14 +17,6 @@
 
 namespace ringlet::transport {
 
-bool WaitContext::pumpOthers(const Link* self) const {
-  bool busy = false;
-  for (Link* link : links) {
-    if (link != self && link != nullptr) busy |= link->pump();
-  }
-  return busy;
-}
-
 std::string WaitContext::describe() const {
   return fmt::format("{} #{} on rank {}", op, seq, rank);
 }

@@ -89,7 +89,7 @@ void waitFor(const Link& self, const WaitContext& wait, const Backoff& backoff, 
   if (ready()) return;
   const Deadline start = Clock::now();
   for (int i = 0; i < backoff.spins; ++i) {
-    if ((i & 127) == 127) wait.pumpOthers(&self);
+    if ((i & 127) == 127) pumpOthersForWait(self, wait);
     cpuRelax();
     if (ready()) return;
   }

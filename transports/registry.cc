@@ -28,6 +28,16 @@ const TransportEntry* findTransport(std::string_view name) {
   return nullptr;
 }
 
+std::optional<size_t> chooseTransport(std::string_view forced, const PeerInfo& self,
+                                      const PeerInfo& peer, size_t from) {
+  const auto& entries = registry();
+  for (size_t i = from; i < entries.size(); ++i) {
+    if (forced != "auto" && entries[i].name != forced) continue;
+    if (entries[i].canConnect(self, peer)) return i;
+  }
+  return std::nullopt;
+}
+
 std::string transportNames() {
   std::vector<std::string_view> names;
   for (const auto& entry : registry()) names.push_back(entry.name);

@@ -4,6 +4,7 @@
 // Nothing else names a transport: the communicator, ringlet-info and the option parser all read
 // this table.
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +16,11 @@ namespace ringlet::transport {
 const std::vector<TransportEntry>& registry();
 // The entry called `name`, or null.
 const TransportEntry* findTransport(std::string_view name);
+// The first entry at or after index `from` (priority order) that can link `self` and `peer`,
+// counting only the one named `forced` unless it is "auto"; nullopt when none can. Every rank
+// sees the same table, so every rank chooses alike.
+std::optional<size_t> chooseTransport(std::string_view forced, const PeerInfo& self,
+                                      const PeerInfo& peer, size_t from = 0);
 // "tcp, shm, local": the names, for error messages.
 std::string transportNames();
 

@@ -57,8 +57,6 @@ struct WaitContext {
   // (throwTimeout then throws AbortedError). May be null.
   const std::atomic<bool>* cancelled = nullptr;
 
-  // Pumps every link but `self`; true while one of them still has sends queued.
-  bool pumpOthers(const Link* self) const;
   // True once the deadline has passed or the operation was cancelled. Wait loops check it.
   bool expired() const {
     return Clock::now() >= deadline || (cancelled != nullptr && cancelled->load());

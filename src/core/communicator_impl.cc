@@ -38,11 +38,8 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
   if (oneHost) {
     transport::PeerInfo other = self_;
     other.pid = self_.pid + 1;
-    for (const auto& entry : transport::registry()) {
-      if (options_.transport != "auto" && entry.name != options_.transport) continue;
-      if (!entry.canConnect(self_, other)) continue;
-      sharedMemory = entry.sharesMemory;
-      break;
+    if (auto index = transport::chooseTransport(options_.transport, self_, other)) {
+      sharedMemory = transport::registry()[*index].sharesMemory;
     }
   }
   defaultSmallBytes_ = collectives::defaultSmallMessageBytes(size_, sharedMemory);

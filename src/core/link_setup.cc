@@ -186,21 +186,14 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
 
 void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::Deadline deadline) {
   const auto& registry = transport::registry();
-  auto choose = [&](int peer, size_t from) -> std::optional<size_t> {
-    for (size_t i = from; i < registry.size(); ++i) {
-      const auto& entry = registry[i];
-      if (options_.transport != "auto" && entry.name != options_.transport) continue;
-      if (entry.canConnect(self_, infos_[peer])) return i;
-    }
-    return std::nullopt;
+  auto choose = [&](int peer, size_t from) {
+    return transport::chooseTransport(options_.transport, self_, infos_[peer], from);
   };
   auto noTransport = [&](int peer) {
-    std::vector<std::string_view> names;
-    for (const auto& e : registry) names.push_back(e.name);
     return InvalidArgument(fmt::format(
         "no transport can link rank {} ({}) and rank {} ({}) with transport '{}' (built in: {})",
         rank_, self_.hostname, peer, infos_[peer].hostname, options_.transport,
-        fmt::join(names, ", ")));
+        transport::transportNames()));
   };
   auto why = [&](int peer) -> std::string {
     if (options_.transport != "auto") return "forced by RINGLET_TRANSPORT";

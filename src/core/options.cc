@@ -85,13 +85,12 @@ std::string localTransportChoice(const CommunicatorOptions& options, std::string
   // Two processes of this host, as link setup would describe them.
   const transport::PeerInfo self{.rank = 0, .hostname = "this", .hostId = "this-host", .pid = 1};
   const transport::PeerInfo peer{.rank = 1, .hostname = "this", .hostId = "this-host", .pid = 2};
-  for (const auto& entry : transport::registry()) {
-    if (!entry.canConnect(self, peer)) continue;
-    const std::string unavailable = entry.probe ? entry.probe(options.transportOptions) : "";
-    if (!unavailable.empty()) continue;
-    if (why) {
-      *why = fmt::format("highest-priority transport that links two processes of one host");
-    }
+  // As link setup chooses, skipping what this host cannot offer (the probe).
+  for (auto i = transport::chooseTransport("auto", self, peer); i;
+       i = transport::chooseTransport("auto", self, peer, *i + 1)) {
+    const auto& entry = transport::registry()[*i];
+    if (entry.probe && !entry.probe(options.transportOptions).empty()) continue;
+    if (why) *why = "highest-priority transport that links two processes of one host";
     return std::string(entry.name);
   }
   if (why) *why = "no transport built in links two processes of one host";

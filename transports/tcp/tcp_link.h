@@ -68,8 +68,6 @@ class TcpLink final : public Link {
   void readAhead() noexcept override { readAheadQuietly(); }
   void abort(int origin, std::string_view reason) override;
 
-  int fd() const { return fd_.get(); }
-
  private:
   // One queued message: its frame header and payload, and how much of both has left.
   struct Outgoing {
