@@ -7,6 +7,7 @@
 // Small messages: a binomial tree, ceil(log2 N) rounds. With v = (rank - root) mod N, rank v
 // receives from v - 2^k where 2^k is v's highest set bit, then sends to v + 2^j for every
 // smaller j. N = 8, root 0: round 1 0->4; round 2 0->2, 4->6; round 3 0->1 2->3 4->5 6->7.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -29,26 +30,36 @@ void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int roo
   if (position != n - 1) group.next().flush(wait);
 }
 
-void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root,
+void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root, size_t sliceBytes,
                    const WaitContext& wait) {
   const int n = group.size;
   const int v = wrap(group.rank - root, n);
   int mask = 1;
   while (mask < n) {
     if (v & mask) {
-      group.link(wrap(group.rank - mask, n)).recvInto(buffer, bytes, wait);
+      recvSliced(group.link(wrap(group.rank - mask, n)), buffer, bytes, sliceBytes, wait);
       break;
     }
     mask <<= 1;
   }
+  // Small messages go to every child before any flush; large ones child by child.
   std::vector<Link*> children;
   for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (v + mask < n) {
-      children.push_back(&group.link(wrap(group.rank + mask, n)));
-      sendFrom(*children.back(), buffer, bytes, wait);
+    if (v + mask < n) children.push_back(&group.link(wrap(group.rank + mask, n)));
+  }
+  const bool oneMessage = std::all_of(children.begin(), children.end(), [&](Link* child) {
+    return bytes <= std::min(sliceBytes, child->maxMessageBytes());
+  });
+  for (Link* child : children) {
+    if (oneMessage) {
+      sendFrom(*child, buffer, bytes, wait);
+    } else {
+      sendSliced(*child, buffer, bytes, sliceBytes, wait);
     }
   }
-  for (Link* child : children) child->flush(wait);
+  if (oneMessage) {
+    for (Link* child : children) child->flush(wait);
+  }
 }
 
 }  // namespace ringlet::collectives

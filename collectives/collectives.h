@@ -134,7 +134,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
 void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root,
                     size_t sliceBytes, const WaitContext& wait);
 // Binomial-tree broadcast (small messages): ceil(log2 N) rounds.
-void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root,
+void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root, size_t sliceBytes,
                    const WaitContext& wait);
 
 // Dissemination barrier: in round k every rank signals rank+2^k and waits for rank-2^k.
@@ -142,8 +142,48 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
 // with rank±1 already is round 1).
 void disseminationBarrier(const Group& group, int firstDistance, const WaitContext& wait);
 
+// Binomial-tree reduce to the root (small messages): ceil(log2 N) rounds of the whole buffer,
+// messages cut to `sliceBytes`.
+void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
+                const WaitContext& wait);
+
+// Rabenseifner all-reduce: reduce-scatter by recursive halving, then all-gather by recursive
+// doubling, over the largest power of two of ranks (the others fold in and out as in recursive
+// doubling). 2 log2(N) steps moving 2(N-1)/N of the data: medium sizes.
+void rabenseifnerAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBytes,
+                           const WaitContext& wait);
+
+// Bruck all-gather and all-to-all (any N): ceil(log2 N) rounds with ranks +- 2^k, then a local
+// rotation. Few messages: small blocks.
+void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
+                    const WaitContext& wait);
+void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
+                   const WaitContext& wait);
+
 // Helpers shared by the algorithms.
 // Sends `bytes` at `data` to `link`, copying into the transport's slot when it has one.
 void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait);
+// `bytes` in messages of at most `slice` (and the link's largest message); sendSliced returns
+// once `data` may change.
+void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
+                const WaitContext& wait);
+void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait);
+
+// One step of a log-step algorithm: send to `out` while receiving from `in` (which may be the
+// same link), one slice each way in turn, so two ranks sending to each other never both wait
+// for the other's buffer to drain. With `reduce`, incoming data is reduced into `recv`
+// (recv = recv op incoming, elementwise) instead of copied.
+struct Exchange {
+  Link* out = nullptr;
+  const std::byte* send = nullptr;
+  size_t sendBytes = 0;
+  Link* in = nullptr;
+  std::byte* recv = nullptr;
+  size_t recvBytes = 0;
+  bool reduce = false;
+  DataType type = DataType::kUInt8;
+  ReduceOp op = ReduceOp::kSum;
+};
+void exchange(const Exchange& step, size_t sliceBytes, const WaitContext& wait);
 
 }  // namespace ringlet::collectives

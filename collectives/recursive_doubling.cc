@@ -12,7 +12,9 @@
 //
 // Messages go through a MessageFraming: the data alone (plainFraming), or, for the
 // communicator's tiny all-reduce, the data inside a call header that every receiver checks.
+#include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "collectives/collectives.h"
 #include "kernels/reduce.h"
@@ -68,8 +70,26 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     }
   };
 
+  // A buffer larger than a link's largest message (only when this algorithm is forced for large
+  // data; framed messages always fit) goes in slices: sent whole, received into scratch, then
+  // reduced. Both ends of a link decide alike.
+  std::unique_ptr<std::byte[]> scratch;
+  auto sliced = [&](Link& link) {
+    if (wire <= link.maxMessageBytes()) return false;
+    if (!sentOnce && afterFirstSend) afterFirstSend();
+    sentOnce = true;
+    if (!scratch) scratch = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    return true;
+  };
+  constexpr size_t kWholeLink = SIZE_MAX;  // slices of the link's largest message
+
   if (r >= p) {  // extra rank: hand the input to rank r-p, get the result back
     Link& link = group.link(r - p);
+    if (sliced(link)) {
+      sendSliced(link, out, bytes, kWholeLink, wait);
+      recvSliced(link, out, bytes, kWholeLink, wait);
+      return;
+    }
     sendTo(link);
     link.flush(wait);
     const std::byte* in = receive(link);
@@ -79,14 +99,30 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   }
   if (r < n - p) {  // fold the extra rank's input in
     Link& link = group.link(r + p);
-    const std::byte* in = receive(link);
-    reduce(out, out, in, args.count, args.type, args.op);
-    link.release();
+    if (sliced(link)) {
+      recvSliced(link, scratch.get(), bytes, kWholeLink, wait);
+      reduce(out, out, scratch.get(), args.count, args.type, args.op);
+    } else {
+      const std::byte* in = receive(link);
+      reduce(out, out, in, args.count, args.type, args.op);
+      link.release();
+    }
   }
   // Exchange with r^mask and combine: send first, then receive and reduce. The send must have
   // left `out` (flush) before the reduction overwrites it.
   for (int mask = 1; mask < p; mask <<= 1) {
     Link& link = group.link(r ^ mask);
+    if (sliced(link)) {
+      exchange({.out = &link,
+                .send = out,
+                .sendBytes = bytes,
+                .in = &link,
+                .recv = scratch.get(),
+                .recvBytes = bytes},
+               kWholeLink, wait);
+      reduce(out, out, scratch.get(), args.count, args.type, args.op);
+      continue;
+    }
     sendTo(link);
     const std::byte* in = receive(link);
     link.flush(wait);
@@ -96,8 +132,12 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   if (args.op == ReduceOp::kAvg) finishAverage(out, args.count, args.type, n);
   if (r < n - p) {
     Link& link = group.link(r + p);
-    sendTo(link);
-    link.flush(wait);
+    if (sliced(link)) {
+      sendSliced(link, out, bytes, kWholeLink, wait);
+    } else {
+      sendTo(link);
+      link.flush(wait);
+    }
   }
   if (!sentOnce && afterFirstSend) afterFirstSend();
 }

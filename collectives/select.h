@@ -1,20 +1,87 @@
 #pragma once
-// The choice of algorithm, in one place. Every input is something all ranks know alike (world
-// size, sizes, the transport table's entry for this host, options), so every rank picks the same
-// algorithm for the same call.
+// The choice of algorithm, in one place: an alpha-beta-gamma cost model predicts each
+// algorithm's time for a call, and the cheapest wins unless the caller forced one
+// (RINGLET_ALGO / CommunicatorOptions::algorithms). Every input is something all ranks hold
+// alike (world size, sizes, the model's parameters, which the communicator agrees on at
+// creation, and the options), so every rank picks the same algorithm for the same call.
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
 
+#include "ringlet/communicator.h"
 #include "transports/transport.h"
 
 namespace ringlet::collectives {
+
+enum class Collective : uint8_t {
+  kAllreduce,
+  kBroadcast,
+  kReduce,
+  kAllgather,
+  kReduceScatter,
+  kAllToAll,
+  kGather,
+  kScatter,
+  kBarrier,
+};
+inline constexpr size_t kCollectiveCount = 9;
+
+enum class Algorithm : uint8_t {
+  kAuto,               // the cost model decides
+  kRing,               // bandwidth-optimal, N-1 (or 2(N-1)) steps of 1/N of the data
+  kRecursiveDoubling,  // log2(N) exchanges of the whole buffer (all-reduce)
+  kRabenseifner,       // recursive halving reduce-scatter + recursive doubling all-gather
+  kTree,               // binomial tree: ceil(log2 N) rounds of the whole buffer
+  kChain,              // pipelined chain along the ring: N-1 hops, sliced
+  kBruck,              // ceil(log2 N) rounds of about half the data, any N
+  kPairwise,           // N-1 exchanges, one block each way
+  kDissemination,      // barrier: ceil(log2 N) rounds of signals
+};
+
+// "allreduce", "reducescatter", "alltoall", ... (the names RINGLET_ALGO and ringlet-bench use).
+std::string_view nameOf(Collective collective);
+// "ring", "recursive_doubling", "rabenseifner", "tree", "chain", "bruck", "pairwise", ...
+std::string_view nameOf(Algorithm algorithm);
+std::optional<Collective> collectiveNamed(std::string_view name);
+// The algorithms built for a collective, the model's candidates (kAuto not included).
+std::span<const Algorithm> algorithmsOf(Collective collective);
+
+// The forced algorithm per collective; kAuto where the model decides.
+using ForcedAlgorithms = std::array<Algorithm, kCollectiveCount>;
+// From CommunicatorOptions::algorithms ({"allreduce": "ring"}): throws InvalidArgument naming
+// an unknown collective, or an algorithm that collective does not have (and listing those it has).
+ForcedAlgorithms parseForced(const std::map<std::string, std::string>& byName);
+// "allreduce:ring,allgather:bruck" -> {"allreduce": "ring", "allgather": "bruck"}; throws
+// InvalidArgument naming `what` and the malformed entry. Names are checked by parseForced.
+std::map<std::string, std::string> parseAlgorithmList(std::string_view text, std::string_view what);
+
+// The model's parameters (include/ringlet/communicator.h).
+using CostModel = ringlet::CostModel;
+
+// Predicted seconds for `algorithm` running `collective` on `size` ranks. `bytes` is the size
+// nccl-tests names: the buffer (all-reduce, broadcast, reduce), the gathered buffer (all-gather,
+// gather), the scattered one (reduce-scatter, scatter), one rank's send buffer (all-to-all).
+// `sliceBytes`: the pipeline slice of the ring and chain.
+double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
+                      size_t sliceBytes, const CostModel& model);
+// `forced` when it is not kAuto; else the algorithm the model predicts fastest (ties: the first
+// in algorithmsOf order).
+Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceBytes,
+                 const CostModel& model, Algorithm forced);
 
 enum class AllreduceAlgorithm {
   kLocalCopy,          // one rank: copy send to recv
   kInlineExchange,     // two ranks, data fits a call header: one message each way (core)
   kHeaderDoubling,     // more ranks, data fits a call header: recursive doubling over headers
   kRecursiveDoubling,  // small: log2(N) exchanges of the whole buffer
+  kRabenseifner,       // medium: recursive halving then doubling
   kRing,               // large: reduce-scatter then all-gather, pipelined
 };
 
@@ -26,24 +93,10 @@ struct AllreduceChoice {
   bool earlyData = false;
 };
 
-// `smallBytes`: at or below, latency-optimised algorithms; `inlineBytes`: what a call header
-// can carry.
-AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t smallBytes,
-                                size_t inlineBytes);
-
-enum class BroadcastAlgorithm {
-  kNone,   // one rank
-  kTree,   // small: binomial tree, ceil(log2 N) rounds
-  kChain,  // large: pipelined chain along the ring
-};
-BroadcastAlgorithm chooseBroadcast(int size, size_t bytes, size_t smallBytes);
-
-// The default small-message limit: where recursive doubling stops beating the ring. Measured
-// (ringlet-bench, 16 KiB vs 64 KiB limits): with two ranks one exchange of the whole buffer wins
-// up to 64 KiB on shm and TCP (32 KiB: 4.5 vs 6.6 us shm, 15 vs 29 us TCP); with more ranks it
-// wins up to 64 KiB over TCP (32 KiB, 4 ranks: 52 vs 130 us) but not over shared memory.
-// `sharedMemory`: every rank is on one host and the transport linking them shares memory.
-size_t defaultSmallMessageBytes(int size, bool sharedMemory);
+// All-reduce: data that fits a call header (`inlineBytes`) rides in headers (recursive
+// doubling), unless another algorithm is forced; above that the model chooses.
+AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t inlineBytes,
+                                size_t sliceBytes, const CostModel& model, Algorithm forced);
 
 // Pipeline slice for the ring and chain over `links`: `segmentBytes` (0: 512 KiB), capped by
 // every link's largest message, at least 64 bytes.

@@ -17,28 +17,6 @@
 #include "collectives/collectives.h"
 
 namespace ringlet::collectives {
-namespace {
-
-// Messages of at most `slice` bytes, capped by the link's largest message (the same at both
-// ends of a link, so both sides cut alike).
-void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
-                const WaitContext& wait) {
-  slice = std::min(slice, link.maxMessageBytes());
-  for (size_t offset = 0; offset < bytes; offset += slice) {
-    sendFrom(link, data + offset, std::min(slice, bytes - offset), wait);
-  }
-  link.flush(wait);  // `data` may change once this returns
-}
-
-void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait) {
-  slice = std::min(slice, link.maxMessageBytes());
-  for (size_t offset = 0; offset < bytes; offset += slice) {
-    link.recvInto(data + offset, std::min(slice, bytes - offset), wait);
-  }
-}
-
-}  // namespace
-
 void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
                 const WaitContext& wait) {
   const int n = group.size;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -26,9 +27,10 @@ Environment parse() {
     env.segmentBytes = parseSize(*v, "RINGLET_SEGMENT_BYTES");
     if (*env.segmentBytes == 0) throw InvalidArgument("RINGLET_SEGMENT_BYTES must be > 0");
   }
-  if (auto v = getenv("RINGLET_SMALL_MESSAGE_BYTES")) {
-    env.smallMessageBytes = parseSize(*v, "RINGLET_SMALL_MESSAGE_BYTES");
-  }
+  // Checked against the algorithms built in when a communicator is made (core).
+  if (auto v = getenv("RINGLET_ALGO")) env.algorithms = *v;
+  if (auto v = getenv("RINGLET_COST_MODEL"))
+    env.costModel = parseCostModel(*v, "RINGLET_COST_MODEL");
   if (auto v = getenv("RINGLET_STORE_ADDR")) env.storeAddr = *v;
   if (auto v = getenv("RINGLET_JOB_ID")) env.jobId = *v;
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
@@ -50,6 +52,39 @@ Environment parse() {
 }
 
 }  // namespace
+
+std::array<double, 4> parseCostModel(std::string_view text, std::string_view what) {
+  constexpr std::string_view kNames[] = {"alpha", "beta", "gamma", "delta"};
+  std::array<double, 4> values{};
+  std::array<bool, 4> seen{};
+  const std::string all(text);
+  size_t start = 0;
+  while (start <= all.size()) {
+    const size_t comma = std::min(all.find(',', start), all.size());
+    const std::string entry = all.substr(start, comma - start);
+    start = comma + 1;
+    if (entry.empty()) continue;
+    const size_t eq = entry.find('=');
+    const std::string key = entry.substr(0, std::min(eq, entry.size()));
+    size_t index = 0;
+    while (index < 4 && kNames[index] != key) ++index;
+    char* end = nullptr;
+    const double value = eq == std::string::npos ? -1 : std::strtod(entry.c_str() + eq + 1, &end);
+    if (index == 4 || eq == std::string::npos || end == entry.c_str() + eq + 1 || *end != '\0' ||
+        !std::isfinite(value) || value < 0) {
+      throw InvalidArgument(fmt::format(
+          "{}={}: '{}' is not name=seconds with name alpha, beta, gamma or delta (example: "
+          "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",
+          what, text, entry));
+    }
+    values[index] = value;
+    seen[index] = true;
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    if (!seen[i]) throw InvalidArgument(fmt::format("{}={}: {} is missing", what, text, kNames[i]));
+  }
+  return values;
+}
 
 std::optional<std::string> getenv(const char* name) {
   const char* value = std::getenv(name);

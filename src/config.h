@@ -4,6 +4,7 @@
 // The README's table lists them all (a test checks). The rest of the code takes values as
 // arguments.
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -14,15 +15,16 @@ namespace ringlet::config {
 
 struct Environment {
   std::optional<std::chrono::milliseconds> timeout;  // RINGLET_TIMEOUT (seconds, may be fractional)
-  std::string debug;                        // RINGLET_DEBUG: NONE|OFF|WARN|INFO|DEBUG|TRACE
-  std::string transport;                    // RINGLET_TRANSPORT: auto or a built-in name
-  std::optional<size_t> segmentBytes;       // RINGLET_SEGMENT_BYTES (e.g. 512K)
-  std::optional<size_t> smallMessageBytes;  // RINGLET_SMALL_MESSAGE_BYTES
-  std::string storeAddr;                    // RINGLET_STORE_ADDR host:port (launcher)
-  std::string jobId;                        // RINGLET_JOB_ID (launcher)
-  std::string jobSecret;                    // RINGLET_JOB_SECRET hex (launcher)
-  std::string cudaPath;                     // RINGLET_CUDA_PATH: auto|ipc|staged
-  std::optional<size_t> cudaSlotBytes;      // RINGLET_CUDA_SLOT_BYTES
+  std::string debug;                               // RINGLET_DEBUG: NONE|OFF|WARN|INFO|DEBUG|TRACE
+  std::string transport;                           // RINGLET_TRANSPORT: auto or a built-in name
+  std::optional<size_t> segmentBytes;              // RINGLET_SEGMENT_BYTES (e.g. 512K)
+  std::string algorithms;                          // RINGLET_ALGO: allreduce:ring,allgather:bruck
+  std::optional<std::array<double, 4>> costModel;  // RINGLET_COST_MODEL: alpha,beta,gamma,delta
+  std::string storeAddr;                           // RINGLET_STORE_ADDR host:port (launcher)
+  std::string jobId;                               // RINGLET_JOB_ID (launcher)
+  std::string jobSecret;                           // RINGLET_JOB_SECRET hex (launcher)
+  std::string cudaPath;                            // RINGLET_CUDA_PATH: auto|ipc|staged
+  std::optional<size_t> cudaSlotBytes;             // RINGLET_CUDA_SLOT_BYTES
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed variable and its value.
@@ -36,6 +38,9 @@ void reloadEnvironment();
 size_t parseSize(std::string_view text, std::string_view what);
 // Seconds as "30", "0.5". Throws InvalidArgument with `what` in the message.
 std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view what);
+// "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11" (seconds; all four). Throws
+// InvalidArgument with `what` in the message.
+std::array<double, 4> parseCostModel(std::string_view text, std::string_view what);
 // Reads a variable; nullopt when unset or empty.
 std::optional<std::string> getenv(const char* name);
 

@@ -25,14 +25,35 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ringlet/bootstrap.h"
 #include "ringlet/types.h"
 
 namespace ringlet {
+
+// What the algorithm choice assumes about the machine, in seconds: every message costs alpha,
+// every byte sent over a link beta, every byte reduced gamma, every byte copied in local memory
+// delta. Communicator::create measures them on the links it made (a few short exchanges with
+// the ring neighbours and a local reduce and copy; the slowest rank's values, so all ranks
+// agree) unless options give them.
+struct CostModel {
+  double alpha = 2e-6;
+  double beta = 1.0 / 4e9;
+  double gamma = 1.0 / 8e9;
+  double delta = 1.0 / 16e9;
+};
+
+// The algorithms of one collective, as CommunicatorOptions::algorithms names them.
+struct AlgorithmInfo {
+  std::string collective;               // "allreduce"
+  std::vector<std::string> algorithms;  // "ring", "recursive_doubling", "rabenseifner"
+};
+std::vector<AlgorithmInfo> algorithms();
 
 struct CommunicatorOptions {
   // Deadline for every wait inside a collective, and for setting up links.
@@ -48,8 +69,12 @@ struct CommunicatorOptions {
   std::map<std::string, std::string> transportOptions;
   // Pipeline segment size in bytes; 0 lets the algorithm pick.
   size_t segmentBytes = 0;
-  // Messages at or below this many bytes use the latency-optimised algorithms.
-  size_t smallMessageBytes = 0;  // 0: 64 KiB for two ranks or TCP, 16 KiB for shared memory
+  // Forces an algorithm per collective: {"allreduce": "ring", "allgather": "bruck"}. Collectives
+  // not named (or "auto") are chosen per call by the cost model. algorithms() lists the names;
+  // an unknown one is an InvalidArgument from create().
+  std::map<std::string, std::string> algorithms;
+  // The cost model's parameters; unset: create() measures them on the communicator's links.
+  std::optional<CostModel> costModel;
 
   // Defaults overridden by RINGLET_* variables (the README lists them all).
   static CommunicatorOptions fromEnvironment();
@@ -195,6 +220,12 @@ class Communicator {
 
   // Which transport each peer link uses ("tcp", "shm", ...), for logs and tools.
   std::string describeLinks() const;
+  // The cost model this communicator chooses algorithms with (the same on every rank).
+  CostModel costModel() const;
+  // The algorithm a call of `collective` ("allreduce", ...) over `bytes` would use, as
+  // nccl-tests sizes it (all-gather: the gathered buffer; reduce-scatter: the send buffer;
+  // all-to-all: one rank's send buffer). Throws InvalidArgument for an unknown collective.
+  std::string algorithmFor(std::string_view collective, size_t bytes) const;
 
  private:
   friend struct detail::CommunicatorAccess;

@@ -2,10 +2,13 @@
 #include "ringlet/communicator.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "collectives/select.h"
 #include "kernels/reduce.h"
@@ -24,8 +27,43 @@ Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOption
     throw InvalidArgument(fmt::format("CommunicatorOptions::timeout must be positive, got {} ms",
                                       options.timeout.count()));
   }
-  detail::checkTransportOptions(options);
-  return Communicator(std::make_unique<detail::CommunicatorImpl>(bootstrap, std::move(options)));
+  detail::checkOptions(options);
+  auto impl = std::make_unique<detail::CommunicatorImpl>(bootstrap, std::move(options));
+  impl->calibrate();
+  return Communicator(std::move(impl));
+}
+
+CostModel Communicator::costModel() const { return impl_->costModel(); }
+
+std::string Communicator::algorithmFor(std::string_view collective, size_t bytes) const {
+  const auto which = collectives::collectiveNamed(collective);
+  if (!which) {
+    std::vector<std::string> names;
+    for (const auto& info : algorithms()) names.push_back(info.collective);
+    throw InvalidArgument(fmt::format("algorithmFor: '{}' is not a collective; known: {}",
+                                      collective, fmt::join(names, ", ")));
+  }
+  if (*which == collectives::Collective::kAllreduce) {
+    const auto choice = collectives::chooseAllreduce(
+        impl_->rank(), impl_->size(), bytes, OpHeader::kInlineBytes, impl_->modelSliceBytes(),
+        impl_->costModel(), impl_->forced(*which));
+    switch (choice.algorithm) {
+      case collectives::AllreduceAlgorithm::kLocalCopy:
+        return "local_copy";
+      case collectives::AllreduceAlgorithm::kInlineExchange:
+        return "inline_exchange";
+      case collectives::AllreduceAlgorithm::kHeaderDoubling:
+        return "header_doubling";
+      case collectives::AllreduceAlgorithm::kRecursiveDoubling:
+        return "recursive_doubling";
+      case collectives::AllreduceAlgorithm::kRabenseifner:
+        return "rabenseifner";
+      case collectives::AllreduceAlgorithm::kRing:
+        return "ring";
+    }
+  }
+  if (impl_->size() == 1) return "local_copy";
+  return std::string(collectives::nameOf(impl_->algorithmFor(*which, bytes)));
 }
 
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
@@ -68,6 +106,19 @@ class HeaderFraming final : public collectives::MessageFraming {
   std::array<std::byte, OpHeader::kWireBytes> wire_{};
 };
 
+collectives::Algorithm algorithmOf(collectives::AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case collectives::AllreduceAlgorithm::kLocalCopy:
+      return collectives::Algorithm::kAuto;
+    case collectives::AllreduceAlgorithm::kRing:
+      return collectives::Algorithm::kRing;
+    case collectives::AllreduceAlgorithm::kRabenseifner:
+      return collectives::Algorithm::kRabenseifner;
+    default:
+      return collectives::Algorithm::kRecursiveDoubling;
+  }
+}
+
 Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void* recv,
                           size_t count, DataType type, ReduceOp op) {
   const size_t bytes = detail::checkBuffers("allreduce", impl.rank(), send, recv, count, type);
@@ -79,7 +130,9 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
   OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
   using collectives::AllreduceAlgorithm;
   const collectives::AllreduceChoice choice = collectives::chooseAllreduce(
-      impl.rank(), impl.size(), bytes, impl.smallMessageBytes(), OpHeader::kInlineBytes);
+      impl.rank(), impl.size(), bytes, OpHeader::kInlineBytes, impl.modelSliceBytes(),
+      impl.costModel(), impl.forced(collectives::Collective::kAllreduce));
+  header.algorithm = static_cast<uint8_t>(algorithmOf(choice.algorithm));
   // The call header's round trip is saved three ways: the two-rank exchange carries the data in
   // the header; header doubling checks each partner's header on the way (no ring round); early
   // data checks the header after the first send.
@@ -115,6 +168,9 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
         collectives::recursiveDoublingAllreduce(group, args, wait, collectives::plainFraming(),
                                                 [&impl, &wait] { impl.checkHeader(wait); });
         return;
+      case AllreduceAlgorithm::kRabenseifner:
+        collectives::rabenseifnerAllreduce(group, args, impl.sliceBytes({}), wait);
+        return;
       case AllreduceAlgorithm::kRing:
         collectives::ringAllreduce(group, args, impl.sliceBytes({&group.next(), &group.prev()}),
                                    wait);
@@ -135,19 +191,18 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   }
   OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
   auto* data = static_cast<std::byte*>(buffer);
-  const auto algorithm = collectives::chooseBroadcast(impl.size(), bytes, impl.smallMessageBytes());
+  const auto algorithm = impl.size() == 1
+                             ? collectives::Algorithm::kAuto
+                             : impl.algorithmFor(collectives::Collective::kBroadcast, bytes);
+  header.algorithm = static_cast<uint8_t>(algorithm);
   auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
                                                     const transport::WaitContext& wait) {
-    switch (algorithm) {
-      case collectives::BroadcastAlgorithm::kNone:
-        return;
-      case collectives::BroadcastAlgorithm::kTree:
-        collectives::treeBroadcast(group, data, bytes, root, wait);
-        return;
-      case collectives::BroadcastAlgorithm::kChain:
-        collectives::chainBroadcast(group, data, bytes, root,
-                                    impl.sliceBytes({&group.next(), &group.prev()}), wait);
-        return;
+    if (group.size == 1 || bytes == 0) return;  // the header check was the whole call
+    if (algorithm == collectives::Algorithm::kTree) {
+      collectives::treeBroadcast(group, data, bytes, root, impl.sliceBytes({}), wait);
+    } else {
+      collectives::chainBroadcast(group, data, bytes, root,
+                                  impl.sliceBytes({&group.next(), &group.prev()}), wait);
     }
   };
   return {header, body};

@@ -30,19 +30,8 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
   recvSeq_.assign(std::max(size_, 1), 0);
   connectLinks(bootstrap);
   group_ = collectives::Group{rank_, size_, linksByRank_};
-  // Where recursive doubling stops beating the ring (collectives/select.h).
-  const bool oneHost = std::all_of(infos_.begin(), infos_.end(),
-                                   [&](const auto& info) { return info.hostId == self_.hostId; });
-  // The transport that links two ranks of this host, as every rank sees it from the table.
-  bool sharedMemory = false;
-  if (oneHost) {
-    transport::PeerInfo other = self_;
-    other.pid = self_.pid + 1;
-    if (auto index = transport::chooseTransport(options_.transport, self_, other)) {
-      sharedMemory = transport::registry()[*index].sharesMemory;
-    }
-  }
-  defaultSmallBytes_ = collectives::defaultSmallMessageBytes(size_, sharedMemory);
+  forced_ = collectives::parseForced(options_.algorithms);
+  if (options_.costModel) model_ = *options_.costModel;
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
@@ -248,8 +237,14 @@ size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*
   return collectives::sliceBytes(options_.segmentBytes, links);
 }
 
-size_t CommunicatorImpl::smallMessageBytes() const {
-  return options_.smallMessageBytes > 0 ? options_.smallMessageBytes : defaultSmallBytes_;
+collectives::Algorithm CommunicatorImpl::algorithmFor(collectives::Collective collective,
+                                                      size_t bytes) const {
+  return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
+                             forced(collective));
+}
+
+size_t CommunicatorImpl::modelSliceBytes() const {
+  return collectives::sliceBytes(options_.segmentBytes, {});
 }
 
 }  // namespace ringlet::detail

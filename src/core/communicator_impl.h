@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "collectives/select.h"
 #include "ringlet/communicator.h"
 #include "src/core/op.h"
 #include "transports/transport.h"
@@ -32,7 +33,7 @@ struct WorkState {
 
 // Throws InvalidArgument when options name a transport or a transport option that is not built
 // in (options.cc).
-void checkTransportOptions(const CommunicatorOptions& options);
+void checkOptions(const CommunicatorOptions& options);
 
 // What a collective does once the header exchange succeeded.
 using OpBody = std::function<void(const collectives::Group&, const transport::WaitContext&)>;
@@ -65,7 +66,18 @@ class CommunicatorImpl {
 
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
-  size_t smallMessageBytes() const;
+  // The cost model all ranks agreed on, and the algorithm it (or the options) choose for a call
+  // of `bytes` (collectives/select.h sizes them).
+  const CostModel& costModel() const { return model_; }
+  collectives::Algorithm algorithmFor(collectives::Collective collective, size_t bytes) const;
+  collectives::Algorithm forced(collectives::Collective collective) const {
+    return forced_[static_cast<size_t>(collective)];
+  }
+  // The slice the model assumes (the same on every rank: options, not links).
+  size_t modelSliceBytes() const;
+  // Collective, once, inside create(): measures the cost model on this communicator's links
+  // unless the options give it (src/core/calibrate.cc).
+  void calibrate();
 
   // The call header of the running collective has gone to the next rank; this receives the
   // previous rank's and throws MismatchError if the calls differ. execute() calls it before the
@@ -123,7 +135,8 @@ class CommunicatorImpl {
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
 
-  size_t defaultSmallBytes_ = size_t{16} << 10;  // see the constructor
+  collectives::ForcedAlgorithms forced_{};
+  CostModel model_;
   uint64_t nextSeq_ = 0;
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;

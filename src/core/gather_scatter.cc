@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "collectives/collectives.h"
+#include "collectives/select.h"
 #include "ringlet/communicator.h"
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
@@ -89,10 +90,18 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
   }
   detail::checkBuffers("alltoall", rank, send, recv, count * impl.size(), type);
   OpHeader header{.kind = OpKind::kAllToAll, .type = type, .count = count};
+  const auto algorithm =
+      impl.size() == 1 ? collectives::Algorithm::kAuto
+                       : impl.algorithmFor(collectives::Collective::kAllToAll, block * impl.size());
+  header.algorithm = static_cast<uint8_t>(algorithm);
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};
-  auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
+  auto body = [&impl, args, algorithm](const collectives::Group& group,
+                                       const transport::WaitContext& wait) {
+    if (algorithm == collectives::Algorithm::kBruck) {  // in place or not: it works on a copy
+      return collectives::bruckAllToAll(group, args, impl.sliceBytes({}), wait);
+    }
     const size_t bytes = args.blockBytes * group.size;
     std::unique_ptr<std::byte[]> copy;
     collectives::AllToAllArgs a = args;

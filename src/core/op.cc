@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/select.h"
+
 namespace ringlet::detail {
 namespace {
 constexpr uint32_t kMagic = 0x524c4f50;  // "RLOP"
@@ -17,7 +19,7 @@ std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   p[4] = static_cast<std::byte>(kind);
   p[5] = static_cast<std::byte>(type);
   p[6] = static_cast<std::byte>(op);
-  p[7] = static_cast<std::byte>(memory);
+  p[7] = static_cast<std::byte>((memory & 0xF) | (algorithm << 4));
   std::memcpy(p + 8, &root, 4);
   std::memcpy(p + 12, &tag, 4);
   std::memcpy(p + 16, &count, 8);
@@ -34,7 +36,8 @@ bool OpHeader::decode(const std::byte* data, OpHeader& out) {
   out.kind = static_cast<OpKind>(data[4]);
   out.type = static_cast<DataType>(data[5]);
   out.op = static_cast<ReduceOp>(data[6]);
-  out.memory = static_cast<uint8_t>(data[7]);
+  out.memory = static_cast<uint8_t>(data[7]) & 0xF;
+  out.algorithm = static_cast<uint8_t>(data[7]) >> 4;
   std::memcpy(&out.root, data + 8, 4);
   std::memcpy(&out.tag, data + 12, 4);
   std::memcpy(&out.count, data + 16, 8);
@@ -68,6 +71,8 @@ const char* OpHeader::name() const {
       return "scatter";
     case OpKind::kAllToAll:
       return "alltoall";
+    case OpKind::kCalibrate:
+      return "calibrate";
   }
   return "unknown-op";
 }
@@ -100,6 +105,8 @@ std::string OpHeader::describeCall() const {
                          where);
     case OpKind::kBarrier:
       return "barrier()";
+    case OpKind::kCalibrate:
+      return "cost-model calibration (inside Communicator::create)";
     case OpKind::kSend:
       return fmt::format("send(count={}, {}, to rank {}, tag={})", count, toString(type), root,
                          tag);
@@ -111,9 +118,12 @@ std::string OpHeader::describeCall() const {
 }
 
 bool OpHeader::sameCall(const OpHeader& o) const {
-  if (kind != o.kind || seq != o.seq || memory != o.memory) return false;
+  if (kind != o.kind || seq != o.seq || memory != o.memory || algorithm != o.algorithm) {
+    return false;
+  }
   switch (kind) {
     case OpKind::kDeviceSetup:
+    case OpKind::kCalibrate:
       return true;
     case OpKind::kAllreduce:
     case OpKind::kReduceScatter:
@@ -139,6 +149,16 @@ bool OpHeader::sameCall(const OpHeader& o) const {
 
 std::string describeMismatch(const std::string& where, int rank, const OpHeader& mine, int peer,
                              const OpHeader& theirs) {
+  auto algorithm = [](const OpHeader& h) {
+    return collectives::nameOf(static_cast<collectives::Algorithm>(h.algorithm));
+  };
+  if (mine.kind == theirs.kind && mine.algorithm != theirs.algorithm &&
+      mine.describeCall() == theirs.describeCall()) {
+    return fmt::format(
+        "{}: ranks disagree about call #{}: {} runs the {} algorithm on rank {} but {} on rank "
+        "{}; RINGLET_ALGO (CommunicatorOptions::algorithms) must be the same on every rank",
+        where, mine.seq, mine.describeCall(), algorithm(mine), rank, algorithm(theirs), peer);
+  }
   return fmt::format(
       "{}: ranks disagree about call #{}: rank {} called {} (call #{}) but rank {} called {} "
       "(call #{}); every rank must issue the same collectives in the same order",

@@ -24,6 +24,7 @@ enum class OpKind : uint8_t {
   kGather = 10,        // count: elements each rank contributes
   kScatter = 11,       // count: elements each rank receives
   kAllToAll = 12,      // count: elements each rank sends to each rank
+  kCalibrate = 20,     // the cost model's measurement inside Communicator::create
 };
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
@@ -39,6 +40,9 @@ struct OpHeader {
   uint64_t seq = 0;
   // Where the buffers are: 0 host memory, 1 CUDA device memory (DeviceCommunicator).
   uint8_t memory = 0;
+  // The algorithm chosen (collectives::Algorithm; 0 where a call has no choice). Ranks that
+  // force different algorithms disagree about the call. Shares a byte with `memory` on the wire.
+  uint8_t algorithm = 0;
   // Not sent: the body checks the header itself after its first send (see checkHeader).
   bool earlyData = false;
   // Not sent: the body exchanges headers with its own partners instead of the ring round

@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
+#include "collectives/select.h"
 #include "ringlet/communicator.h"
 #include "ringlet/error.h"
 #include "src/config.h"
@@ -19,7 +21,11 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   if (env.timeout) options.timeout = *env.timeout;
   if (!env.transport.empty()) options.transport = env.transport;
   if (env.segmentBytes) options.segmentBytes = *env.segmentBytes;
-  if (env.smallMessageBytes) options.smallMessageBytes = *env.smallMessageBytes;
+  options.algorithms = collectives::parseAlgorithmList(env.algorithms, "RINGLET_ALGO");
+  if (env.costModel) {
+    const auto& v = *env.costModel;
+    options.costModel = CostModel{.alpha = v[0], .beta = v[1], .gamma = v[2], .delta = v[3]};
+  }
   for (const auto& entry : transport::registry()) {
     for (auto& [key, value] : transport::readSettings(entry)) options.transportOptions[key] = value;
   }
@@ -28,7 +34,18 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
 
 namespace detail {
 
-void checkTransportOptions(const CommunicatorOptions& options) {
+void checkOptions(const CommunicatorOptions& options) {
+  collectives::parseForced(options.algorithms);  // throws naming an unknown name
+  if (const auto& m = options.costModel) {
+    for (double v : {m->alpha, m->beta, m->gamma, m->delta}) {
+      if (!std::isfinite(v) || v < 0) {
+        throw InvalidArgument(fmt::format(
+            "CommunicatorOptions::costModel has {}: every parameter must be a finite number of "
+            "seconds >= 0",
+            v));
+      }
+    }
+  }
   if (options.transport != "auto" && transport::findTransport(options.transport) == nullptr) {
     throw InvalidArgument(fmt::format("transport '{}' (RINGLET_TRANSPORT) is not one of auto, {}",
                                       options.transport, transport::transportNames()));
@@ -48,6 +65,20 @@ void checkTransportOptions(const CommunicatorOptions& options) {
 }
 
 }  // namespace detail
+
+std::vector<AlgorithmInfo> algorithms() {
+  std::vector<AlgorithmInfo> list;
+  for (size_t i = 0; i < collectives::kCollectiveCount; ++i) {
+    const auto collective = static_cast<collectives::Collective>(i);
+    AlgorithmInfo info;
+    info.collective = std::string(collectives::nameOf(collective));
+    for (auto a : collectives::algorithmsOf(collective)) {
+      info.algorithms.emplace_back(collectives::nameOf(a));
+    }
+    list.push_back(std::move(info));
+  }
+  return list;
+}
 
 std::vector<TransportInfo> transports(const CommunicatorOptions& options) {
   std::vector<TransportInfo> list;
@@ -77,7 +108,7 @@ std::vector<TransportInfo> transports(const CommunicatorOptions& options) {
 }
 
 std::string localTransportChoice(const CommunicatorOptions& options, std::string* why) {
-  detail::checkTransportOptions(options);
+  detail::checkOptions(options);
   if (options.transport != "auto") {
     if (why) *why = "forced (RINGLET_TRANSPORT)";
     return options.transport;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "collectives/collectives.h"
+#include "collectives/select.h"
 #include "kernels/reduce.h"
 #include "ringlet/communicator.h"
 #include "ringlet/error.h"
@@ -47,17 +48,24 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
         fmt::format("reduce on rank {}: send buffer is null but count is {}", rank, count));
   }
   OpHeader header{.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count};
+  const auto algorithm = impl.size() == 1
+                             ? collectives::Algorithm::kAuto
+                             : impl.algorithmFor(collectives::Collective::kReduce, bytes);
+  header.algorithm = static_cast<uint8_t>(algorithm);
   collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .count = count,
                                .type = type,
                                .op = op,
                                .root = root};
-  auto body = [&impl, args, bytes](const collectives::Group& group,
-                                   const transport::WaitContext& wait) {
+  auto body = [&impl, args, bytes, algorithm](const collectives::Group& group,
+                                              const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
       return;
+    }
+    if (algorithm == collectives::Algorithm::kTree) {
+      return collectives::treeReduce(group, args, impl.sliceBytes({}), wait);
     }
     collectives::chainReduce(group, args, slice(impl, group), wait);
   };
@@ -75,15 +83,22 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
   detail::checkRegions("allgather", rank, "send", send, blockBytes, "recv", recv,
                        blockBytes * impl.size(), blockBytes * rank);
   OpHeader header{.kind = OpKind::kAllgather, .type = type, .count = sendCount};
+  const auto algorithm = impl.size() == 1 ? collectives::Algorithm::kAuto
+                                          : impl.algorithmFor(collectives::Collective::kAllgather,
+                                                              blockBytes * impl.size());
+  header.algorithm = static_cast<uint8_t>(algorithm);
   collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .sendCount = sendCount,
                                   .type = type};
-  auto body = [&impl, args, blockBytes](const collectives::Group& group,
-                                        const transport::WaitContext& wait) {
+  auto body = [&impl, args, blockBytes, algorithm](const collectives::Group& group,
+                                                   const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && blockBytes > 0) std::memcpy(args.recv, args.send, blockBytes);
       return;
+    }
+    if (algorithm == collectives::Algorithm::kBruck) {
+      return collectives::bruckAllgather(group, args, impl.sliceBytes({}), wait);
     }
     collectives::ringAllgather(group, args, slice(impl, group), wait);
   };

@@ -1,10 +1,14 @@
 #include "tests/collectives/matrix.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "ringlet/ringlet.h"
 #include "tests/collectives/data.h"
@@ -268,14 +272,29 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
                          const MatrixOptions& options) {
   const size_t n = static_cast<size_t>(size);
   std::vector<size_t> counts = {0, 1, n > 1 ? n - 1 : 2, n + 1, 4099};
-  // Two communicators: one sends everything through the pipelined ring / chain with tiny
-  // slices (many slices per chunk), the other through the small-message algorithms.
-  for (bool small : {false, true}) {
+  // One communicator per algorithm of each collective, forced: the pipelined ring / chain /
+  // pairwise exchange with tiny slices (many slices per chunk), the log-step ones (recursive
+  // doubling, trees, Bruck), and Rabenseifner beside the model's own choice for the rest.
+  const std::vector<std::map<std::string, std::string>> algorithmSets = {
+      {{"allreduce", "ring"},
+       {"broadcast", "chain"},
+       {"reduce", "chain"},
+       {"allgather", "ring"},
+       {"alltoall", "pairwise"}},
+      {{"allreduce", "recursive_doubling"},
+       {"broadcast", "tree"},
+       {"reduce", "tree"},
+       {"allgather", "bruck"},
+       {"alltoall", "bruck"}},
+      {{"allreduce", "rabenseifner"}},
+  };
+  for (size_t set = 0; set < algorithmSets.size(); ++set) {
+    SCOPED_TRACE(fmt::format("algorithms {}", fmt::join(algorithmSets[set], ",")));
     CommunicatorOptions o;
     o.timeout = std::chrono::seconds(30);
     o.transport = options.transport;
     o.segmentBytes = 1024;
-    o.smallMessageBytes = small ? (size_t{1} << 30) : 1;
+    o.algorithms = algorithmSets[set];
     Bootstrap bootstrap = Bootstrap::forThread(rank, size, store);
     Communicator comm = Communicator::create(bootstrap, o);
     for (DataType type : kTypes) {
@@ -313,7 +332,8 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       }
     }
     asyncCase(comm);
-    for (int round = 0; round < 3; ++round) barrierCase(comm, *store, round + (small ? 10 : 0));
+    for (int round = 0; round < 3; ++round)
+      barrierCase(comm, *store, round + 10 * static_cast<int>(set));
   }
   if (options.large) {
     // A large prime count: many slices of the default size, uneven chunks.

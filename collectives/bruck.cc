@@ -1,0 +1,88 @@
+// Bruck's all-gather and all-to-all: ceil(log2 N) rounds for any N, each with ranks r +- 2^k,
+// which every communicator links. Few messages, so they win for small blocks; they move more
+// bytes than the ring and pairwise exchange, which win for large ones.
+//
+// All-gather. tmp[i] holds the block of rank r+i. Round k (dist = 2^k): send tmp[0, dist) to
+// rank r-dist, receive tmp[dist, 2 dist) from rank r+dist (cut at N). N = 5, rank 0:
+//   start [0]   dist 1: +[1]   dist 2: +[2 3]   dist 4: +[4]   then rotate into rank order.
+//
+// All-to-all. tmp[i] starts as the block for rank r+i. Round k: the blocks whose index has bit
+// k set go to rank r+2^k, and the same indices come back from rank r-2^k. After the last round
+// tmp[i] is the block rank r-i sent to r; a final rotation puts it in place.
+#include <cstring>
+#include <memory>
+
+#include "collectives/chunking.h"
+#include "collectives/collectives.h"
+
+namespace ringlet::collectives {
+namespace {
+
+std::unique_ptr<std::byte[]> scratch(size_t bytes) {
+  return std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
+}
+
+}  // namespace
+
+void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
+                    const WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  const size_t block = args.sendCount * elementSize(args.type);
+  auto tmp = scratch(block * n);
+  if (block > 0) std::memcpy(tmp.get(), args.send, block);
+  for (int dist = 1; dist < n; dist <<= 1) {
+    const size_t bytes = static_cast<size_t>(std::min(dist, n - dist)) * block;
+    exchange({.out = &group.link(wrap(r - dist, n)),
+              .send = tmp.get(),
+              .sendBytes = bytes,
+              .in = &group.link(wrap(r + dist, n)),
+              .recv = tmp.get() + dist * block,
+              .recvBytes = bytes},
+             sliceBytes, wait);
+  }
+  for (int i = 0; i < n && block > 0; ++i) {
+    std::memcpy(args.recv + wrap(r + i, n) * block, tmp.get() + i * block, block);
+  }
+}
+
+void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
+                   const WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  const size_t block = args.blockBytes;
+  auto tmp = scratch(block * n);
+  for (int i = 0; i < n && block > 0; ++i) {
+    std::memcpy(tmp.get() + i * block, args.send + wrap(r + i, n) * block, block);
+  }
+  auto packed = scratch(block * n);
+  auto unpacked = scratch(block * n);
+  for (int dist = 1; dist < n; dist <<= 1) {
+    size_t bytes = 0;
+    for (int i = dist; i < n && block > 0; ++i) {
+      if (i & dist) {
+        std::memcpy(packed.get() + bytes, tmp.get() + i * block, block);
+        bytes += block;
+      }
+    }
+    exchange({.out = &group.link(wrap(r + dist, n)),
+              .send = packed.get(),
+              .sendBytes = bytes,
+              .in = &group.link(wrap(r - dist, n)),
+              .recv = unpacked.get(),
+              .recvBytes = bytes},
+             sliceBytes, wait);
+    bytes = 0;
+    for (int i = dist; i < n && block > 0; ++i) {
+      if (i & dist) {
+        std::memcpy(tmp.get() + i * block, unpacked.get() + bytes, block);
+        bytes += block;
+      }
+    }
+  }
+  for (int j = 0; j < n && block > 0; ++j) {
+    std::memcpy(args.recv + j * block, tmp.get() + wrap(r - j, n) * block, block);
+  }
+}
+
+}  // namespace ringlet::collectives

@@ -1,0 +1,64 @@
+// Sliced sends and receives, and the two-way exchange every log-step algorithm is built from.
+// Messages are cut to the slice and to the link's largest message, which both ends of a link
+// compute alike, so sender and receiver cut the same way.
+#include <algorithm>
+
+#include "collectives/collectives.h"
+#include "kernels/reduce.h"
+
+namespace ringlet::collectives {
+namespace {
+
+// Bytes per message on `link`: at most `slice`, a multiple of 8 so that slices hold whole
+// elements of every type, the same for sends and receives of every kind.
+size_t messageBytes(const Link& link, size_t slice) {
+  const size_t bytes = std::min(slice, link.maxMessageBytes());
+  return std::max<size_t>(8, bytes - bytes % 8);
+}
+
+}  // namespace
+
+void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
+                const WaitContext& wait) {
+  const size_t step = messageBytes(link, slice);
+  for (size_t offset = 0; offset < bytes; offset += step) {
+    sendFrom(link, data + offset, std::min(step, bytes - offset), wait);
+  }
+  link.flush(wait);  // `data` may change once this returns
+}
+
+void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait) {
+  const size_t step = messageBytes(link, slice);
+  for (size_t offset = 0; offset < bytes; offset += step) {
+    link.recvInto(data + offset, std::min(step, bytes - offset), wait);
+  }
+}
+
+void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
+  const size_t element = x.reduce ? elementSize(x.type) : 1;
+  const size_t sendStep = messageBytes(*x.out, slice);
+  const size_t recvStep = messageBytes(*x.in, slice);
+  size_t sent = 0;
+  size_t received = 0;
+  while (sent < x.sendBytes || received < x.recvBytes) {
+    if (sent < x.sendBytes) {
+      const size_t bytes = std::min(sendStep, x.sendBytes - sent);
+      sendFrom(*x.out, x.send + sent, bytes, wait);
+      sent += bytes;
+    }
+    if (received < x.recvBytes) {
+      const size_t bytes = std::min(recvStep, x.recvBytes - received);
+      if (x.reduce) {
+        const std::byte* in = x.in->recv(bytes, wait);
+        kernels::reduce(x.recv + received, x.recv + received, in, bytes / element, x.type, x.op);
+        x.in->release();
+      } else {
+        x.in->recvInto(x.recv + received, bytes, wait);
+      }
+      received += bytes;
+    }
+  }
+  if (x.sendBytes > 0) x.out->flush(wait);
+}
+
+}  // namespace ringlet::collectives

@@ -1,0 +1,57 @@
+// Reduce by a binomial tree towards the root: ceil(log2 N) rounds of the whole buffer, for small
+// messages (the chain of ring_gather_scatter.cc takes N-1 hops). With v = (rank - root) mod N,
+// in round k a rank with bit k of v set sends what it holds to v - 2^k and is done; the others
+// receive from v + 2^k (if it exists) and reduce. N = 6, root 0:
+//
+//   round 1  1->0  3->2  5->4
+//   round 2  2->0          [4 has no partner 6]
+//   round 3  4->0
+//
+// Leaves send their input as it is; inner ranks accumulate in scratch, the root in recv.
+#include <cstring>
+#include <memory>
+
+#include "collectives/chunking.h"
+#include "collectives/collectives.h"
+#include "kernels/reduce.h"
+
+namespace ringlet::collectives {
+
+void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
+                const WaitContext& wait) {
+  const int n = group.size;
+  const int v = wrap(group.rank - args.root, n);
+  const size_t bytes = args.count * elementSize(args.type);
+  std::unique_ptr<std::byte[]> partial;
+  const std::byte* held = args.send;  // what this rank passes on
+  for (int mask = 1; mask < n; mask <<= 1) {
+    if (v & mask) {
+      sendSliced(group.link(wrap(group.rank - mask, n)), held, bytes, sliceBytes, wait);
+      return;
+    }
+    if (v + mask >= n) continue;
+    if (held == args.send) {  // first child: start accumulating
+      std::byte* acc = args.recv;
+      if (v != 0) {
+        partial = std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
+        acc = partial.get();
+      }
+      if (acc != args.send && bytes > 0) std::memcpy(acc, args.send, bytes);
+      held = acc;
+    }
+    Link& child = group.link(wrap(group.rank + mask, n));
+    exchange({.out = &child,
+              .in = &child,
+              .recv = const_cast<std::byte*>(held),
+              .recvBytes = bytes,
+              .reduce = true,
+              .type = args.type,
+              .op = args.op},
+             sliceBytes, wait);
+  }
+  // The root.
+  if (held != args.recv && bytes > 0) std::memcpy(args.recv, held, bytes);
+  if (args.op == ReduceOp::kAvg) kernels::finishAverage(args.recv, args.count, args.type, n);
+}
+
+}  // namespace ringlet::collectives

@@ -1,0 +1,85 @@
+// The cost model's parameters, measured once per communicator inside create(), on the links the
+// collectives will use (collectives/select.cc has the model):
+//
+//   alpha  one message: the median time of an 8-byte shift around the ring (every rank sends to
+//          the next and receives from the previous at once, as a ring step does)
+//   beta   one byte over a link: the same shift with 256 KiB, less alpha, per byte
+//   gamma  one byte reduced: a float32 sum of 256 KiB into a buffer, per byte
+//   delta  one byte copied: a memcpy of 256 KiB, per byte
+//
+// Each rank measures, then all take the largest value of each (a max all-reduce), so the model
+// and every choice made from it is the same on every rank. About 40 small and 6 large shifts:
+// well under a millisecond on one idle host, tens of milliseconds over TCP or with more ranks
+// than cores.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "kernels/reduce.h"
+#include "src/core/communicator_impl.h"
+
+namespace ringlet::detail {
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+constexpr size_t kLargeBytes = size_t{256} << 10;
+
+template <typename F>
+double medianSeconds(int warmup, int reps, F&& run) {
+  for (int i = 0; i < warmup; ++i) run();
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = transport::Clock::now();
+    run();
+    times.push_back(Seconds(transport::Clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return (times[(reps - 1) / 2] + times[reps / 2]) / 2;
+}
+
+CostModel measure(const collectives::Group& group, size_t slice,
+                  const transport::WaitContext& wait) {
+  std::vector<std::byte> out(kLargeBytes, std::byte{1});
+  std::vector<std::byte> in(kLargeBytes);
+  auto shift = [&](size_t bytes) {
+    collectives::exchange({.out = &group.next(),
+                           .send = out.data(),
+                           .sendBytes = bytes,
+                           .in = &group.prev(),
+                           .recv = in.data(),
+                           .recvBytes = bytes},
+                          slice, wait);
+  };
+  const double small = medianSeconds(8, 32, [&] { shift(8); });
+  const double large = medianSeconds(2, 5, [&] { shift(kLargeBytes); });
+  const size_t floats = kLargeBytes / sizeof(float);
+  const double reduce = medianSeconds(1, 5, [&] {
+    kernels::reduce(in.data(), in.data(), out.data(), floats, DataType::kFloat32, ReduceOp::kSum);
+  });
+  const double copy = medianSeconds(1, 5, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
+  const double bytes = static_cast<double>(kLargeBytes);
+  double values[4] = {small, std::max(large - small, 0.0) / bytes, reduce / bytes, copy / bytes};
+  collectives::recursiveDoublingAllreduce(group,
+                                          {.send = reinterpret_cast<std::byte*>(values),
+                                           .recv = reinterpret_cast<std::byte*>(values),
+                                           .count = 4,
+                                           .type = DataType::kFloat64,
+                                           .op = ReduceOp::kMax},
+                                          wait);
+  return {.alpha = values[0], .beta = values[1], .gamma = values[2], .delta = values[3]};
+}
+
+}  // namespace
+
+void CommunicatorImpl::calibrate() {
+  if (options_.costModel || size_ == 1) return;
+  runBlocking(OpHeader{.kind = OpKind::kCalibrate},
+              [this](const collectives::Group& group, const transport::WaitContext& wait) {
+                model_ = measure(group, sliceBytes({&group.next(), &group.prev()}), wait);
+              });
+  nextSeq_ = 0;  // the caller's calls are numbered from 0, as without calibration
+}
+
+}  // namespace ringlet::detail
