@@ -1,16 +1,16 @@
 // The cost model's parameters, measured once per communicator inside create(), on the links the
 // collectives will use (collectives/select.cc has the model):
 //
-//   alpha  one message: the median time of an 8-byte shift around the ring (every rank sends to
-//          the next and receives from the previous at once, as a ring step does)
-//   beta   one byte over a link: the same shift with 256 KiB, less alpha, per byte
-//   gamma  one byte reduced: a float32 sum of 256 KiB into a buffer, per byte
-//   delta  one byte copied: a memcpy of 256 KiB, per byte
+//   alpha  one message: an 8-byte shift around the ring (every rank sends to the next and
+//          receives from the previous at once, as a ring step does)
+//   beta   one byte over a link: the same shift with 1 MiB, less alpha, per byte
+//   gamma  one byte reduced: a float32 sum of 1 MiB into a buffer, per byte
+//   delta  one byte copied: a memcpy of 1 MiB, per byte
 //
-// Each rank measures, then all take the largest value of each (a max all-reduce), so the model
-// and every choice made from it is the same on every rank. About 40 small and 6 large shifts:
-// well under a millisecond on one idle host, tens of milliseconds over TCP or with more ranks
-// than cores.
+// Each is the fastest of a few batches (other processes only ever slow a batch down). Each rank
+// measures, then all take the largest value of each (a max all-reduce), so the model and every
+// choice made from it is the same on every rank. 33 small and 5 large shifts: about a
+// millisecond on one idle host, tens of milliseconds over TCP or with more ranks than cores.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -24,19 +24,20 @@ namespace ringlet::detail {
 namespace {
 
 using Seconds = std::chrono::duration<double>;
-constexpr size_t kLargeBytes = size_t{256} << 10;
+constexpr size_t kLargeBytes = size_t{1} << 20;
 
+// The fastest of `batches` batches of `reps` runs, per run: the machine's cost without the
+// noise of other processes (a busy core stretches some batches, never shortens one).
 template <typename F>
-double medianSeconds(int warmup, int reps, F&& run) {
-  for (int i = 0; i < warmup; ++i) run();
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
+double bestSeconds(int batches, int reps, F&& run) {
+  run();  // warm: caches, pages, the peer's arrival
+  double best = 1e30;
+  for (int b = 0; b < batches; ++b) {
     const auto start = transport::Clock::now();
-    run();
-    times.push_back(Seconds(transport::Clock::now() - start).count());
+    for (int i = 0; i < reps; ++i) run();
+    best = std::min(best, Seconds(transport::Clock::now() - start).count() / reps);
   }
-  std::sort(times.begin(), times.end());
-  return (times[(reps - 1) / 2] + times[reps / 2]) / 2;
+  return best;
 }
 
 CostModel measure(const collectives::Group& group, size_t slice,
@@ -52,13 +53,13 @@ CostModel measure(const collectives::Group& group, size_t slice,
                            .recvBytes = bytes},
                           slice, wait);
   };
-  const double small = medianSeconds(8, 32, [&] { shift(8); });
-  const double large = medianSeconds(2, 5, [&] { shift(kLargeBytes); });
+  const double small = bestSeconds(8, 4, [&] { shift(8); });
+  const double large = bestSeconds(4, 1, [&] { shift(kLargeBytes); });
   const size_t floats = kLargeBytes / sizeof(float);
-  const double reduce = medianSeconds(1, 5, [&] {
+  const double reduce = bestSeconds(3, 1, [&] {
     kernels::reduce(in.data(), in.data(), out.data(), floats, DataType::kFloat32, ReduceOp::kSum);
   });
-  const double copy = medianSeconds(1, 5, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
+  const double copy = bestSeconds(3, 1, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
   const double bytes = static_cast<double>(kLargeBytes);
   double values[4] = {small, std::max(large - small, 0.0) / bytes, reduce / bytes, copy / bytes};
   collectives::recursiveDoublingAllreduce(group,

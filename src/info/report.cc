@@ -131,10 +131,16 @@ json hostReport() {
     const CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
     report["transports"] = transportsJson(options);
     report["choice"] = choiceJson(options);
+    json forced = json::object();
+    for (const auto& [collective, algorithm] : options.algorithms) forced[collective] = algorithm;
+    report["choice"]["forced_algorithms"] = forced;
   } catch (const std::exception& e) {  // a malformed RINGLET_* variable: say so, show the rest
     report["transports"] = json::array();
     report["choice"] = {{"error", e.what()}};
   }
+  json algorithmList = json::object();
+  for (const auto& info : algorithms()) algorithmList[info.collective] = info.algorithms;
+  report["algorithms"] = algorithmList;
   report["hostname"] = hostName();
   report["topology"] = topologyJson();
   report["network"] = networkJson();
@@ -156,6 +162,11 @@ std::string renderText(const json& r) {
       const std::string value = str(o["value"]);
       out += fmt::format("    {}={}: {}\n", str(o["env"]), value, str(o["help"]));
     }
+  }
+  out += "algorithms (RINGLET_ALGO=collective:algorithm,...; the cost model chooses the rest):\n";
+  for (const auto& [collective, names] : r["algorithms"].items()) {
+    out += fmt::format("  {}: {}\n", collective,
+                       fmt::join(names.get<std::vector<std::string>>(), ", "));
   }
   out += fmt::format("hostname: {}\n", str(r["hostname"]));
 
@@ -201,6 +212,11 @@ std::string renderText(const json& r) {
   } else {
     out += fmt::format("  between local ranks: {} ({})\n", str(c["local_transport"]),
                        str(c["local_transport_reason"]));
+    for (const auto& [collective, algorithm] : c["forced_algorithms"].items()) {
+      out += fmt::format("  {}: {} (forced by RINGLET_ALGO)\n", collective, str(algorithm));
+    }
+    out +=
+        "  algorithms per size: the cost model measured on a job's links (ringlet-info --model)\n";
   }
   return out;
 }

@@ -64,6 +64,36 @@ TEST(Info, JsonParsesAndAgreesWithTheLibrary) {
   EXPECT_TRUE(tcp) << report["transports"];
 }
 
+TEST(Info, AlgorithmsAreListedAndForcedOnesShown) {
+  ScopedVariable algo("RINGLET_ALGO", "allgather:bruck");
+  ToolResult r = runTool({kInfo});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  for (const char* part :
+       {"allreduce: ring, recursive_doubling, rabenseifner", "alltoall: pairwise, bruck",
+        "allgather: bruck (forced by RINGLET_ALGO)"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << "\n" << r.out;
+  }
+}
+
+// --model starts a job of its own (through ringlet-run), measures, and prints rank 0's view.
+TEST(Info, ModelIsMeasuredOnAJobAndChoosesPerSize) {
+  ScopedVariable algo("RINGLET_ALGO", "reduce:tree");
+  ToolResult r = runTool({kInfo, "--model", "-n", "3", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["ranks"], 3);
+  EXPECT_GT(report["model"]["alpha_s"].get<double>(), 0);
+  EXPECT_GT(report["model"]["beta_s_per_byte"].get<double>(), 0);
+  ASSERT_GE(report["choice"].size(), 10u);
+  EXPECT_EQ(report["choice"][0]["bytes"], 8);
+  EXPECT_EQ(report["choice"][0]["allreduce"], "header_doubling");  // 8 bytes ride in headers
+  for (const auto& row : report["choice"]) {
+    EXPECT_EQ(row["reduce"], "tree") << row;
+    const std::string allgather = row["allgather"];
+    EXPECT_TRUE(allgather == "ring" || allgather == "bruck") << row;
+  }
+}
+
 TEST(Info, ShowsATransportOptionFromTheEnvironment) {
   ScopedVariable address("RINGLET_SOCKET_ADDR", "127.0.0.2");
   ToolResult r = runTool({kInfo, "--json"});

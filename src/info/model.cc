@@ -1,0 +1,69 @@
+#include "src/info/model.h"
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "ringlet/ringlet.h"
+
+namespace ringlet::info {
+
+using json = nlohmann::ordered_json;
+
+bool underLauncher() {
+  const Bootstrap bootstrap = Bootstrap::fromEnvironment();
+  return bootstrap.source != "manual" || bootstrap.size > 1;
+}
+
+json modelReport() {
+  Communicator comm = Communicator::create(Bootstrap::fromEnvironment());
+  if (comm.rank() != 0) return json::object();
+  const CostModel m = comm.costModel();
+  json report;
+  report["ranks"] = comm.size();
+  report["links"] = comm.describeLinks();
+  report["model"] = {{"alpha_s", m.alpha},
+                     {"beta_s_per_byte", m.beta},
+                     {"gamma_s_per_byte", m.gamma},
+                     {"delta_s_per_byte", m.delta}};
+  json rows = json::array();
+  for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 4) {
+    json row;
+    row["bytes"] = bytes;
+    for (const auto& info : algorithms()) {
+      row[info.collective] = comm.algorithmFor(info.collective, bytes);
+    }
+    rows.push_back(row);
+  }
+  report["choice"] = rows;
+  return report;
+}
+
+std::string renderModelText(const json& r) {
+  if (r.empty()) return "";
+  const json& m = r["model"];
+  std::string out = fmt::format(
+      "cost model measured on {} ranks (links: {})\n"
+      "  alpha {:.3g} us per message, beta {:.3g} GB/s per link, gamma {:.3g} GB/s reduced, "
+      "delta {:.3g} GB/s copied\n\n",
+      r["ranks"].get<int>(), r["links"].get<std::string>(), m["alpha_s"].get<double>() * 1e6,
+      1e-9 / std::max(m["beta_s_per_byte"].get<double>(), 1e-15),
+      1e-9 / std::max(m["gamma_s_per_byte"].get<double>(), 1e-15),
+      1e-9 / std::max(m["delta_s_per_byte"].get<double>(), 1e-15));
+  std::vector<std::string> names;
+  for (const auto& [key, value] : r["choice"][0].items()) {
+    if (key != "bytes") names.push_back(key);
+  }
+  out += fmt::format("{:>10}", "bytes");
+  for (const auto& name : names) out += fmt::format(" {:>19}", name);
+  out += "\n";
+  for (const auto& row : r["choice"]) {
+    out += fmt::format("{:>10}", row["bytes"].get<size_t>());
+    for (const auto& name : names) out += fmt::format(" {:>19}", row[name].get<std::string>());
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace ringlet::info

@@ -1,0 +1,128 @@
+// The cost model and the algorithm choice (collectives/select.h): names, parsing, and that the
+// choice follows the model's parameters the way the formulas say it should.
+#include "collectives/select.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ringlet/error.h"
+
+namespace ringlet::collectives {
+namespace {
+
+template <typename F>
+std::string errorOf(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AlgorithmNames, RoundTripAndEveryCollectiveHasOne) {
+  for (size_t i = 0; i < kCollectiveCount; ++i) {
+    const auto collective = static_cast<Collective>(i);
+    ASSERT_EQ(collectiveNamed(nameOf(collective)), collective);
+    ASSERT_FALSE(algorithmsOf(collective).empty()) << nameOf(collective);
+    for (Algorithm a : algorithmsOf(collective)) {
+      const auto forced = parseForced({{std::string(nameOf(collective)), std::string(nameOf(a))}});
+      EXPECT_EQ(forced[i], a);
+    }
+  }
+  EXPECT_FALSE(collectiveNamed("allreduc").has_value());
+}
+
+TEST(AlgorithmNames, ParseErrorsNameTheEntryAndTheKnownNames) {
+  EXPECT_EQ(parseAlgorithmList("allreduce:ring,allgather:bruck", "RINGLET_ALGO"),
+            (std::map<std::string, std::string>{{"allreduce", "ring"}, {"allgather", "bruck"}}));
+  EXPECT_TRUE(parseAlgorithmList("", "RINGLET_ALGO").empty());
+  std::string e = errorOf([] { parseAlgorithmList("allreduce", "RINGLET_ALGO"); });
+  EXPECT_NE(e.find("RINGLET_ALGO"), std::string::npos) << e;
+  EXPECT_NE(e.find("'allreduce'"), std::string::npos) << e;
+  e = errorOf([] { parseForced({{"allreduce", "bruck"}}); });
+  EXPECT_NE(e.find("no algorithm 'bruck'"), std::string::npos) << e;
+  EXPECT_NE(e.find("rabenseifner"), std::string::npos) << e;
+  e = errorOf([] { parseForced({{"allgatherv", "ring"}}); });
+  EXPECT_NE(e.find("'allgatherv' is not a collective"), std::string::npos) << e;
+  EXPECT_EQ(parseForced({{"alltoall", "auto"}})[static_cast<size_t>(Collective::kAllToAll)],
+            Algorithm::kAuto);
+}
+
+TEST(CostModel, EveryAlgorithmHasAFinitePositivePrediction) {
+  const CostModel model;
+  for (size_t i = 0; i < kCollectiveCount; ++i) {
+    const auto collective = static_cast<Collective>(i);
+    for (int n = 2; n <= 9; ++n) {
+      for (Algorithm a : algorithmsOf(collective)) {
+        for (size_t bytes : {size_t{8}, size_t{1} << 20}) {
+          const double t = predictSeconds(collective, a, n, bytes, 512 << 10, model);
+          EXPECT_TRUE(std::isfinite(t) && t > 0) << nameOf(collective) << " " << nameOf(a);
+        }
+      }
+    }
+    // An algorithm of another collective has no prediction.
+    EXPECT_TRUE(
+        std::isinf(predictSeconds(collective, Algorithm::kAuto, 4, 1024, 512 << 10, model)));
+  }
+}
+
+TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
+  const CostModel slowMessages{.alpha = 1e-3, .beta = 1e-12, .gamma = 1e-12, .delta = 1e-12};
+  const CostModel freeMessages{.alpha = 0, .beta = 1e-9, .gamma = 1e-9, .delta = 1e-9};
+  const size_t mib = 1 << 20;
+  auto pick = [](Collective c, int n, const CostModel& m) {
+    return choose(c, n, 64 << 20, 512 << 10, m, Algorithm::kAuto);
+  };
+  EXPECT_EQ(pick(Collective::kAllreduce, 4, slowMessages), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pick(Collective::kAllreduce, 4, freeMessages), Algorithm::kRing);
+  EXPECT_EQ(pick(Collective::kAllreduce, 3, freeMessages), Algorithm::kRing);
+  EXPECT_EQ(pick(Collective::kAllgather, 5, slowMessages), Algorithm::kBruck);
+  EXPECT_EQ(pick(Collective::kAllgather, 5, freeMessages), Algorithm::kRing);
+  EXPECT_EQ(pick(Collective::kAllToAll, 8, slowMessages), Algorithm::kBruck);
+  EXPECT_EQ(pick(Collective::kAllToAll, 8, freeMessages), Algorithm::kPairwise);
+  EXPECT_EQ(pick(Collective::kBroadcast, 8, slowMessages), Algorithm::kTree);
+  EXPECT_EQ(pick(Collective::kBroadcast, 8, freeMessages), Algorithm::kChain);
+  EXPECT_EQ(pick(Collective::kReduce, 8, slowMessages), Algorithm::kTree);
+  EXPECT_EQ(pick(Collective::kReduce, 8, freeMessages), Algorithm::kChain);
+  // Forced wins over the model.
+  EXPECT_EQ(choose(Collective::kAllreduce, 4, mib, 512 << 10, slowMessages, Algorithm::kRing),
+            Algorithm::kRing);
+}
+
+// The size from which all-reduce leaves recursive doubling grows with the cost of a message.
+TEST(CostModel, CrossoverMovesWithAlpha) {
+  auto crossover = [](double alpha) {
+    const CostModel m{.alpha = alpha, .beta = 2e-10, .gamma = 1e-10, .delta = 5e-11};
+    for (size_t bytes = 512; bytes <= (size_t{1} << 30); bytes *= 2) {
+      if (choose(Collective::kAllreduce, 4, bytes, 512 << 10, m, Algorithm::kAuto) !=
+          Algorithm::kRecursiveDoubling) {
+        return bytes;
+      }
+    }
+    return size_t{0};
+  };
+  const size_t fast = crossover(1e-6);
+  const size_t slow = crossover(1e-5);
+  ASSERT_GT(fast, 0u);
+  EXPECT_GT(slow, fast);
+}
+
+TEST(CostModel, AllreduceHeaderSizedDataRidesInHeadersUnlessAnotherAlgorithmIsForced) {
+  const CostModel m;
+  EXPECT_EQ(chooseAllreduce(0, 2, 64, 256, 512 << 10, m, Algorithm::kAuto).algorithm,
+            AllreduceAlgorithm::kInlineExchange);
+  EXPECT_EQ(chooseAllreduce(0, 3, 64, 256, 512 << 10, m, Algorithm::kAuto).algorithm,
+            AllreduceAlgorithm::kHeaderDoubling);
+  EXPECT_EQ(chooseAllreduce(0, 3, 64, 256, 512 << 10, m, Algorithm::kRing).algorithm,
+            AllreduceAlgorithm::kRing);
+  EXPECT_EQ(chooseAllreduce(0, 3, 64, 256, 512 << 10, m, Algorithm::kRabenseifner).algorithm,
+            AllreduceAlgorithm::kRabenseifner);
+  EXPECT_EQ(chooseAllreduce(0, 1, 1 << 20, 256, 512 << 10, m, Algorithm::kRing).algorithm,
+            AllreduceAlgorithm::kLocalCopy);
+}
+
+}  // namespace
+}  // namespace ringlet::collectives

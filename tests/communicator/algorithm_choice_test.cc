@@ -1,0 +1,155 @@
+// The algorithm choice as a communicator makes it: forced per collective, from a given or a
+// measured cost model agreed by all ranks, and ranks that force different algorithms get a
+// named mismatch rather than a hang or wrong data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ringlet/ringlet.h"
+#include "src/config.h"
+#include "tests/store/env_guard.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+CommunicatorOptions localOptions() {
+  CommunicatorOptions o;
+  o.timeout = 10s;
+  o.transport = "local";
+  return o;
+}
+
+TEST(AlgorithmChoice, ForcedAlgorithmsAreUsedAtEverySize) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.algorithms = {{"allreduce", "rabenseifner"}, {"allgather", "bruck"}, {"reduce", "tree"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    for (size_t bytes : {size_t{1024}, size_t{1} << 28}) {
+      EXPECT_EQ(comm.algorithmFor("allreduce", bytes), "rabenseifner");
+      EXPECT_EQ(comm.algorithmFor("allgather", bytes), "bruck");
+      EXPECT_EQ(comm.algorithmFor("reduce", bytes), "tree");
+    }
+    EXPECT_THROW(comm.algorithmFor("allreduc", 8), InvalidArgument);
+  });
+}
+
+TEST(AlgorithmChoice, UnknownNamesAreRejectedByCreate) {
+  runThreadRanks(1, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.algorithms = {{"allreduce", "bruck"}};
+    try {
+      Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      ADD_FAILURE() << "create accepted allreduce:bruck";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("'bruck'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("rabenseifner"), std::string::npos) << e.what();
+    }
+    o.algorithms.clear();
+    o.costModel = CostModel{.alpha = -1};
+    EXPECT_THROW(Communicator::create(Bootstrap::forThread(rank, size, store), o), InvalidArgument);
+  });
+}
+
+TEST(AlgorithmChoice, EnvironmentVariablesAreParsedAndNamedWhenMalformed) {
+  EnvGuard env;
+  env.set("RINGLET_ALGO", "allreduce:ring,alltoall:bruck");
+  env.set("RINGLET_COST_MODEL", "alpha=3e-6,beta=1e-10,gamma=2e-10,delta=4e-11");
+  config::reloadEnvironment();
+  const CommunicatorOptions o = CommunicatorOptions::fromEnvironment();
+  EXPECT_EQ(o.algorithms.at("allreduce"), "ring");
+  EXPECT_EQ(o.algorithms.at("alltoall"), "bruck");
+  ASSERT_TRUE(o.costModel.has_value());
+  EXPECT_DOUBLE_EQ(o.costModel->alpha, 3e-6);
+  EXPECT_DOUBLE_EQ(o.costModel->delta, 4e-11);
+  env.set("RINGLET_COST_MODEL", "alpha=3e-6,beta=1e-10,gamma=2e-10");
+  try {
+    config::reloadEnvironment();
+    CommunicatorOptions::fromEnvironment();
+    ADD_FAILURE() << "a cost model without delta was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("delta is missing"), std::string::npos) << e.what();
+  }
+  env.set("RINGLET_COST_MODEL", "alpha=3e-6,beta=1e-10,gamma=2e-10,delta=4e-11");
+  env.set("RINGLET_ALGO", "allreduce=ring");
+  try {
+    config::reloadEnvironment();
+    CommunicatorOptions::fromEnvironment();
+    ADD_FAILURE() << "RINGLET_ALGO=allreduce=ring was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGLET_ALGO"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AlgorithmChoice, GivenModelDrivesTheChoice) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.costModel = CostModel{.alpha = 1e-3, .beta = 1e-12, .gamma = 1e-12, .delta = 1e-12};
+    Communicator slow = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    EXPECT_EQ(slow.costModel().alpha, 1e-3);
+    EXPECT_EQ(slow.algorithmFor("allreduce", 1 << 20), "recursive_doubling");
+    EXPECT_EQ(slow.algorithmFor("alltoall", 1 << 20), "bruck");
+    o.costModel = CostModel{.alpha = 0, .beta = 1e-9, .gamma = 1e-9, .delta = 1e-9};
+    Communicator fast = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    EXPECT_EQ(fast.algorithmFor("allreduce", 1 << 20), "ring");
+    EXPECT_EQ(fast.algorithmFor("alltoall", 1 << 20), "pairwise");
+  });
+}
+
+TEST(AlgorithmChoice, MeasuredModelIsTheSameOnEveryRank) {
+  for (const char* transport : {"local", "shm"}) {
+    runThreadRanks(3, [transport](int rank, int size, std::shared_ptr<Store> store) {
+      CommunicatorOptions o = localOptions();
+      o.transport = transport;
+      Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      const CostModel m = comm.costModel();
+      for (double v : {m.alpha, m.beta, m.gamma, m.delta}) {
+        EXPECT_TRUE(std::isfinite(v) && v >= 0) << v;
+      }
+      EXPECT_GT(m.alpha, 0);
+      double mine[4] = {m.alpha, m.beta, m.gamma, m.delta};
+      std::vector<double> all(4 * size);
+      comm.allgather(mine, all.data(), 4, DataType::kFloat64);
+      for (int r = 0; r < size; ++r) {
+        EXPECT_EQ(std::memcmp(all.data() + 4 * r, mine, sizeof mine), 0) << "rank " << r;
+      }
+      // The first call after create is call #0 (the measurement is not one of the caller's).
+      try {
+        if (rank == 0)
+          comm.barrier();
+        else
+          comm.allreduce(mine, 1, DataType::kFloat64, ReduceOp::kMax);
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("call #1"), std::string::npos) << e.what();
+      }
+    });
+  }
+}
+
+TEST(AlgorithmChoice, RanksForcingDifferentAlgorithmsGetANamedMismatch) {
+  for (size_t count : {size_t{4}, size_t{10000}}) {
+    runThreadRanks(2, [count](int rank, int size, std::shared_ptr<Store> store) {
+      CommunicatorOptions o = localOptions();
+      o.timeout = 5s;
+      o.algorithms = {{"allreduce", rank == 0 ? "ring" : "rabenseifner"}};
+      Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      std::vector<float> data(count, 1.0f);
+      try {
+        comm.allreduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum);
+        ADD_FAILURE() << "rank " << rank << " finished an all-reduce the ranks disagree about";
+      } catch (const MismatchError& e) {
+        EXPECT_NE(std::string(e.what()).find("RINGLET_ALGO"), std::string::npos) << e.what();
+      } catch (const PeerError&) {
+        // the other rank saw the mismatch first and aborted: named, no hang
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace ringlet::testing
