@@ -1,9 +1,11 @@
 #include "src/core/op.h"
 
 #include <fmt/format.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace ringlet::detail {
 namespace {
@@ -22,6 +24,8 @@ std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   std::memcpy(p + 12, &tag, 4);
   std::memcpy(p + 16, &count, 8);
   std::memcpy(p + 24, &seq, 8);
+  std::memcpy(p + 32, &countsHash, 8);
+  std::memcpy(p + 40, &ranks, 4);
   if (inlineBytes > 0)
     std::memcpy(p + kFieldBytes, inlineData, std::min(inlineBytes, kInlineBytes));
   return out;
@@ -39,6 +43,8 @@ bool OpHeader::decode(const std::byte* data, OpHeader& out) {
   std::memcpy(&out.tag, data + 12, 4);
   std::memcpy(&out.count, data + 16, 8);
   std::memcpy(&out.seq, data + 24, 8);
+  std::memcpy(&out.countsHash, data + 32, 8);
+  std::memcpy(&out.ranks, data + 40, 4);
   return true;
 }
 
@@ -68,6 +74,12 @@ const char* OpHeader::name() const {
       return "scatter";
     case OpKind::kAllToAll:
       return "alltoall";
+    case OpKind::kAllgatherv:
+      return "allgatherv";
+    case OpKind::kReduceScatterv:
+      return "reduce_scatterv";
+    case OpKind::kAllToAllv:
+      return "alltoallv";
   }
   return "unknown-op";
 }
@@ -98,6 +110,16 @@ std::string OpHeader::describeCall() const {
     case OpKind::kScatter:
       return fmt::format("scatter(count={} per rank, {}, root={}{})", count, toString(type), root,
                          where);
+    case OpKind::kAllgatherv:
+      return fmt::format("allgatherv(count={} in all over {} ranks, {}, counts #{:016x}{})", count,
+                         ranks, toString(type), countsHash, where);
+    case OpKind::kReduceScatterv:
+      return fmt::format(
+          "reduce_scatterv(count={} in all over {} ranks, {}, {}, counts #{:016x}{})", count, ranks,
+          toString(type), toString(op), countsHash, where);
+    case OpKind::kAllToAllv:
+      return fmt::format("alltoallv(sends {} in all over {} ranks, {}{})", count, ranks,
+                         toString(type), where);
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kSend:
@@ -128,6 +150,13 @@ bool OpHeader::sameCall(const OpHeader& o) const {
       return count == o.count && type == o.type && root == o.root;
     case OpKind::kBroadcast:
       return count == o.count && type == o.type && root == o.root;
+    case OpKind::kAllgatherv:
+      return count == o.count && type == o.type && ranks == o.ranks && countsHash == o.countsHash;
+    case OpKind::kReduceScatterv:
+      return count == o.count && type == o.type && op == o.op && ranks == o.ranks &&
+             countsHash == o.countsHash;
+    case OpKind::kAllToAllv:
+      return type == o.type && ranks == o.ranks;
     case OpKind::kBarrier:
       return true;
     case OpKind::kSend:
@@ -135,6 +164,19 @@ bool OpHeader::sameCall(const OpHeader& o) const {
       return count == o.count && type == o.type && tag == o.tag;
   }
   return false;
+}
+
+uint64_t hashCounts(std::span<const size_t> counts) {
+  // SHA-256 of the counts as little-endian 64-bit values; the first 8 bytes of the digest.
+  std::vector<unsigned char> bytes(counts.size() * 8);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    for (int b = 0; b < 8; ++b) bytes[i * 8 + b] = static_cast<unsigned char>(counts[i] >> (8 * b));
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(bytes.data(), bytes.size(), digest);
+  uint64_t hash = 0;
+  std::memcpy(&hash, digest, sizeof(hash));
+  return hash;
 }
 
 std::string describeMismatch(const std::string& where, int rank, const OpHeader& mine, int peer,

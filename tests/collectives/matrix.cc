@@ -313,6 +313,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       }
     }
     asyncCase(comm);
+    if (!small) runVFormMatrix(comm, /*large=*/false);  // the v-forms have no small algorithms
     for (int round = 0; round < 3; ++round) barrierCase(comm, *store, round + (small ? 10 : 0));
   }
   if (options.large) {
@@ -333,6 +334,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     reduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, big, size - 1, false);
     gatherScatterCase(comm, DataType::kFloat64, big / size + 1, 0, false);
     allToAllCase(comm, DataType::kInt32, big / size + 1, false);
+    runVFormMatrix(comm, /*large=*/true);
     // Past kernels::kStreamingBytes (8 MiB): final results take the non-temporal path.
     allreduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, 2200003, false);
     allreduceCase(comm, DataType::kInt64, ReduceOp::kSum, 1100003, true);
