@@ -100,7 +100,8 @@ BlockLayout checkLayout(const char* op, int rank, int size, const char* countsNa
           op, rank, displsName, r, offset, countsName, r, counts[r], maxElements, toString(type)));
     }
     layout.total += counts[r];
-    layout.blocks[r] = {offset, counts[r]};
+    // An empty block's displacement means nothing (and may point anywhere): it sits at 0.
+    layout.blocks[r] = {counts[r] > 0 ? offset : 0, counts[r]};
     if (counts[r] > 0) layout.extent = std::max(layout.extent, offset + counts[r]);
   }
   if (mayOverlap || displs.empty()) return layout;  // packed blocks never overlap

@@ -29,7 +29,7 @@ void checkRegions(const char* op, int rank, const char* smallName, const void* s
 // One block per rank in one buffer (the v-forms): block r holds counts[r] elements at element
 // displs[r], or packed at the prefix sums of counts when displs is empty.
 struct BlockLayout {
-  std::vector<collectives::Piece> blocks;  // by rank, in elements
+  std::vector<collectives::Piece> blocks;  // by rank, in elements; empty ones at offset 0
   size_t total = 0;                        // elements in all blocks
   size_t extent = 0;  // elements from the buffer's start to the end of the last non-empty block
 };

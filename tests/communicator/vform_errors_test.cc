@@ -118,6 +118,10 @@ TEST(VFormErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
     std::vector<float> all(5, 0.0f);
     comm.allgatherv(mine.data(), all.data(), uneven, f32);
     EXPECT_EQ(all, (std::vector<float>{1, 3, 3, 3, 3}));
+    // An empty block's displacement is never used, so it may point anywhere.
+    const std::vector<size_t> anywhere = {4, SIZE_MAX, 0};
+    comm.allgatherv(mine.data(), all.data(), uneven, anywhere, f32);
+    EXPECT_EQ(all, (std::vector<float>{3, 3, 3, 3, 1}));
     // Send blocks are only read: they may overlap.
     comm.allToAllv(send.data(), counts, overlapping, recv.data(), counts, {}, f32);
     for (int q = 0; q < size; ++q) {
