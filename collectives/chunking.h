@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
+#include <vector>
 
 namespace ringlet::collectives {
 
@@ -34,6 +36,32 @@ inline Piece sliceOf(const Piece& chunk, size_t slice, size_t sliceElements) {
 // How many slices of `sliceElements` cover the largest of `parts` even chunks of `count`.
 inline size_t sliceCount(size_t count, int parts, size_t sliceElements) {
   const size_t largest = evenChunk(count, parts, 0).count;
+  return std::max<size_t>(1, (largest + sliceElements - 1) / sliceElements);
+}
+
+// The v-forms' blocks: block i holds counts[i] elements at displs[i], or packed in order (at the
+// prefix sums of counts) when displs is empty. The caller has checked that the sums fit.
+inline std::vector<Piece> blocksOf(std::span<const size_t> counts, std::span<const size_t> displs) {
+  std::vector<Piece> blocks(counts.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    blocks[i] = {displs.empty() ? offset : displs[i], counts[i]};
+    offset += counts[i];
+  }
+  return blocks;
+}
+
+// N equal blocks of `count` elements, packed: the equal-block collectives as v-forms.
+inline std::vector<Piece> equalBlocks(size_t count, int parts) {
+  std::vector<Piece> blocks(static_cast<size_t>(parts));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = {i * count, count};
+  return blocks;
+}
+
+// How many slices of `sliceElements` cover the largest of `blocks` (at least 1).
+inline size_t blockSliceCount(std::span<const Piece> blocks, size_t sliceElements) {
+  size_t largest = 0;
+  for (const Piece& b : blocks) largest = std::max(largest, b.count);
   return std::max<size_t>(1, (largest + sliceElements - 1) / sliceElements);
 }
 

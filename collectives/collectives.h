@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 
+#include "collectives/chunking.h"
 #include "ringlet/types.h"
 #include "transports/transport.h"
 
@@ -50,6 +51,30 @@ struct AllgatherArgs {
   DataType type = DataType::kFloat32;
 };
 
+// The v-forms: one block per rank, each a Piece (chunking.h) of elements of any size at any place.
+struct AllgathervArgs {
+  const std::byte* send = nullptr;  // blocks[rank].count elements; may be this rank's block of recv
+  std::byte* recv = nullptr;        // rank r's block at blocks[r]; blocks do not overlap
+  std::span<const Piece> blocks;    // one per rank
+  DataType type = DataType::kFloat32;
+};
+
+struct ReduceScattervArgs {
+  const std::byte* send = nullptr;  // every rank's block: rank r's at blocks[r]
+  std::byte* recv = nullptr;        // blocks[rank].count elements; may be this rank's block of send
+  std::span<const Piece> blocks;    // one per rank, not overlapping
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+struct AllToAllvArgs {
+  const std::byte* send = nullptr;    // the block for rank q at sendBlocks[q]
+  std::byte* recv = nullptr;          // the block from rank q at recvBlocks[q]; disjoint from send
+  std::span<const Piece> sendBlocks;  // one per rank
+  std::span<const Piece> recvBlocks;  // one per rank; recvBlocks[q].count == what q sends here
+  size_t elementBytes = 1;
+};
+
 struct ReduceArgs {
   const std::byte* send = nullptr;
   std::byte* recv = nullptr;  // the root's result; unused (may be null) on other ranks
@@ -82,6 +107,10 @@ struct AllToAllArgs {
 // Pairwise-exchange all-to-all (N-1 steps); needs a link to every rank.
 void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
                       const WaitContext& wait);
+// The same with a block of its own size per pair; every pair must agree on its sizes (the
+// communicator checks that first). An empty block costs no message.
+void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
+                       const WaitContext& wait);
 
 // Binomial-tree gather and scatter (ceil(log2 N) rounds), messages cut to `sliceBytes`.
 void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
@@ -95,6 +124,12 @@ void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t
 // Ring all-gather (N-1 steps): every rank ends with every rank's block, in rank order.
 void ringAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
                    const WaitContext& wait);
+// The v-forms of both: blocks of any size travel the same ring, pipelined in slices; an empty
+// block costs no message.
+void ringReduceScatterv(const Group& group, const ReduceScattervArgs& args, size_t sliceBytes,
+                        const WaitContext& wait);
+void ringAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,
+                    const WaitContext& wait);
 // Pipelined chain reduce towards the root along the ring (N-1 hops, one pass of the buffer per
 // link).
 void chainReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,

@@ -7,47 +7,72 @@
 //   2      ->2  <-2      ->3  <-3      ->0  <-0      ->1  <-1
 //   3      ->3  <-1      ->0  <-2      ->1  <-3      ->2  <-0
 //
+// All-to-all-v is the same exchange with a block of its own size per pair: in step s rank r
+// sends sendBlocks[r+s] and receives recvBlocks[r-s], whichever is longer going on alone once
+// the other is done; an empty block is no message at all.
+//
 // Needs a link to every rank (the communicator connects them at the first all-to-all).
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
 
 namespace ringlet::collectives {
 
-void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
-                      const WaitContext& wait) {
+void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
+                       const WaitContext& wait) {
   const int n = group.size;
   const int r = group.rank;
-  const size_t block = args.blockBytes;
-  if (block > 0 && args.recv != args.send) {
-    std::memcpy(args.recv + r * block, args.send + r * block, block);
+  const size_t element = args.elementBytes;
+  auto at = [element](auto* base, const Piece& block) { return base + block.offset * element; };
+  const size_t own = args.recvBlocks[r].count * element;
+  if (own > 0 && at(args.recv, args.recvBlocks[r]) != at(args.send, args.sendBlocks[r])) {
+    std::memcpy(at(args.recv, args.recvBlocks[r]), at(args.send, args.sendBlocks[r]), own);
   }
   for (int s = 1; s < n; ++s) {
     const int to = wrap(r + s, n);
     const int from = wrap(r - s, n);
     Link& out = group.link(to);
     Link& in = group.link(from);
-    // Each link is cut by its own largest message, the same at both of its ends.
+    const std::byte* source = at(args.send, args.sendBlocks[to]);
+    std::byte* target = at(args.recv, args.recvBlocks[from]);
+    const size_t sendBytes = args.sendBlocks[to].count * element;
+    const size_t recvBytes = args.recvBlocks[from].count * element;
+    // Each link is cut by its own largest message, the same at both of its ends. An empty block
+    // sends no message (its receiver expects none).
     const size_t sendSlice = std::min(sliceBytes, out.maxMessageBytes());
     const size_t recvSlice = std::min(sliceBytes, in.maxMessageBytes());
     size_t sent = 0;
     size_t received = 0;
-    do {
-      if (sent < block) {
-        const size_t bytes = std::min(sendSlice, block - sent);
-        sendFrom(out, args.send + to * block + sent, bytes, wait);
+    while (sent < sendBytes || received < recvBytes) {
+      if (sent < sendBytes) {
+        const size_t bytes = std::min(sendSlice, sendBytes - sent);
+        sendFrom(out, source + sent, bytes, wait);
         sent += bytes;
       }
-      if (received < block) {
-        const size_t bytes = std::min(recvSlice, block - received);
-        in.recvInto(args.recv + from * block + received, bytes, wait);
+      if (received < recvBytes) {
+        const size_t bytes = std::min(recvSlice, recvBytes - received);
+        in.recvInto(target + received, bytes, wait);
         received += bytes;
       }
-    } while (sent < block || received < block);
-    out.flush(wait);
+    }
+    if (sendBytes > 0) out.flush(wait);
   }
+}
+
+void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
+                      const WaitContext& wait) {
+  // Equal blocks of blockBytes, counted in bytes.
+  const std::vector<Piece> blocks = equalBlocks(args.blockBytes, group.size);
+  pairwiseAllToAllv(group,
+                    {.send = args.send,
+                     .recv = args.recv,
+                     .sendBlocks = blocks,
+                     .recvBlocks = blocks,
+                     .elementBytes = 1},
+                    sliceBytes, wait);
 }
 
 }  // namespace ringlet::collectives

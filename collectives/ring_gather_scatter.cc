@@ -1,5 +1,20 @@
 // Ring reduce-scatter, ring all-gather and chain reduce over transport Links: the schedules of
 // ring_schedule.h (where each is drawn for N = 4) run by the host primitives (link_prims.h).
+//
+// The v-forms run the same schedules over blocks of any size (BlockPieces), each cut into slices
+// of the same size, so a large block is pipelined and small ones are done early. All-gather-v,
+// N = 3, counts 5 0 2, slices of 2 elements (a0 a1 a2: rank 0's block; c0: rank 2's; "<>":
+// received and passed on):
+//
+//   slice   rank 0          rank 1          rank 2
+//   0       a0>  c0<>       a0<>  c0<       c0>  a0<
+//   1       a1>             a1<>            a1<
+//   2       a2>             a2<>            a2<
+//
+// Rank 1's empty block never moves, and nothing moves for a block's slices past its end: every
+// link carries each block once, in as many messages as it has slices. Reduce-scatter-v is the
+// mirror image: slice k of block r starts at rank r+1, gathers each rank's input on its way
+// round, and ends reduced at rank r.
 #include <cstring>
 #include <memory>
 
@@ -21,39 +36,80 @@ std::unique_ptr<std::byte[]> scratch(size_t bytes) {
   return std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
 }
 
+// The reduce-scatter of ring_schedule.h over `piece` (even chunks or the v-form's blocks): this
+// rank's chunk `own` ends reduced in `recv`. `extent`: elements from the start of send that the
+// chunks span.
+template <typename Pieces>
+void reduceScatterRing(const Group& group, const std::byte* send, std::byte* recv, Piece own,
+                       size_t extent, DataType type, ReduceOp op, const Pieces& piece,
+                       const WaitContext& wait) {
+  const size_t elementBytes = elementSize(type);
+  // Partial sums of the other ranks' blocks go through a buffer of the whole size; this rank's
+  // block ends there too and is copied out (recv may be this rank's block of send: in place).
+  auto partial = scratch(extent * elementBytes);
+  LinkPrims prims(group.prev(), group.next(), send, partial.get(), elementBytes, type, op,
+                  group.size, /*streaming=*/false, wait);
+  ringReduceScatterSchedule(prims, group.rank, group.size, piece);
+  group.next().flush(wait);
+  if (own.count > 0) {
+    std::memmove(recv, partial.get() + own.offset * elementBytes, own.count * elementBytes);
+  }
+}
+
+// The all-gather of ring_schedule.h over `piece`: recv is both input and output, so every chunk
+// is sent on from where it landed. `own`: this rank's chunk; `total`: elements received in all.
+template <typename Pieces>
+void allgatherRing(const Group& group, const std::byte* send, std::byte* recv, Piece own,
+                   size_t total, DataType type, const Pieces& piece, const WaitContext& wait) {
+  const size_t elementBytes = elementSize(type);
+  std::byte* mine = recv + own.offset * elementBytes;
+  if (mine != send && own.count > 0) std::memcpy(mine, send, own.count * elementBytes);
+  LinkPrims prims(group.prev(), group.next(), recv, recv, elementBytes, type, ReduceOp::kSum, 1,
+                  total * elementBytes >= kernels::kStreamingBytes, wait);
+  ringAllgatherSchedule(prims, group.rank, group.size, piece);
+  group.next().flush(wait);
+}
+
+size_t extentOf(std::span<const Piece> blocks) {
+  size_t end = 0;
+  for (const Piece& b : blocks) {
+    if (b.count > 0) end = std::max(end, b.offset + b.count);
+  }
+  return end;
+}
+
 }  // namespace
 
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,
                        const WaitContext& wait) {
-  const size_t elementBytes = elementSize(args.type);
   const size_t total = args.recvCount * group.size;
-  const size_t blockBytes = args.recvCount * elementBytes;
-  // Partial sums of the other ranks' blocks go through a buffer of the whole size; this rank's
-  // block ends there too and is copied out (recv may be this rank's block of send: in place).
-  auto partial = scratch(total * elementBytes);
-  LinkPrims prims(group.prev(), group.next(), args.send, partial.get(), elementBytes, args.type,
-                  args.op, group.size, /*streaming=*/false, wait);
-  ringReduceScatterSchedule(prims, group.rank, group.size, total,
-                            sliceElements(sliceBytes, elementBytes));
-  group.next().flush(wait);
-  if (blockBytes > 0) {
-    std::memmove(args.recv, partial.get() + group.rank * blockBytes, blockBytes);
-  }
+  const RingPieces piece{total, group.size, sliceElements(sliceBytes, elementSize(args.type))};
+  reduceScatterRing(group, args.send, args.recv, evenChunk(total, group.size, group.rank), total,
+                    args.type, args.op, piece, wait);
+}
+
+void ringReduceScatterv(const Group& group, const ReduceScattervArgs& args, size_t sliceBytes,
+                        const WaitContext& wait) {
+  const BlockPieces piece{args.blocks, sliceElements(sliceBytes, elementSize(args.type))};
+  reduceScatterRing(group, args.send, args.recv, args.blocks[group.rank], extentOf(args.blocks),
+                    args.type, args.op, piece, wait);
 }
 
 void ringAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
                    const WaitContext& wait) {
-  const size_t elementBytes = elementSize(args.type);
-  const size_t blockBytes = args.sendCount * elementBytes;
   const size_t total = args.sendCount * group.size;
-  std::byte* own = args.recv + group.rank * blockBytes;
-  if (own != args.send && blockBytes > 0) std::memcpy(own, args.send, blockBytes);
-  // The output is both input and output: every chunk is sent from where it landed.
-  LinkPrims prims(group.prev(), group.next(), args.recv, args.recv, elementBytes, args.type,
-                  ReduceOp::kSum, 1, total * elementBytes >= kernels::kStreamingBytes, wait);
-  ringAllgatherSchedule(prims, group.rank, group.size, total,
-                        sliceElements(sliceBytes, elementBytes));
-  group.next().flush(wait);
+  const RingPieces piece{total, group.size, sliceElements(sliceBytes, elementSize(args.type))};
+  allgatherRing(group, args.send, args.recv, evenChunk(total, group.size, group.rank), total,
+                args.type, piece, wait);
+}
+
+void ringAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,
+                    const WaitContext& wait) {
+  const BlockPieces piece{args.blocks, sliceElements(sliceBytes, elementSize(args.type))};
+  size_t total = 0;
+  for (const Piece& b : args.blocks) total += b.count;
+  allgatherRing(group, args.send, args.recv, args.blocks[group.rank], total, args.type, piece,
+                wait);
 }
 
 void chainReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,

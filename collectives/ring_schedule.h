@@ -46,6 +46,7 @@
 // all-gather overwrites later, which is safe even in place: a chunk comes back only after the
 // whole ring has consumed what this rank sent from it.
 #include <cstddef>
+#include <span>
 
 #include "collectives/chunking.h"
 
@@ -60,6 +61,18 @@ struct RingPieces {
   Piece operator()(int chunk, size_t slice) const {
     return sliceOf(evenChunk(count, size, wrap(chunk, size)), slice, sliceElements);
   }
+  size_t slices() const { return sliceCount(count, size, sliceElements); }
+};
+
+// The same for chunks of any size at any place (the v-forms: all-gather-v, reduce-scatter-v):
+// chunk i is blocks[i]. Small chunks run out of slices early; their empty pieces are skipped.
+struct BlockPieces {
+  std::span<const Piece> blocks;
+  size_t sliceElements;
+  Piece operator()(int chunk, size_t slice) const {
+    return sliceOf(blocks[wrap(chunk, static_cast<int>(blocks.size()))], slice, sliceElements);
+  }
+  size_t slices() const { return blockSliceCount(blocks, sliceElements); }
 };
 
 // Runs ring all-reduce of `count` elements on rank `rank` of `size` (size >= 2), in slices of
@@ -111,15 +124,19 @@ void chainBroadcastSchedule(Prims& prims, int position, int size, size_t count,
 //   1      3> 2<       0> 3<       1> 0<       2> 1<
 //   2      2> 1<       3> 2<       0> 3<       1> 0<
 //   3      1> 0<=      2> 1<=      3> 2<=      0> 3<=    (= fully reduced: rank r holds chunk r)
-template <typename Prims>
-void ringReduceScatterSchedule(Prims& prims, int rank, int size, size_t count,
-                               size_t sliceElements) {
-  const RingPieces piece{count, size, sliceElements};
-  const size_t slices = sliceCount(count, size, sliceElements);
+//
+// `piece` is RingPieces (N even chunks) or BlockPieces (reduce-scatter-v: chunk r is rank r's
+// block, any size). Both ends of a link compute the same pieces, so an empty piece is skipped on
+// both and costs no message: a zero block moves nothing.
+template <typename Prims, typename Pieces>
+void ringReduceScatterSchedule(Prims& prims, int rank, int size, const Pieces& piece) {
+  const size_t slices = piece.slices();
   for (size_t k = 0; k < slices; ++k) {
-    prims.send(piece(rank - 1, k));
-    for (int s = 1; s <= size - 2; ++s) prims.recvReduceSend(piece(rank - 1 - s, k));
-    prims.recvReduceCopy(piece(rank, k));
+    if (Piece p = piece(rank - 1, k); p.count > 0) prims.send(p);
+    for (int s = 1; s <= size - 2; ++s) {
+      if (Piece p = piece(rank - 1 - s, k); p.count > 0) prims.recvReduceSend(p);
+    }
+    if (Piece p = piece(rank, k); p.count > 0) prims.recvReduceCopy(p);
   }
 }
 
@@ -130,14 +147,18 @@ void ringReduceScatterSchedule(Prims& prims, int rank, int size, size_t count,
 //   1      0> 3<       1> 0<       2> 1<       3> 2<
 //   2      3> 2<       0> 3<       1> 0<       2> 1<
 //   3      2> 1<       3> 2<       0> 3<       1> 0<
-template <typename Prims>
-void ringAllgatherSchedule(Prims& prims, int rank, int size, size_t count, size_t sliceElements) {
-  const RingPieces piece{count, size, sliceElements};
-  const size_t slices = sliceCount(count, size, sliceElements);
+//
+// With BlockPieces (all-gather-v) the chunks are the ranks' blocks of any size, at any place in
+// the output; as in the reduce-scatter, empty pieces are skipped on both ends of a link.
+template <typename Prims, typename Pieces>
+void ringAllgatherSchedule(Prims& prims, int rank, int size, const Pieces& piece) {
+  const size_t slices = piece.slices();
   for (size_t k = 0; k < slices; ++k) {
-    prims.send(piece(rank, k));
-    for (int s = 1; s <= size - 2; ++s) prims.recvCopySend(piece(rank - s, k));
-    prims.recv(piece(rank + 1, k));
+    if (Piece p = piece(rank, k); p.count > 0) prims.send(p);
+    for (int s = 1; s <= size - 2; ++s) {
+      if (Piece p = piece(rank - s, k); p.count > 0) prims.recvCopySend(p);
+    }
+    if (Piece p = piece(rank + 1, k); p.count > 0) prims.recv(p);
   }
 }
 

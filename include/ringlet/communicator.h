@@ -196,6 +196,66 @@ class Communicator {
   void allToAll(const void* send, void* recv, size_t count, DataType type);
   Work allToAllAsync(const void* send, void* recv, size_t count, DataType type);
 
+  // The v-forms: blocks of their own size per rank (MPI's *v calls; PyTorch's all_gather with
+  // uneven tensors, reduce_scatter_tensor / all_to_all_single with split sizes, all_to_all over
+  // tensor lists). Counts are elements of `type`; a count may be 0 on some ranks or all. The
+  // count and displacement spans are copied: they need not outlive the call or its Work.
+  // Argument errors (a span whose size is not size(), null buffers with elements to move, sums
+  // that overflow, blocks that overlap in recv, send and recv overlapping other than in place)
+  // throw InvalidArgument before anything is sent.
+
+  // All-gather-v: rank r contributes recvCounts[r] elements (send); every rank's recv ends with
+  // rank r's at element displs[r], or packed in rank order (at the prefix sums of recvCounts)
+  // when displs is empty. Every rank passes the same recvCounts: a rank whose vector differs
+  // gets MismatchError (as does its next rank; the rest a PeerError). displs only place blocks
+  // in this rank's recv, so they may differ between ranks; elements between the blocks are left
+  // untouched. In place: send == recv + displs[rank] elements.
+  void allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
+                  std::span<const size_t> displs, DataType type);
+  void allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts, DataType type) {
+    allgatherv(send, recv, recvCounts, {}, type);
+  }
+  Work allgathervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
+                       std::span<const size_t> displs, DataType type);
+  Work allgathervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
+                       DataType type) {
+    return allgathervAsync(send, recv, recvCounts, {}, type);
+  }
+
+  // Reduce-scatter-v: send holds sum(recvCounts) elements, rank r's block packed at the prefix
+  // sum of recvCounts[0..r); rank r ends with its block reduced over all ranks in recv
+  // (recvCounts[r] elements). Every rank passes the same recvCounts (MismatchError as for
+  // allgatherv). In place: recv == send + (recvCounts[0] + .. + recvCounts[rank-1]) elements.
+  void reduceScatterv(const void* send, void* recv, std::span<const size_t> recvCounts,
+                      DataType type, ReduceOp op);
+  Work reduceScattervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
+                           DataType type, ReduceOp op);
+
+  // All-to-all-v (MPI_Alltoallv): rank r sends sendCounts[q] elements from element sendDispls[q]
+  // of send to rank q, and receives recvCounts[q] elements from rank q at element recvDispls[q]
+  // of recv. Empty displacements mean packed in rank order. Each pair must agree: rank p's
+  // sendCounts[q] == rank q's recvCounts[p], else both p and q throw MismatchError naming both
+  // counts (checked before any data moves; the other ranks get a PeerError). Send blocks may
+  // overlap (they are only read); recv blocks may not. In place: send == recv with identical
+  // layouts (sendCounts == recvCounts, sendDispls == recvDispls); any other overlap of send and
+  // recv is an error. The first all-to-all(-v) links every pair of ranks (collectively, within
+  // the call).
+  void allToAllv(const void* send, std::span<const size_t> sendCounts,
+                 std::span<const size_t> sendDispls, void* recv, std::span<const size_t> recvCounts,
+                 std::span<const size_t> recvDispls, DataType type);
+  void allToAllv(const void* send, std::span<const size_t> sendCounts, void* recv,
+                 std::span<const size_t> recvCounts, DataType type) {
+    allToAllv(send, sendCounts, {}, recv, recvCounts, {}, type);
+  }
+  Work allToAllvAsync(const void* send, std::span<const size_t> sendCounts,
+                      std::span<const size_t> sendDispls, void* recv,
+                      std::span<const size_t> recvCounts, std::span<const size_t> recvDispls,
+                      DataType type);
+  Work allToAllvAsync(const void* send, std::span<const size_t> sendCounts, void* recv,
+                      std::span<const size_t> recvCounts, DataType type) {
+    return allToAllvAsync(send, sendCounts, {}, recv, recvCounts, {}, type);
+  }
+
   // Barrier: returns on every rank only after every rank has entered it.
   void barrier();
   Work barrierAsync();

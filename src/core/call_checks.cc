@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "ringlet/error.h"
@@ -65,6 +66,63 @@ void checkRegions(const char* op, int rank, const char* smallName, const void* s
         op, rank, smallName, s, smallBytes, largeName, l, largeBytes, smallName, largeName,
         inPlaceOffset));
   }
+}
+
+BlockLayout checkLayout(const char* op, int rank, int size, const char* countsName,
+                        std::span<const size_t> counts, const char* displsName,
+                        std::span<const size_t> displs, DataType type, bool mayOverlap) {
+  const size_t n = static_cast<size_t>(size);
+  if (counts.size() != n) {
+    throw InvalidArgument(fmt::format("{} on rank {}: {} has {} entries but the world has {} ranks",
+                                      op, rank, countsName, counts.size(), size));
+  }
+  if (!displs.empty() && displs.size() != n) {
+    throw InvalidArgument(fmt::format(
+        "{} on rank {}: {} has {} entries but the world has {} ranks (or pass none: packed)", op,
+        rank, displsName, displs.size(), size));
+  }
+  checkedBytes(op, rank, 0, type);  // a known data type
+  BlockLayout layout;
+  layout.blocks.resize(n);
+  const size_t maxElements = SIZE_MAX / elementSize(type);
+  for (size_t r = 0; r < n; ++r) {
+    const size_t offset = displs.empty() ? layout.total : displs[r];
+    if (counts[r] > maxElements - layout.total) {
+      throw InvalidArgument(fmt::format(
+          "{} on rank {}: {} sum to more than {} elements of {} (passed at {}[{}] = {}); the byte "
+          "size overflows",
+          op, rank, countsName, maxElements, toString(type), countsName, r, counts[r]));
+    }
+    if (counts[r] > maxElements - std::min(offset, maxElements)) {
+      throw InvalidArgument(fmt::format(
+          "{} on rank {}: {}[{}] = {} plus {}[{}] = {} ends past {} elements of {}; the byte "
+          "size overflows",
+          op, rank, displsName, r, offset, countsName, r, counts[r], maxElements, toString(type)));
+    }
+    layout.total += counts[r];
+    // An empty block's displacement means nothing (and may point anywhere): it sits at 0.
+    layout.blocks[r] = {counts[r] > 0 ? offset : 0, counts[r]};
+    if (counts[r] > 0) layout.extent = std::max(layout.extent, offset + counts[r]);
+  }
+  if (mayOverlap || displs.empty()) return layout;  // packed blocks never overlap
+  std::vector<size_t> order;
+  for (size_t r = 0; r < n; ++r) {
+    if (counts[r] > 0) order.push_back(r);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return layout.blocks[a].offset < layout.blocks[b].offset; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const collectives::Piece& before = layout.blocks[order[i - 1]];
+    const collectives::Piece& after = layout.blocks[order[i]];
+    if (after.offset < before.offset + before.count) {
+      throw InvalidArgument(fmt::format(
+          "{} on rank {}: the blocks of ranks {} and {} overlap: elements [{}, {}) and [{}, {}) "
+          "({} and {}); each rank's block needs its own place",
+          op, rank, order[i - 1], order[i], before.offset, before.offset + before.count,
+          after.offset, after.offset + after.count, displsName, countsName));
+    }
+  }
+  return layout;
 }
 
 }  // namespace ringlet::detail

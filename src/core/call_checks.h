@@ -3,7 +3,10 @@
 // rank and the offending value (InvalidArgument).
 
 #include <cstddef>
+#include <span>
+#include <vector>
 
+#include "collectives/chunking.h"
 #include "ringlet/types.h"
 
 namespace ringlet::detail {
@@ -22,5 +25,20 @@ size_t checkBuffers(const char* op, int rank, const void* send, const void* recv
 void checkRegions(const char* op, int rank, const char* smallName, const void* small,
                   size_t smallBytes, const char* largeName, const void* large, size_t largeBytes,
                   size_t inPlaceOffset);
+
+// One block per rank in one buffer (the v-forms): block r holds counts[r] elements at element
+// displs[r], or packed at the prefix sums of counts when displs is empty.
+struct BlockLayout {
+  std::vector<collectives::Piece> blocks;  // by rank, in elements; empty ones at offset 0
+  size_t total = 0;                        // elements in all blocks
+  size_t extent = 0;  // elements from the buffer's start to the end of the last non-empty block
+};
+
+// Checks a v-form's layout: `counts` (named `countsName`) and `displs` (`displsName`; may be
+// empty) hold one entry per rank of `size`, sums and ends fit in bytes of `type`, and, unless
+// `mayOverlap` (blocks that are only read), no two non-empty blocks overlap.
+BlockLayout checkLayout(const char* op, int rank, int size, const char* countsName,
+                        std::span<const size_t> counts, const char* displsName,
+                        std::span<const size_t> displs, DataType type, bool mayOverlap = false);
 
 }  // namespace ringlet::detail

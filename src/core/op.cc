@@ -1,9 +1,11 @@
 #include "src/core/op.h"
 
 #include <fmt/format.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "collectives/select.h"
 
@@ -19,11 +21,14 @@ std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   p[4] = static_cast<std::byte>(kind);
   p[5] = static_cast<std::byte>(type);
   p[6] = static_cast<std::byte>(op);
-  p[7] = static_cast<std::byte>((memory & 0xF) | (algorithm << 4));
+  p[7] = static_cast<std::byte>(memory);
   std::memcpy(p + 8, &root, 4);
   std::memcpy(p + 12, &tag, 4);
   std::memcpy(p + 16, &count, 8);
   std::memcpy(p + 24, &seq, 8);
+  std::memcpy(p + 32, &countsHash, 8);
+  std::memcpy(p + 40, &ranks, 4);
+  p[44] = static_cast<std::byte>(algorithm);
   if (inlineBytes > 0)
     std::memcpy(p + kFieldBytes, inlineData, std::min(inlineBytes, kInlineBytes));
   return out;
@@ -36,12 +41,14 @@ bool OpHeader::decode(const std::byte* data, OpHeader& out) {
   out.kind = static_cast<OpKind>(data[4]);
   out.type = static_cast<DataType>(data[5]);
   out.op = static_cast<ReduceOp>(data[6]);
-  out.memory = static_cast<uint8_t>(data[7]) & 0xF;
-  out.algorithm = static_cast<uint8_t>(data[7]) >> 4;
+  out.memory = static_cast<uint8_t>(data[7]);
   std::memcpy(&out.root, data + 8, 4);
   std::memcpy(&out.tag, data + 12, 4);
   std::memcpy(&out.count, data + 16, 8);
   std::memcpy(&out.seq, data + 24, 8);
+  std::memcpy(&out.countsHash, data + 32, 8);
+  std::memcpy(&out.ranks, data + 40, 4);
+  out.algorithm = static_cast<uint8_t>(data[44]);
   return true;
 }
 
@@ -71,6 +78,12 @@ const char* OpHeader::name() const {
       return "scatter";
     case OpKind::kAllToAll:
       return "alltoall";
+    case OpKind::kAllgatherv:
+      return "allgatherv";
+    case OpKind::kReduceScatterv:
+      return "reduce_scatterv";
+    case OpKind::kAllToAllv:
+      return "alltoallv";
     case OpKind::kCalibrate:
       return "calibrate";
   }
@@ -103,6 +116,16 @@ std::string OpHeader::describeCall() const {
     case OpKind::kScatter:
       return fmt::format("scatter(count={} per rank, {}, root={}{})", count, toString(type), root,
                          where);
+    case OpKind::kAllgatherv:
+      return fmt::format("allgatherv(count={} in all over {} ranks, {}, counts #{:016x}{})", count,
+                         ranks, toString(type), countsHash, where);
+    case OpKind::kReduceScatterv:
+      return fmt::format(
+          "reduce_scatterv(count={} in all over {} ranks, {}, {}, counts #{:016x}{})", count, ranks,
+          toString(type), toString(op), countsHash, where);
+    case OpKind::kAllToAllv:
+      return fmt::format("alltoallv(sends {} in all over {} ranks, {}{})", count, ranks,
+                         toString(type), where);
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kCalibrate:
@@ -138,6 +161,13 @@ bool OpHeader::sameCall(const OpHeader& o) const {
       return count == o.count && type == o.type && root == o.root;
     case OpKind::kBroadcast:
       return count == o.count && type == o.type && root == o.root;
+    case OpKind::kAllgatherv:
+      return count == o.count && type == o.type && ranks == o.ranks && countsHash == o.countsHash;
+    case OpKind::kReduceScatterv:
+      return count == o.count && type == o.type && op == o.op && ranks == o.ranks &&
+             countsHash == o.countsHash;
+    case OpKind::kAllToAllv:
+      return type == o.type && ranks == o.ranks;
     case OpKind::kBarrier:
       return true;
     case OpKind::kSend:
@@ -145,6 +175,19 @@ bool OpHeader::sameCall(const OpHeader& o) const {
       return count == o.count && type == o.type && tag == o.tag;
   }
   return false;
+}
+
+uint64_t hashCounts(std::span<const size_t> counts) {
+  // SHA-256 of the counts as little-endian 64-bit values; the first 8 bytes of the digest.
+  std::vector<unsigned char> bytes(counts.size() * 8);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    for (int b = 0; b < 8; ++b) bytes[i * 8 + b] = static_cast<unsigned char>(counts[i] >> (8 * b));
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(bytes.data(), bytes.size(), digest);
+  uint64_t hash = 0;
+  std::memcpy(&hash, digest, sizeof(hash));
+  return hash;
 }
 
 std::string describeMismatch(const std::string& where, int rank, const OpHeader& mine, int peer,

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "ringlet/types.h"
@@ -24,7 +25,13 @@ enum class OpKind : uint8_t {
   kGather = 10,        // count: elements each rank contributes
   kScatter = 11,       // count: elements each rank receives
   kAllToAll = 12,      // count: elements each rank sends to each rank
-  kCalibrate = 20,     // the cost model's measurement inside Communicator::create
+  // The v-forms: count is the elements in all, countsHash the counts vector that every rank must
+  // pass alike, ranks its length.
+  kAllgatherv = 13,
+  kReduceScatterv = 14,
+  // count: the elements this rank sends in all; not compared (each pair checks its own counts).
+  kAllToAllv = 15,
+  kCalibrate = 20,  // the cost model's measurement inside Communicator::create
 };
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
@@ -40,8 +47,11 @@ struct OpHeader {
   uint64_t seq = 0;
   // Where the buffers are: 0 host memory, 1 CUDA device memory (DeviceCommunicator).
   uint8_t memory = 0;
+  // The v-forms: a fingerprint of the counts (countsHash) and how many there are (ranks).
+  uint64_t countsHash = 0;
+  int32_t ranks = 0;
   // The algorithm chosen (collectives::Algorithm; 0 where a call has no choice). Ranks that
-  // force different algorithms disagree about the call. Shares a byte with `memory` on the wire.
+  // force different algorithms disagree about the call.
   uint8_t algorithm = 0;
   // Not sent: the body checks the header itself after its first send (see checkHeader).
   bool earlyData = false;
@@ -55,18 +65,23 @@ struct OpHeader {
 
   // Every header has the same size, data or not, so ranks that disagree about a call still
   // agree about the size of its header and get a MismatchError rather than a length error.
-  static constexpr size_t kFieldBytes = 32;
+  static constexpr size_t kFieldBytes = 48;
   static constexpr size_t kInlineBytes = 256;
   static constexpr size_t kWireBytes = kFieldBytes + kInlineBytes;
   std::array<std::byte, kWireBytes> encode() const;
   // Returns false if the bytes are not a header (wrong magic).
   static bool decode(const std::byte* data, OpHeader& out);
 
-  // "allreduce(count=1000, float32, sum)", "broadcast(count=7, int8, root=2)", "barrier()"
+  // "allreduce(count=1000, float32, sum)", "broadcast(count=7, int8, root=2)", "barrier()",
+  // "allgatherv(count=1000 in all over 4 ranks, float32, counts #1f2e3d4c)"
   std::string describeCall() const;
   const char* name() const;
   bool sameCall(const OpHeader& other) const;
 };
+
+// The fingerprint of a v-form's counts (OpHeader::countsHash): equal vectors give equal values,
+// and different ones differ but for a 2^-64 chance.
+uint64_t hashCounts(std::span<const size_t> counts);
 
 // The error for two ranks that issued different calls: names both calls and both ranks.
 // `where` is the wait description ("allreduce #3 on rank 1").

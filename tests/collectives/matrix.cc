@@ -332,8 +332,10 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       }
     }
     asyncCase(comm);
-    for (int round = 0; round < 3; ++round)
+    if (set == 0) runVFormMatrix(comm, /*large=*/false);  // the v-forms have ring only
+    for (int round = 0; round < 3; ++round) {
       barrierCase(comm, *store, round + 10 * static_cast<int>(set));
+    }
   }
   if (options.large) {
     // A large prime count: many slices of the default size, uneven chunks.
@@ -353,6 +355,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     reduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, big, size - 1, false);
     gatherScatterCase(comm, DataType::kFloat64, big / size + 1, 0, false);
     allToAllCase(comm, DataType::kInt32, big / size + 1, false);
+    runVFormMatrix(comm, /*large=*/true);
     // Past kernels::kStreamingBytes (8 MiB): final results take the non-temporal path.
     allreduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, 2200003, false);
     allreduceCase(comm, DataType::kInt64, ReduceOp::kSum, 1100003, true);

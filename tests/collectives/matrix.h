@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "ringlet/communicator.h"
 #include "ringlet/store.h"
 
 namespace ringlet::testing {
@@ -17,5 +18,8 @@ struct MatrixOptions {
 // Runs on one rank; fails gtest expectations on that rank.
 void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
                          const MatrixOptions& options);
+
+// The v-forms' part (matrix_vforms.cc), on one communicator; `large` adds blocks of 1000003.
+void runVFormMatrix(Communicator& comm, bool large);
 
 }  // namespace ringlet::testing

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace ringlet::detail {
 namespace {
 
@@ -40,6 +42,41 @@ TEST(OpHeader, HostAndDeviceCallsDiffer) {
   EXPECT_EQ(device.describeCall(), "allreduce(count=123456789, bfloat16, max, cuda memory)");
   const std::string message = describeMismatch("allreduce #42 on rank 1", 1, host, 0, device);
   EXPECT_NE(message.find("cuda memory"), std::string::npos) << message;
+}
+
+TEST(OpHeader, VFormsCarryAFingerprintOfTheirCounts) {
+  const std::vector<size_t> counts = {5, 0, 2, 1000003};
+  std::vector<size_t> reordered = {0, 5, 2, 1000003};  // same total, other blocks
+  OpHeader sent{.kind = OpKind::kReduceScatterv,
+                .type = DataType::kInt32,
+                .op = ReduceOp::kMin,
+                .count = 1000010,
+                .seq = 7,
+                .countsHash = hashCounts(counts),
+                .ranks = 4};
+  const auto wire = sent.encode();
+  OpHeader got;
+  ASSERT_TRUE(OpHeader::decode(wire.data(), got));
+  EXPECT_EQ(got.countsHash, sent.countsHash);
+  EXPECT_EQ(got.ranks, 4);
+  EXPECT_TRUE(got.sameCall(sent));
+  EXPECT_EQ(hashCounts(counts), hashCounts(std::vector<size_t>(counts)));
+  OpHeader other = sent;
+  other.countsHash = hashCounts(reordered);
+  EXPECT_NE(other.countsHash, sent.countsHash);
+  EXPECT_FALSE(other.sameCall(sent));
+  EXPECT_EQ(sent.describeCall().rfind("reduce_scatterv(count=1000010 in all over 4 ranks, int32, "
+                                      "min, counts #",
+                                      0),
+            0u)
+      << sent.describeCall();
+  // All-to-all-v: each rank's own total differs by design; the pairs check their counts.
+  OpHeader a{.kind = OpKind::kAllToAllv, .type = DataType::kFloat32, .count = 3, .ranks = 2};
+  OpHeader b = a;
+  b.count = 9;
+  EXPECT_TRUE(a.sameCall(b));
+  b.type = DataType::kInt8;
+  EXPECT_FALSE(a.sameCall(b));
 }
 
 TEST(OpHeader, NotAHeaderIsRejected) {

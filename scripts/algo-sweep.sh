@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The automatic algorithm choice against every forced algorithm: for each collective that has
+# more than one algorithm, ringlet-bench runs once per algorithm (RINGLET_ALGO via --algo) and
+# once with the cost model choosing, at N ranks, and scripts/algo_sweep.py tabulates per size the
+# auto time over the best forced time. Writes bench/results/algo-sweep-n<N>.{md,json}.
+#
+#   scripts/algo-sweep.sh [-n "2 3 4"] [-e 256M] [--ops "allreduce allgather"] [--transport shm]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ranks="2 3 4"
+maxbytes=256M
+ops="allreduce broadcast reduce allgather alltoall"
+transport=shm
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    -n) ranks="$2"; shift 2 ;;
+    -e) maxbytes="$2"; shift 2 ;;
+    --ops) ops="$2"; shift 2 ;;
+    --transport) transport="$2"; shift 2 ;;
+    *) echo "ringlet: algo-sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+bin=build/bin
+out=bench/results
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+"$bin/ringlet-info" --json >"$tmp/info.json"
+for n in $ranks; do
+  for op in $ops; do
+    algos=$(/usr/bin/python3 -c "import json,sys; print(' '.join(json.load(open('$tmp/info.json'))['algorithms']['$op']))")
+    for algo in auto $algos; do
+      echo "N=$n $op $algo" >&2
+      RINGLET_TRANSPORT=$transport "$bin/ringlet-run" -n "$n" "$bin/ringlet-bench" --ops "$op" \
+        --algo "$algo" -b 8 -e "$maxbytes" -f 4 -n auto --min-time-ms 20 -w 3 -c 1 \
+        --json "$tmp/n$n-$op-$algo.json" >/dev/null
+    done
+  done
+  /usr/bin/python3 scripts/algo_sweep.py "$tmp" "$n" "$out/algo-sweep-n$n"
+done

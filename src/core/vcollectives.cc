@@ -1,0 +1,272 @@
+// Communicator::allgatherv, reduceScatterv and allToAllv: argument checks, the call header (a
+// fingerprint of the counts every rank must share), the pairwise count agreement of all-to-all-v,
+// and the algorithms (collectives/ring_gather_scatter.cc, collectives/pairwise_alltoall.cc).
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "kernels/reduce.h"
+#include "ringlet/communicator.h"
+#include "ringlet/error.h"
+#include "src/core/call_checks.h"
+#include "src/core/communicator_impl.h"
+
+namespace ringlet {
+
+using collectives::Piece;
+using detail::BlockLayout;
+using detail::OpHeader;
+using detail::OpKind;
+using Prepared = detail::PreparedCall;
+
+namespace {
+
+size_t ringSlice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
+  return impl.sliceBytes({&group.next(), &group.prev()});
+}
+
+void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+std::vector<size_t> copyOf(std::span<const size_t> values) {
+  return {values.begin(), values.end()};
+}
+
+// [begin, begin + bytes) and [other, other + otherBytes) share a byte.
+bool overlaps(const void* begin, size_t bytes, const void* other, size_t otherBytes) {
+  const auto a = reinterpret_cast<uintptr_t>(begin);
+  const auto b = reinterpret_cast<uintptr_t>(other);
+  return bytes > 0 && otherBytes > 0 && a < b + otherBytes && b < a + bytes;
+}
+
+Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, void* recv,
+                           std::span<const size_t> recvCounts, std::span<const size_t> displs,
+                           DataType type) {
+  const int rank = impl.rank();
+  BlockLayout layout = detail::checkLayout("allgatherv", rank, impl.size(), "recvCounts",
+                                           recvCounts, "displs", displs, type);
+  const size_t element = elementSize(type);
+  const Piece own = layout.blocks[rank];
+  detail::checkRegions("allgatherv", rank, "send", send, own.count * element, "recv", recv,
+                       layout.extent * element, own.offset * element);
+  OpHeader header{.kind = OpKind::kAllgatherv,
+                  .type = type,
+                  .count = layout.total,
+                  .countsHash = detail::hashCounts(recvCounts),
+                  .ranks = impl.size()};
+  auto body = [&impl, send = static_cast<const std::byte*>(send),
+               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks),
+               type](const collectives::Group& group, const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      const size_t element = elementSize(type);
+      return copyBytes(recv + blocks[0].offset * element, send, blocks[0].count * element);
+    }
+    collectives::ringAllgatherv(group, {.send = send, .recv = recv, .blocks = blocks, .type = type},
+                                ringSlice(impl, group), wait);
+  };
+  return {header, body};
+}
+
+Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send, void* recv,
+                               std::span<const size_t> recvCounts, DataType type, ReduceOp op) {
+  const int rank = impl.rank();
+  BlockLayout layout = detail::checkLayout("reduce_scatterv", rank, impl.size(), "recvCounts",
+                                           recvCounts, "displs", {}, type);
+  try {
+    kernels::checkReducible(type, op);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("reduce_scatterv on rank {}: {}", rank, e.what()));
+  }
+  const size_t element = elementSize(type);
+  const Piece own = layout.blocks[rank];
+  detail::checkRegions("reduce_scatterv", rank, "recv", recv, own.count * element, "send", send,
+                       layout.total * element, own.offset * element);
+  OpHeader header{.kind = OpKind::kReduceScatterv,
+                  .type = type,
+                  .op = op,
+                  .count = layout.total,
+                  .countsHash = detail::hashCounts(recvCounts),
+                  .ranks = impl.size()};
+  auto body = [&impl, send = static_cast<const std::byte*>(send),
+               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
+               op](const collectives::Group& group, const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      return copyBytes(recv, send, blocks[0].count * elementSize(type));
+    }
+    collectives::ringReduceScatterv(
+        group, {.send = send, .recv = recv, .blocks = blocks, .type = type, .op = op},
+        ringSlice(impl, group), wait);
+  };
+  return {header, body};
+}
+
+// Before any data of an all-to-all-v moves, each rank tells every peer q what it sends q and
+// what it expects from q (one 16-byte message per link, all sent before any is read), then
+// reads what every peer told it. A pair that disagrees fails on both of its ranks, each naming
+// both counts; ranks outside the pair get a PeerError when the pair aborts.
+void agreePairCounts(const collectives::Group& group, std::span<const size_t> sendCounts,
+                     std::span<const size_t> recvCounts, const transport::WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  std::vector<uint64_t> told(2 * static_cast<size_t>(n));  // unchanged until the flushes
+  for (int s = 1; s < n; ++s) {
+    const int q = (r + s) % n;
+    told[2 * q] = sendCounts[q];
+    told[2 * q + 1] = recvCounts[q];
+    collectives::sendFrom(group.link(q), reinterpret_cast<const std::byte*>(&told[2 * q]), 16,
+                          wait);
+  }
+  for (int s = 1; s < n; ++s) group.link((r + s) % n).flush(wait);
+  std::string mismatch;
+  try {
+    for (int s = 1; s < n; ++s) {
+      const int p = (r - s + n) % n;
+      uint64_t heard[2];
+      group.link(p).recvInto(reinterpret_cast<std::byte*>(heard), 16, wait);
+      if (!mismatch.empty()) continue;
+      if (heard[0] != recvCounts[p]) {
+        mismatch = fmt::format(
+            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
+            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
+            wait.describe(), p, r, p, heard[0], r, r, r, recvCounts[p], p);
+      } else if (heard[1] != sendCounts[p]) {
+        mismatch = fmt::format(
+            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
+            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
+            wait.describe(), r, p, r, sendCounts[p], p, p, p, heard[1], r);
+      }
+    }
+  } catch (const PeerError&) {
+    // A peer failed after telling its counts; a disagreement seen here is this rank's own error.
+    if (mismatch.empty()) throw;
+  }
+  if (!mismatch.empty()) throw MismatchError(mismatch);
+}
+
+Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
+                          std::span<const size_t> sendCounts, std::span<const size_t> sendDispls,
+                          void* recv, std::span<const size_t> recvCounts,
+                          std::span<const size_t> recvDispls, DataType type) {
+  const int rank = impl.rank();
+  BlockLayout out = detail::checkLayout("alltoallv", rank, impl.size(), "sendCounts", sendCounts,
+                                        "sendDispls", sendDispls, type, /*mayOverlap=*/true);
+  BlockLayout in = detail::checkLayout("alltoallv", rank, impl.size(), "recvCounts", recvCounts,
+                                       "recvDispls", recvDispls, type);
+  if (sendCounts[rank] != recvCounts[rank]) {
+    throw InvalidArgument(fmt::format(
+        "alltoallv on rank {}: sendCounts[{}] = {} but recvCounts[{}] = {}; what a rank sends "
+        "itself is what it receives from itself",
+        rank, rank, sendCounts[rank], rank, recvCounts[rank]));
+  }
+  const size_t element = elementSize(type);
+  if (out.total > 0 && send == nullptr) {
+    throw InvalidArgument(fmt::format(
+        "alltoallv on rank {}: send buffer is null but sendCounts sum to {}", rank, out.total));
+  }
+  if (in.total > 0 && recv == nullptr) {
+    throw InvalidArgument(fmt::format(
+        "alltoallv on rank {}: recv buffer is null but recvCounts sum to {}", rank, in.total));
+  }
+  const size_t sendBytes = out.extent * element;
+  const size_t recvBytes = in.extent * element;
+  bool inPlace = false;
+  if (overlaps(send, sendBytes, recv, recvBytes)) {
+    bool same = send == recv;
+    for (size_t q = 0; same && q < out.blocks.size(); ++q) {
+      same = out.blocks[q].count == in.blocks[q].count &&
+             (out.blocks[q].count == 0 || out.blocks[q].offset == in.blocks[q].offset);
+    }
+    if (!same) {
+      throw InvalidArgument(fmt::format(
+          "alltoallv on rank {}: send [{}, +{}) and recv [{}, +{}) overlap; only in place may "
+          "they: send == recv with identical layouts (sendCounts == recvCounts and the same "
+          "displacements)",
+          rank, send, sendBytes, recv, recvBytes));
+    }
+    inPlace = true;
+  }
+  OpHeader header{
+      .kind = OpKind::kAllToAllv, .type = type, .count = out.total, .ranks = impl.size()};
+  auto body = [&impl, send = static_cast<const std::byte*>(send),
+               recv = static_cast<std::byte*>(recv), sendBlocks = std::move(out.blocks),
+               recvBlocks = std::move(in.blocks), sendCounts = copyOf(sendCounts),
+               recvCounts = copyOf(recvCounts), sendBytes, element,
+               inPlace](const collectives::Group& group, const transport::WaitContext& wait) {
+    if (group.size == 1) {
+      if (inPlace) return;  // identical layouts: the block is where it belongs
+      return copyBytes(recv + recvBlocks[0].offset * element, send + sendBlocks[0].offset * element,
+                       recvBlocks[0].count * element);
+    }
+    collectives::AllToAllvArgs args{.send = send,
+                                    .recv = recv,
+                                    .sendBlocks = sendBlocks,
+                                    .recvBlocks = recvBlocks,
+                                    .elementBytes = element};
+    std::unique_ptr<std::byte[]> copy;
+    if (inPlace) {  // send from a copy
+      copy = std::make_unique_for_overwrite<std::byte[]>(sendBytes);
+      std::memcpy(copy.get(), send, sendBytes);
+      args.send = copy.get();
+    }
+    // Every rank reaches this call (its header was checked), so the links it needs to everyone
+    // are made collectively here, the first time.
+    impl.connectAllPeers(wait.deadline);
+    transport::WaitContext all = wait;
+    all.links = impl.activeLinks();
+    agreePairCounts(group, sendCounts, recvCounts, all);
+    collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all);
+  };
+  return {header, body};
+}
+
+}  // namespace
+
+void Communicator::allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
+                              std::span<const size_t> displs, DataType type) {
+  auto p = prepareAllgatherv(*impl_, send, recv, recvCounts, displs, type);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::allgathervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
+                                   std::span<const size_t> displs, DataType type) {
+  auto p = prepareAllgatherv(*impl_, send, recv, recvCounts, displs, type);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::reduceScatterv(const void* send, void* recv, std::span<const size_t> recvCounts,
+                                  DataType type, ReduceOp op) {
+  auto p = prepareReduceScatterv(*impl_, send, recv, recvCounts, type, op);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::reduceScattervAsync(const void* send, void* recv,
+                                       std::span<const size_t> recvCounts, DataType type,
+                                       ReduceOp op) {
+  auto p = prepareReduceScatterv(*impl_, send, recv, recvCounts, type, op);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::allToAllv(const void* send, std::span<const size_t> sendCounts,
+                             std::span<const size_t> sendDispls, void* recv,
+                             std::span<const size_t> recvCounts, std::span<const size_t> recvDispls,
+                             DataType type) {
+  auto p =
+      prepareAllToAllv(*impl_, send, sendCounts, sendDispls, recv, recvCounts, recvDispls, type);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::allToAllvAsync(const void* send, std::span<const size_t> sendCounts,
+                                  std::span<const size_t> sendDispls, void* recv,
+                                  std::span<const size_t> recvCounts,
+                                  std::span<const size_t> recvDispls, DataType type) {
+  auto p =
+      prepareAllToAllv(*impl_, send, sendCounts, sendDispls, recv, recvCounts, recvDispls, type);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+}  // namespace ringlet
