@@ -26,23 +26,21 @@ void WorkState::finish(std::exception_ptr e) {
 
 CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options)
     : rank_(bootstrap.rank), size_(bootstrap.size), options_(std::move(options)) {
-  sendSeq_.assign(std::max(size_, 1), 0);
-  recvSeq_.assign(std::max(size_, 1), 0);
-  connectLinks(bootstrap);
-  group_ = collectives::Group{rank_, size_, linksByRank_};
-  // Where recursive doubling stops beating the ring (collectives/select.h).
-  const bool oneHost = std::all_of(infos_.begin(), infos_.end(),
-                                   [&](const auto& info) { return info.hostId == self_.hostId; });
-  // The transport that links two ranks of this host, as every rank sees it from the table.
-  bool sharedMemory = false;
-  if (oneHost) {
-    transport::PeerInfo other = self_;
-    other.pid = self_.pid + 1;
-    if (auto index = transport::chooseTransport(options_.transport, self_, other)) {
-      sharedMemory = transport::registry()[*index].sharesMemory;
-    }
-  }
-  defaultSmallBytes_ = collectives::defaultSmallMessageBytes(size_, sharedMemory);
+  const auto deadline = Clock::now() + options_.timeout;
+  rendezvous(bootstrap);
+  connectInitialLinks(deadline);
+}
+
+CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
+    : rank_(lineage.rank), size_(lineage.size), options_(std::move(options)) {
+  const auto deadline = Clock::now() + options_.timeout;
+  self_ = lineage.infos.at(rank_);
+  infos_ = std::move(lineage.infos);
+  store_ = std::move(lineage.store);
+  jobId_ = std::move(lineage.jobId);
+  secret_ = std::move(lineage.secret);
+  rendezvousHost_ = std::move(lineage.rendezvousHost);
+  connectInitialLinks(deadline);
 }
 
 CommunicatorImpl::~CommunicatorImpl() {

@@ -68,6 +68,8 @@ const char* OpHeader::name() const {
       return "scatter";
     case OpKind::kAllToAll:
       return "alltoall";
+    case OpKind::kSplit:
+      return tag == kSplitIsDup ? "dup" : "split";
   }
   return "unknown-op";
 }
@@ -98,6 +100,9 @@ std::string OpHeader::describeCall() const {
     case OpKind::kScatter:
       return fmt::format("scatter(count={} per rank, {}, root={}{})", count, toString(type), root,
                          where);
+    case OpKind::kSplit:
+      if (tag == kSplitIsDup) return "dup()";
+      return fmt::format("split(color={}, key={})", root, static_cast<int64_t>(count));
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kSend:
@@ -130,6 +135,8 @@ bool OpHeader::sameCall(const OpHeader& o) const {
       return count == o.count && type == o.type && root == o.root;
     case OpKind::kBarrier:
       return true;
+    case OpKind::kSplit:  // colors and keys differ between ranks; split and dup do not match
+      return tag == o.tag;
     case OpKind::kSend:
     case OpKind::kRecv:
       return count == o.count && type == o.type && tag == o.tag;

@@ -24,7 +24,11 @@ enum class OpKind : uint8_t {
   kGather = 10,        // count: elements each rank contributes
   kScatter = 11,       // count: elements each rank receives
   kAllToAll = 12,      // count: elements each rank sends to each rank
+  kSplit = 16,         // split (tag 0; root: this rank's color, count: its key) or dup (tag 1)
 };
+
+// OpHeader::tag of a kSplit header made by dup() (split() sends 0).
+inline constexpr int32_t kSplitIsDup = 1;
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
 inline bool isCollective(OpKind kind) { return kind != OpKind::kSend && kind != OpKind::kRecv; }
@@ -34,7 +38,7 @@ struct OpHeader {
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int32_t root = -1;  // broadcast, reduce: the root; send/recv: the peer
-  int32_t tag = 0;    // send/recv only
+  int32_t tag = 0;    // send/recv; split: kSplitIsDup for dup()
   uint64_t count = 0;
   uint64_t seq = 0;
   // Where the buffers are: 0 host memory, 1 CUDA device memory (DeviceCommunicator).
