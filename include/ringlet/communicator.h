@@ -19,6 +19,8 @@
 // Threads. A communicator may be used from one thread at a time for issuing calls (like an MPI
 // communicator). Async calls run in issue order on the communicator's worker thread; blocking
 // calls wait for earlier async ones first. Work handles may be waited on from any thread.
+// Communicators made by split() or dup() are communicators of their own: one thread may drive
+// each, at the same time as their parent.
 
 #include <chrono>
 #include <cstddef>

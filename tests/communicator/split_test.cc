@@ -349,6 +349,21 @@ TEST(SplitThreads, WorldOfOne) {
   });
 }
 
+// A child keeps working after its parent is gone (its store and links are its own).
+TEST(SplitThreads, AChildOutlivesItsParent) {
+  runThreadRanks(3, [](int rank, int n, std::shared_ptr<Store> store) {
+    std::optional<Communicator> child;
+    {
+      Communicator world = makeComm(rank, n, store, "local");
+      child = world.split(0, -rank);
+    }
+    ASSERT_TRUE(child.has_value());
+    checkEveryCollective(*child, {2, 1, 0}, 1);
+    Communicator grandchild = child->dup();
+    checkEveryCollective(grandchild, {2, 1, 0}, 2);
+  });
+}
+
 // Expects `f` to throw E whose message contains every string in `parts`.
 template <typename E, typename F>
 void expectThrowWith(F&& f, std::initializer_list<std::string> parts) {
