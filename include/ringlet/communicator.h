@@ -19,6 +19,8 @@
 // Threads. A communicator may be used from one thread at a time for issuing calls (like an MPI
 // communicator). Async calls run in issue order on the communicator's worker thread; blocking
 // calls wait for earlier async ones first. Work handles may be waited on from any thread.
+// Communicators made by split() or dup() are communicators of their own: one thread may drive
+// each, at the same time as their parent.
 
 #include <chrono>
 #include <cstddef>
@@ -102,6 +104,9 @@ std::vector<TransportInfo> transports(
 // The transport that `options` would use between two processes of one host, and why. Throws
 // InvalidArgument when options name a transport or option that is not built in.
 std::string localTransportChoice(const CommunicatorOptions& options, std::string* why);
+
+// The color of a rank that takes part in Communicator::split() but joins no new communicator.
+inline constexpr int kNoColor = -1;
 
 class Communicator;
 namespace detail {
@@ -274,11 +279,32 @@ class Communicator {
   Work sendAsync(const void* data, size_t count, DataType type, int peer, int tag = 0);
   Work recvAsync(void* data, size_t count, DataType type, int peer, int tag = 0);
 
+  // Split: collective over this communicator (a call in its sequence, like a barrier; every rank
+  // calls it, kNoColor ranks too). Ranks that pass the same `color` (>= 0) form a new
+  // communicator, ranked by (key, rank here); a rank passing kNoColor gets nullopt. A negative
+  // color other than kNoColor is an InvalidArgument, thrown before anything is sent. The new
+  // communicator takes `options` or, when unset, this one's (its timeout also bounds connecting
+  // it); the ranks of one color must agree on its transport (InvalidArgument on each of them
+  // otherwise). No new rendezvous: it uses what this communicator learned about its peers and a
+  // key space of its own inside this one's store, and connects links of its own.
+  //
+  // The result is independent of this communicator: its own call sequence, timeout, error state
+  // and links, so it may be driven from another thread while this one (and its siblings) run
+  // calls, with no message ever crossing between them; a mismatch or abort() in it leaves this
+  // one usable, while a peer that dies shows up as a PeerError in every communicator that talks
+  // to it. It may outlive this communicator, and may itself be split.
+  std::optional<Communicator> split(int color, int key,
+                                    std::optional<CommunicatorOptions> options = std::nullopt);
+  // Dup: a new communicator of the same ranks in the same order (split(0, rank()) with a call
+  // of its own: a rank calling dup() while another calls split() gets MismatchError).
+  Communicator dup(std::optional<CommunicatorOptions> options = std::nullopt);
+
   // Makes every later call, and any call in progress on this rank, throw AbortedError; tells
   // connected peers (best effort) so they fail fast too. Never blocks for long; always returns.
   void abort(const std::string& reason = "aborted by the user");
 
-  // Which transport each peer link uses ("tcp", "shm", ...), for logs and tools.
+  // Which transport each peer link uses ("tcp", "shm", ...), for logs and tools: "1:shm, 3:tcp",
+  // by rank in this communicator.
   std::string describeLinks() const;
   // The cost model this communicator chooses algorithms with (the same on every rank).
   CostModel costModel() const;

@@ -26,10 +26,23 @@ void WorkState::finish(std::exception_ptr e) {
 
 CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options)
     : rank_(bootstrap.rank), size_(bootstrap.size), options_(std::move(options)) {
-  sendSeq_.assign(std::max(size_, 1), 0);
-  recvSeq_.assign(std::max(size_, 1), 0);
-  connectLinks(bootstrap);
-  group_ = collectives::Group{rank_, size_, linksByRank_};
+  const auto deadline = Clock::now() + options_.timeout;
+  rendezvous(bootstrap);
+  connectInitialLinks(deadline);
+  forced_ = collectives::parseForced(options_.algorithms);
+  if (options_.costModel) model_ = *options_.costModel;
+}
+
+CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
+    : rank_(lineage.rank), size_(lineage.size), options_(std::move(options)) {
+  const auto deadline = Clock::now() + options_.timeout;
+  self_ = lineage.infos.at(rank_);
+  infos_ = std::move(lineage.infos);
+  store_ = std::move(lineage.store);
+  jobId_ = std::move(lineage.jobId);
+  secret_ = std::move(lineage.secret);
+  rendezvousHost_ = std::move(lineage.rendezvousHost);
+  connectInitialLinks(deadline);
   forced_ = collectives::parseForced(options_.algorithms);
   if (options_.costModel) model_ = *options_.costModel;
 }

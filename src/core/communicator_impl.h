@@ -44,10 +44,31 @@ struct PreparedCall {
   OpBody body;
 };
 
+// What a sub-communicator inherits from its parent (split.cc): who its ranks are and where they
+// meet, everything but the links.
+struct Lineage {
+  int rank = 0;
+  int size = 1;
+  std::vector<transport::PeerInfo> infos;  // by rank in the child, `rank` fields renumbered
+  std::shared_ptr<Store> store;            // the child's key space inside the parent's
+  std::string jobId;
+  std::string secret;
+  std::string rendezvousHost;
+};
+
 class CommunicatorImpl {
  public:
+  // Rendezvous through the bootstrap's store, then links.
   CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options);
+  // A sub-communicator: links only (collective among the ranks of `lineage`).
+  CommunicatorImpl(Lineage lineage, CommunicatorOptions options);
   ~CommunicatorImpl();
+
+  // Collective over this communicator (split.cc): one kSplit call that exchanges every rank's
+  // (color, key), then the new communicator's links among the ranks of this rank's color.
+  // Null for kNoColor. `dup` marks the call as dup() in its header.
+  std::unique_ptr<CommunicatorImpl> split(int color, int key, CommunicatorOptions options,
+                                          bool dup);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -104,7 +125,11 @@ class CommunicatorImpl {
     std::shared_ptr<WorkState> state;
   };
 
-  void connectLinks(const Bootstrap& bootstrap);
+  // The rendezvous of a communicator made from a bootstrap: store key space, peer records, secret.
+  void rendezvous(const Bootstrap& bootstrap);
+  // Links the peers the algorithms need, then the group and the algorithm limits (both
+  // constructors end here).
+  void connectInitialLinks(transport::Deadline deadline);
   // Links `peers` (collective between this rank and each of them); used at creation and by the
   // first send/recv between two ranks that no collective links.
   void connectPeers(const std::vector<int>& peers, transport::Deadline deadline);

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "collectives/select.h"
 #include "ringlet/error.h"
 #include "src/core/communicator_impl.h"
 #include "src/log.h"
@@ -106,19 +107,14 @@ std::string hostOf(const std::string& storeDescription) {
 
 }  // namespace
 
-void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
+void CommunicatorImpl::rendezvous(const Bootstrap& bootstrap) {
   if (size_ < 1 || rank_ < 0 || rank_ >= size_) {
     throw InvalidArgument(
         fmt::format("bootstrap rank {} is out of range for world size {}", rank_, size_));
   }
-  linksByRank_.assign(size_, nullptr);
-  links_.resize(size_);
-  // Never reallocated: a WaitContext's span over it stays valid when links are added later.
-  activeLinks_.reserve(size_);
   if (size_ == 1) return;
   if (!bootstrap.store) throw InvalidArgument("bootstrap has no store (world size > 1)");
 
-  const auto deadline = transport::Clock::now() + options_.timeout;
   const int id = nextCommunicatorId(*bootstrap.store, rank_);
   store_ = makePrefixStore(fmt::format("ringlet/comm{}", id), bootstrap.store);
   jobId_ = bootstrap.jobId.empty() ? "ringlet" : bootstrap.jobId;
@@ -152,7 +148,17 @@ void CommunicatorImpl::connectLinks(const Bootstrap& bootstrap) {
     }
     secret_ = store_->getString("secret", options_.timeout);
   }
-  connectPeers(peersNeeded(rank_, size_), deadline);
+}
+
+void CommunicatorImpl::connectInitialLinks(transport::Deadline deadline) {
+  sendSeq_.assign(std::max(size_, 1), 0);
+  recvSeq_.assign(std::max(size_, 1), 0);
+  linksByRank_.assign(size_, nullptr);
+  links_.resize(size_);
+  // Never reallocated: a WaitContext's span over it stays valid when links are added later.
+  activeLinks_.reserve(size_);
+  if (size_ > 1) connectPeers(peersNeeded(rank_, size_), deadline);
+  group_ = collectives::Group{rank_, size_, linksByRank_};
 }
 
 void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {

@@ -86,6 +86,8 @@ const char* OpHeader::name() const {
       return "alltoallv";
     case OpKind::kCalibrate:
       return "calibrate";
+    case OpKind::kSplit:
+      return tag == kSplitIsDup ? "dup" : "split";
   }
   return "unknown-op";
 }
@@ -126,6 +128,9 @@ std::string OpHeader::describeCall() const {
     case OpKind::kAllToAllv:
       return fmt::format("alltoallv(sends {} in all over {} ranks, {}{})", count, ranks,
                          toString(type), where);
+    case OpKind::kSplit:
+      if (tag == kSplitIsDup) return "dup()";
+      return fmt::format("split(color={}, key={})", root, static_cast<int64_t>(count));
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kCalibrate:
@@ -170,6 +175,8 @@ bool OpHeader::sameCall(const OpHeader& o) const {
       return type == o.type && ranks == o.ranks;
     case OpKind::kBarrier:
       return true;
+    case OpKind::kSplit:  // colors and keys differ between ranks; split and dup do not match
+      return tag == o.tag;
     case OpKind::kSend:
     case OpKind::kRecv:
       return count == o.count && type == o.type && tag == o.tag;

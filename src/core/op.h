@@ -32,7 +32,11 @@ enum class OpKind : uint8_t {
   // count: the elements this rank sends in all; not compared (each pair checks its own counts).
   kAllToAllv = 15,
   kCalibrate = 20,  // the cost model's measurement inside Communicator::create
+  kSplit = 16,      // split (tag 0; root: this rank's color, count: its key) or dup (tag 1)
 };
+
+// OpHeader::tag of a kSplit header made by dup() (split() sends 0).
+inline constexpr int32_t kSplitIsDup = 1;
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
 inline bool isCollective(OpKind kind) { return kind != OpKind::kSend && kind != OpKind::kRecv; }
@@ -42,7 +46,7 @@ struct OpHeader {
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int32_t root = -1;  // broadcast, reduce: the root; send/recv: the peer
-  int32_t tag = 0;    // send/recv only
+  int32_t tag = 0;    // send/recv; split: kSplitIsDup for dup()
   uint64_t count = 0;
   uint64_t seq = 0;
   // Where the buffers are: 0 host memory, 1 CUDA device memory (DeviceCommunicator).

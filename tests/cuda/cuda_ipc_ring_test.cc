@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "ringlet/communicator.h"
@@ -137,6 +138,29 @@ TEST(CudaIpcRingOrder, DeviceAndHostCallsMismatch) {
         (void)size;
       },
       std::chrono::seconds(60));
+}
+
+// A DeviceCommunicator over a split child (pairs by parity, order reversed): its IPC ring uses
+// the child's ranks and store keys; the parent's host calls still work afterwards.
+TEST(CudaIpcRingOrder, DeviceCommunicatorOverASplitChild) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      4,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        std::optional<Communicator> pair = comm.split(rank % 2, -rank);
+        ASSERT_TRUE(pair.has_value());
+        ASSERT_EQ(pair->size(), 2);
+        EXPECT_EQ(pair->rank(), rank < 2 ? 1 : 0);
+        cuda::DeviceCommunicator device(*pair, 0, ipcOptions(2, 4096));
+        allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 100003, false);
+        broadcastCase(device, nullptr, DataType::kInt32, 4099, 1);
+        EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
+        std::vector<int32_t> host(1000, rank);
+        comm.allreduce(host.data(), host.size(), DataType::kInt32, ReduceOp::kSum);
+        EXPECT_EQ(host[999], (size - 1) * size / 2);
+      },
+      std::chrono::seconds(120));
 }
 
 // Forcing the IPC path where it cannot work names why.

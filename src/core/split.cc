@@ -1,0 +1,166 @@
+// Communicator::split and dup: sub-communicators built from what the parent already knows.
+//
+// The call is one collective over the parent (OpKind::kSplit, so a rank that splits while
+// another all-reduces gets MismatchError, not a hang). Its body all-gathers every rank's record
+// over the parent's ring:
+//
+//   parent rank      0        1        2        3
+//   record       (c=0,k=1)(c=1,k=0)(c=0,k=0)(c=kNoColor)   + the transport each asks for
+//   after the all-gather every rank holds all four; color 0 is [2, 0] (by key, then rank),
+//   color 1 is [1]; rank 3 gets nullopt.
+//
+// Each rank of a color then builds its child from the parent's state: the peer records every
+// rank published when the parent was created (no new rendezvous), the job id and secret, and a
+// key space of its own inside the parent's store, "split<seq>/color<c>", where seq is the
+// split's call number on the parent: the same on every rank, never reused by that parent, and
+// nested inside the parent's own key space for nested splits.
+//
+// Links: a child connects links of its own, through Transport objects of its own. A parent and
+// its children run concurrently, driven from different threads; sharing a link would need
+// every message tagged with its communicator and a demultiplexer behind each link, or one
+// rank's child message could land in the parent's call. Sharing the parent's Transport objects
+// is not safe as they are either: a tcp listener tells connecting peers apart by rank only and
+// its connect() is not thread-safe, so a parent's lazy connect (its first all-to-all or
+// send/recv to an unlinked peer) could take a connection meant for a child being connected at
+// that moment. NCCL makes the same choice by default (ncclCommSplit connects anew unless
+// splitShare asks to share). The cost, paid once per split: a listener per rank for tcp and a
+// segment per linked pair for shm.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/collectives.h"
+#include "ringlet/communicator.h"
+#include "ringlet/error.h"
+#include "src/core/communicator_impl.h"
+
+namespace ringlet {
+namespace detail {
+namespace {
+
+// What each rank says about itself in a split, as it travels in the all-gather.
+struct SplitRecord {
+  int64_t color = kNoColor;
+  int64_t key = 0;
+  char transport[16] = {};  // the child's CommunicatorOptions::transport ("auto", "tcp", ...)
+
+  std::string transportName() const {
+    return std::string(transport, strnlen(transport, sizeof(transport)));
+  }
+};
+static_assert(sizeof(SplitRecord) == 32);
+
+}  // namespace
+
+std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key,
+                                                          CommunicatorOptions options, bool dup) {
+  SplitRecord mine{.color = color, .key = key};
+  // Transport names are checked against the table before this (at most a few letters).
+  std::memcpy(mine.transport, options.transport.data(),
+              std::min(options.transport.size(), sizeof(mine.transport) - 1));
+  std::vector<SplitRecord> all(size_);
+  uint64_t seq = 0;
+  OpHeader header{.kind = OpKind::kSplit,
+                  .root = color,
+                  .tag = dup ? kSplitIsDup : 0,
+                  .count = static_cast<uint64_t>(static_cast<int64_t>(key))};
+  runBlocking(header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
+    seq = runningHeader().seq;
+    if (group.size == 1) {
+      all[0] = mine;
+      return;
+    }
+    collectives::AllgatherArgs args{.send = reinterpret_cast<const std::byte*>(&mine),
+                                    .recv = reinterpret_cast<std::byte*>(all.data()),
+                                    .sendCount = sizeof(SplitRecord),
+                                    .type = DataType::kUInt8};
+    collectives::ringAllgather(group, args, sliceBytes({&group.next(), &group.prev()}), wait);
+  });
+  if (color == kNoColor) return nullptr;
+
+  // This color's ranks, by (key, rank here).
+  std::vector<int> members;
+  for (int r = 0; r < size_; ++r) {
+    if (all[r].color == color) members.push_back(r);
+  }
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[a].key < all[b].key; });
+  for (int r : members) {
+    if (all[r].transportName() != options.transport) {
+      throw InvalidArgument(fmt::format(
+          "{} #{} on rank {}: the ranks of color {} must ask for the same transport, but rank {} "
+          "asks for '{}' and rank {} for '{}'",
+          dup ? "dup" : "split", seq, rank_, color, rank_, options.transport, r,
+          all[r].transportName()));
+    }
+  }
+
+  Lineage lineage;
+  lineage.size = static_cast<int>(members.size());
+  lineage.rank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  if (size_ > 1) {
+    lineage.infos.reserve(members.size());
+    for (int r : members) {
+      lineage.infos.push_back(infos_[r]);
+      lineage.infos.back().rank = static_cast<int>(lineage.infos.size()) - 1;
+    }
+    lineage.store = makePrefixStore(fmt::format("split{}/color{}", seq, color), store_);
+  } else {
+    // A world of one never published its record; it needs none.
+    lineage.infos.push_back(self_);
+    lineage.infos.back().rank = 0;
+  }
+  lineage.jobId = jobId_;
+  lineage.secret = secret_;
+  lineage.rendezvousHost = rendezvousHost_;
+  // The parent's model, measured and agreed on the same hosts and transports, unless the
+  // options give one: a child does not measure again.
+  if (!options.costModel) options.costModel = model_;
+  return std::make_unique<CommunicatorImpl>(std::move(lineage), std::move(options));
+}
+
+}  // namespace detail
+
+namespace {
+
+// The child's options: its own, or the parent's. Checked as create() checks them, naming the call.
+CommunicatorOptions childOptions(const char* call, int rank, const detail::CommunicatorImpl& impl,
+                                 std::optional<CommunicatorOptions> options) {
+  if (!options) return impl.options();
+  if (options->timeout.count() <= 0) {
+    throw InvalidArgument(
+        fmt::format("{} on rank {}: CommunicatorOptions::timeout must be positive, got {} ms", call,
+                    rank, options->timeout.count()));
+  }
+  try {
+    detail::checkOptions(*options);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{} on rank {}: {}", call, rank, e.what()));
+  }
+  return std::move(*options);
+}
+
+}  // namespace
+
+std::optional<Communicator> Communicator::split(int color, int key,
+                                                std::optional<CommunicatorOptions> options) {
+  if (color < kNoColor) {
+    throw InvalidArgument(fmt::format(
+        "split on rank {}: color {} is negative; a color is >= 0, or kNoColor ({}) for a rank "
+        "that joins no new communicator",
+        rank(), color, kNoColor));
+  }
+  auto child =
+      impl_->split(color, key, childOptions("split", rank(), *impl_, std::move(options)), false);
+  if (!child) return std::nullopt;
+  return Communicator(std::move(child));
+}
+
+Communicator Communicator::dup(std::optional<CommunicatorOptions> options) {
+  return Communicator(
+      impl_->split(0, rank(), childOptions("dup", rank(), *impl_, std::move(options)), true));
+}
+
+}  // namespace ringlet
