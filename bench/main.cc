@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,30 @@ bool launcherSaysNonzeroRank() {
   return false;
 }
 
+// TEMPORARY until CommunicatorOptions::algorithms lands on main.
+template <typename O>
+std::map<std::string, std::string>* algorithmsField(O& o) {
+  if constexpr (requires { o.algorithms; }) {
+    return &o.algorithms;
+  } else {
+    return nullptr;
+  }
+}
+
+// The library's options from RINGLET_* variables, with --algo's entries on top.
+CommunicatorOptions communicatorOptions(const Options& options) {
+  CommunicatorOptions result = CommunicatorOptions::fromEnvironment();
+  std::map<std::string, std::string>* algorithms = algorithmsField(result);
+  if (algorithms == nullptr) {
+    if (!options.algorithms.empty()) throw InvalidArgument("--algo: not in this ringlet yet");
+    return result;
+  }
+  for (const auto& [collective, algorithm] : options.algorithms) {
+    (*algorithms)[collective] = algorithm;
+  }
+  return result;
+}
+
 int runBenchmark(const Options& options) {
   const Bootstrap bootstrap = Bootstrap::fromEnvironment();
   if (options.vsMpi && (mpi::size() != bootstrap.size || mpi::rank() != bootstrap.rank)) {
@@ -48,7 +73,8 @@ int runBenchmark(const Options& options) {
     throw InvalidArgument(
         fmt::format("-r/--root {} is not a rank of a world of {}", options.root, bootstrap.size));
   }
-  Communicator comm = Communicator::create(bootstrap);
+  CommunicatorOptions commOptions = communicatorOptions(options);
+  Communicator comm = Communicator::create(bootstrap, commOptions);
   const bool printer = comm.rank() == 0;
 
   RunInfo info;
@@ -57,6 +83,7 @@ int runBenchmark(const Options& options) {
   info.source = bootstrap.source;
   info.mpiLibrary = options.vsMpi ? mpi::libraryVersion() : "";
   info.options = options;
+  if (auto* algorithms = algorithmsField(commOptions)) info.algorithms = *algorithms;
 
   std::unique_ptr<device::DeviceSide> deviceSide;
   if (options.cuda) {
@@ -72,11 +99,16 @@ int runBenchmark(const Options& options) {
   if (printer) printRunHeader(stdout, info);
   std::vector<Row> rows;
   for (BenchOp op : options.ops) {
+    if (op == BenchOp::kSendRecv && comm.size() < 2) {
+      if (printer) std::printf("#\n# sendrecv: skipped (a ring shift needs 2 ranks or more)\n");
+      continue;
+    }
     if (printer) printTableHeader(stdout, info, op);
     const std::vector<size_t> sizes =
-        op == BenchOp::kBarrier ? std::vector<size_t>{0} : sweepSizes(options);
+        hasBandwidth(op) ? sweepSizes(options) : std::vector<size_t>{0};
+    const std::string algorithm = algorithmOf(info.algorithms, op);
     for (size_t bytes : sizes) {
-      rows.push_back(runner.run(op, bytes));
+      rows.push_back(runner.run(op, bytes, algorithm));
       if (printer) printRow(stdout, info, rows.back());
     }
   }
