@@ -59,10 +59,11 @@ def plot(out_dir, name, transport, doc, op, records):
         ax.plot(*zip(*copy), "--", color="gray", lw=1.2,
                 label="memcpy of the same size, every rank at once (GB/s)")
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # small and large sizes differ by orders of magnitude
     ticks = [s for s in sizes if (s.bit_length() - 1) % 4 == 3 or s == sizes[-1]]
     ax.set_xticks(ticks, [human(s) for s in ticks])
     ax.set_xlabel("size (bytes, total buffer as in nccl-tests)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_ylabel("bus bandwidth (GB/s, log)")
     ax.set_title(f"{config['datatype']} {op}, {config['world_size']} ranks, one host "
                  f"({config.get('links', '')})")
     ax.grid(True, which="both", alpha=0.3)
@@ -78,7 +79,7 @@ def ratio_at(rows, index):
     r = rows[index]
     if not r.get("mpi") or r["out_of_place"]["time_us"] <= 0:
         return "n/a"
-    return f"{r['mpi']['time_us'] / r['out_of_place']['time_us']:.2f}"
+    return f"{r['mpi']['time_us'] / r['out_of_place']['time_us']:.3g}"
 
 
 def summary(out_dir, runs):
