@@ -38,7 +38,7 @@ bool launcherSaysNonzeroRank() {
   return false;
 }
 
-// TEMPORARY until CommunicatorOptions::algorithms lands on main.
+// CommunicatorOptions::algorithms, or nullptr where the library has no per-collective choice.
 template <typename O>
 std::map<std::string, std::string>* algorithmsField(O& o) {
   if constexpr (requires { o.algorithms; }) {
@@ -53,7 +53,10 @@ CommunicatorOptions communicatorOptions(const Options& options) {
   CommunicatorOptions result = CommunicatorOptions::fromEnvironment();
   std::map<std::string, std::string>* algorithms = algorithmsField(result);
   if (algorithms == nullptr) {
-    if (!options.algorithms.empty()) throw InvalidArgument("--algo: not in this ringlet yet");
+    if (!options.algorithms.empty()) {
+      throw InvalidArgument(
+          "--algo: this ringlet has no CommunicatorOptions::algorithms to force an algorithm");
+    }
     return result;
   }
   for (const auto& [collective, algorithm] : options.algorithms) {

@@ -310,6 +310,49 @@ TEST(BenchCli, InjectedWrongElementsAreCounted) {
       << r.out;
 }
 
+// --algo sets CommunicatorOptions::algorithms for the named collective and the table says so;
+// RINGLET_ALGO shows the same way when --algo does not override it.
+TEST(BenchCli, AlgoForcesAndNamesTheAlgorithm) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const std::string dir = makeTempDir("ringlet-bench-algo");
+  const std::string json = dir + "/algo.json";
+  const std::vector<std::string> args = {"--ops",       "allreduce,allgather",
+                                         "-b",          "8",
+                                         "-e",          "64K",
+                                         "-n",          "2",
+                                         "-w",          "1",
+                                         "--warmup-ms", "1",
+                                         "--algo",      "allreduce:ring",
+                                         "--json",      json};
+  const ProcessResult r = runProcess(withLauncher(2, args), kEnv, kDeadline);
+  if (r.exitCode != 0 && r.err.find("no CommunicatorOptions::algorithms") != std::string::npos) {
+    GTEST_SKIP() << "this ringlet cannot force algorithms: " << r.err;
+  }
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  EXPECT_NE(r.out.find("# algorithms: allreduce ring"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# allreduce: algorithm ring (forced)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# allgather: algorithm auto"), std::string::npos) << r.out;
+  auto sections = parseTable(r.out);
+  expectSweep(sections["allreduce"], "allreduce, ring");
+  expectSweep(sections["allgather"], "allgather");
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no JSON file at " << json;
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  for (const nlohmann::json& record : doc["results"]) {
+    EXPECT_EQ(record["algorithm"], record["op"] == "allreduce" ? "ring" : "auto") << record;
+  }
+
+  std::vector<std::string> env = kEnv;
+  env.push_back("RINGLET_ALGO=allreduce:ring");
+  const ProcessResult fromEnv =
+      runProcess(withLauncher(2, {"-b", "8", "-e", "1K", "-n", "2", "-w", "1", "--warmup-ms", "1"}),
+                 env, kDeadline);
+  ASSERT_EQ(fromEnv.exitCode, 0) << describe(fromEnv);
+  EXPECT_NE(fromEnv.out.find("# allreduce: algorithm ring (forced)"), std::string::npos)
+      << fromEnv.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(BenchCli, WorldOfOneEveryOp) {
   const ProcessResult r = runProcess(alone({"--ops", "all", "-b", "8", "-e", "1K", "-n", "2", "-w",
                                             "1", "--inplace", "1", "--warmup-ms", "1"}),
