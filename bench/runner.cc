@@ -93,14 +93,19 @@ int Runner::warmUp(Impl impl, BenchOp op, const CallArgs& a, double* secondsPerC
   if (options_.warmup == 0 && warmupSeconds <= 0 && options_.minTimeMs <= 0) return 0;
   int done = 0;
   int batch = std::max(options_.warmup, 1);
-  const auto start = Clock::now();
-  while (true) {
+  // Time spent in the batches after the first. The first holds the cold calls (the first call
+  // of a communicator, or of a size, can take longer than the whole warm-up time), so it does
+  // not count towards --warmup-ms.
+  double warmSeconds = 0;
+  for (bool first = true;; first = false) {
     const auto batchStart = Clock::now();
     runBatch(impl, op, a, batch);
     done += batch;
-    // {elapsed, seconds per call of this batch}: the slowest rank's, the same on every rank, so
-    // every rank takes the same decision below.
-    double agreed[2] = {secondsSince(start), secondsSince(batchStart) / batch};
+    const double took = secondsSince(batchStart);
+    if (!first) warmSeconds += took;
+    // {warm time, seconds per call of this batch}: the slowest rank's, the same on every rank,
+    // so every rank takes the same decision below.
+    double agreed[2] = {warmSeconds, took / batch};
     agreeMax(impl, agreed, 2);
     *secondsPerCall = agreed[1];
     const double left = warmupSeconds - agreed[0];

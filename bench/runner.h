@@ -4,7 +4,8 @@
 //
 // Per variant (ringlet out of place, ringlet in place, MPI):
 //   1. fill the inputs (bench/workload.h);
-//   2. warm up: batches of calls until at least -w calls AND --warmup-ms have passed. After each
+//   2. warm up: batches of calls until at least -w calls AND --warmup-ms have passed (after the
+//      first batch, which holds the cold calls). After each
 //      batch the ranks agree (an all-reduce max of the elapsed time, through the implementation
 //      being measured), so every rank runs the same number of calls and stops together;
 //   3. barrier, then time the calls: -n of them, or more with --min-time-ms (the count comes
