@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,29 +37,12 @@ bool launcherSaysNonzeroRank() {
   return false;
 }
 
-// CommunicatorOptions::algorithms, or nullptr where the library has no per-collective choice.
-template <typename O>
-std::map<std::string, std::string>* algorithmsField(O& o) {
-  if constexpr (requires { o.algorithms; }) {
-    return &o.algorithms;
-  } else {
-    return nullptr;
-  }
-}
-
-// The library's options from RINGLET_* variables, with --algo's entries on top.
+// The library's options from RINGLET_* variables (RINGLET_ALGO among them), with --algo's
+// entries on top.
 CommunicatorOptions communicatorOptions(const Options& options) {
   CommunicatorOptions result = CommunicatorOptions::fromEnvironment();
-  std::map<std::string, std::string>* algorithms = algorithmsField(result);
-  if (algorithms == nullptr) {
-    if (!options.algorithms.empty()) {
-      throw InvalidArgument(
-          "--algo: this ringlet has no CommunicatorOptions::algorithms to force an algorithm");
-    }
-    return result;
-  }
   for (const auto& [collective, algorithm] : options.algorithms) {
-    (*algorithms)[collective] = algorithm;
+    result.algorithms[collective] = algorithm;
   }
   return result;
 }
@@ -76,7 +58,7 @@ int runBenchmark(const Options& options) {
     throw InvalidArgument(
         fmt::format("-r/--root {} is not a rank of a world of {}", options.root, bootstrap.size));
   }
-  CommunicatorOptions commOptions = communicatorOptions(options);
+  const CommunicatorOptions commOptions = communicatorOptions(options);
   Communicator comm = Communicator::create(bootstrap, commOptions);
   const bool printer = comm.rank() == 0;
 
@@ -86,7 +68,7 @@ int runBenchmark(const Options& options) {
   info.source = bootstrap.source;
   info.mpiLibrary = options.vsMpi ? mpi::libraryVersion() : "";
   info.options = options;
-  if (auto* algorithms = algorithmsField(commOptions)) info.algorithms = *algorithms;
+  info.algorithms = commOptions.algorithms;
 
   std::unique_ptr<device::DeviceSide> deviceSide;
   if (options.cuda) {
@@ -110,8 +92,10 @@ int runBenchmark(const Options& options) {
     const std::vector<size_t> sizes =
         hasBandwidth(op) ? sweepSizes(options) : std::vector<size_t>{0};
     const std::string algorithm = algorithmOf(info.algorithms, op);
+    const bool forced = algorithm != "auto" && algorithm != "-";
     for (size_t bytes : sizes) {
-      rows.push_back(runner.run(op, bytes, algorithm));
+      rows.push_back(runner.run(op, bytes));
+      rows.back().algorithmForced = forced;
       if (printer) printRow(stdout, info, rows.back());
     }
   }

@@ -84,6 +84,7 @@ void writeJson(const std::string& path, const RunInfo& info, const std::vector<R
               {"redop", row.redop ? json(toString(*row.redop)) : json(nullptr)},
               {"root", row.root},
               {"algorithm", row.algorithm},
+              {"algorithm_forced", row.algorithmForced},
               {"world_size", info.worldSize},
               {"out_of_place", timingJson(row.outOfPlace)}};
     if (row.inPlace) r["in_place"] = timingJson(*row.inPlace);
@@ -118,7 +119,7 @@ void writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
          "time_us,algbw_gbs,busbw_gbs,wrong,"
          "inplace_time_us,inplace_algbw_gbs,inplace_busbw_gbs,inplace_wrong,"
          "mpi_time_us,mpi_algbw_gbs,mpi_busbw_gbs,mpi_wrong,ratio,copy_gbs,"
-         "algorithm,iters,warmup_iters,busbw_over_copy\n";
+         "algorithm,iters,warmup_iters,busbw_over_copy,algorithm_forced\n";
   for (const Row& row : rows) {
     std::string ratio;
     if (row.mpi && row.outOfPlace.timeUs > 0) {
@@ -128,11 +129,12 @@ void writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
     const std::string overCopy = row.copyGBs && *row.copyGBs > 0
                                      ? fmt::format("{:.4f}", row.outOfPlace.busbwGBs / *row.copyGBs)
                                      : std::string();
-    out << fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op), row.bytes, row.count,
-        toString(row.type), row.redop ? toString(*row.redop) : std::string_view("none"), row.root,
-        info.worldSize, csvTiming(row.outOfPlace), csvTiming(row.inPlace), csvTiming(row.mpi),
-        ratio, copy, row.algorithm, row.outOfPlace.iters, row.outOfPlace.warmupIters, overCopy);
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op),
+                       row.bytes, row.count, toString(row.type),
+                       row.redop ? toString(*row.redop) : std::string_view("none"), row.root,
+                       info.worldSize, csvTiming(row.outOfPlace), csvTiming(row.inPlace),
+                       csvTiming(row.mpi), ratio, copy, row.algorithm, row.outOfPlace.iters,
+                       row.outOfPlace.warmupIters, overCopy, row.algorithmForced ? 1 : 0);
   }
   finish(out, path);
 }

@@ -29,9 +29,12 @@ struct Row {
   size_t bytes = 0;
   size_t count = 0;
   DataType type = DataType::kFloat32;
-  std::optional<ReduceOp> redop;   // reductions only
-  int root = -1;                   // -1 for operations without a root
-  std::string algorithm = "auto";  // CommunicatorOptions::algorithms entry ("-" for sendrecv)
+  std::optional<ReduceOp> redop;  // reductions only
+  int root = -1;                  // -1 for operations without a root
+  // The algorithm that ran (Communicator::algorithmFor at this size; "-" for sendrecv), and
+  // whether --algo or RINGLET_ALGO forced it.
+  std::string algorithm = "-";
+  bool algorithmForced = false;
   Timing outOfPlace;
   std::optional<Timing> inPlace;  // --inplace 1, operations with an in-place form
   std::optional<Timing> mpi;      // --vs-mpi, when MPI has this operation

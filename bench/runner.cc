@@ -188,7 +188,7 @@ double Runner::timeCopy(size_t bytes, int iters) {
   return seconds;
 }
 
-Row Runner::run(BenchOp op, size_t bytes, const std::string& algorithm) {
+Row Runner::run(BenchOp op, size_t bytes) {
   const int n = comm_.size();
   const Shape shape = shapeOf(op, bytes, options_.type, n);
   Row row;
@@ -198,7 +198,8 @@ Row Runner::run(BenchOp op, size_t bytes, const std::string& algorithm) {
   row.bytes = shape.bytes;
   if (reduces(op)) row.redop = options_.op;
   row.root = usesRoot(op) ? options_.root : -1;
-  row.algorithm = algorithm;
+  const std::string_view key = algorithmKey(op);
+  row.algorithm = key.empty() ? "-" : comm_.algorithmFor(key, row.bytes);
 
   // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI. Unused slots stay 0.
   Loop loops[3];

@@ -33,8 +33,8 @@ class Runner {
   // With options.cuda the collectives run on `device`'s buffers instead.
   Runner(Communicator& comm, const Options& options, device::DeviceSide* device = nullptr);
 
-  // One table row. `algorithm` is what the row reports (RunInfo::algorithms).
-  Row run(BenchOp op, size_t bytes, const std::string& algorithm = "auto");
+  // One table row.
+  Row run(BenchOp op, size_t bytes);
 
  private:
   enum class Impl { kRinglet, kMpi };
