@@ -95,11 +95,12 @@ auto visitType(DataType type, F&& f) {
   return f(float{});
 }
 
-// Compares out[j] with table[j mod table.size()]; `close` decides equality.
+// Compares out[j] with table[(first + j) mod table.size()]; `close` decides equality.
 template <typename T, typename U, typename Close>
-size_t countMismatches(const T* out, size_t count, const std::vector<U>& table, Close close) {
+size_t countMismatches(const T* out, size_t count, size_t first, const std::vector<U>& table,
+                       Close close) {
   size_t wrong = 0;
-  size_t k = 0;
+  size_t k = first % table.size();
   for (size_t j = 0; j < count; ++j) {
     if (!close(out[j], table[k])) ++wrong;
     if (++k == table.size()) k = 0;
@@ -170,26 +171,27 @@ void DataPattern::fillPoison(void* buffer, size_t count) const {
   if (count > 0) std::memset(buffer, 0, count * elementSize(type_));
 }
 
-size_t DataPattern::countWrongReduced(const void* buffer, size_t count) const {
+size_t DataPattern::countWrongReduced(const void* buffer, size_t count, size_t first) const {
   return visitType(type_, [&]<typename T>(T) -> size_t {
     const T* out = static_cast<const T*>(buffer);
     if (op_ == ReduceOp::kAvg) {
       const double tol = relativeTolerance(type_);
-      return countMismatches(out, count, expected_, [tol](T got, double want) {
+      return countMismatches(out, count, first, expected_, [tol](T got, double want) {
         return std::fabs(toDouble(got) - want) <= tol * std::fabs(want);
       });
     }
     std::vector<T> table(period_);
     for (size_t k = 0; k < period_; ++k) table[k] = fromDouble<T>(expected_[k]);
-    return countMismatches(out, count, table, [](T a, T b) { return sameValue(a, b); });
+    return countMismatches(out, count, first, table, [](T a, T b) { return sameValue(a, b); });
   });
 }
 
-size_t DataPattern::countWrongInput(const void* buffer, size_t count, int source) const {
+size_t DataPattern::countWrongInput(const void* buffer, size_t count, int source,
+                                    size_t first) const {
   return visitType(type_, [&]<typename T>(T) -> size_t {
     std::vector<T> table(period_);
     for (size_t k = 0; k < period_; ++k) table[k] = fromDouble<T>(input(source, k));
-    return countMismatches(static_cast<const T*>(buffer), count, table,
+    return countMismatches(static_cast<const T*>(buffer), count, first, table,
                            [](T a, T b) { return sameValue(a, b); });
   });
 }

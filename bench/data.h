@@ -27,10 +27,12 @@ class DataPattern {
   // counts as wrong.
   void fillPoison(void* buffer, size_t count) const;
 
-  // Elements of `buffer` that differ from op(input of every rank).
-  size_t countWrongReduced(const void* buffer, size_t count) const;
-  // Elements of `buffer` that differ from rank `source`'s input (broadcast).
-  size_t countWrongInput(const void* buffer, size_t count, int source) const;
+  // Elements of `buffer` that differ from op(input of every rank). `first` is the index in the
+  // input of buffer[0] (a reduce-scatter block starts at rank * block).
+  size_t countWrongReduced(const void* buffer, size_t count, size_t first = 0) const;
+  // Elements of `buffer` that differ from rank `source`'s input from element `first` on
+  // (broadcast, gathered blocks, scattered blocks, all-to-all blocks, messages).
+  size_t countWrongInput(const void* buffer, size_t count, int source, size_t first = 0) const;
 
   size_t period() const { return period_; }
 

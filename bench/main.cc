@@ -37,6 +37,16 @@ bool launcherSaysNonzeroRank() {
   return false;
 }
 
+// The library's options from RINGLET_* variables (RINGLET_ALGO among them), with --algo's
+// entries on top.
+CommunicatorOptions communicatorOptions(const Options& options) {
+  CommunicatorOptions result = CommunicatorOptions::fromEnvironment();
+  for (const auto& [collective, algorithm] : options.algorithms) {
+    result.algorithms[collective] = algorithm;
+  }
+  return result;
+}
+
 int runBenchmark(const Options& options) {
   const Bootstrap bootstrap = Bootstrap::fromEnvironment();
   if (options.vsMpi && (mpi::size() != bootstrap.size || mpi::rank() != bootstrap.rank)) {
@@ -48,7 +58,8 @@ int runBenchmark(const Options& options) {
     throw InvalidArgument(
         fmt::format("-r/--root {} is not a rank of a world of {}", options.root, bootstrap.size));
   }
-  Communicator comm = Communicator::create(bootstrap);
+  const CommunicatorOptions commOptions = communicatorOptions(options);
+  Communicator comm = Communicator::create(bootstrap, commOptions);
   const bool printer = comm.rank() == 0;
 
   RunInfo info;
@@ -57,6 +68,7 @@ int runBenchmark(const Options& options) {
   info.source = bootstrap.source;
   info.mpiLibrary = options.vsMpi ? mpi::libraryVersion() : "";
   info.options = options;
+  info.algorithms = commOptions.algorithms;
 
   std::unique_ptr<device::DeviceSide> deviceSide;
   if (options.cuda) {
@@ -72,11 +84,18 @@ int runBenchmark(const Options& options) {
   if (printer) printRunHeader(stdout, info);
   std::vector<Row> rows;
   for (BenchOp op : options.ops) {
+    if (op == BenchOp::kSendRecv && comm.size() < 2) {
+      if (printer) std::printf("#\n# sendrecv: skipped (a ring shift needs 2 ranks or more)\n");
+      continue;
+    }
     if (printer) printTableHeader(stdout, info, op);
     const std::vector<size_t> sizes =
-        op == BenchOp::kBarrier ? std::vector<size_t>{0} : sweepSizes(options);
+        hasBandwidth(op) ? sweepSizes(options) : std::vector<size_t>{0};
+    const std::string algorithm = algorithmOf(info.algorithms, op);
+    const bool forced = algorithm != "auto" && algorithm != "-";
     for (size_t bytes : sizes) {
       rows.push_back(runner.run(op, bytes));
+      rows.back().algorithmForced = forced;
       if (printer) printRow(stdout, info, rows.back());
     }
   }

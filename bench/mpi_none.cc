@@ -18,8 +18,7 @@ int rank() { return 0; }
 int size() { return 1; }
 std::string libraryVersion() { return "none"; }
 std::string unsupportedReason(BenchOp, DataType, ReduceOp) { return "built without MPI"; }
-void run(BenchOp, const void*, void*, size_t, DataType, ReduceOp, int) {
-  throw InvalidArgument("ringlet-bench was built without MPI");
-}
+void run(BenchOp, const CallArgs&) { throw InvalidArgument("ringlet-bench was built without MPI"); }
+void allreduceMax(double*, int) { throw InvalidArgument("ringlet-bench was built without MPI"); }
 
 }  // namespace ringlet::bench::mpi

@@ -151,7 +151,7 @@ std::string libraryVersion() {
 }
 
 std::string unsupportedReason(BenchOp op, DataType type, ReduceOp redop) {
-  if (op != BenchOp::kAllreduce) return "";
+  if (!reduces(op)) return "";
   if (type == DataType::kFloat16 || type == DataType::kBFloat16) {
     return fmt::format("n/a: MPI has no {} reduction", toString(type));
   }
@@ -159,24 +159,52 @@ std::string unsupportedReason(BenchOp op, DataType type, ReduceOp redop) {
   return "";
 }
 
-void run(BenchOp op, const void* send, void* recv, size_t count, DataType type, ReduceOp redop,
-         int root) {
-  if (count > static_cast<size_t>(INT_MAX)) {
-    throw InvalidArgument(fmt::format("MPI count {} exceeds INT_MAX", count));
+void run(BenchOp op, const CallArgs& a) {
+  if (a.count > static_cast<size_t>(INT_MAX)) {
+    throw InvalidArgument(fmt::format("MPI count {} exceeds INT_MAX", a.count));
   }
-  const int n = static_cast<int>(count);
+  const int n = static_cast<int>(a.count);
+  const MPI_Datatype type = mpiType(a.type);
   switch (op) {
     case BenchOp::kAllreduce:
-      MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpiType(type), mpiOp(redop),
-                    MPI_COMM_WORLD);
+      MPI_Allreduce(a.send, a.recv, n, type, mpiOp(a.op), MPI_COMM_WORLD);
       return;
     case BenchOp::kBroadcast:
-      MPI_Bcast(recv, n, mpiType(type), root, MPI_COMM_WORLD);
+      MPI_Bcast(a.recv, n, type, a.root, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kReduce:
+      MPI_Reduce(a.send, a.recv, n, type, mpiOp(a.op), a.root, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kAllgather:
+      MPI_Allgather(a.send, n, type, a.recv, n, type, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kReduceScatter:
+      MPI_Reduce_scatter_block(a.send, a.recv, n, type, mpiOp(a.op), MPI_COMM_WORLD);
+      return;
+    case BenchOp::kAllToAll:
+      MPI_Alltoall(a.send, n, type, a.recv, n, type, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kGather:
+      MPI_Gather(a.send, n, type, a.recv, n, type, a.root, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kScatter:
+      MPI_Scatter(a.send, n, type, a.recv, n, type, a.root, MPI_COMM_WORLD);
       return;
     case BenchOp::kBarrier:
       MPI_Barrier(MPI_COMM_WORLD);
       return;
+    case BenchOp::kSendRecv: {
+      const int me = rank();
+      const int worldSize = size();
+      MPI_Sendrecv(a.send, n, type, sendPeer(me, worldSize), 0, a.recv, n, type,
+                   recvPeer(me, worldSize), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      return;
+    }
   }
+}
+
+void allreduceMax(double* values, int count) {
+  MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 }
 
 }  // namespace ringlet::bench::mpi

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-#include "bench/options.h"
+#include "bench/ops.h"
 #include "ringlet/types.h"
 
 namespace ringlet::bench::mpi {
@@ -32,8 +32,13 @@ std::string libraryVersion();
 // Why MPI cannot run this combination ("no MPI reduction for bfloat16"), or "" when it can.
 std::string unsupportedReason(BenchOp op, DataType type, ReduceOp redop);
 
-// One blocking MPI_Allreduce / MPI_Bcast (on recv) / MPI_Barrier over MPI_COMM_WORLD.
-void run(BenchOp op, const void* send, void* recv, size_t count, DataType type, ReduceOp redop,
-         int root);
+// One blocking call over MPI_COMM_WORLD, the counterpart of ringlet's (bench/calls.h), out of
+// place: MPI_Allreduce, MPI_Bcast (on recv), MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block,
+// MPI_Alltoall, MPI_Gather, MPI_Scatter, MPI_Barrier, MPI_Sendrecv (the ring shift).
+void run(BenchOp op, const CallArgs& args);
+
+// MPI_Allreduce(MPI_MAX) of `count` doubles in place: ranks agree on a value between MPI calls
+// without mixing in ringlet's (whose wait could stall MPI's progress).
+void allreduceMax(double* values, int count);
 
 }  // namespace ringlet::bench::mpi

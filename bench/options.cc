@@ -11,18 +11,36 @@
 #include "ringlet/error.h"
 
 namespace ringlet::bench {
+namespace {
 
-std::string_view toString(BenchOp op) {
-  switch (op) {
-    case BenchOp::kAllreduce:
-      return "allreduce";
-    case BenchOp::kBroadcast:
-      return "broadcast";
-    case BenchOp::kBarrier:
-      return "barrier";
+// "allreduce, broadcast, ..." for error messages.
+std::string opNames(bool withAlgorithms = false) {
+  std::string names;
+  for (BenchOp op : allOps()) {
+    if (withAlgorithms && algorithmKey(op).empty()) continue;
+    if (!names.empty()) names += ", ";
+    names += toString(op);
   }
-  return "BenchOp(?)";
+  return names;
 }
+
+// -n: a count, or "auto".
+void parseIters(const std::string& text, Options& options, bool minTimeGiven) {
+  if (text == "auto") {
+    options.iters = 1;
+    if (!minTimeGiven) options.minTimeMs = 100;
+    return;
+  }
+  int value = 0;
+  auto [rest, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || rest != text.data() + text.size() || value < 1 || value > 1000000) {
+    throw InvalidArgument(
+        fmt::format("-n/--iters: '{}' is not a count in 1..1000000 or 'auto'", text));
+  }
+  options.iters = value;
+}
+
+}  // namespace
 
 size_t parseByteSize(std::string_view text, std::string_view what) {
   uint64_t value = 0;
@@ -60,23 +78,62 @@ std::vector<BenchOp> parseOpList(std::string_view text) {
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     if (comma == std::string_view::npos) comma = text.size();
-    std::string_view name = text.substr(start, comma - start);
-    BenchOp op;
-    if (name == "allreduce" || name == "all_reduce") {
-      op = BenchOp::kAllreduce;
-    } else if (name == "broadcast" || name == "bcast") {
-      op = BenchOp::kBroadcast;
-    } else if (name == "barrier") {
-      op = BenchOp::kBarrier;
+    const std::string_view name = text.substr(start, comma - start);
+    std::vector<BenchOp> named;
+    if (name == "all") {
+      named = allOps();
+    } else if (std::optional<BenchOp> op = opFromName(name)) {
+      named = {*op};
     } else {
-      throw InvalidArgument(fmt::format(
-          "--ops: unknown operation '{}' in '{}' (expected allreduce, broadcast, barrier)", name,
-          text));
+      throw InvalidArgument(fmt::format("--ops: unknown operation '{}' in '{}' (expected all, {})",
+                                        name, text, opNames()));
     }
-    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+    for (BenchOp op : named) {
+      if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+    }
     start = comma + 1;
   }
   return ops;
+}
+
+std::map<std::string, std::string> parseAlgorithms(std::string_view text,
+                                                   const std::vector<BenchOp>& ops) {
+  auto isName = [](std::string_view name) {
+    return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+      return std::isalnum(c) || c == '_' || c == '-';
+    });
+  };
+  std::map<std::string, std::string> algorithms;
+  if (text.find(':') == std::string_view::npos) {
+    if (!isName(text)) {
+      throw InvalidArgument(fmt::format(
+          "--algo: '{}' is not an algorithm name (letters, digits, '_' or '-'; or op:NAME,...)",
+          text));
+    }
+    for (BenchOp op : ops) {
+      if (!algorithmKey(op).empty()) algorithms[std::string(algorithmKey(op))] = text;
+    }
+    return algorithms;
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view entry = text.substr(start, comma - start);
+    const size_t colon = entry.find(':');
+    const std::string_view opName = entry.substr(0, colon);
+    const std::string_view algo =
+        colon == std::string_view::npos ? std::string_view() : entry.substr(colon + 1);
+    const std::optional<BenchOp> op = opFromName(opName);
+    if (colon == std::string_view::npos || !op || algorithmKey(*op).empty() || !isName(algo)) {
+      throw InvalidArgument(
+          fmt::format("--algo: bad entry '{}' in '{}' (expected op:NAME with op one of {})", entry,
+                      text, opNames(/*withAlgorithms=*/true)));
+    }
+    algorithms[std::string(algorithmKey(*op))] = algo;
+    start = comma + 1;
+  }
+  return algorithms;
 }
 
 std::vector<size_t> sweepSizes(const Options& options) {
@@ -93,28 +150,44 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   CLI::App app{"ringlet-bench: collective bandwidth and latency, in the nccl-tests form",
                "ringlet-bench"};
   std::string minBytes = "32M", maxBytes = "32M", type = "float32", op = "sum";
-  std::string ops = "allreduce";
+  std::string ops = "allreduce", iters = "20", algo;
   int check = 1, inPlace = 0, async = 0;
-  app.add_option("-b,--minbytes", minBytes, "smallest message size (8, 64K, 256M)")
+  app.add_option("-b,--minbytes", minBytes,
+                 "smallest size (8, 64K, 256M): total buffer, as in "
+                 "nccl-tests")
       ->capture_default_str();
-  app.add_option("-e,--maxbytes", maxBytes, "largest message size")->capture_default_str();
+  app.add_option("-e,--maxbytes", maxBytes, "largest size")->capture_default_str();
   app.add_option("-f,--stepfactor", options.stepFactor, "size multiplier between rows")
       ->capture_default_str()
       ->check(CLI::Range(size_t{2}, size_t{1024}));
-  app.add_option("-n,--iters", options.iters, "timed iterations per size")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
-  app.add_option("-w,--warmup", options.warmup, "untimed warm-up iterations per size")
+  app.add_option("-n,--iters", iters,
+                 "timed iterations per size, at least (or 'auto': 1, with --min-time-ms 100)")
+      ->capture_default_str();
+  CLI::Option* minTime =
+      app.add_option("--min-time-ms", options.minTimeMs,
+                     "time each size for at least this long (more iterations for small sizes)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 600000.0));
+  app.add_option("-w,--warmup", options.warmup, "untimed warm-up iterations per size, at least")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
+  app.add_option("--warmup-ms", options.warmupMs,
+                 "warm up each size for at least this long too (every rank runs the same count)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 600000.0));
   app.add_option("-d,--datatype", type, "float32 float64 float16 bfloat16 int8 uint8 int32 int64")
       ->capture_default_str();
   app.add_option("-o,--op", op, "reduction: sum prod min max avg")->capture_default_str();
-  app.add_option("-r,--root", options.root, "broadcast root")
+  app.add_option("-r,--root", options.root, "root of broadcast, reduce, gather, scatter")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--ops", ops, "comma-separated: allreduce,broadcast,barrier")
+  app.add_option("--ops", ops,
+                 "comma-separated, or all: allreduce,broadcast,reduce,allgather,reducescatter,"
+                 "alltoall,gather,scatter,barrier,sendrecv")
       ->capture_default_str();
+  app.add_option("--algo", algo,
+                 "force an algorithm: NAME for every op run, or op:NAME,op:NAME "
+                 "(CommunicatorOptions::algorithms; default: RINGLET_ALGO, else auto)");
   app.add_option("-c,--check", check, "check every size for correctness (0|1)")
       ->capture_default_str()
       ->check(CLI::IsMember({0, 1}));
@@ -125,13 +198,17 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({0, 1}));
   app.add_flag("--vs-mpi", options.vsMpi,
-               "also time MPI_Allreduce/MPI_Bcast/MPI_Barrier (launch with mpirun)");
+               "also time the matching MPI call on the same buffers (launch with mpirun)");
   std::string device = "host";
   app.add_option("--device", device,
-                 "where the buffers live: host, or cuda (GPU local-rank mod GPUs; also times a "
-                 "device-to-device cudaMemcpy of each size as the reference)")
+                 "where the buffers live: host, or cuda (GPU local-rank mod GPUs; allreduce, "
+                 "broadcast and barrier)")
       ->capture_default_str()
       ->check(CLI::IsMember({"host", "cuda"}));
+  app.add_option("--inject-wrong", options.injectWrong,
+                 "test hook: one receiving rank zeroes up to N received elements after each "
+                 "checked call (so #wrong must read N)")
+      ->group("Testing");
   app.add_option("--json", options.jsonPath, "write results as JSON to this file");
   app.add_option("--csv", options.csvPath, "write results as CSV to this file");
 
@@ -149,6 +226,7 @@ std::optional<Options> parseOptions(int argc, char** argv) {
     throw InvalidArgument(
         fmt::format("-b/--minbytes ({}) is larger than -e/--maxbytes ({})", minBytes, maxBytes));
   }
+  parseIters(iters, options, minTime->count() > 0);
   try {
     options.type = parseDataType(type);
   } catch (const Error& e) {
@@ -160,16 +238,32 @@ std::optional<Options> parseOptions(int argc, char** argv) {
     throw InvalidArgument(fmt::format("-o/--op: {}", e.what()));
   }
   options.ops = parseOpList(ops);
+  if (!algo.empty() || app.count("--algo") > 0) {
+    options.algorithms = parseAlgorithms(algo, options.ops);
+  }
   options.check = check == 1;
   options.inPlace = inPlace == 1;
   options.async = async == 1;
   options.cuda = device == "cuda";
+  if (options.injectWrong > 0 && !options.check) {
+    throw InvalidArgument("--inject-wrong needs --check 1 (it corrupts what the check reads)");
+  }
   if (options.cuda && options.vsMpi) {
     throw InvalidArgument("--device cuda and --vs-mpi cannot be combined (MPI times host memory)");
   }
   if (options.cuda && options.async) {
     throw InvalidArgument(
         "--device cuda and --async cannot be combined (device calls are already stream-ordered)");
+  }
+  if (options.cuda) {
+    for (BenchOp o : options.ops) {
+      if (o != BenchOp::kAllreduce && o != BenchOp::kBroadcast && o != BenchOp::kBarrier) {
+        throw InvalidArgument(fmt::format(
+            "--device cuda: {} has no device form yet (device collectives: allreduce, broadcast, "
+            "barrier)",
+            toString(o)));
+      }
+    }
   }
   return options;
 }

@@ -2,25 +2,25 @@
 // ringlet-bench's command line: what to run, over which sizes, and where to write results.
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bench/ops.h"
 #include "ringlet/types.h"
 
 namespace ringlet::bench {
-
-enum class BenchOp { kAllreduce, kBroadcast, kBarrier };
-
-std::string_view toString(BenchOp op);
 
 struct Options {
   size_t minBytes = 32 << 20;
   size_t maxBytes = 32 << 20;
   size_t stepFactor = 2;
-  int iters = 20;
-  int warmup = 5;
+  int iters = 20;        // timed iterations per size, at least
+  double minTimeMs = 0;  // and at least this long (-n auto: 1 iteration, 100 ms)
+  int warmup = 5;        // untimed iterations per size, at least
+  double warmupMs = 20;  // and at least this long
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
@@ -30,6 +30,11 @@ struct Options {
   bool async = false;    // issue the timed iterations with the *Async calls, then wait for all
   bool vsMpi = false;    // time Open MPI's collectives next to ringlet's (MPI build only)
   bool cuda = false;     // --device cuda: buffers in GPU memory (bench/device_side.h)
+  // --algo: CommunicatorOptions::algorithms entries to force (collective name -> algorithm).
+  std::map<std::string, std::string> algorithms;
+  // Test hook (--inject-wrong N): after each checked call, one receiving rank zeroes up to N
+  // received elements before counting, so #wrong must read N wherever anything was received.
+  size_t injectWrong = 0;
   std::string jsonPath;
   std::string csvPath;
 };
@@ -42,8 +47,13 @@ std::optional<Options> parseOptions(int argc, char** argv);
 // InvalidArgument naming `what` and the text.
 size_t parseByteSize(std::string_view text, std::string_view what);
 
-// "allreduce,broadcast,barrier". Throws InvalidArgument naming an unknown entry.
+// "allreduce,broadcast,barrier" or "all". Throws InvalidArgument naming an unknown entry.
 std::vector<BenchOp> parseOpList(std::string_view text);
+
+// --algo: "NAME" forces NAME for every op in `ops` that has algorithms; "op:NAME,op:NAME" forces
+// each named op (which need not be in `ops`). Throws InvalidArgument naming a bad entry.
+std::map<std::string, std::string> parseAlgorithms(std::string_view text,
+                                                   const std::vector<BenchOp>& ops);
 
 // The sizes to sweep: minBytes, minBytes*factor, ... up to maxBytes (inclusive).
 std::vector<size_t> sweepSizes(const Options& options);

@@ -16,7 +16,11 @@ namespace {
 using nlohmann::json;
 
 json timingJson(const Timing& t) {
-  json j = {{"time_us", t.timeUs}, {"algbw_gbs", t.algbwGBs}, {"busbw_gbs", t.busbwGBs}};
+  json j = {{"time_us", t.timeUs},
+            {"algbw_gbs", t.algbwGBs},
+            {"busbw_gbs", t.busbwGBs},
+            {"iters", t.iters},
+            {"warmup_iters", t.warmupIters}};
   j["wrong"] = t.wrong < 0 ? json(nullptr) : json(t.wrong);
   return j;
 }
@@ -36,7 +40,10 @@ json configJson(const RunInfo& info) {
           {"maxbytes", o.maxBytes},
           {"stepfactor", o.stepFactor},
           {"iters", o.iters},
+          {"min_time_ms", o.minTimeMs},
           {"warmup", o.warmup},
+          {"warmup_ms", o.warmupMs},
+          {"algorithms", info.algorithms},
           {"check", o.check},
           {"inplace", o.inPlace},
           {"async", o.async},
@@ -76,6 +83,9 @@ void writeJson(const std::string& path, const RunInfo& info, const std::vector<R
               {"type", toString(row.type)},
               {"redop", row.redop ? json(toString(*row.redop)) : json(nullptr)},
               {"root", row.root},
+              {"algorithm", row.algorithm},
+              {"algorithm_forced", row.algorithmForced},
+              {"world_size", info.worldSize},
               {"out_of_place", timingJson(row.outOfPlace)}};
     if (row.inPlace) r["in_place"] = timingJson(*row.inPlace);
     if (row.copyGBs) {
@@ -108,18 +118,23 @@ void writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
   out << "op,size,count,type,redop,root,world_size,"
          "time_us,algbw_gbs,busbw_gbs,wrong,"
          "inplace_time_us,inplace_algbw_gbs,inplace_busbw_gbs,inplace_wrong,"
-         "mpi_time_us,mpi_algbw_gbs,mpi_busbw_gbs,mpi_wrong,ratio,copy_gbs\n";
+         "mpi_time_us,mpi_algbw_gbs,mpi_busbw_gbs,mpi_wrong,ratio,copy_gbs,"
+         "algorithm,iters,warmup_iters,busbw_over_copy,algorithm_forced\n";
   for (const Row& row : rows) {
     std::string ratio;
     if (row.mpi && row.outOfPlace.timeUs > 0) {
       ratio = fmt::format("{:.4f}", row.mpi->timeUs / row.outOfPlace.timeUs);
     }
     const std::string copy = row.copyGBs ? fmt::format("{:.4f}", *row.copyGBs) : std::string();
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op), row.bytes,
-                       row.count, toString(row.type),
+    const std::string overCopy = row.copyGBs && *row.copyGBs > 0
+                                     ? fmt::format("{:.4f}", row.outOfPlace.busbwGBs / *row.copyGBs)
+                                     : std::string();
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op),
+                       row.bytes, row.count, toString(row.type),
                        row.redop ? toString(*row.redop) : std::string_view("none"), row.root,
                        info.worldSize, csvTiming(row.outOfPlace), csvTiming(row.inPlace),
-                       csvTiming(row.mpi), ratio, copy);
+                       csvTiming(row.mpi), ratio, copy, row.algorithm, row.outOfPlace.iters,
+                       row.outOfPlace.warmupIters, overCopy, row.algorithmForced ? 1 : 0);
   }
   finish(out, path);
 }

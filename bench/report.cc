@@ -2,26 +2,19 @@
 
 namespace ringlet::bench {
 
-double busFactor(BenchOp op, int worldSize) {
-  switch (op) {
-    case BenchOp::kAllreduce:
-      return 2.0 * (worldSize - 1) / worldSize;
-    case BenchOp::kBroadcast:
-      return 1.0;
-    case BenchOp::kBarrier:
-      return 0.0;
-  }
-  return 0.0;
-}
-
 Timing makeTiming(BenchOp op, size_t bytes, int worldSize, double seconds, int64_t wrong) {
   Timing t;
   t.timeUs = seconds * 1e6;
-  t.algbwGBs =
-      seconds > 0 && op != BenchOp::kBarrier ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
+  t.algbwGBs = seconds > 0 && hasBandwidth(op) ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
   t.busbwGBs = t.algbwGBs * busFactor(op, worldSize);
   t.wrong = wrong;
   return t;
+}
+
+std::string algorithmOf(const std::map<std::string, std::string>& algorithms, BenchOp op) {
+  if (algorithmKey(op).empty()) return "-";
+  const auto it = algorithms.find(std::string(algorithmKey(op)));
+  return it == algorithms.end() || it->second.empty() ? "auto" : it->second;
 }
 
 int64_t totalWrong(const std::vector<Row>& rows) {

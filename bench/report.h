@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ struct Timing {
   double algbwGBs = 0;  // bytes / time, 1 GB = 1e9 bytes
   double busbwGBs = 0;  // algbw * busFactor
   int64_t wrong = -1;
+  int iters = 0;        // timed iterations (every rank ran the same number)
+  int warmupIters = 0;  // untimed iterations before them
 };
 
 struct Row {
@@ -26,14 +29,19 @@ struct Row {
   size_t bytes = 0;
   size_t count = 0;
   DataType type = DataType::kFloat32;
-  std::optional<ReduceOp> redop;  // none for broadcast and barrier
-  int root = -1;                  // -1 for allreduce and barrier
+  std::optional<ReduceOp> redop;  // reductions only
+  int root = -1;                  // -1 for operations without a root
+  // The algorithm that ran (Communicator::algorithmFor at this size; "-" for sendrecv), and
+  // whether --algo or RINGLET_ALGO forced it.
+  std::string algorithm = "-";
+  bool algorithmForced = false;
   Timing outOfPlace;
-  std::optional<Timing> inPlace;  // --inplace 1, all-reduce only
+  std::optional<Timing> inPlace;  // --inplace 1, operations with an in-place form
   std::optional<Timing> mpi;      // --vs-mpi, when MPI has this operation
   std::string mpiNote;            // why mpi is empty under --vs-mpi ("n/a: ...")
-  // --device cuda: bandwidth of a device-to-device cudaMemcpy of `bytes` on the same GPU in
-  // the same run (bytes / time), the physical reference for busbw.
+  // The copy reference, measured at each size in the same run (bytes / time): a memcpy of
+  // `bytes` on every rank at once, the slowest rank's time (--device cuda: a device-to-device
+  // cudaMemcpy on rank 0's GPU alone). Unset for barrier and empty sizes.
   std::optional<double> copyGBs;
 };
 
@@ -44,12 +52,15 @@ struct RunInfo {
   std::string mpiLibrary;
   std::string device;  // --device cuda: DeviceSide::describe()
   Options options;
+  // The algorithm each collective runs with ("auto" unless --algo or RINGLET_ALGO forced one).
+  std::map<std::string, std::string> algorithms;
 };
 
-// busbw / algbw (nccl-tests): all-reduce 2(n-1)/n, broadcast 1, barrier 0 (time only).
-double busFactor(BenchOp op, int worldSize);
-
+// busbw uses busFactor() (bench/ops.h).
 Timing makeTiming(BenchOp op, size_t bytes, int worldSize, double seconds, int64_t wrong);
+
+// The algorithm `op` runs with according to `algorithms` ("auto" when absent, "-" for sendrecv).
+std::string algorithmOf(const std::map<std::string, std::string>& algorithms, BenchOp op);
 
 // Sum of #wrong over every row and variant (unchecked rows count 0).
 int64_t totalWrong(const std::vector<Row>& rows);

@@ -4,133 +4,75 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "bench/calls.h"
 #include "bench/mpi_side.h"
 
 namespace ringlet::bench {
 namespace {
 
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+constexpr int kMaxIters = 1000000;
+constexpr int kMaxAsyncIters = 100000;  // each in-flight call holds a Work
 
 }  // namespace
 
-Runner::Buffer Runner::allocate(size_t bytes) {
-  constexpr size_t kAlign = 4096;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (p == nullptr) {
-    throw InvalidArgument(fmt::format("cannot allocate a {}-byte benchmark buffer", rounded));
-  }
-  return Buffer(static_cast<std::byte*>(p));
-}
-
 Runner::Runner(Communicator& comm, const Options& options, device::DeviceSide* device)
-    : comm_(comm),
-      options_(options),
-      device_(device),
-      pattern_(options.type, options.op, comm.size()),
-      send_(allocate(options.maxBytes)),
-      recv_(allocate(options.maxBytes)) {}
+    : comm_(comm), options_(options), device_(device), work_(options, comm.rank(), comm.size()) {}
 
-void Runner::prepare(BenchOp op, bool inPlace, size_t count) {
-  const int rank = comm_.rank();
-  if (op == BenchOp::kAllreduce) {
-    if (inPlace) {
-      pattern_.fillInput(recv_.get(), count, rank);
-    } else {
-      pattern_.fillInput(send_.get(), count, rank);
-      pattern_.fillPoison(recv_.get(), count);
-    }
-  } else if (op == BenchOp::kBroadcast) {
-    if (rank == options_.root) {
-      pattern_.fillInput(recv_.get(), count, rank);
-    } else {
-      pattern_.fillPoison(recv_.get(), count);
-    }
+CallArgs Runner::args(BenchOp op, const Shape& shape, bool inPlace) {
+  CallArgs a = work_.args(op, shape, inPlace);
+  if (device_ != nullptr) {
+    a.send = inPlace ? device_->recv() : device_->send();
+    a.recv = device_->recv();
   }
+  return a;
 }
 
 void Runner::toDevice(BenchOp op, bool inPlace, size_t count) {
   const size_t bytes = count * elementSize(options_.type);
   if (op == BenchOp::kBarrier) return;
-  if (op == BenchOp::kAllreduce && !inPlace) device_->upload(device_->send(), send_.get(), bytes);
-  device_->upload(device_->recv(), recv_.get(), bytes);
+  if (op == BenchOp::kAllreduce && !inPlace) device_->upload(device_->send(), work_.send(), bytes);
+  device_->upload(device_->recv(), work_.recv(), bytes);
 }
 
 void Runner::fromDevice(BenchOp op, bool inPlace, size_t count) {
   const size_t bytes = count * elementSize(options_.type);
   if (op == BenchOp::kBarrier) return;
-  if (op == BenchOp::kAllreduce && !inPlace) device_->download(send_.get(), device_->send(), bytes);
-  device_->download(recv_.get(), device_->recv(), bytes);
+  if (op == BenchOp::kAllreduce && !inPlace)
+    device_->download(work_.send(), device_->send(), bytes);
+  device_->download(work_.recv(), device_->recv(), bytes);
 }
 
-void Runner::runOnce(Impl impl, BenchOp op, bool inPlace, size_t count) {
+void Runner::runOnce(Impl impl, BenchOp op, const CallArgs& a) {
   if (device_ != nullptr) {
-    device_->run(op, inPlace ? device_->recv() : device_->send(), device_->recv(), count);
-    return;
-  }
-  const void* send = inPlace ? recv_.get() : send_.get();
-  if (impl == Impl::kMpi) {
-    mpi::run(op, send, recv_.get(), count, options_.type, options_.op, options_.root);
-    return;
-  }
-  switch (op) {
-    case BenchOp::kAllreduce:
-      comm_.allreduce(send, recv_.get(), count, options_.type, options_.op);
-      return;
-    case BenchOp::kBroadcast:
-      comm_.broadcast(recv_.get(), count, options_.type, options_.root);
-      return;
-    case BenchOp::kBarrier:
-      comm_.barrier();
-      return;
-  }
-}
-
-double Runner::timeLoop(Impl impl, BenchOp op, bool inPlace, size_t count) {
-  prepare(op, inPlace, count);
-  if (device_ != nullptr) {
-    // Enqueue every iteration, then wait for the stream (nccl-tests' way).
-    toDevice(op, inPlace, count);
-    for (int i = 0; i < options_.warmup; ++i) runOnce(impl, op, inPlace, count);
-    device_->synchronize();
-    syncAfter(impl);
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < options_.iters; ++i) runOnce(impl, op, inPlace, count);
-    device_->synchronize();
-    return secondsSince(start) / options_.iters;
-  }
-  for (int i = 0; i < options_.warmup; ++i) runOnce(impl, op, inPlace, count);
-  syncAfter(impl);
-  const auto start = std::chrono::steady_clock::now();
-  if (options_.async && impl == Impl::kRinglet) {
-    const void* send = inPlace ? recv_.get() : send_.get();
-    std::vector<Work> works;
-    works.reserve(static_cast<size_t>(options_.iters));
-    for (int i = 0; i < options_.iters; ++i) {
-      switch (op) {
-        case BenchOp::kAllreduce:
-          works.push_back(
-              comm_.allreduceAsync(send, recv_.get(), count, options_.type, options_.op));
-          break;
-        case BenchOp::kBroadcast:
-          works.push_back(comm_.broadcastAsync(recv_.get(), count, options_.type, options_.root));
-          break;
-        case BenchOp::kBarrier:
-          works.push_back(comm_.barrierAsync());
-          break;
-      }
-    }
-    for (const Work& work : works) work.wait();
+    device_->run(op, a.send, a.recv, a.count);
+  } else if (impl == Impl::kMpi) {
+    mpi::run(op, a);
   } else {
-    for (int i = 0; i < options_.iters; ++i) runOnce(impl, op, inPlace, count);
+    callRinglet(comm_, op, a);
   }
-  const double seconds = secondsSince(start) / options_.iters;
-  if (impl == Impl::kMpi) syncAfter(impl);
-  return seconds;
+}
+
+void Runner::runBatch(Impl impl, BenchOp op, const CallArgs& a, int count) {
+  for (int i = 0; i < count; ++i) runOnce(impl, op, a);
+  if (device_ != nullptr) device_->synchronize();
+}
+
+void Runner::agreeMax(Impl impl, double* values, int count) {
+  if (impl == Impl::kMpi) {
+    mpi::allreduceMax(values, count);
+  } else {
+    comm_.allreduce(values, values, static_cast<size_t>(count), DataType::kFloat64, ReduceOp::kMax);
+  }
 }
 
 void Runner::syncAfter(Impl impl) {
@@ -138,75 +80,159 @@ void Runner::syncAfter(Impl impl) {
   // rank to progress MPI; a ringlet barrier here would then wait forever. MPI's own barrier keeps
   // progressing until every rank is through.
   if (impl == Impl::kMpi) {
-    mpi::run(BenchOp::kBarrier, nullptr, nullptr, 0, options_.type, options_.op, 0);
+    mpi::run(BenchOp::kBarrier, CallArgs{});
   } else {
     comm_.barrier();
   }
 }
 
-int64_t Runner::check(Impl impl, BenchOp op, bool inPlace, size_t count) {
-  if (!options_.check || op == BenchOp::kBarrier) return -1;
-  prepare(op, inPlace, count);
-  if (device_ != nullptr) toDevice(op, inPlace, count);
-  runOnce(impl, op, inPlace, count);
-  if (device_ != nullptr) fromDevice(op, inPlace, count);
-  if (impl == Impl::kMpi) syncAfter(impl);
-  size_t wrong = 0;
-  if (op == BenchOp::kAllreduce) {
-    wrong = pattern_.countWrongReduced(recv_.get(), count);
-    // Out of place, the send buffer must come back untouched.
-    if (!inPlace) wrong += pattern_.countWrongInput(send_.get(), count, comm_.rank());
-  } else {
-    wrong = pattern_.countWrongInput(recv_.get(), count, options_.root);
+int Runner::warmUp(Impl impl, BenchOp op, const CallArgs& a, double* secondsPerCall) {
+  *secondsPerCall = 0;
+  const double warmupSeconds = options_.warmupMs / 1e3;
+  // --min-time-ms needs a time per call: at least one batch then.
+  if (options_.warmup == 0 && warmupSeconds <= 0 && options_.minTimeMs <= 0) return 0;
+  int done = 0;
+  int batch = std::max(options_.warmup, 1);
+  // Time spent in the batches after the first. The first holds the cold calls (the first call
+  // of a communicator, or of a size, can take longer than the whole warm-up time), so it does
+  // not count towards --warmup-ms.
+  double warmSeconds = 0;
+  for (bool first = true;; first = false) {
+    const auto batchStart = Clock::now();
+    runBatch(impl, op, a, batch);
+    done += batch;
+    const double took = secondsSince(batchStart);
+    if (!first) warmSeconds += took;
+    // {warm time, seconds per call of this batch}: the slowest rank's, the same on every rank,
+    // so every rank takes the same decision below.
+    double agreed[2] = {warmSeconds, took / batch};
+    agreeMax(impl, agreed, 2);
+    *secondsPerCall = agreed[1];
+    const double left = warmupSeconds - agreed[0];
+    if ((done >= options_.warmup && left <= 0) || done >= kMaxIters) return done;
+    // Half of what seems to be left, growing at most 4x per batch (early calls are the slow ones).
+    const double fits = agreed[1] > 0 ? left / agreed[1] / 2 : 4.0 * batch;
+    batch = static_cast<int>(std::clamp(fits, 1.0, 4.0 * batch));
+    batch = std::min(batch, kMaxIters - done);
   }
-  return static_cast<int64_t>(wrong);
+}
+
+Runner::Loop Runner::timeLoop(Impl impl, BenchOp op, const Shape& shape, bool inPlace) {
+  work_.prepare(op, shape, inPlace);
+  if (device_ != nullptr) toDevice(op, inPlace, shape.count);
+  const CallArgs a = args(op, shape, inPlace);
+  const bool async = options_.async && impl == Impl::kRinglet && device_ == nullptr;
+  Loop loop;
+  double perCall = 0;
+  loop.warmupIters = warmUp(impl, op, a, &perCall);
+  loop.iters = options_.iters;
+  if (options_.minTimeMs > 0 && perCall > 0) {
+    const double wanted = std::ceil(options_.minTimeMs / 1e3 / perCall);
+    const int cap = async ? kMaxAsyncIters : kMaxIters;
+    loop.iters = std::max(loop.iters, static_cast<int>(std::min(wanted, double(cap))));
+  }
+  syncAfter(impl);
+  const auto start = Clock::now();
+  if (async) {
+    std::vector<Work> works;
+    works.reserve(static_cast<size_t>(loop.iters) * (op == BenchOp::kSendRecv ? 2 : 1));
+    for (int i = 0; i < loop.iters; ++i) issueRinglet(comm_, op, a, works);
+    for (const Work& work : works) work.wait();
+  } else {
+    // Device: enqueue every iteration, then wait for the stream (nccl-tests' way).
+    runBatch(impl, op, a, loop.iters);
+  }
+  loop.seconds = secondsSince(start) / loop.iters;
+  if (impl == Impl::kMpi) syncAfter(impl);
+  return loop;
+}
+
+int64_t Runner::check(Impl impl, BenchOp op, const Shape& shape, bool inPlace) {
+  if (!options_.check || !hasBandwidth(op)) return -1;
+  work_.prepare(op, shape, inPlace);
+  if (device_ != nullptr) toDevice(op, inPlace, shape.count);
+  runBatch(impl, op, args(op, shape, inPlace), 1);
+  if (device_ != nullptr) fromDevice(op, inPlace, shape.count);
+  if (impl == Impl::kMpi) syncAfter(impl);
+  return work_.countWrong(op, shape, inPlace);
+}
+
+double Runner::timeCopy(size_t bytes, int iters) {
+  double seconds = 0;
+  if (device_ != nullptr) {
+    // Rank 0 alone, the others idle: the GPU's own copy bandwidth. (Ranks that share one GPU
+    // share this bandwidth in the collective; see the README's CUDA section.)
+    comm_.barrier();
+    if (comm_.rank() == 0) seconds = device_->timeDeviceCopy(bytes, iters, options_.warmup);
+  } else {
+    // Every rank at once, as in a collective: on one host they share the memory bandwidth.
+    std::byte* from = work_.send();
+    std::byte* to = work_.recv();
+    // At least `iters` copies and kCopySeconds, so that tiny copies outlast the clock's overhead.
+    constexpr double kCopySeconds = 2e-3;
+    std::memcpy(to, from, bytes);  // warm: caches and TLB as the timed copies will see them
+    comm_.barrier();
+    const auto start = Clock::now();
+    int done = 0;
+    for (int batch = std::max(iters, 1);; batch = std::min(2 * batch, kMaxIters)) {
+      for (int i = 0; i < batch; ++i) {
+        std::memcpy(to, from, bytes);
+        asm volatile("" : : "r"(to) : "memory");  // every copy happens
+      }
+      done += batch;
+      if (secondsSince(start) >= kCopySeconds || done >= kMaxIters) break;
+    }
+    seconds = secondsSince(start) / done;
+  }
+  comm_.allreduce(&seconds, &seconds, 1, DataType::kFloat64, ReduceOp::kMax);
+  return seconds;
 }
 
 Row Runner::run(BenchOp op, size_t bytes) {
   const int n = comm_.size();
+  const Shape shape = shapeOf(op, bytes, options_.type, n);
   Row row;
   row.op = op;
   row.type = options_.type;
-  row.count = op == BenchOp::kBarrier ? 0 : bytes / elementSize(options_.type);
-  row.bytes = row.count * elementSize(options_.type);
-  if (op == BenchOp::kAllreduce) row.redop = options_.op;
-  row.root = op == BenchOp::kBroadcast ? options_.root : -1;
+  row.count = shape.count;
+  row.bytes = shape.bytes;
+  if (reduces(op)) row.redop = options_.op;
+  row.root = usesRoot(op) ? options_.root : -1;
+  const std::string_view key = algorithmKey(op);
+  row.algorithm = key.empty() ? "-" : comm_.algorithmFor(key, row.bytes);
 
   // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI. Unused slots stay 0.
-  double seconds[3] = {0, 0, 0};
+  Loop loops[3];
   int64_t wrong[3] = {0, 0, 0};
-  seconds[0] = timeLoop(Impl::kRinglet, op, false, row.count);
-  wrong[0] = check(Impl::kRinglet, op, false, row.count);
-  const bool inPlace = options_.inPlace && op == BenchOp::kAllreduce;
+  loops[0] = timeLoop(Impl::kRinglet, op, shape, false);
+  wrong[0] = check(Impl::kRinglet, op, shape, false);
+  const bool inPlace = options_.inPlace && hasInPlace(op);
   if (inPlace) {
-    seconds[1] = timeLoop(Impl::kRinglet, op, true, row.count);
-    wrong[1] = check(Impl::kRinglet, op, true, row.count);
+    loops[1] = timeLoop(Impl::kRinglet, op, shape, true);
+    wrong[1] = check(Impl::kRinglet, op, shape, true);
   }
-  const bool mpiRuns =
-      options_.vsMpi && mpi::unsupportedReason(op, options_.type, options_.op).empty();
+  const std::string mpiNote =
+      options_.vsMpi ? mpi::unsupportedReason(op, options_.type, options_.op) : "";
+  const bool mpiRuns = options_.vsMpi && mpiNote.empty();
   if (mpiRuns) {
-    seconds[2] = timeLoop(Impl::kMpi, op, false, row.count);
-    wrong[2] = check(Impl::kMpi, op, false, row.count);
-  } else if (options_.vsMpi) {
-    row.mpiNote = mpi::unsupportedReason(op, options_.type, options_.op);
+    loops[2] = timeLoop(Impl::kMpi, op, shape, false);
+    wrong[2] = check(Impl::kMpi, op, shape, false);
+  } else {
+    row.mpiNote = mpiNote;
   }
-
-  double copySeconds = 0;
-  if (device_ != nullptr && op != BenchOp::kBarrier && row.bytes > 0) {
-    // Rank 0 alone, the others idle: the GPU's own copy bandwidth. (Ranks that share one GPU
-    // share this bandwidth in the collective; see the README's CUDA section.)
-    comm_.barrier();
-    if (comm_.rank() == 0) {
-      copySeconds = device_->timeDeviceCopy(row.bytes, options_.iters, options_.warmup);
-    }
-    comm_.allreduce(&copySeconds, &copySeconds, 1, DataType::kFloat64, ReduceOp::kMax);
-    row.copyGBs = static_cast<double>(row.bytes) / copySeconds / 1e9;
+  if (hasBandwidth(op) && row.bytes > 0) {
+    const double copySeconds = timeCopy(row.bytes, loops[0].iters);
+    if (copySeconds > 0) row.copyGBs = static_cast<double>(row.bytes) / copySeconds / 1e9;
   }
+  double seconds[3] = {loops[0].seconds, loops[1].seconds, loops[2].seconds};
   comm_.allreduce(seconds, seconds, 3, DataType::kFloat64, ReduceOp::kMax);
   comm_.allreduce(wrong, wrong, 3, DataType::kInt64, ReduceOp::kSum);
-  const bool checked = options_.check && op != BenchOp::kBarrier;
+  const bool checked = options_.check && hasBandwidth(op);
   auto timing = [&](int slot) {
-    return makeTiming(op, row.bytes, n, seconds[slot], checked ? wrong[slot] : -1);
+    Timing t = makeTiming(op, row.bytes, n, seconds[slot], checked ? wrong[slot] : -1);
+    t.iters = loops[slot].iters;
+    t.warmupIters = loops[slot].warmupIters;
+    return t;
   };
   row.outOfPlace = timing(0);
   if (inPlace) row.inPlace = timing(1);

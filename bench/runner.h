@@ -2,19 +2,27 @@
 // Times and checks one operation at one size, on ringlet and (with --vs-mpi) on MPI, with the
 // same buffers. Collective: every rank calls run() with the same arguments in the same order.
 //
-// Per variant: fill the input, warm up, barrier, time `iters` calls (blocking, or all issued
-// async and then waited for), then refill, run once more and count wrong elements. The per-rank
-// averages are reduced to their max and the wrong counts to their sum with ringlet all-reduces,
-// outside the timed region.
+// Per variant (ringlet out of place, ringlet in place, MPI):
+//   1. fill the inputs (bench/workload.h);
+//   2. warm up: batches of calls until at least -w calls AND --warmup-ms have passed (after the
+//      first batch, which holds the cold calls). After each
+//      batch the ranks agree (an all-reduce max of the elapsed time, through the implementation
+//      being measured), so every rank runs the same number of calls and stops together;
+//   3. barrier, then time the calls: -n of them, or more with --min-time-ms (the count comes
+//      from the agreed warm-up time per call, so it is the same on every rank). Blocking calls,
+//      or with --async all issued and then waited for;
+//   4. refill, run once more and count wrong elements.
+// Then the copy reference: every rank memcpys `size` bytes at once (--device cuda: rank 0's
+// device-to-device copy). The per-rank averages are reduced to their max and the wrong counts to
+// their sum with ringlet all-reduces, outside the timed region.
 
 #include <cstddef>
-#include <cstdlib>
-#include <memory>
 
-#include "bench/data.h"
 #include "bench/device_side.h"
+#include "bench/ops.h"
 #include "bench/options.h"
 #include "bench/report.h"
+#include "bench/workload.h"
 #include "ringlet/ringlet.h"
 
 namespace ringlet::bench {
@@ -25,21 +33,28 @@ class Runner {
   // With options.cuda the collectives run on `device`'s buffers instead.
   Runner(Communicator& comm, const Options& options, device::DeviceSide* device = nullptr);
 
+  // One table row.
   Row run(BenchOp op, size_t bytes);
 
  private:
   enum class Impl { kRinglet, kMpi };
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
+  struct Loop {
+    double seconds = 0;  // per timed call
+    int iters = 0;
+    int warmupIters = 0;
   };
-  using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
 
-  static Buffer allocate(size_t bytes);
-  void prepare(BenchOp op, bool inPlace, size_t count);
+  CallArgs args(BenchOp op, const Shape& shape, bool inPlace);
+  void runOnce(Impl impl, BenchOp op, const CallArgs& args);
+  // `count` calls; on the device, then waits for the stream.
+  void runBatch(Impl impl, BenchOp op, const CallArgs& args, int count);
+  void agreeMax(Impl impl, double* values, int count);  // all-reduce max, in place
   void syncAfter(Impl impl);  // barrier of this implementation (see runner.cc)
-  void runOnce(Impl impl, BenchOp op, bool inPlace, size_t count);
-  double timeLoop(Impl impl, BenchOp op, bool inPlace, size_t count);  // seconds per iteration
-  int64_t check(Impl impl, BenchOp op, bool inPlace, size_t count);    // -1 when not checked
+  // Warm-up calls; returns how many ran and the agreed seconds per call of the last batch.
+  int warmUp(Impl impl, BenchOp op, const CallArgs& args, double* secondsPerCall);
+  Loop timeLoop(Impl impl, BenchOp op, const Shape& shape, bool inPlace);
+  int64_t check(Impl impl, BenchOp op, const Shape& shape, bool inPlace);  // -1: not checked
+  double timeCopy(size_t bytes, int iters);  // seconds per copy, max over ranks
 
   // --device cuda: host buffers are filled and checked, device buffers run the collective.
   void toDevice(BenchOp op, bool inPlace, size_t count);
@@ -48,9 +63,7 @@ class Runner {
   Communicator& comm_;
   Options options_;
   device::DeviceSide* device_;
-  DataPattern pattern_;
-  Buffer send_;
-  Buffer recv_;
+  Workload work_;
 };
 
 }  // namespace ringlet::bench

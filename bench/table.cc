@@ -7,8 +7,6 @@
 namespace ringlet::bench {
 namespace {
 
-bool hasBandwidth(BenchOp op) { return op != BenchOp::kBarrier; }
-
 std::string wrongText(int64_t wrong) { return wrong < 0 ? "N/A" : fmt::format("{}", wrong); }
 
 std::string timingColumns(const Timing& t, bool bandwidth) {
@@ -33,11 +31,21 @@ void printRunHeader(std::FILE* out, const RunInfo& info) {
   printLine(out, fmt::format("# ringlet-bench: world size {}, bootstrap {}", info.worldSize,
                              info.source));
   printLine(out, fmt::format("# links: {}", info.links.empty() ? "none" : info.links));
-  printLine(out, fmt::format("# dtype {}, op {}, root {}, sizes {}..{} B x{}, iters {}, warmup {}, "
-                             "check {}, {}",
-                             toString(o.type), toString(o.op), o.root, o.minBytes, o.maxBytes,
-                             o.stepFactor, o.iters, o.warmup, o.check ? 1 : 0,
-                             o.async ? "async calls" : "blocking calls"));
+  printLine(out,
+            fmt::format("# dtype {}, op {}, root {}, sizes {}..{} B x{}, check {}, {}",
+                        toString(o.type), toString(o.op), o.root, o.minBytes, o.maxBytes,
+                        o.stepFactor, o.check ? 1 : 0, o.async ? "async calls" : "blocking calls"));
+  printLine(out, fmt::format("# per size: warm-up >= {} calls and >= {} ms (ranks agree on the "
+                             "count), then {} timed calls{}",
+                             o.warmup, o.warmupMs, o.iters,
+                             o.minTimeMs > 0 ? fmt::format(" or more, >= {} ms", o.minTimeMs)
+                                             : std::string()));
+  std::string forced;
+  for (const auto& [collective, algorithm] : info.algorithms) {
+    if (algorithm == "auto") continue;
+    forced += fmt::format("{}{} {}", forced.empty() ? "" : ", ", collective, algorithm);
+  }
+  printLine(out, fmt::format("# algorithms: {}", forced.empty() ? "auto" : forced));
   if (o.vsMpi) {
     printLine(out, fmt::format("# vs MPI: {} (ratio = MPI time / ringlet time; > 1: ringlet "
                                "faster)",
@@ -50,14 +58,23 @@ void printRunHeader(std::FILE* out, const RunInfo& info) {
     printLine(out,
               "# copy: cudaMemcpyAsync device to device of the same size on rank 0's GPU "
               "alone (bytes / time); bus/copy = busbw / copy");
+  } else {
+    printLine(out,
+              "# copy: memcpy of the same size on every rank at once, the slowest rank "
+              "(bytes / time); bus/copy = busbw / copy");
   }
   printLine(out, "# time: max over ranks of the average iteration time");
 }
 
 void printTableHeader(std::FILE* out, const RunInfo& info, BenchOp op) {
-  const bool inPlace = info.options.inPlace && op == BenchOp::kAllreduce;
+  const bool inPlace = info.options.inPlace && hasInPlace(op);
   const bool mpi = info.options.vsMpi;
-  std::string groups = fmt::format("#\n# {}\n# {:>45}", toString(op), "");
+  const std::string algorithm = algorithmOf(info.algorithms, op);
+  const std::string about =
+      op == BenchOp::kSendRecv
+          ? std::string("ring shift: rank r sends to r+1, receives from r-1")
+          : fmt::format("algorithm {}", algorithm == "auto" ? "auto" : algorithm + " (forced)");
+  std::string groups = fmt::format("#\n# {}: {}\n# {:>45}", toString(op), about, "");
   std::string names =
       fmt::format("# {:>10} {:>12} {:>8} {:>6} {:>5}", "size", "count", "type", "redop", "root");
   std::string units =
@@ -67,14 +84,14 @@ void printTableHeader(std::FILE* out, const RunInfo& info, BenchOp op) {
     names += fmt::format(" {:>10} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
     units += fmt::format(" {:>10} {:>7} {:>7} {:>6}", "(us)", "(GB/s)", "(GB/s)", "");
   };
-  addGroup(op == BenchOp::kAllreduce ? "ringlet out-of-place" : "ringlet");
+  addGroup(hasInPlace(op) ? "ringlet out-of-place" : "ringlet");
   if (inPlace) addGroup("ringlet in-place");
   if (mpi) {
     addGroup("MPI");
     names += fmt::format(" {:>7}", "ratio");
     units += fmt::format(" {:>7}", "");
   }
-  if (info.options.cuda && op != BenchOp::kBarrier) {
+  if (hasBandwidth(op)) {
     names += fmt::format(" {:>8} {:>8}", "copy", "bus/copy");
     units += fmt::format(" {:>8} {:>8}", "(GB/s)", "");
   }
@@ -88,10 +105,10 @@ void printRow(std::FILE* out, const RunInfo& info, const Row& row) {
   const bool bandwidth = hasBandwidth(row.op);
   std::string line =
       fmt::format("  {:>10} {:>12} {:>8} {:>6} {:>5}", row.bytes, row.count,
-                  row.op == BenchOp::kBarrier ? std::string_view("none") : toString(row.type),
+                  hasBandwidth(row.op) ? toString(row.type) : std::string_view("none"),
                   row.redop ? toString(*row.redop) : std::string_view("none"), row.root);
   line += timingColumns(row.outOfPlace, bandwidth);
-  if (info.options.inPlace && row.op == BenchOp::kAllreduce) {
+  if (info.options.inPlace && hasInPlace(row.op)) {
     line += row.inPlace ? timingColumns(*row.inPlace, bandwidth) : emptyColumns();
   }
   if (info.options.vsMpi) {
@@ -103,7 +120,7 @@ void printRow(std::FILE* out, const RunInfo& info, const Row& row) {
       line += fmt::format(" {:>10} {:>7} {:>7} {:>6} {:>7}", "n/a", "n/a", "n/a", "n/a", "n/a");
     }
   }
-  if (info.options.cuda && bandwidth) {
+  if (bandwidth) {
     if (row.copyGBs && *row.copyGBs > 0) {
       line +=
           fmt::format(" {:>8.1f} {:>8.3f}", *row.copyGBs, row.outOfPlace.busbwGBs / *row.copyGBs);

@@ -50,10 +50,14 @@ struct TableRow {
   std::vector<std::string> fields;
 };
 
-// Rows per section ("allreduce", "broadcast", "barrier"). Strips a launcher's "[rank] " prefix.
+const std::vector<std::string> kOps = {"allreduce",     "broadcast", "reduce", "allgather",
+                                       "reducescatter", "alltoall",  "gather", "scatter",
+                                       "barrier",       "sendrecv"};
+
+// Rows per section ("allreduce", "broadcast", ...), from the section lines "# <op>: ...". Strips
+// a launcher's "[rank] " prefix.
 std::map<std::string, std::vector<TableRow>> parseTable(const std::string& text) {
   std::map<std::string, std::vector<TableRow>> sections;
-  const std::vector<std::string> names = {"allreduce", "broadcast", "barrier"};
   std::string current;
   std::istringstream lines(text);
   std::string line;
@@ -63,8 +67,8 @@ std::map<std::string, std::vector<TableRow>> parseTable(const std::string& text)
       if (close != std::string::npos) line = line.substr(close + 2);
     }
     if (line.rfind("# ", 0) == 0) {
-      for (const std::string& name : names) {
-        if (line == "# " + name) current = name;
+      for (const std::string& name : kOps) {
+        if (line.rfind("# " + name + ": ", 0) == 0) current = name;
       }
       continue;
     }
@@ -204,29 +208,218 @@ TEST(BenchCli, TwoRanksAsyncCalls) {
   expectSweep(sections["broadcast"], "broadcast");
 }
 
+// The rows an operation must print for a sweep min..max (x2) at `ranks` ranks: the sizes
+// rounded down to whole blocks where the operation splits its buffer over the ranks
+// (nccl-tests), float32.
+std::vector<size_t> roundedSizes(const std::string& op, int ranks, size_t min, size_t max) {
+  const bool splits = op == "allgather" || op == "reducescatter" || op == "alltoall" ||
+                      op == "gather" || op == "scatter";
+  std::vector<size_t> sizes;
+  for (size_t s = min; s <= max; s *= 2) {
+    size_t elements = s / 4;
+    if (splits) elements = elements / static_cast<size_t>(ranks) * static_cast<size_t>(ranks);
+    sizes.push_back(elements * 4);
+  }
+  return sizes;
+}
+
+bool hasInPlace(const std::string& op) {
+  return op != "broadcast" && op != "barrier" && op != "sendrecv";
+}
+
+// Every operation at 2 and 3 ranks, out of place and in place, root 1: every row checked clean,
+// the sizes nccl-tests would print, a copy reference per size, and the JSON records saying which
+// operation and algorithm each row ran.
+TEST(BenchCli, EveryOpChecksCleanAtTwoAndThreeRanks) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const std::string dir = makeTempDir("ringlet-bench-all");
+  for (int ranks : {2, 3}) {
+    const std::string json = dir + "/all-" + std::to_string(ranks) + ".json";
+    const ProcessResult r = runProcess(
+        withLauncher(ranks, {"--ops", "all", "-b", "8", "-e", "16K", "-n", "2", "-w", "1",
+                             "--warmup-ms", "1", "--inplace", "1", "-r", "1", "--json", json}),
+        kEnv, kDeadline);
+    ASSERT_EQ(r.exitCode, 0) << describe(r);
+    auto sections = parseTable(r.out);
+    for (const std::string& op : kOps) {
+      const std::string what = op + " at " + std::to_string(ranks) + " ranks";
+      const std::vector<TableRow>& rows = sections[op];
+      if (op == "barrier") {
+        EXPECT_EQ(rows.size(), 1u) << what;
+        continue;
+      }
+      const std::vector<size_t> sizes = roundedSizes(op, ranks, 8, 16384);
+      ASSERT_EQ(rows.size(), sizes.size()) << what << "\n" << r.out;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        EXPECT_EQ(rows[i].size, sizes[i]) << what << " row " << i;
+        EXPECT_EQ(rows[i].fields[8], "0") << what << " #wrong at size " << rows[i].size;
+        const bool rooted =
+            op == "broadcast" || op == "reduce" || op == "gather" || op == "scatter";
+        EXPECT_EQ(rows[i].fields[4], rooted ? "1" : "-1") << what;
+        size_t copyColumn = 9;
+        if (hasInPlace(op)) {
+          ASSERT_GE(rows[i].fields.size(), 13u) << what;
+          EXPECT_EQ(rows[i].fields[12], "0") << what << " in-place #wrong at " << rows[i].size;
+          copyColumn = 13;
+        }
+        ASSERT_EQ(rows[i].fields.size(), copyColumn + 2) << what;
+        if (rows[i].size > 0) {
+          EXPECT_GT(std::stod(rows[i].fields[copyColumn]), 0.0) << what << " copy GB/s";
+        }
+      }
+    }
+    std::ifstream in(json);
+    ASSERT_TRUE(in) << "no JSON file at " << json;
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    EXPECT_EQ(doc["total_wrong"], 0);
+    for (const nlohmann::json& record : doc["results"]) {
+      const std::string op = record["op"];
+      // What ran at this size: a name (the cost model's choice), never "auto".
+      const std::string algorithm = record["algorithm"];
+      EXPECT_TRUE(op == "sendrecv" ? algorithm == "-" : algorithm != "auto" && algorithm != "-")
+          << op << ": " << algorithm;
+      EXPECT_EQ(record["algorithm_forced"], false) << op;
+      EXPECT_GE(record["out_of_place"]["iters"].get<int>(), 2) << op;
+      EXPECT_GE(record["out_of_place"]["warmup_iters"].get<int>(), 1) << op;
+      if (op != "barrier" && record["size"].get<size_t>() > 0) {
+        EXPECT_GT(record["copy_gbs"].get<double>(), 0.0) << op;
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// --inject-wrong 3: one receiving rank zeroes 3 received elements per checked call, so every
+// row of every operation must say 3, the footer must fail and the exit status must be non-zero.
+TEST(BenchCli, InjectedWrongElementsAreCounted) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const ProcessResult r =
+      runProcess(withLauncher(3, {"--ops", "all", "-b", "64", "-e", "128", "-n", "1", "-w", "0",
+                                  "--warmup-ms", "0", "--inject-wrong", "3", "-r", "1"}),
+                 kEnv, kDeadline);
+  EXPECT_EQ(r.exitCode, 1) << describe(r);
+  EXPECT_NE(r.err.find("wrong elements"), std::string::npos) << describe(r);
+  auto sections = parseTable(r.out);
+  size_t rows = 0;
+  for (const std::string& op : kOps) {
+    if (op == "barrier") continue;
+    ASSERT_EQ(sections[op].size(), 2u) << op << "\n" << r.out;
+    for (const TableRow& row : sections[op]) {
+      EXPECT_EQ(row.fields[8], "3") << op << " at size " << row.size;
+      ++rows;
+    }
+  }
+  EXPECT_NE(r.out.find("# Out of bounds values : " + std::to_string(3 * rows) + " FAILED"),
+            std::string::npos)
+      << r.out;
+}
+
+// --algo sets CommunicatorOptions::algorithms for the named collective and the table and JSON say
+// so (the forced rows run ring at every size);
+// RINGLET_ALGO shows the same way when --algo does not override it.
+TEST(BenchCli, AlgoForcesAndNamesTheAlgorithm) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const std::string dir = makeTempDir("ringlet-bench-algo");
+  const std::string json = dir + "/algo.json";
+  const std::vector<std::string> args = {"--ops",       "allreduce,allgather",
+                                         "-b",          "8",
+                                         "-e",          "64K",
+                                         "-n",          "2",
+                                         "-w",          "1",
+                                         "--warmup-ms", "1",
+                                         "--algo",      "allreduce:ring",
+                                         "--json",      json};
+  const ProcessResult r = runProcess(withLauncher(2, args), kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  EXPECT_NE(r.out.find("# algorithms: allreduce ring"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# allreduce: algorithm ring (forced)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# allgather: algorithm auto"), std::string::npos) << r.out;
+  auto sections = parseTable(r.out);
+  expectSweep(sections["allreduce"], "allreduce, ring");
+  expectSweep(sections["allgather"], "allgather");
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no JSON file at " << json;
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  for (const nlohmann::json& record : doc["results"]) {
+    const bool allreduce = record["op"] == "allreduce";
+    if (allreduce) {
+      EXPECT_EQ(record["algorithm"], "ring") << record;
+    }
+    EXPECT_EQ(record["algorithm_forced"], allreduce) << record;
+  }
+
+  std::vector<std::string> env = kEnv;
+  env.push_back("RINGLET_ALGO=allreduce:ring");
+  const ProcessResult fromEnv =
+      runProcess(withLauncher(2, {"-b", "8", "-e", "1K", "-n", "2", "-w", "1", "--warmup-ms", "1"}),
+                 env, kDeadline);
+  ASSERT_EQ(fromEnv.exitCode, 0) << describe(fromEnv);
+  EXPECT_NE(fromEnv.out.find("# allreduce: algorithm ring (forced)"), std::string::npos)
+      << fromEnv.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BenchCli, WorldOfOneEveryOp) {
+  const ProcessResult r = runProcess(alone({"--ops", "all", "-b", "8", "-e", "1K", "-n", "2", "-w",
+                                            "1", "--inplace", "1", "--warmup-ms", "1"}),
+                                     kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  EXPECT_NE(r.out.find("# sendrecv: skipped"), std::string::npos) << r.out;
+  auto sections = parseTable(r.out);
+  for (const std::string& op : kOps) {
+    if (op == "sendrecv" || op == "barrier") continue;
+    ASSERT_EQ(sections[op].size(), 8u) << op;
+    for (const TableRow& row : sections[op]) EXPECT_EQ(row.fields[8], "0") << op << row.size;
+  }
+}
+
 #ifdef RINGLET_TEST_MPIRUN
-// Under mpirun, --vs-mpi times MPI next to ringlet: MPI columns checked too, ratio present,
-// bfloat16 all-reduce marked n/a (MPI has no such reduction) while its broadcast runs.
+// Under mpirun, --vs-mpi times the matching MPI call next to each ringlet operation: MPI columns
+// checked too, ratio present; with bfloat16 the reductions are n/a (MPI has no such reduction)
+// while the data movers run.
 TEST(BenchCli, MpirunVsMpi) {
   const std::vector<std::string> mpiEnv = {"RINGLET_TIMEOUT=20", "OMPI_ALLOW_RUN_AS_ROOT=1",
                                            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
   for (const std::string type : {"float32", "bfloat16"}) {
-    const ProcessResult r = runProcess(
-        {RINGLET_TEST_MPIRUN, "--oversubscribe", "-np", "2", kBench, "-b", "8", "-e", "64K", "-n",
-         "2", "-w", "1", "--ops", "allreduce,broadcast,barrier", "-d", type, "--vs-mpi"},
-        mpiEnv, kDeadline);
+    const ProcessResult r = runProcess({RINGLET_TEST_MPIRUN,
+                                        "--oversubscribe",
+                                        "-np",
+                                        "2",
+                                        kBench,
+                                        "-b",
+                                        "8",
+                                        "-e",
+                                        "64K",
+                                        "-n",
+                                        "2",
+                                        "-w",
+                                        "1",
+                                        "--warmup-ms",
+                                        "1",
+                                        "--ops",
+                                        "all",
+                                        "-d",
+                                        type,
+                                        "--vs-mpi"},
+                                       mpiEnv, kDeadline);
     ASSERT_EQ(r.exitCode, 0) << describe(r);
     auto sections = parseTable(r.out);
-    expectSweep(sections["allreduce"], type + " allreduce");
-    expectSweep(sections["broadcast"], type + " broadcast");
-    for (const TableRow& row : sections["allreduce"]) {
-      ASSERT_EQ(row.fields.size(), 14u) << type;
-      EXPECT_EQ(row.fields[12], type == "float32" ? "0" : "n/a") << "MPI #wrong, " << type;
-    }
-    for (const TableRow& row : sections["broadcast"]) {
-      ASSERT_EQ(row.fields.size(), 14u) << type;
-      EXPECT_EQ(row.fields[12], "0") << "MPI broadcast #wrong, " << type;
-      EXPECT_GE(std::stod(row.fields[13]), 0.0) << "ratio, " << type;  // a number
+    for (const std::string& op : kOps) {
+      if (op == "barrier") {
+        ASSERT_EQ(sections[op].size(), 1u);
+        EXPECT_EQ(sections[op][0].fields.size(), 14u) << type << " barrier";
+        continue;
+      }
+      expectSweep(sections[op], type + " " + op);
+      const bool reduces = op == "allreduce" || op == "reduce" || op == "reducescatter";
+      for (const TableRow& row : sections[op]) {
+        ASSERT_EQ(row.fields.size(), 16u) << type << " " << op;
+        EXPECT_EQ(row.fields[12], type == "bfloat16" && reduces ? "n/a" : "0")
+            << "MPI #wrong, " << type << " " << op;
+        if (row.fields[13] != "n/a") {
+          EXPECT_GE(std::stod(row.fields[13]), 0.0) << "ratio, " << type << " " << op;
+        }
+      }
     }
   }
 }
@@ -248,7 +441,17 @@ TEST(BenchCli, InvalidOptionsFailWithOneLine) {
   expectOneLineError({"-o", "xor"}, "xor");
   expectOneLineError({"-b", "8X"}, "8X");
   expectOneLineError({"-b", "1M", "-e", "8"}, "--minbytes");
-  expectOneLineError({"--ops", "allreduce,gather"}, "gather");
+  expectOneLineError({"--ops", "allreduce,gatherx"}, "gatherx");
+  expectOneLineError({"--ops", "all,"}, "--ops");
+  expectOneLineError({"-n", "0"}, "-n/--iters");
+  expectOneLineError({"-n", "auto1"}, "auto1");
+  expectOneLineError({"--warmup-ms", "-3"}, "--warmup-ms");
+  expectOneLineError({"--min-time-ms", "soon"}, "--min-time-ms");
+  expectOneLineError({"--algo", "sendrecv:ring"}, "sendrecv:ring");
+  expectOneLineError({"--algo", "allreduce:"}, "allreduce:");
+  expectOneLineError({"--algo", "allreduce:bogus"}, "bogus");  // the library names it
+  expectOneLineError({"--device", "cuda", "--ops", "allgather"}, "allgather");
+  expectOneLineError({"--inject-wrong", "1", "-c", "0"}, "--inject-wrong");
   expectOneLineError({"--check", "2"}, "check");
   expectOneLineError({"-r", "3"}, "root 3");  // world of one: no rank 3
   expectOneLineError({"--bogus"}, "bogus");

@@ -1,0 +1,98 @@
+#include "bench/calls.h"
+
+namespace ringlet::bench {
+namespace {
+
+bool sendsFirst(const Communicator& comm) { return comm.rank() % 2 == 0; }
+
+}  // namespace
+
+void callRinglet(Communicator& comm, BenchOp op, const CallArgs& a) {
+  switch (op) {
+    case BenchOp::kAllreduce:
+      comm.allreduce(a.send, a.recv, a.count, a.type, a.op);
+      return;
+    case BenchOp::kBroadcast:
+      comm.broadcast(a.recv, a.count, a.type, a.root);
+      return;
+    case BenchOp::kReduce:
+      comm.reduce(a.send, a.recv, a.count, a.type, a.op, a.root);
+      return;
+    case BenchOp::kAllgather:
+      comm.allgather(a.send, a.recv, a.count, a.type);
+      return;
+    case BenchOp::kReduceScatter:
+      comm.reduceScatter(a.send, a.recv, a.count, a.type, a.op);
+      return;
+    case BenchOp::kAllToAll:
+      comm.allToAll(a.send, a.recv, a.count, a.type);
+      return;
+    case BenchOp::kGather:
+      comm.gather(a.send, a.recv, a.count, a.type, a.root);
+      return;
+    case BenchOp::kScatter:
+      comm.scatter(a.send, a.recv, a.count, a.type, a.root);
+      return;
+    case BenchOp::kBarrier:
+      comm.barrier();
+      return;
+    case BenchOp::kSendRecv: {
+      const int next = sendPeer(comm.rank(), comm.size());
+      const int prev = recvPeer(comm.rank(), comm.size());
+      if (sendsFirst(comm)) {
+        comm.send(a.send, a.count, a.type, next);
+        comm.recv(a.recv, a.count, a.type, prev);
+      } else {
+        comm.recv(a.recv, a.count, a.type, prev);
+        comm.send(a.send, a.count, a.type, next);
+      }
+      return;
+    }
+  }
+}
+
+void issueRinglet(Communicator& comm, BenchOp op, const CallArgs& a, std::vector<Work>& works) {
+  switch (op) {
+    case BenchOp::kAllreduce:
+      works.push_back(comm.allreduceAsync(a.send, a.recv, a.count, a.type, a.op));
+      return;
+    case BenchOp::kBroadcast:
+      works.push_back(comm.broadcastAsync(a.recv, a.count, a.type, a.root));
+      return;
+    case BenchOp::kReduce:
+      works.push_back(comm.reduceAsync(a.send, a.recv, a.count, a.type, a.op, a.root));
+      return;
+    case BenchOp::kAllgather:
+      works.push_back(comm.allgatherAsync(a.send, a.recv, a.count, a.type));
+      return;
+    case BenchOp::kReduceScatter:
+      works.push_back(comm.reduceScatterAsync(a.send, a.recv, a.count, a.type, a.op));
+      return;
+    case BenchOp::kAllToAll:
+      works.push_back(comm.allToAllAsync(a.send, a.recv, a.count, a.type));
+      return;
+    case BenchOp::kGather:
+      works.push_back(comm.gatherAsync(a.send, a.recv, a.count, a.type, a.root));
+      return;
+    case BenchOp::kScatter:
+      works.push_back(comm.scatterAsync(a.send, a.recv, a.count, a.type, a.root));
+      return;
+    case BenchOp::kBarrier:
+      works.push_back(comm.barrierAsync());
+      return;
+    case BenchOp::kSendRecv: {
+      const int next = sendPeer(comm.rank(), comm.size());
+      const int prev = recvPeer(comm.rank(), comm.size());
+      if (sendsFirst(comm)) {
+        works.push_back(comm.sendAsync(a.send, a.count, a.type, next));
+        works.push_back(comm.recvAsync(a.recv, a.count, a.type, prev));
+      } else {
+        works.push_back(comm.recvAsync(a.recv, a.count, a.type, prev));
+        works.push_back(comm.sendAsync(a.send, a.count, a.type, next));
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace ringlet::bench

@@ -1,0 +1,166 @@
+// ringlet-bench's operation table and command line: names, sizes as nccl-tests means them,
+// busbw factors, and the errors for bad values.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/ops.h"
+#include "bench/options.h"
+#include "ringlet/error.h"
+
+namespace ringlet::bench {
+namespace {
+
+const std::vector<std::string> kNames = {"allreduce",     "broadcast", "reduce", "allgather",
+                                         "reducescatter", "alltoall",  "gather", "scatter",
+                                         "barrier",       "sendrecv"};
+
+Options parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "ringlet-bench");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  std::optional<Options> options = parseOptions(static_cast<int>(argv.size()), argv.data());
+  EXPECT_TRUE(options.has_value());
+  return options.value_or(Options{});
+}
+
+// The message of the InvalidArgument that parsing `args` throws ("" if none).
+std::string parseError(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(BenchOps, EveryNameParsesAndPrintsBack) {
+  for (const std::string& name : kNames) {
+    const std::vector<BenchOp> ops = parseOpList(name);
+    ASSERT_EQ(ops.size(), 1u) << name;
+    EXPECT_EQ(toString(ops[0]), name);
+  }
+  const std::vector<BenchOp> all = parseOpList("all");
+  ASSERT_EQ(all.size(), kNames.size());
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(toString(all[i]), kNames[i]);
+  EXPECT_EQ(parseOpList("all_gather,reduce_scatter,all_to_all,bcast"),
+            (std::vector<BenchOp>{BenchOp::kAllgather, BenchOp::kReduceScatter, BenchOp::kAllToAll,
+                                  BenchOp::kBroadcast}));
+  EXPECT_EQ(parseOpList("gather,all").size(), kNames.size());  // no duplicates
+  EXPECT_EQ(parseOpList("gather,all")[0], BenchOp::kGather);
+}
+
+TEST(BenchOps, UnknownNamesAreNamed) {
+  for (const std::string bad : {"gatherx", "", "allreduce,", "all-reduce"}) {
+    try {
+      parseOpList(bad);
+      ADD_FAILURE() << "'" << bad << "' parsed";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("--ops: unknown operation"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// nccl-tests: the size is the whole buffer; n-way splits round down to whole blocks.
+TEST(BenchOps, ShapesFollowNcclTests) {
+  for (int n : {1, 2, 3, 4, 7}) {
+    for (size_t bytes : {size_t{0}, size_t{4}, size_t{8}, size_t{64}, size_t{1000}, size_t{4100}}) {
+      for (BenchOp op : allOps()) {
+        const Shape s = shapeOf(op, bytes, DataType::kFloat32, n);
+        const size_t elements = bytes / 4;
+        const size_t block = elements / static_cast<size_t>(n);
+        const std::string what = std::string(toString(op)) + " n=" + std::to_string(n) +
+                                 " bytes=" + std::to_string(bytes);
+        EXPECT_EQ(s.bytes, s.count * 4) << what;
+        switch (op) {
+          case BenchOp::kBarrier:
+            EXPECT_EQ(s.count, 0u) << what;
+            break;
+          case BenchOp::kAllreduce:
+          case BenchOp::kBroadcast:
+          case BenchOp::kReduce:
+          case BenchOp::kSendRecv:
+            EXPECT_EQ(s.count, elements) << what;
+            EXPECT_EQ(s.callCount, elements) << what;
+            EXPECT_EQ(s.sendCount, elements) << what;
+            EXPECT_EQ(s.recvCount, elements) << what;
+            break;
+          default:
+            EXPECT_EQ(s.callCount, block) << what;
+            EXPECT_EQ(s.count, block * n) << what;
+            EXPECT_LE(s.bytes, bytes) << what;
+            const bool gathers = op == BenchOp::kAllgather || op == BenchOp::kGather;
+            const bool scatters = op == BenchOp::kReduceScatter || op == BenchOp::kScatter;
+            EXPECT_EQ(s.sendCount, gathers ? block : block * n) << what;
+            EXPECT_EQ(s.recvCount, scatters ? block : block * n) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(BenchOps, BusFactorsFollowNcclTests) {
+  for (int n : {1, 2, 3, 8}) {
+    const double ring = (n - 1.0) / n;
+    EXPECT_DOUBLE_EQ(busFactor(BenchOp::kAllreduce, n), 2 * ring);
+    for (BenchOp op : {BenchOp::kAllgather, BenchOp::kReduceScatter, BenchOp::kAllToAll,
+                       BenchOp::kGather, BenchOp::kScatter}) {
+      EXPECT_DOUBLE_EQ(busFactor(op, n), ring) << toString(op);
+    }
+    for (BenchOp op : {BenchOp::kBroadcast, BenchOp::kReduce, BenchOp::kSendRecv}) {
+      EXPECT_DOUBLE_EQ(busFactor(op, n), 1.0) << toString(op);
+    }
+    EXPECT_DOUBLE_EQ(busFactor(BenchOp::kBarrier, n), 0.0);
+  }
+}
+
+TEST(BenchOptions, AlgorithmsForEveryOpRunOrPerOp) {
+  const auto one = parseAlgorithms("ring", parseOpList("allreduce,sendrecv,allgather"));
+  EXPECT_EQ(one,
+            (std::map<std::string, std::string>{{"allreduce", "ring"}, {"allgather", "ring"}}));
+  const auto each = parseAlgorithms("allreduce:ring,all_gather:bruck", parseOpList("barrier"));
+  EXPECT_EQ(each,
+            (std::map<std::string, std::string>{{"allreduce", "ring"}, {"allgather", "bruck"}}));
+  EXPECT_EQ(parse({"--ops", "alltoall", "--algo", "pairwise"}).algorithms,
+            (std::map<std::string, std::string>{{"alltoall", "pairwise"}}));
+  for (const std::string bad :
+       {"", "allreduce:", "sendrecv:ring", "foo:ring", "ring tree", "allreduce:ring,"}) {
+    EXPECT_NE(parseError({"--algo", bad}).find("--algo"), std::string::npos) << "'" << bad << "'";
+  }
+}
+
+TEST(BenchOptions, IterationsAndWarmUp) {
+  Options o = parse({});
+  EXPECT_EQ(o.iters, 20);
+  EXPECT_EQ(o.minTimeMs, 0);
+  EXPECT_EQ(o.warmup, 5);
+  EXPECT_GT(o.warmupMs, 0);
+  o = parse({"-n", "auto"});
+  EXPECT_EQ(o.iters, 1);
+  EXPECT_GT(o.minTimeMs, 0);
+  o = parse({"-n", "auto", "--min-time-ms", "7"});
+  EXPECT_EQ(o.minTimeMs, 7);
+  o = parse({"-n", "50", "-w", "0", "--warmup-ms", "0"});
+  EXPECT_EQ(o.iters, 50);
+  EXPECT_EQ(o.warmup, 0);
+  EXPECT_EQ(o.warmupMs, 0);
+  EXPECT_NE(parseError({"-n", "0"}).find("-n/--iters: '0'"), std::string::npos);
+  EXPECT_NE(parseError({"-n", "autox"}).find("autox"), std::string::npos);
+  EXPECT_NE(parseError({"-n", "12x"}).find("12x"), std::string::npos);
+  EXPECT_NE(parseError({"--warmup-ms", "-1"}).find("warmup-ms"), std::string::npos);
+  EXPECT_NE(parseError({"--min-time-ms", "x"}).find("min-time-ms"), std::string::npos);
+}
+
+TEST(BenchOptions, CombinationsThatCannotWork) {
+  EXPECT_NE(parseError({"--device", "cuda", "--ops", "allreduce,alltoall"}).find("alltoall"),
+            std::string::npos);
+  EXPECT_NE(parseError({"--inject-wrong", "2", "--check", "0"}).find("--inject-wrong"),
+            std::string::npos);
+  EXPECT_EQ(parse({"--inject-wrong", "2"}).injectWrong, 2u);
+}
+
+}  // namespace
+}  // namespace ringlet::bench
