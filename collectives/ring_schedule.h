@@ -1,7 +1,7 @@
 #pragma once
 // The ring schedules, written once and run by every executor: host memory over any Link
-// (ring_allreduce.cc, broadcast.cc) and device memory over CUDA IPC slots (slot_ring.h,
-// src/cuda/). Only the primitives differ between them.
+// (ring_allreduce.cc, broadcast.cc, ring_gather_scatter.cc) and device memory over CUDA IPC
+// slots (slot_ring.cc, src/cuda/). Only the primitives differ between them.
 //
 // A Prims type provides, for a Piece of elements (chunking.h):
 //   send(p)                input -> next

@@ -165,15 +165,18 @@ class SlotRing {
   std::deque<NoticeBytes> outbox_;
 };
 
-// The schedule's primitives on slots. `input` and `output` are the same buffer for broadcast.
+// The schedule's primitives on slots. `input` and `output` are the same buffer for broadcast
+// and all-gather. `outputFirst` is the element offset at which `output` starts (reduce-scatter:
+// rank r's output is block r alone, and only block r is ever written).
 class SlotPrims {
  public:
   SlotPrims(SlotRing& ring, const std::byte* input, std::byte* output, size_t elementBytes,
-            DataType type, ReduceOp op, int size)
+            DataType type, ReduceOp op, int size, size_t outputFirst = 0)
       : ring_(ring),
         exec_(ring.executor()),
         input_(input),
         output_(output),
+        outputFirst_(outputFirst),
         elementBytes_(elementBytes),
         type_(type),
         op_(op),
@@ -224,15 +227,27 @@ class SlotPrims {
     ring_.releaseRecv();
   }
 
+  void recvReduceCopy(const Piece& p) {
+    const std::byte* slot = ring_.acquireRecv(bytes(p));
+    if (p.count > 0) {
+      exec_.reduce(outp(p), in(p), slot, p.count, type_, op_);
+      if (op_ == ReduceOp::kAvg) exec_.finishAverage(outp(p), p.count, type_, size_);
+    }
+    ring_.releaseRecv();
+  }
+
  private:
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
   const std::byte* in(const Piece& p) const { return input_ + p.offset * elementBytes_; }
-  std::byte* outp(const Piece& p) const { return output_ + p.offset * elementBytes_; }
+  std::byte* outp(const Piece& p) const {
+    return output_ + (p.offset - outputFirst_) * elementBytes_;
+  }
 
   SlotRing& ring_;
   SlotExecutor& exec_;
   const std::byte* input_;
   std::byte* output_;
+  const size_t outputFirst_;
   const size_t elementBytes_;
   const DataType type_;
   const ReduceOp op_;
@@ -257,6 +272,42 @@ void slotRingBroadcast(const Group& group, const SlotRingMemory& memory, SlotExe
   SlotPrims prims(ring, buffer, buffer, elementBytes, DataType::kUInt8, ReduceOp::kSum, group.size);
   chainBroadcastSchedule(prims, wrap(group.rank - root, group.size), group.size, count,
                          prims.sliceElements());
+  ring.finish();
+}
+
+void slotRingReduceScatter(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                           const ReduceScatterArgs& args, const WaitContext& wait) {
+  SlotRing ring(group, memory, executor, wait);
+  const size_t own = static_cast<size_t>(group.rank) * args.recvCount;
+  SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
+                  group.size, own);
+  ringReduceScatterSchedule(prims, group.rank, group.size, args.recvCount * group.size,
+                            prims.sliceElements());
+  ring.finish();
+}
+
+void slotRingAllgather(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                       const AllgatherArgs& args, const WaitContext& wait) {
+  const size_t elementBytes = elementSize(args.type);
+  const size_t blockBytes = args.sendCount * elementBytes;
+  std::byte* own = args.recv + static_cast<size_t>(group.rank) * blockBytes;
+  if (own != args.send && blockBytes > 0) executor.copy(own, args.send, blockBytes);
+  SlotRing ring(group, memory, executor, wait);
+  // Every block is sent from where it landed in recv: recv is input and output.
+  SlotPrims prims(ring, args.recv, args.recv, elementBytes, args.type, ReduceOp::kSum, group.size);
+  ringAllgatherSchedule(prims, group.rank, group.size, args.sendCount * group.size,
+                        prims.sliceElements());
+  ring.finish();
+}
+
+void slotRingReduce(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                    const ReduceArgs& args, const WaitContext& wait) {
+  SlotRing ring(group, memory, executor, wait);
+  // Partial results go straight into the next rank's slots: only the root writes its output.
+  SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
+                  group.size);
+  chainReduceSchedule(prims, wrap(group.rank - args.root - 1, group.size), group.size, args.count,
+                      prims.sliceElements());
   ring.finish();
 }
 

@@ -53,4 +53,19 @@ void slotRingBroadcast(const Group& group, const SlotRingMemory& memory, SlotExe
                        std::byte* buffer, size_t count, size_t elementBytes, int root,
                        const WaitContext& wait);
 
+// Ring reduce-scatter (ring_schedule.h): args.send holds group.size blocks of args.recvCount;
+// rank r ends with block r reduced in args.recv, which may be block r of args.send (in place).
+// Partial sums travel only through the slots: send is never written.
+void slotRingReduceScatter(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                           const ReduceScatterArgs& args, const WaitContext& wait);
+
+// Ring all-gather: rank r's args.sendCount elements land at block r of args.recv on every rank.
+// args.send may be block r of args.recv (in place); otherwise it is copied there first.
+void slotRingAllgather(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                       const AllgatherArgs& args, const WaitContext& wait);
+
+// Chain reduce ending at args.root, which keeps the result in args.recv (unused elsewhere).
+void slotRingReduce(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                    const ReduceArgs& args, const WaitContext& wait);
+
 }  // namespace ringlet::collectives

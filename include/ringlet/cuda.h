@@ -150,6 +150,24 @@ class DeviceCommunicator {
   // Broadcast of root's `count` elements into `buffer` on every rank.
   void broadcast(void* buffer, size_t count, DataType type, int root, void* stream);
 
+  // Reduce: the root ends with op(send of every rank) in recv (`count` elements). Other ranks
+  // only read send; their recv is not touched, not checked, and may be null. In place on the
+  // root: send == recv. IPC: a chain along the ring ending at the root; staged: the host
+  // communicator's reduce on each chunk.
+  void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root,
+              void* stream);
+
+  // All-gather: every rank ends with every rank's `sendCount` elements in recv, rank r's at
+  // element r * sendCount (recv holds size() * sendCount). In place: send == recv + rank() *
+  // sendCount elements; otherwise send and recv must not overlap.
+  void allgather(const void* send, void* recv, size_t sendCount, DataType type, void* stream);
+
+  // Reduce-scatter: send holds size() * recvCount elements; rank r ends with block r (elements
+  // r * recvCount ..) reduced over all ranks, in recv. send is never written. In place: recv ==
+  // send + rank() * recvCount elements; otherwise send and recv must not overlap.
+  void reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, ReduceOp op,
+                     void* stream);
+
   // Waits until `stream` has finished its work, for at most options.timeout (TimeoutError
   // naming the rank and device then). Local: no communication.
   void synchronize(void* stream);

@@ -1,23 +1,6 @@
-// DeviceCommunicator: collectives on CUDA device memory, staged through pinned host memory.
-//
-// The staged path runs the host communicator's collective (any transport: TCP, shared memory)
-// on pinned copies of the device buffer, chunk by chunk, with two pinned slots so that copies
-// and the host collective overlap. For 3 chunks (D2H = device to host copy into a slot, H2D =
-// back; every copy is enqueued on the caller's stream, so the copies run in order):
-//
-//   host thread                                  GPU copy engine (caller's stream)
-//   D2H chunk 0 -> slot 0
-//   D2H chunk 1 -> slot 1; wait D2H 0            D2H 0, D2H 1
-//   collective on slot 0; H2D slot 0 -> chunk 0  H2D 0
-//   wait H2D 0; D2H chunk 2 -> slot 0; wait D2H 1  D2H 2
-//   collective on slot 1; H2D slot 1 -> chunk 1  H2D 1
-//   wait D2H 2; collective on slot 0; H2D slot 0 -> chunk 2
-//   wait H2D 1, H2D 2; return
-//
-// A slot is reused only after the H2D copy out of it has finished (State::reuse). Every wait is
-// on a CUDA event with a deadline. The chunk count depends only on count, type and chunkBytes,
-// so every rank issues the same host collectives; a rank with other options gets the host
-// communicator's MismatchError.
+// DeviceCommunicator: creation, the choice of path, all-reduce, broadcast and synchronize. The
+// staged pipeline and the IPC call are in device_state.{h,cc}; reduce, all-gather and
+// reduce-scatter in device_reduce_gather.cc.
 //
 // The CUDA IPC path runs the slot ring (collectives/slot_ring.h) with the executor of
 // transports/cuda/ipc_ring.h, as one call of the host communicator (its header check, sequence
@@ -26,205 +9,19 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
-#include <functional>
 
-#include "collectives/slot_ring.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/reduce.h"
 #include "ringlet/cuda.h"
 #include "ringlet/error.h"
-#include "src/core/communicator_access.h"
+#include "src/cuda/device_state.h"
 #include "src/log.h"
-#include "transports/cuda/ipc_ring.h"
 
 namespace ringlet::cuda {
 
 using kernels::cuda::checkCuda;
 using kernels::cuda::ScopedDevice;
 using Clock = std::chrono::steady_clock;
-
-namespace {
-
-void checkStream(void* stream, int device) {
-  // The default stream handles name "the stream of the current device": always valid here.
-  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;
-  auto s = static_cast<cudaStream_t>(stream);
-  const cudaError_t state = cudaStreamQuery(s);
-  if (state != cudaSuccess && state != cudaErrorNotReady) {
-    cudaGetLastError();
-    throw CudaError(fmt::format("stream {} is not a valid CUDA stream: {}", stream,
-                                kernels::cuda::describeCudaError("cudaStreamQuery", state)));
-  }
-  int streamDevice = -1;
-  const cudaError_t error = cudaStreamGetDevice(s, &streamDevice);
-  if (error != cudaSuccess) {
-    cudaGetLastError();
-    throw CudaError(fmt::format("stream {} is not a valid CUDA stream: {}", stream,
-                                kernels::cuda::describeCudaError("cudaStreamGetDevice", error)));
-  }
-  if (streamDevice != device) {
-    throw InvalidArgument(
-        fmt::format("stream {} belongs to device {}, but this call runs on device {}", stream,
-                    streamDevice, device));
-  }
-}
-
-void checkNoPartialOverlap(const void* send, const void* recv, size_t bytes) {
-  if (send == recv || bytes == 0) return;
-  const auto* a = static_cast<const std::byte*>(send);
-  const auto* b = static_cast<const std::byte*>(recv);
-  if (a < b + bytes && b < a + bytes) {
-    throw InvalidArgument(fmt::format(
-        "send ({}) and recv ({}) overlap without being equal ({} bytes each)", send, recv, bytes));
-  }
-}
-
-struct PinnedMemory {
-  void* data = nullptr;
-  size_t bytes = 0;
-  PinnedMemory() = default;
-  PinnedMemory(const PinnedMemory&) = delete;
-  PinnedMemory& operator=(const PinnedMemory&) = delete;
-  ~PinnedMemory() {
-    if (data) cudaFreeHost(data);
-  }
-};
-
-}  // namespace
-
-struct DeviceCommunicator::State {
-  Communicator* host = nullptr;
-  int device = 0;
-  DeviceOptions options;
-  DevicePath chosen = DevicePath::kAuto;  // decided by the first collective
-  std::unique_ptr<transport::cuda::IpcRing> ipc;
-  PinnedMemory pinned;  // two slots of slotBytes
-  size_t slotBytes = 0;
-  std::array<cudaEvent_t, 2> copiedIn{};   // D2H into slot k finished
-  std::array<cudaEvent_t, 2> copiedOut{};  // H2D out of slot k finished
-  std::array<bool, 2> outPending{};        // an H2D out of slot k may still run
-
-  ~State() {
-    try {
-      ScopedDevice scope(device);
-      for (int k = 0; k < 2; ++k) {
-        if (outPending[k]) cudaEventSynchronize(copiedOut[k]);
-        if (copiedIn[k]) cudaEventSynchronize(copiedIn[k]);
-      }
-      for (cudaEvent_t e : copiedIn)
-        if (e) cudaEventDestroy(e);
-      for (cudaEvent_t e : copiedOut)
-        if (e) cudaEventDestroy(e);
-    } catch (...) {
-      // Destructors never throw; a broken context frees everything at process exit.
-    }
-  }
-
-  std::byte* slot(int k) const { return static_cast<std::byte*>(pinned.data) + k * slotBytes; }
-
-  void ensurePinned(size_t bytes) {
-    if (slotBytes >= bytes) return;
-    if (pinned.data) {
-      for (int k = 0; k < 2; ++k) reuse(k, "resize of the staging memory", 0, 0);
-      checkCuda(cudaFreeHost(pinned.data), "cudaFreeHost");
-      pinned.data = nullptr;
-    }
-    checkCuda(cudaHostAlloc(&pinned.data, 2 * bytes, cudaHostAllocDefault),
-              fmt::format("cudaHostAlloc({} bytes of staging memory)", 2 * bytes));
-    pinned.bytes = 2 * bytes;
-    slotBytes = bytes;
-  }
-
-  std::string describeWait(std::string_view op, std::string_view what, size_t chunk,
-                           size_t chunks) const {
-    return fmt::format("cuda {} on rank {} (device {}) waiting for the {} of chunk {} of {}", op,
-                       host->rank(), device, what, chunk, chunks);
-  }
-
-  void wait(cudaEvent_t event, const std::function<std::string()>& what) const {
-    kernels::cuda::waitEvent(event, Clock::now() + options.timeout, options.timeout, what);
-  }
-
-  // Waits until no copy reads slot k any more.
-  void reuse(int k, std::string_view op, size_t chunk, size_t chunks) {
-    if (!outPending[k]) return;
-    wait(copiedOut[k], [&] { return describeWait(op, "host-to-device copy", chunk, chunks); });
-    outPending[k] = false;
-  }
-
-  // Best effort after a failure: the pinned slots must not be freed or refilled under a copy.
-  void drain() noexcept {
-    for (int k = 0; k < 2; ++k) {
-      if (outPending[k]) cudaEventSynchronize(copiedOut[k]);
-      outPending[k] = false;
-      cudaEventSynchronize(copiedIn[k]);
-    }
-    cudaGetLastError();
-  }
-
-  using IpcBody = std::function<void(const collectives::Group&, const collectives::SlotRingMemory&,
-                                     collectives::SlotExecutor&, const transport::WaitContext&)>;
-
-  // Runs `body` on the IPC ring as one call of the host communicator (header check with the
-  // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.
-  void runIpc(detail::OpHeader header, cudaStream_t stream, const IpcBody& body) {
-    header.memory = 1;
-    detail::CommunicatorAccess::impl(*host).runBlocking(
-        header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
-          body(group, ipc->memory(), ipc->executor(stream), wait);
-        });
-  }
-
-  // The staged pipeline. `in`: device memory copied into each slot before `hostOp` (null: none);
-  // `out`: device memory the slot is copied back to afterwards (null: none).
-  void run(std::string_view op, const std::byte* in, std::byte* out, size_t count, DataType type,
-           void* stream, const std::function<void(std::byte* slot, size_t count)>& hostOp) {
-    auto s = static_cast<cudaStream_t>(stream);
-    const size_t elementBytes = elementSize(type);
-    const size_t chunkElements = std::max<size_t>(1, options.chunkBytes / elementBytes);
-    const size_t chunks = std::max<size_t>(1, (count + chunkElements - 1) / chunkElements);
-    ensurePinned(chunkElements * elementBytes);
-    auto offsetOf = [&](size_t i) { return i * chunkElements; };
-    auto countOf = [&](size_t i) {
-      return std::min(chunkElements, count - std::min(count, offsetOf(i)));
-    };
-    auto copyIn = [&](size_t i) {
-      const int k = static_cast<int>(i % 2);
-      reuse(k, op, i, chunks);
-      if (countOf(i) > 0) {
-        checkCuda(cudaMemcpyAsync(slot(k), in + offsetOf(i) * elementBytes,
-                                  countOf(i) * elementBytes, cudaMemcpyDeviceToHost, s),
-                  "cudaMemcpyAsync (device to host)");
-      }
-      checkCuda(cudaEventRecord(copiedIn[k], s), "cudaEventRecord");
-    };
-    try {
-      if (in) copyIn(0);
-      for (size_t i = 0; i < chunks; ++i) {
-        const int k = static_cast<int>(i % 2);
-        if (in && i + 1 < chunks) copyIn(i + 1);
-        if (in) {
-          wait(copiedIn[k], [&] { return describeWait(op, "device-to-host copy", i, chunks); });
-        } else {
-          reuse(k, op, i, chunks);
-        }
-        hostOp(slot(k), countOf(i));
-        if (out && countOf(i) > 0) {
-          checkCuda(cudaMemcpyAsync(out + offsetOf(i) * elementBytes, slot(k),
-                                    countOf(i) * elementBytes, cudaMemcpyHostToDevice, s),
-                    "cudaMemcpyAsync (host to device)");
-          checkCuda(cudaEventRecord(copiedOut[k], s), "cudaEventRecord");
-          outPending[k] = true;
-        }
-      }
-      for (int k = 0; k < 2; ++k) reuse(k, op, chunks - 1, chunks);
-    } catch (...) {
-      drain();
-      throw;
-    }
-  }
-};
 
 DeviceCommunicator::DeviceCommunicator(Communicator& host, int device, DeviceOptions options)
     : state_(std::make_unique<State>()) {
@@ -367,7 +164,8 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
   if (state_->chosen == DevicePath::kIpc) {
     const collectives::AllreduceArgs args{static_cast<const std::byte*>(send),
                                           static_cast<std::byte*>(recv), count, type, op};
-    state_->runIpc({.kind = detail::OpKind::kAllreduce, .type = type, .op = op, .count = count}, s,
+    state_->runIpc({.kind = detail::OpKind::kAllreduce, .type = type, .op = op, .count = count},
+                   stream,
                    [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
                        collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
                      collectives::slotRingAllreduce(group, memory, executor, args, wait);
@@ -394,7 +192,7 @@ void DeviceCommunicator::broadcast(void* buffer, size_t count, DataType type, in
   choosePath();
   if (state_->chosen == DevicePath::kIpc) {
     state_->runIpc({.kind = detail::OpKind::kBroadcast, .type = type, .root = root, .count = count},
-                   static_cast<cudaStream_t>(stream),
+                   stream,
                    [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
                        collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
                      collectives::slotRingBroadcast(group, memory, executor, data, count,

@@ -43,6 +43,15 @@ void DeviceCommunicator::allreduce(const void*, void*, size_t, DataType, ReduceO
 void DeviceCommunicator::broadcast(void*, size_t, DataType, int, void*) {
   throw CudaError(kNoCuda);
 }
+void DeviceCommunicator::reduce(const void*, void*, size_t, DataType, ReduceOp, int, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::allgather(const void*, void*, size_t, DataType, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::reduceScatter(const void*, void*, size_t, DataType, ReduceOp, void*) {
+  throw CudaError(kNoCuda);
+}
 void DeviceCommunicator::synchronize(void*) { throw CudaError(kNoCuda); }
 
 }  // namespace ringlet::cuda

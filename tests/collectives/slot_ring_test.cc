@@ -266,6 +266,198 @@ TEST_P(SlotRingTest, BroadcastFromEveryRoot) {
   });
 }
 
+constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                               DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
+                               DataType::kInt32,    DataType::kInt64};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kAvg};
+
+// Reduce-scatter of every type and op, in and out of place (recv = this rank's block of send),
+// blocks of awkward sizes, back to back. Rank r's send is position j -> inputValue(r, j), so
+// block q of the result is the all-reduce result at positions q * recvCount ...
+TEST_P(SlotRingTest, ReduceScatterMatrixMatchesExpected) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-rs");
+  const std::vector<size_t> counts = {0, 1, 3, 17, 300, 1100};
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 31337 + 5));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      DataType type;
+      ReduceOp op;
+      size_t recvCount;
+      bool inPlace;
+      std::vector<std::byte> send, recv, sendBefore;
+    };
+    std::deque<Call> calls;
+    int n = 0;
+    for (DataType type : kTypes) {
+      for (ReduceOp op : kOps) {
+        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+        const size_t recvCount = counts[static_cast<size_t>(n) % counts.size()];
+        const bool inPlace = n % 2 == 1;
+        ++n;
+        Call& call = calls.emplace_back(Call{type, op, recvCount, inPlace, {}, {}, {}});
+        call.send = makeInput(type, recvCount * size, rank, op);
+        call.sendBefore = call.send;
+        call.recv.assign(recvCount * elementSize(type) + 1, std::byte{0x5a});
+        std::byte* recv =
+            inPlace ? call.send.data() + rank * recvCount * elementSize(type) : call.recv.data();
+        collectives::ReduceScatterArgs args{call.send.data(), recv, recvCount, type, op};
+        collectives::slotRingReduceScatter(setup.group, setup.memory, executor, args,
+                                           setup.mesh.wait());
+      }
+    }
+    stream.synchronize();
+    for (const Call& call : calls) {
+      const size_t eb = elementSize(call.type);
+      const std::byte* out =
+          call.inPlace ? call.send.data() + rank * call.recvCount * eb : call.recv.data();
+      const std::string what =
+          fmt::format("rank {} {} {} recvCount {}{}", rank, toString(call.type), toString(call.op),
+                      call.recvCount, call.inPlace ? " in place" : "");
+      for (size_t j = 0; j < call.recvCount; ++j) {
+        const double want = expectedAllreduce(call.type, call.op, size, rank * call.recvCount + j);
+        ASSERT_EQ(loadValue(call.type, out, j), want) << what << " element " << j;
+      }
+      if (call.inPlace) {
+        // The other blocks of send are input only: the ring never writes them.
+        for (int q = 0; q < size; ++q) {
+          if (q == rank) continue;
+          ASSERT_EQ(
+              std::memcmp(call.send.data() + q * call.recvCount * eb,
+                          call.sendBefore.data() + q * call.recvCount * eb, call.recvCount * eb),
+              0)
+              << what << ": block " << q << " of send changed";
+        }
+      } else {
+        ASSERT_EQ(call.send, call.sendBefore) << what << ": send changed";
+        ASSERT_EQ(call.recv.back(), std::byte{0x5a}) << what << ": written past recv";
+      }
+    }
+  });
+}
+
+// All-gather of awkward block sizes (fewer elements than ranks, several slices per block), in and
+// out of place (send = this rank's block of recv), back to back.
+TEST_P(SlotRingTest, AllgatherMatchesEveryRanksBlock) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-ag");
+  const std::vector<size_t> counts = {0, 1, 3, 17, 700};
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 7727 + 11));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      DataType type;
+      size_t sendCount;
+      bool inPlace;
+      std::vector<std::byte> send, recv;
+    };
+    std::deque<Call> calls;
+    int n = 0;
+    for (DataType type : kTypes) {
+      for (size_t sendCount : counts) {
+        const bool inPlace = n++ % 2 == 1;
+        const size_t eb = elementSize(type);
+        Call& call = calls.emplace_back(Call{type, sendCount, inPlace, {}, {}});
+        // Rank q contributes inputValue(q, j) at its block's element j.
+        call.send = makeInput(type, sendCount, rank, ReduceOp::kSum);
+        call.recv.assign(sendCount * size * eb + 1, std::byte{0x5a});
+        const std::byte* send = call.send.data();
+        if (inPlace) {
+          std::memcpy(call.recv.data() + rank * sendCount * eb, call.send.data(), sendCount * eb);
+          send = call.recv.data() + rank * sendCount * eb;
+        }
+        collectives::AllgatherArgs args{send, call.recv.data(), sendCount, type};
+        collectives::slotRingAllgather(setup.group, setup.memory, executor, args,
+                                       setup.mesh.wait());
+      }
+    }
+    stream.synchronize();
+    for (const Call& call : calls) {
+      const size_t eb = elementSize(call.type);
+      for (int q = 0; q < size; ++q) {
+        const auto want = makeInput(call.type, call.sendCount, q, ReduceOp::kSum);
+        ASSERT_EQ(std::memcmp(call.recv.data() + q * call.sendCount * eb, want.data(),
+                              call.sendCount * eb),
+                  0)
+            << "rank " << rank << " " << toString(call.type) << " sendCount " << call.sendCount
+            << (call.inPlace ? " in place" : "") << ": block " << q;
+      }
+      ASSERT_EQ(call.recv.back(), std::byte{0x5a}) << "rank " << rank << ": written past recv";
+    }
+  });
+}
+
+// Chain reduce to every root, every type and op, in place on the root or not; the non-root
+// ranks' recv is never touched.
+TEST_P(SlotRingTest, ReduceToEveryRootMatchesExpected) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-reduce");
+  const std::vector<size_t> counts = {0, 1, 5, 333, 1500};
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 65537 + 13));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      DataType type;
+      ReduceOp op;
+      size_t count;
+      int root;
+      bool inPlace;
+      std::vector<std::byte> send, recv, sendBefore;
+    };
+    std::deque<Call> calls;
+    int n = 0;
+    for (DataType type : kTypes) {
+      for (ReduceOp op : kOps) {
+        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+        for (int root = 0; root < size; ++root) {
+          const size_t count = counts[static_cast<size_t>(n) % counts.size()];
+          const bool inPlace = n % 3 == 1;
+          ++n;
+          Call& call = calls.emplace_back(Call{type, op, count, root, inPlace, {}, {}, {}});
+          call.send = makeInput(type, count, rank, op);
+          call.sendBefore = call.send;
+          call.recv.assign(call.send.size(), std::byte{0x5a});
+          collectives::ReduceArgs args{call.send.data(),
+                                       inPlace ? call.send.data() : call.recv.data(),
+                                       count,
+                                       type,
+                                       op,
+                                       root};
+          collectives::slotRingReduce(setup.group, setup.memory, executor, args, setup.mesh.wait());
+        }
+      }
+    }
+    stream.synchronize();
+    for (const Call& call : calls) {
+      const std::string what =
+          fmt::format("rank {} {} {} count {} root {}{}", rank, toString(call.type),
+                      toString(call.op), call.count, call.root, call.inPlace ? " in place" : "");
+      if (rank != call.root) {
+        ASSERT_EQ(call.send, call.sendBefore) << what << ": send changed off the root";
+        ASSERT_EQ(call.recv, std::vector<std::byte>(call.recv.size(), std::byte{0x5a}))
+            << what << ": recv touched off the root";
+        continue;
+      }
+      const std::byte* out = call.inPlace ? call.send.data() : call.recv.data();
+      for (size_t j = 0; j < call.count; ++j) {
+        ASSERT_EQ(loadValue(call.type, out, j), expectedAllreduce(call.type, call.op, size, j))
+            << what << " element " << j;
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, SlotRingTest,
                          ::testing::Values(Case{2, 1, 64}, Case{2, 4, 48}, Case{3, 2, 128},
                                            Case{4, 4, 64}, Case{4, 3, 4096}),

@@ -70,6 +70,27 @@ TEST_P(CudaIpcRing, MatrixOnDeviceMemory) {
       std::chrono::seconds(240));
 }
 
+// Reduce, all-gather and reduce-scatter over the IPC ring: chain reduce, ring all-gather and
+// ring reduce-scatter on slots of 4096 bytes.
+TEST_P(CudaIpcRing, ReduceGatherScatterOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      GetParam(),
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096));
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        reduceGatherScatterMatrix(device, stream);
+        if (size > 1) {
+          EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
+        }
+        allgatherCase(device, nullptr, DataType::kInt32, 4099, false);
+        cudaStreamDestroy(stream);
+      },
+      std::chrono::seconds(240));
+}
+
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaIpcRing, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
@@ -161,6 +182,36 @@ TEST(CudaIpcRingOrder, DeviceCommunicatorOverASplitChild) {
         EXPECT_EQ(host[999], (size - 1) * size / 2);
       },
       std::chrono::seconds(120));
+}
+
+// A device reduce-scatter against a host reduce-scatter of the same size is a named mismatch.
+TEST(CudaIpcRingOrder, DeviceAndHostReduceScatterMismatch) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      2,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(2, 4096));
+        DeviceBytes send(8000), recv(4000);
+        device.reduceScatter(send.data, recv.data, 1000, DataType::kFloat32, ReduceOp::kSum,
+                             nullptr);
+        std::vector<float> hostSend(2000), hostRecv(1000);
+        try {
+          if (rank == 0) {
+            device.reduceScatter(send.data, recv.data, 1000, DataType::kFloat32, ReduceOp::kSum,
+                                 nullptr);
+          } else {
+            comm.reduceScatter(hostSend.data(), hostRecv.data(), 1000, DataType::kFloat32,
+                               ReduceOp::kSum);
+          }
+          ADD_FAILURE() << "rank " << rank << ": a mismatched call succeeded";
+        } catch (const Error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("cuda memory"), std::string::npos) << what;
+        }
+        (void)size;
+      },
+      std::chrono::seconds(60));
 }
 
 // Forcing the IPC path where it cannot work names why.

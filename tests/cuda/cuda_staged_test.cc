@@ -68,6 +68,33 @@ TEST_P(CudaStaged, MatrixOnDeviceMemory) {
       std::chrono::seconds(240));
 }
 
+// Reduce, all-gather and reduce-scatter; chunks of 4096 bytes are a few elements of each rank's
+// block, so a call is many strided chunks.
+TEST_P(CudaStaged, ReduceGatherScatterOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  const Case c = GetParam();
+  testing::runProcessRanks(
+      c.ranks,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        CommunicatorOptions o;
+        o.timeout = std::chrono::seconds(30);
+        o.transport = c.transport;
+        o.segmentBytes = 1024;
+        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+        cuda::DeviceCommunicator device(comm, 0,
+                                        {.path = cuda::DevicePath::kStaged,
+                                         .chunkBytes = 4096,
+                                         .timeout = std::chrono::seconds(30)});
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        reduceGatherScatterMatrix(device, stream);
+        EXPECT_EQ(device.path(), cuda::DevicePath::kStaged);
+        reduceScatterCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
+        cudaStreamDestroy(stream);
+      },
+      std::chrono::seconds(240));
+}
+
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaStaged,
                          ::testing::Values(Case{1, "auto"}, Case{2, "shm"}, Case{3, "shm"},
                                            Case{4, "shm"}, Case{2, "tcp"}, Case{3, "tcp"},

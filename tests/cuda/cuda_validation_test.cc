@@ -79,6 +79,39 @@ TEST(CudaValidation, HostPointerRejectedByAllreduce) {
   cudaFreeHost(pinned);
 }
 
+// Reduce, all-gather and reduce-scatter name the call, the rank and the offending value.
+TEST(CudaValidation, ReduceGatherScatterArguments) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  Communicator comm = makeWorldOfOne();
+  cuda::DeviceCommunicator device(comm, 0);
+  std::byte* data = nullptr;
+  ASSERT_EQ(cudaMalloc(&data, 4096), cudaSuccess);
+  std::vector<float> host(16);
+  expectError(
+      ErrorCode::kInvalidArgument, {"cuda reduce on rank 0", "send (0x", "host memory"}, [&] {
+        device.reduce(host.data(), data, 16, DataType::kFloat32, ReduceOp::kSum, 0, nullptr);
+      });
+  expectError(
+      ErrorCode::kInvalidArgument, {"cuda reduce on rank 0", "root 1", "world size 1"},
+      [&] { device.reduce(data, data, 16, DataType::kFloat32, ReduceOp::kSum, 1, nullptr); });
+  expectError(ErrorCode::kInvalidArgument, {"cuda allgather on rank 0", "recv (0x"},
+              [&] { device.allgather(data, host.data(), 16, DataType::kFloat32, nullptr); });
+  expectError(ErrorCode::kInvalidArgument, {"cuda allgather on rank 0", "not this rank's block"},
+              [&] { device.allgather(data + 4, data, 16, DataType::kFloat32, nullptr); });
+  expectError(
+      ErrorCode::kInvalidArgument, {"cuda reduce_scatter on rank 0", "not this rank's block"}, [&] {
+        device.reduceScatter(data, data + 4, 16, DataType::kFloat32, ReduceOp::kSum, nullptr);
+      });
+  expectError(ErrorCode::kInvalidArgument, {"cuda reduce_scatter on rank 0"}, [&] {
+    device.reduceScatter(data, data + 1024, 16, DataType::kInt32, ReduceOp::kAvg, nullptr);
+  });
+  // Zero counts need no buffers; in place is accepted.
+  device.allgather(nullptr, nullptr, 0, DataType::kFloat32, nullptr);
+  device.reduceScatter(data, data, 16, DataType::kFloat32, ReduceOp::kSum, nullptr);
+  device.synchronize(nullptr);
+  cudaFree(data);
+}
+
 TEST(CudaValidation, DestroyedStreamIsACudaError) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
   Communicator comm = makeWorldOfOne();

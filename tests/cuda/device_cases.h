@@ -1,6 +1,7 @@
 #pragma once
-// Shared cases of the device-memory tests: one all-reduce or broadcast on device memory,
-// checked on the host against the same expected values as the host collectives' matrix.
+// Shared cases of the device-memory tests: one all-reduce, broadcast, reduce, all-gather or
+// reduce-scatter on device memory, checked on the host against the same expected values as the
+// host collectives' matrix.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -72,6 +73,126 @@ inline void broadcastCase(cuda::DeviceCommunicator& device, cudaStream_t stream,
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   check(cudaMemcpy(got.data(), buffer.data, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
   EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0);
+}
+
+// Reduce to `root`: the root's recv holds the all-reduce result; elsewhere recv (filled with
+// 0xff) is not touched.
+inline void reduceCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                       ReduceOp op, size_t count, int root, bool inPlace) {
+  SCOPED_TRACE(::testing::Message()
+               << "reduce " << toString(type) << " " << toString(op) << " count " << count
+               << " root " << root << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t bytes = count * elementSize(type);
+  const auto input = makeInput(type, count, rank, op);
+  DeviceBytes send(bytes), recv(bytes);
+  check(cudaMemcpy(send.data, input.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemsetAsync(recv.data, 0xff, bytes, stream), "cudaMemsetAsync");
+  std::byte* out = inPlace ? send.data : recv.data;
+  device.reduce(send.data, out, count, type, op, root, stream);
+  std::vector<std::byte> got(bytes + 1);
+  check(cudaMemcpyAsync(got.data(), out, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  if (rank != root) {
+    const std::vector<std::byte> untouched =
+        inPlace ? input : std::vector<std::byte>(bytes + 1, std::byte{0xff});
+    EXPECT_EQ(std::memcmp(got.data(), untouched.data(), bytes), 0) << "buffer changed off the root";
+    return;
+  }
+  for (size_t j = 0; j < count; ++j) {
+    const double want = expectedAllreduce(type, op, size, j);
+    const double have = loadValue(type, got.data(), j);
+    if (have != want) {
+      ADD_FAILURE() << "element " << j << ": got " << have << ", want " << want;
+      return;
+    }
+  }
+}
+
+// All-gather: block q of recv is rank q's input.
+inline void allgatherCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                          size_t sendCount, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "allgather " << toString(type) << " sendCount " << sendCount
+                                    << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t blockBytes = sendCount * elementSize(type);
+  const size_t totalBytes = blockBytes * static_cast<size_t>(size);
+  const auto input = makeInput(type, sendCount, rank, ReduceOp::kSum);
+  DeviceBytes send(blockBytes), recv(totalBytes);
+  std::byte* own = recv.data + rank * blockBytes;
+  check(cudaMemsetAsync(recv.data, 0xff, totalBytes, stream), "cudaMemsetAsync");
+  check(cudaMemcpyAsync(inPlace ? own : send.data, input.data(), blockBytes, cudaMemcpyHostToDevice,
+                        stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // input is on the stack
+  device.allgather(inPlace ? own : send.data, recv.data, sendCount, type, stream);
+  std::vector<std::byte> got(totalBytes + 1);
+  check(cudaMemcpyAsync(got.data(), recv.data, totalBytes, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  for (int q = 0; q < size; ++q) {
+    const auto want = makeInput(type, sendCount, q, ReduceOp::kSum);
+    EXPECT_EQ(std::memcmp(got.data() + q * blockBytes, want.data(), blockBytes), 0)
+        << "block " << q;
+  }
+}
+
+// Reduce-scatter: rank r's recv is block r of the all-reduce result of every rank's send.
+inline void reduceScatterCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                              ReduceOp op, size_t recvCount, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "reduce_scatter " << toString(type) << " " << toString(op)
+                                    << " recvCount " << recvCount << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t blockBytes = recvCount * elementSize(type);
+  const size_t totalBytes = blockBytes * static_cast<size_t>(size);
+  const auto input = makeInput(type, recvCount * size, rank, op);
+  DeviceBytes send(totalBytes), recv(blockBytes);
+  check(cudaMemcpy(send.data, input.data(), totalBytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemsetAsync(recv.data, 0xff, blockBytes, stream), "cudaMemsetAsync");
+  std::byte* out = inPlace ? send.data + rank * blockBytes : recv.data;
+  device.reduceScatter(send.data, out, recvCount, type, op, stream);
+  std::vector<std::byte> got(blockBytes + 1);
+  check(cudaMemcpyAsync(got.data(), out, blockBytes, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  for (size_t j = 0; j < recvCount; ++j) {
+    const double want = expectedAllreduce(type, op, size, rank * recvCount + j);
+    const double have = loadValue(type, got.data(), j);
+    if (have != want) {
+      ADD_FAILURE() << "element " << j << ": got " << have << ", want " << want;
+      return;
+    }
+  }
+}
+
+// Every type and op of reduce, all-gather and reduce-scatter, in and out of place, counts from
+// zero to several chunks or slots per block.
+inline void reduceGatherScatterMatrix(cuda::DeviceCommunicator& device, cudaStream_t stream) {
+  const int size = device.host().size();
+  const size_t n = static_cast<size_t>(size);
+  const size_t counts[] = {0, 1, n + 1, 4099, 30011};
+  int i = 0;
+  for (DataType type : kTypes) {
+    for (ReduceOp op : kOps) {
+      if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+      for (size_t count : counts) {
+        const bool inPlace = i++ % 2 == 1;
+        reduceCase(device, stream, type, op, count, i % size, inPlace);
+        reduceScatterCase(device, stream, type, op, count, inPlace);
+        reduceScatterCase(device, stream, type, op, count, !inPlace);
+      }
+    }
+    for (size_t count : counts) {
+      for (bool inPlace : {false, true}) allgatherCase(device, stream, type, count, inPlace);
+    }
+  }
+  for (int root = 0; root < size; ++root) {
+    for (bool inPlace : {false, true})
+      reduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 100003, root, inPlace);
+  }
 }
 
 }  // namespace ringlet::testing::cuda_cases

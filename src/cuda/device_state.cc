@@ -1,0 +1,212 @@
+// DeviceCommunicator's shared machinery (device_state.h): argument checks, the staged pipeline,
+// and the call that runs a slot-ring schedule on the CUDA IPC ring.
+#include "src/cuda/device_state.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/cuda_util.h"
+#include "ringlet/error.h"
+
+namespace ringlet::cuda {
+
+using kernels::cuda::checkCuda;
+using kernels::cuda::ScopedDevice;
+using Clock = std::chrono::steady_clock;
+
+void checkStream(void* stream, int device) {
+  // The default stream handles name "the stream of the current device": always valid here.
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  const cudaError_t state = cudaStreamQuery(s);
+  if (state != cudaSuccess && state != cudaErrorNotReady) {
+    cudaGetLastError();
+    throw CudaError(fmt::format("stream {} is not a valid CUDA stream: {}", stream,
+                                kernels::cuda::describeCudaError("cudaStreamQuery", state)));
+  }
+  int streamDevice = -1;
+  const cudaError_t error = cudaStreamGetDevice(s, &streamDevice);
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    throw CudaError(fmt::format("stream {} is not a valid CUDA stream: {}", stream,
+                                kernels::cuda::describeCudaError("cudaStreamGetDevice", error)));
+  }
+  if (streamDevice != device) {
+    throw InvalidArgument(
+        fmt::format("stream {} belongs to device {}, but this call runs on device {}", stream,
+                    streamDevice, device));
+  }
+}
+
+void checkNoPartialOverlap(const void* send, const void* recv, size_t bytes) {
+  if (send == recv || bytes == 0) return;
+  const auto* a = static_cast<const std::byte*>(send);
+  const auto* b = static_cast<const std::byte*>(recv);
+  if (a < b + bytes && b < a + bytes) {
+    throw InvalidArgument(fmt::format(
+        "send ({}) and recv ({}) overlap without being equal ({} bytes each)", send, recv, bytes));
+  }
+}
+
+void checkDeviceArgument(std::string_view call, int rank, const void* pointer, int device,
+                         std::string_view what) {
+  try {
+    checkDevicePointer(pointer, device, what);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("cuda {} on rank {}: {}", call, rank, e.what()));
+  }
+}
+
+void copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                 size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (width == 0 || height == 0) return;
+  const bool toHost = kind == cudaMemcpyDeviceToHost;
+  if (height == 1) {
+    checkCuda(cudaMemcpyAsync(dst, src, width, kind, stream),
+              toHost ? "cudaMemcpyAsync (device to host)" : "cudaMemcpyAsync (host to device)");
+    return;
+  }
+  // cudaMemcpy2D refuses pitches past the device's limit (2^31 - 1 bytes): then row by row.
+  constexpr size_t kMaxPitch = (size_t{1} << 31) - 1;
+  if (dstPitch > kMaxPitch || srcPitch > kMaxPitch) {
+    for (size_t row = 0; row < height; ++row) {
+      copy2DAsync(static_cast<std::byte*>(dst) + row * dstPitch, 0,
+                  static_cast<const std::byte*>(src) + row * srcPitch, 0, width, 1, kind, stream);
+    }
+    return;
+  }
+  checkCuda(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, height, kind, stream),
+            toHost ? "cudaMemcpy2DAsync (device to host)" : "cudaMemcpy2DAsync (host to device)");
+}
+
+DeviceCommunicator::State::~State() {
+  try {
+    ScopedDevice scope(device);
+    for (int k = 0; k < 2; ++k) {
+      if (outPending[k]) cudaEventSynchronize(copiedOut[k]);
+      if (copiedIn[k]) cudaEventSynchronize(copiedIn[k]);
+    }
+    for (cudaEvent_t e : copiedIn)
+      if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : copiedOut)
+      if (e) cudaEventDestroy(e);
+  } catch (...) {
+    // Destructors never throw; a broken context frees everything at process exit.
+  }
+}
+
+void DeviceCommunicator::State::ensurePinned(size_t bytes) {
+  if (slotBytes >= bytes) return;
+  if (pinned.data) {
+    for (int k = 0; k < 2; ++k) reuse(k, "resize of the staging memory", 0, 0);
+    checkCuda(cudaFreeHost(pinned.data), "cudaFreeHost");
+    pinned.data = nullptr;
+  }
+  checkCuda(cudaHostAlloc(&pinned.data, 2 * bytes, cudaHostAllocDefault),
+            fmt::format("cudaHostAlloc({} bytes of staging memory)", 2 * bytes));
+  pinned.bytes = 2 * bytes;
+  slotBytes = bytes;
+}
+
+std::string DeviceCommunicator::State::describeWait(std::string_view op, std::string_view what,
+                                                    size_t chunk, size_t chunks) const {
+  return fmt::format("cuda {} on rank {} (device {}) waiting for the {} of chunk {} of {}", op,
+                     host->rank(), device, what, chunk, chunks);
+}
+
+void DeviceCommunicator::State::wait(cudaEvent_t event,
+                                     const std::function<std::string()>& what) const {
+  kernels::cuda::waitEvent(event, Clock::now() + options.timeout, options.timeout, what);
+}
+
+void DeviceCommunicator::State::reuse(int k, std::string_view op, size_t chunk, size_t chunks) {
+  if (!outPending[k]) return;
+  wait(copiedOut[k], [&] { return describeWait(op, "host-to-device copy", chunk, chunks); });
+  outPending[k] = false;
+}
+
+void DeviceCommunicator::State::drain() noexcept {
+  for (int k = 0; k < 2; ++k) {
+    if (outPending[k]) cudaEventSynchronize(copiedOut[k]);
+    outPending[k] = false;
+    cudaEventSynchronize(copiedIn[k]);
+  }
+  cudaGetLastError();
+}
+
+size_t DeviceCommunicator::State::chunkElements(DataType type, size_t perChunk) const {
+  return std::max<size_t>(1, options.chunkBytes / elementSize(type) / perChunk);
+}
+
+void DeviceCommunicator::State::pipeline(std::string_view op, void* stream,
+                                         const StagedSteps& steps) {
+  auto s = static_cast<cudaStream_t>(stream);
+  const size_t chunks = steps.chunks;
+  ensurePinned(std::max<size_t>(steps.slotBytes, 1));
+  auto copyIn = [&](size_t i) {
+    const int k = static_cast<int>(i % 2);
+    reuse(k, op, i, chunks);
+    steps.copyIn(i, slot(k), s);
+    checkCuda(cudaEventRecord(copiedIn[k], s), "cudaEventRecord");
+  };
+  try {
+    if (steps.copyIn) copyIn(0);
+    for (size_t i = 0; i < chunks; ++i) {
+      const int k = static_cast<int>(i % 2);
+      if (steps.copyIn && i + 1 < chunks) copyIn(i + 1);
+      if (steps.copyIn) {
+        wait(copiedIn[k], [&] { return describeWait(op, "device-to-host copy", i, chunks); });
+      } else {
+        reuse(k, op, i, chunks);
+      }
+      steps.hostOp(i, slot(k));
+      if (steps.copyOut) {
+        steps.copyOut(i, slot(k), s);
+        checkCuda(cudaEventRecord(copiedOut[k], s), "cudaEventRecord");
+        outPending[k] = true;
+      }
+    }
+    for (int k = 0; k < 2; ++k) reuse(k, op, chunks - 1, chunks);
+  } catch (...) {
+    drain();
+    throw;
+  }
+}
+
+void DeviceCommunicator::State::run(
+    std::string_view op, const std::byte* in, std::byte* out, size_t count, DataType type,
+    void* stream, const std::function<void(std::byte* slot, size_t count)>& hostOp) {
+  const size_t elementBytes = elementSize(type);
+  const size_t perChunk = chunkElements(type, 1);
+  auto offsetOf = [&](size_t i) { return i * perChunk; };
+  auto countOf = [&](size_t i) { return std::min(perChunk, count - std::min(count, offsetOf(i))); };
+  StagedSteps steps;
+  steps.chunks = std::max<size_t>(1, (count + perChunk - 1) / perChunk);
+  steps.slotBytes = perChunk * elementBytes;
+  if (in) {
+    steps.copyIn = [&](size_t i, std::byte* slot, cudaStream_t s) {
+      copy2DAsync(slot, 0, in + offsetOf(i) * elementBytes, 0, countOf(i) * elementBytes, 1,
+                  cudaMemcpyDeviceToHost, s);
+    };
+  }
+  steps.hostOp = [&](size_t i, std::byte* slot) { hostOp(slot, countOf(i)); };
+  if (out) {
+    steps.copyOut = [&](size_t i, std::byte* slot, cudaStream_t s) {
+      copy2DAsync(out + offsetOf(i) * elementBytes, 0, slot, 0, countOf(i) * elementBytes, 1,
+                  cudaMemcpyHostToDevice, s);
+    };
+  }
+  pipeline(op, stream, steps);
+}
+
+void DeviceCommunicator::State::runIpc(detail::OpHeader header, void* stream, const IpcBody& body) {
+  header.memory = 1;
+  auto s = static_cast<cudaStream_t>(stream);
+  detail::CommunicatorAccess::impl(*host).runBlocking(
+      header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
+        body(group, ipc->memory(), ipc->executor(s), wait);
+      });
+}
+
+}  // namespace ringlet::cuda

@@ -1,0 +1,118 @@
+#pragma once
+// DeviceCommunicator's state and the machinery its collectives share (device_communicator.cc,
+// device_reduce_gather.cc): argument checks, the staged pipeline through pinned host memory, and
+// the call that runs a slot-ring schedule on the CUDA IPC ring. Private to src/cuda.
+//
+// The staged pipeline runs the host communicator's collective (any transport: TCP, shared
+// memory) on pinned copies of the device buffers, chunk by chunk, with two pinned slots so that
+// copies and the host collective overlap. For 3 chunks (D2H = device to host copy into a slot,
+// H2D = back; every copy is enqueued on the caller's stream, so the copies run in order):
+//
+//   host thread                                  GPU copy engine (caller's stream)
+//   D2H chunk 0 -> slot 0
+//   D2H chunk 1 -> slot 1; wait D2H 0            D2H 0, D2H 1
+//   collective on slot 0; H2D slot 0 -> chunk 0  H2D 0
+//   wait H2D 0; D2H chunk 2 -> slot 0; wait D2H 1  D2H 2
+//   collective on slot 1; H2D slot 1 -> chunk 1  H2D 1
+//   wait D2H 2; collective on slot 0; H2D slot 0 -> chunk 2
+//   wait H2D 1, H2D 2; return
+//
+// A slot is reused only after the H2D copy out of it has finished (State::reuse). Every wait is
+// on a CUDA event with a deadline. The chunk count depends only on the call's counts, type,
+// world size and chunkBytes, so every rank issues the same host collectives; a rank with other
+// options gets the host communicator's MismatchError.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "collectives/slot_ring.h"
+#include "ringlet/cuda.h"
+#include "src/core/communicator_access.h"
+#include "transports/cuda/ipc_ring.h"
+
+namespace ringlet::cuda {
+
+// Throws CudaError for a stream CUDA does not know, InvalidArgument for one of another device.
+void checkStream(void* stream, int device);
+// InvalidArgument unless `send` and `recv` (bytes each) are equal or disjoint.
+void checkNoPartialOverlap(const void* send, const void* recv, size_t bytes);
+// checkDevicePointer, with the call and the rank in front of the message.
+void checkDeviceArgument(std::string_view call, int rank, const void* pointer, int device,
+                         std::string_view what);
+
+// Enqueues a copy of `height` rows of `width` bytes on `stream` (nothing when either is 0; one
+// row: a plain copy, the pitches unused).
+void copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                 size_t height, cudaMemcpyKind kind, cudaStream_t stream);
+
+struct PinnedMemory {
+  void* data = nullptr;
+  size_t bytes = 0;
+  PinnedMemory() = default;
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+  ~PinnedMemory() {
+    if (data) cudaFreeHost(data);
+  }
+};
+
+// What a staged call does with chunk i in pinned slot memory `slot`: copyIn and copyOut only
+// enqueue copies on the stream (null: that side has none); hostOp runs the host collective.
+struct StagedSteps {
+  size_t chunks = 1;
+  size_t slotBytes = 0;  // pinned bytes one chunk needs
+  std::function<void(size_t i, std::byte* slot, cudaStream_t stream)> copyIn;
+  std::function<void(size_t i, std::byte* slot)> hostOp;
+  std::function<void(size_t i, std::byte* slot, cudaStream_t stream)> copyOut;
+};
+
+struct DeviceCommunicator::State {
+  Communicator* host = nullptr;
+  int device = 0;
+  DeviceOptions options;
+  DevicePath chosen = DevicePath::kAuto;  // decided by the first collective
+  std::unique_ptr<transport::cuda::IpcRing> ipc;
+  PinnedMemory pinned;  // two slots of slotBytes
+  size_t slotBytes = 0;
+  std::array<cudaEvent_t, 2> copiedIn{};   // D2H into slot k finished
+  std::array<cudaEvent_t, 2> copiedOut{};  // H2D out of slot k finished
+  std::array<bool, 2> outPending{};        // an H2D out of slot k may still run
+
+  ~State();
+
+  std::byte* slot(int k) const { return static_cast<std::byte*>(pinned.data) + k * slotBytes; }
+  void ensurePinned(size_t bytes);
+  std::string describeWait(std::string_view op, std::string_view what, size_t chunk,
+                           size_t chunks) const;
+  void wait(cudaEvent_t event, const std::function<std::string()>& what) const;
+  // Waits until no copy reads slot k any more.
+  void reuse(int k, std::string_view op, size_t chunk, size_t chunks);
+  // Best effort after a failure: the pinned slots must not be freed or refilled under a copy.
+  void drain() noexcept;
+
+  // Elements per staged chunk of `type` when a chunk holds `perChunk` pieces of that many
+  // elements each (1 for a contiguous buffer, the world size for per-rank blocks).
+  size_t chunkElements(DataType type, size_t perChunk) const;
+
+  // The staged pipeline, chunk by chunk as drawn at the top of this file.
+  void pipeline(std::string_view op, void* stream, const StagedSteps& steps);
+
+  // The pipeline on one contiguous buffer. `in`: device memory copied into each slot before
+  // `hostOp` (null: none); `out`: device memory the slot is copied back to afterwards (null:
+  // none).
+  void run(std::string_view op, const std::byte* in, std::byte* out, size_t count, DataType type,
+           void* stream, const std::function<void(std::byte* slot, size_t count)>& hostOp);
+
+  using IpcBody = std::function<void(const collectives::Group&, const collectives::SlotRingMemory&,
+                                     collectives::SlotExecutor&, const transport::WaitContext&)>;
+
+  // Runs `body` on the IPC ring as one call of the host communicator (header check with the
+  // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.
+  void runIpc(detail::OpHeader header, void* stream, const IpcBody& body);
+};
+
+}  // namespace ringlet::cuda
