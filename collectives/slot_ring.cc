@@ -281,8 +281,9 @@ void slotRingReduceScatter(const Group& group, const SlotRingMemory& memory, Slo
   const size_t own = static_cast<size_t>(group.rank) * args.recvCount;
   SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
                   group.size, own);
-  ringReduceScatterSchedule(prims, group.rank, group.size, args.recvCount * group.size,
-                            prims.sliceElements());
+  ringReduceScatterSchedule(
+      prims, group.rank, group.size,
+      RingPieces{args.recvCount * group.size, group.size, prims.sliceElements()});
   ring.finish();
 }
 
@@ -295,8 +296,8 @@ void slotRingAllgather(const Group& group, const SlotRingMemory& memory, SlotExe
   SlotRing ring(group, memory, executor, wait);
   // Every block is sent from where it landed in recv: recv is input and output.
   SlotPrims prims(ring, args.recv, args.recv, elementBytes, args.type, ReduceOp::kSum, group.size);
-  ringAllgatherSchedule(prims, group.rank, group.size, args.sendCount * group.size,
-                        prims.sliceElements());
+  ringAllgatherSchedule(prims, group.rank, group.size,
+                        RingPieces{args.sendCount * group.size, group.size, prims.sliceElements()});
   ring.finish();
 }
 
