@@ -8,8 +8,10 @@
 //            round 3  4->0 (blocks 4,5)
 //   scatter: the same rounds in reverse order and direction.
 //
-// Blocks travel in relative order (block of relative rank u at u - v); the root rotates them into
-// or out of rank order. Every link used is rank +- 2^k, which the communicator always connects.
+// Blocks travel in relative order (block of relative rank u at u - v). The root receives (or
+// sends) each subtree's blocks straight in (or from) the caller's buffer when they do not wrap
+// past rank N-1, and through a staging copy when they do; a leaf sends its own block from the
+// caller's buffer. Every link used is rank +- 2^k, which the communicator always connects.
 #include <cstring>
 #include <memory>
 
@@ -17,32 +19,77 @@
 #include "collectives/collectives.h"
 
 namespace ringlet::collectives {
+namespace {
+
+// Where the root's relative blocks [first, first + count) sit in rank order: one run of `all`
+// when they do not wrap past rank N-1, else nullptr.
+std::byte* rootRun(std::byte* all, int root, int first, int count, int n, size_t block) {
+  const int start = (root + first) % n;
+  return start + count > n ? nullptr : all + static_cast<size_t>(start) * block;
+}
+
+// Copies relative blocks [first, first + count) between `relative` (contiguous) and rank order
+// in `all`.
+void copyRelative(std::byte* all, std::byte* relative, bool toRankOrder, int root, int first,
+                  int count, int n, size_t block) {
+  for (int u = 0; u < count; ++u) {
+    std::byte* ranked = all + static_cast<size_t>((root + first + u) % n) * block;
+    std::byte* packed = relative + static_cast<size_t>(u) * block;
+    if (toRankOrder) {
+      std::memcpy(ranked, packed, block);
+    } else {
+      std::memcpy(packed, ranked, block);
+    }
+  }
+}
+
+std::unique_ptr<std::byte[]> buffer(size_t bytes) {
+  return std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
+}
+
+// Blocks in the subtree of relative rank v > 0: from v up to its lowest set bit, cut at N.
+int subtreeBlocks(int v, int n) { return std::min(v & -v, n - v); }
+
+}  // namespace
+
 void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
                 const WaitContext& wait) {
   const int n = group.size;
   const int v = wrap(group.rank - args.root, n);
   const size_t block = args.blockBytes;
-  // This rank's subtree, in relative order; the root's is everything.
-  auto held = std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(block * n, 1));
+  if (v == 0) {  // the root: every child's subtree lands in rank order
+    std::byte* own = args.recv + static_cast<size_t>(args.root) * block;
+    if (block > 0 && own != args.send) std::memcpy(own, args.send, block);
+    std::unique_ptr<std::byte[]> staging;
+    for (int mask = 1; mask < n; mask <<= 1) {
+      const int blocks = std::min(mask, n - mask);
+      Link& child = group.link(wrap(group.rank + mask, n));
+      if (std::byte* run = rootRun(args.recv, args.root, mask, blocks, n, block)) {
+        recvSliced(child, run, blocks * block, sliceBytes, wait);
+        continue;
+      }
+      if (!staging) staging = buffer(block * n);
+      recvSliced(child, staging.get(), blocks * block, sliceBytes, wait);
+      copyRelative(args.recv, staging.get(), true, args.root, mask, blocks, n, block);
+    }
+    return;
+  }
+  const int subtree = subtreeBlocks(v, n);
+  const int parentMask = v & -v;
+  Link& parent = group.link(wrap(group.rank - parentMask, n));
+  if (subtree == 1) {  // a leaf: its own block, as it is
+    sendSliced(parent, args.send, block, sliceBytes, wait);
+    return;
+  }
+  // This rank's subtree, in relative order.
+  auto held = buffer(block * subtree);
   if (block > 0) std::memcpy(held.get(), args.send, block);
-  int have = 1;  // blocks held
-  for (int mask = 1; mask < n; mask <<= 1) {
-    if (v & mask) {
-      sendSliced(group.link(wrap(group.rank - mask, n)), held.get(), have * block, sliceBytes,
-                 wait);
-      return;
-    }
-    if (v + mask < n) {
-      const int blocks = std::min(mask, n - v - mask);
-      recvSliced(group.link(wrap(group.rank + mask, n)), held.get() + have * block, blocks * block,
-                 sliceBytes, wait);
-      have += blocks;
-    }
+  for (int mask = 1; mask < parentMask && v + mask < n; mask <<= 1) {
+    const int blocks = std::min(mask, n - v - mask);
+    recvSliced(group.link(wrap(group.rank + mask, n)), held.get() + mask * block, blocks * block,
+               sliceBytes, wait);
   }
-  // The root: relative block u belongs to rank root + u.
-  for (int u = 0; u < n && block > 0; ++u) {
-    std::memcpy(args.recv + wrap(args.root + u, n) * block, held.get() + u * block, block);
-  }
+  sendSliced(parent, held.get(), subtree * block, sliceBytes, wait);
 }
 
 void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
@@ -50,25 +97,43 @@ void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
   const int n = group.size;
   const int v = wrap(group.rank - args.root, n);
   const size_t block = args.blockBytes;
-  auto held = std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(block * n, 1));
-  int mask = 1;
-  if (v == 0) {  // the root: its blocks in relative order
-    for (int u = 0; u < n && block > 0; ++u) {
-      std::memcpy(held.get() + u * block, args.send + wrap(args.root + u, n) * block, block);
+  int top = 1;
+  while (top < n) top <<= 1;
+  if (v == 0) {  // the root: every child's subtree leaves from rank order
+    std::unique_ptr<std::byte[]> staging;
+    auto* all = const_cast<std::byte*>(args.send);  // only read
+    for (int mask = top >> 1; mask > 0; mask >>= 1) {
+      if (mask >= n) continue;
+      const int blocks = std::min(mask, n - mask);
+      Link& child = group.link(wrap(group.rank + mask, n));
+      if (std::byte* run = rootRun(all, args.root, mask, blocks, n, block)) {
+        sendSliced(child, run, blocks * block, sliceBytes, wait);
+        continue;
+      }
+      if (!staging) staging = buffer(block * n);
+      copyRelative(all, staging.get(), false, args.root, mask, blocks, n, block);
+      sendSliced(child, staging.get(), blocks * block, sliceBytes, wait);
     }
-    while (mask < n) mask <<= 1;
-  } else {
-    while (!(v & mask)) mask <<= 1;
-    recvSliced(group.link(wrap(group.rank - mask, n)), held.get(), std::min(mask, n - v) * block,
-               sliceBytes, wait);
+    const std::byte* own = args.send + static_cast<size_t>(args.root) * block;
+    if (block > 0 && own != args.recv) std::memcpy(args.recv, own, block);
+    return;
   }
-  for (mask >>= 1; mask > 0; mask >>= 1) {
+  const int subtree = subtreeBlocks(v, n);
+  const int parentMask = v & -v;
+  Link& parent = group.link(wrap(group.rank - parentMask, n));
+  if (subtree == 1) {  // a leaf: its own block, straight into recv
+    recvSliced(parent, args.recv, block, sliceBytes, wait);
+    return;
+  }
+  auto held = buffer(block * subtree);
+  recvSliced(parent, held.get(), subtree * block, sliceBytes, wait);
+  for (int mask = parentMask >> 1; mask > 0; mask >>= 1) {
     if (v + mask < n) {
       sendSliced(group.link(wrap(group.rank + mask, n)), held.get() + mask * block,
                  std::min(mask, n - v - mask) * block, sliceBytes, wait);
     }
   }
-  if (block > 0 && args.recv != held.get()) std::memcpy(args.recv, held.get(), block);
+  if (block > 0) std::memcpy(args.recv, held.get(), block);
 }
 
 }  // namespace ringlet::collectives
