@@ -84,6 +84,8 @@ std::string_view nameOf(Algorithm algorithm) {
       return "pairwise";
     case Algorithm::kDissemination:
       return "dissemination";
+    case Algorithm::kHeaderInline:
+      return "header_inline";
   }
   return "?";
 }

@@ -43,6 +43,9 @@ enum class Algorithm : uint8_t {
   kBruck,              // ceil(log2 N) rounds of about half the data, any N
   kPairwise,           // N-1 exchanges, one block each way
   kDissemination,      // barrier: ceil(log2 N) rounds of signals
+  // Two ranks, data that fits a call header: the header exchange carries it, one message each
+  // way (the communicator's; never forced, not one of algorithmsOf()).
+  kHeaderInline,
 };
 
 // "allreduce", "reducescatter", "alltoall", ... (the names RINGLET_ALGO and ringlet-bench use).

@@ -195,9 +195,17 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
                              ? collectives::Algorithm::kAuto
                              : impl.algorithmFor(collectives::Collective::kBroadcast, bytes);
   header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's data; others' unused
+    header.inlineData = data;
+    header.inlineBytes = bytes;
+  }
   auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
                                                     const transport::WaitContext& wait) {
     if (group.size == 1 || bytes == 0) return;  // the header check was the whole call
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      if (group.rank != root) std::memcpy(data, impl.inlineFromPrev(), bytes);
+      return;
+    }
     if (algorithm == collectives::Algorithm::kTree) {
       collectives::treeBroadcast(group, data, bytes, root, impl.sliceBytes({}), wait);
     } else {

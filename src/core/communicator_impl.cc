@@ -252,6 +252,16 @@ size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*
 
 collectives::Algorithm CommunicatorImpl::algorithmFor(collectives::Collective collective,
                                                       size_t bytes) const {
+  using collectives::Collective;
+  // Two ranks: a message that fits a call header rides in it, unless an algorithm is forced.
+  // Each rank's message is the whole buffer for broadcast and reduce, half of it otherwise.
+  if (size_ == 2 && forced(collective) == collectives::Algorithm::kAuto &&
+      collective != Collective::kAllreduce && collective != Collective::kBarrier) {
+    const bool whole = collective == Collective::kBroadcast || collective == Collective::kReduce;
+    if ((whole ? bytes : bytes / 2) <= OpHeader::kInlineBytes) {
+      return collectives::Algorithm::kHeaderInline;
+    }
+  }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
                              forced(collective));
 }

@@ -54,12 +54,27 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
                        DataType type, int root) {
   const size_t block = checkRooted("gather", impl, recv, "recv", send, "send", count, type, root);
   OpHeader header{.kind = OpKind::kGather, .type = type, .root = root, .count = count};
+  const auto algorithm =
+      impl.size() == 1 ? collectives::Algorithm::kAuto
+                       : impl.algorithmFor(collectives::Collective::kGather, block * impl.size());
+  header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's is unused
+    header.inlineData = static_cast<const std::byte*>(send);
+    header.inlineBytes = block;
+  }
   collectives::GatherArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .blockBytes = block,
                                .root = root};
-  auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
+  auto body = [&impl, args, algorithm](const collectives::Group& group,
+                                       const transport::WaitContext& wait) {
     if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      if (group.rank != args.root) return;
+      copyOwnBlock(args.send, args.recv + args.root * args.blockBytes, args.blockBytes);
+      return copyOwnBlock(impl.inlineFromPrev(), args.recv + (1 - args.root) * args.blockBytes,
+                          args.blockBytes);
+    }
     collectives::treeGather(group, args, impl.sliceBytes({}), wait);
   };
   return {header, body};
@@ -69,12 +84,29 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
                         DataType type, int root) {
   const size_t block = checkRooted("scatter", impl, send, "send", recv, "recv", count, type, root);
   OpHeader header{.kind = OpKind::kScatter, .type = type, .root = root, .count = count};
+  const auto algorithm =
+      impl.size() == 1 ? collectives::Algorithm::kAuto
+                       : impl.algorithmFor(collectives::Collective::kScatter, block * impl.size());
+  header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's block for the peer
+    header.inlineData = impl.rank() == root
+                            ? static_cast<const std::byte*>(send) + (1 - root) * block
+                            : static_cast<const std::byte*>(recv);  // unused by the root
+    header.inlineBytes = block;
+  }
   collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,
                                 .root = root};
-  auto body = [&impl, args](const collectives::Group& group, const transport::WaitContext& wait) {
+  auto body = [&impl, args, algorithm](const collectives::Group& group,
+                                       const transport::WaitContext& wait) {
     if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      if (group.rank != args.root) {
+        return copyOwnBlock(impl.inlineFromPrev(), args.recv, args.blockBytes);
+      }
+      return copyOwnBlock(args.send + args.root * args.blockBytes, args.recv, args.blockBytes);
+    }
     collectives::treeScatter(group, args, impl.sliceBytes({}), wait);
   };
   return {header, body};
@@ -94,11 +126,22 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       impl.size() == 1 ? collectives::Algorithm::kAuto
                        : impl.algorithmFor(collectives::Collective::kAllToAll, block * impl.size());
   header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the block for the peer
+    header.inlineData = static_cast<const std::byte*>(send) + (1 - rank) * block;
+    header.inlineBytes = block;
+  }
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};
   auto body = [&impl, args, algorithm](const collectives::Group& group,
                                        const transport::WaitContext& wait) {
+    if (algorithm == collectives::Algorithm::kHeaderInline) {  // sent with the header already
+      const int peer = 1 - group.rank;
+      copyOwnBlock(args.send + group.rank * args.blockBytes,
+                   args.recv + group.rank * args.blockBytes, args.blockBytes);
+      return copyOwnBlock(impl.inlineFromPrev(), args.recv + peer * args.blockBytes,
+                          args.blockBytes);
+    }
     if (algorithm == collectives::Algorithm::kBruck) {  // in place or not: it works on a copy
       return collectives::bruckAllToAll(group, args, impl.sliceBytes({}), wait);
     }

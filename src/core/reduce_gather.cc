@@ -52,6 +52,10 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
                              ? collectives::Algorithm::kAuto
                              : impl.algorithmFor(collectives::Collective::kReduce, bytes);
   header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's is unused
+    header.inlineData = static_cast<const std::byte*>(send);
+    header.inlineBytes = bytes;
+  }
   collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .count = count,
@@ -62,6 +66,12 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
                                               const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+      return;
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      if (group.rank != args.root || bytes == 0) return;
+      kernels::reduce(args.recv, args.send, impl.inlineFromPrev(), args.count, args.type, args.op);
+      if (args.op == ReduceOp::kAvg) kernels::finishAverage(args.recv, args.count, args.type, 2);
       return;
     }
     if (algorithm == collectives::Algorithm::kTree) {
@@ -87,6 +97,10 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
                                           : impl.algorithmFor(collectives::Collective::kAllgather,
                                                               blockBytes * impl.size());
   header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {
+    header.inlineData = static_cast<const std::byte*>(send);
+    header.inlineBytes = blockBytes;
+  }
   collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .sendCount = sendCount,
@@ -95,6 +109,14 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
                                                    const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && blockBytes > 0) std::memcpy(args.recv, args.send, blockBytes);
+      return;
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      std::byte* mine = args.recv + group.rank * blockBytes;
+      if (mine != args.send && blockBytes > 0) std::memcpy(mine, args.send, blockBytes);
+      if (blockBytes > 0) {
+        std::memcpy(args.recv + (1 - group.rank) * blockBytes, impl.inlineFromPrev(), blockBytes);
+      }
       return;
     }
     if (algorithm == collectives::Algorithm::kBruck) {
@@ -117,15 +139,33 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
   detail::checkRegions("reduce_scatter", rank, "recv", recv, blockBytes, "send", send,
                        blockBytes * impl.size(), blockBytes * rank);
   OpHeader header{.kind = OpKind::kReduceScatter, .type = type, .op = op, .count = recvCount};
+  const auto algorithm =
+      impl.size() == 1
+          ? collectives::Algorithm::kAuto
+          : impl.algorithmFor(collectives::Collective::kReduceScatter, blockBytes * impl.size());
+  header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the peer's block of send
+    header.inlineData = static_cast<const std::byte*>(send) + (1 - rank) * blockBytes;
+    header.inlineBytes = blockBytes;
+  }
   collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
                                       .recv = static_cast<std::byte*>(recv),
                                       .recvCount = recvCount,
                                       .type = type,
                                       .op = op};
-  auto body = [&impl, args, blockBytes](const collectives::Group& group,
-                                        const transport::WaitContext& wait) {
+  auto body = [&impl, args, blockBytes, algorithm](const collectives::Group& group,
+                                                   const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && blockBytes > 0) std::memcpy(args.recv, args.send, blockBytes);
+      return;
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      if (blockBytes == 0) return;
+      kernels::reduce(args.recv, args.send + group.rank * blockBytes, impl.inlineFromPrev(),
+                      args.recvCount, args.type, args.op);
+      if (args.op == ReduceOp::kAvg) {
+        kernels::finishAverage(args.recv, args.recvCount, args.type, 2);
+      }
       return;
     }
     collectives::ringReduceScatter(group, args, slice(impl, group), wait);
