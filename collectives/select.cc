@@ -43,8 +43,10 @@ constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames = {
     "allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
     "alltoall",  "gather",    "scatter", "barrier"};
 
-constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
-                                              Algorithm::kRabenseifner};
+// On a tie the first wins: with two ranks Rabenseifner and the ring have the same formula (one
+// slice per step), and Rabenseifner measured faster there (128 KiB - 8 MiB, algo-sweep-n2.md).
+constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
+                                              Algorithm::kRabenseifner, Algorithm::kRing};
 constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kChain, Algorithm::kTree};
 constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruck};
 constexpr Algorithm kRingOnly[] = {Algorithm::kRing};
