@@ -14,6 +14,8 @@
 //   all-reduce  ring                (2(n-1)+k-1) a + 2(n-1)/n m b + (n-1)/n m g
 //               recursive doubling  (L+2e) a   + (L+2e) m b   + (L+e) m g
 //               rabenseifner        (2L+2e) a  + (2(p-1)/p + 2e) m b + ((p-1)/p + e) m g
+//                                   + 2(p-1)/p m d  (each step copies what it sends; the ring's
+//                                   primitives reduce straight into the next rank's slot)
 //   broadcast   tree                ceil(log2 n) (a + m b)
 //               chain               (n-2+k) (a + m/k b)
 //   reduce      tree                ceil(log2 n) (a + m b + m g)
@@ -43,8 +45,7 @@ constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames = {
     "allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
     "alltoall",  "gather",    "scatter", "barrier"};
 
-// On a tie the first wins: with two ranks Rabenseifner and the ring have the same formula (one
-// slice per step), and Rabenseifner measured faster there (128 KiB - 8 MiB, algo-sweep-n2.md).
+// On a tie the first wins.
 constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
                                               Algorithm::kRabenseifner, Algorithm::kRing};
 constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kChain, Algorithm::kTree};
@@ -196,9 +197,9 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
           return (2 * (n - 1) + stepSlices - 1) * a + 2 * (n - 1) / n * m * b + (n - 1) / n * m * g;
         case Algorithm::kRecursiveDoubling:
           return (L + 2 * e) * a + (L + 2 * e) * m * b + (L + e) * m * g;
-        case Algorithm::kRabenseifner:
+        case Algorithm::kRabenseifner:  // its sends copy into the link; the ring's are fused
           return (2 * L + 2 * e) * a + (2 * (p - 1.0) / p + 2 * e) * m * b +
-                 ((p - 1.0) / p + e) * m * g;
+                 ((p - 1.0) / p + e) * m * g + 2 * (p - 1.0) / p * m * d;
         default:
           break;
       }

@@ -4,17 +4,22 @@
 # once with the cost model choosing, at N ranks, and scripts/algo_sweep.py tabulates per size the
 # auto time over the best forced time. Writes bench/results/algo-sweep-n<N>.{md,json}.
 #
-#   scripts/algo-sweep.sh [-n "2 3 4"] [-e 256M] [--ops "allreduce allgather"] [--transport shm]
+# Each configuration runs -r times (default 3), interleaved, and the median time per size counts:
+# separate runs differ by more than 10% on a shared machine.
+#
+#   scripts/algo-sweep.sh [-n "2 3 4"] [-e 256M] [-r 3] [--ops "allreduce allgather"] [--transport shm]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks="2 3 4"
 maxbytes=256M
 ops="allreduce broadcast reduce allgather alltoall"
 transport=shm
+repeats=3
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -n) ranks="$2"; shift 2 ;;
     -e) maxbytes="$2"; shift 2 ;;
+    -r) repeats="$2"; shift 2 ;;
     --ops) ops="$2"; shift 2 ;;
     --transport) transport="$2"; shift 2 ;;
     *) echo "ringlet: algo-sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -29,11 +34,13 @@ mkdir -p "$out"
 for n in $ranks; do
   for op in $ops; do
     algos=$(/usr/bin/python3 -c "import json,sys; print(' '.join(json.load(open('$tmp/info.json'))['algorithms']['$op']))")
-    for algo in auto $algos; do
-      echo "N=$n $op $algo" >&2
-      RINGLET_TRANSPORT=$transport "$bin/ringlet-run" -n "$n" "$bin/ringlet-bench" --ops "$op" \
-        --algo "$algo" -b 8 -e "$maxbytes" -f 4 -n auto --min-time-ms 20 -w 3 -c 1 \
-        --json "$tmp/n$n-$op-$algo.json" >/dev/null
+    for ((r = 1; r <= repeats; r++)); do
+      for algo in auto $algos; do
+        echo "N=$n $op $algo run $r" >&2
+        RINGLET_TRANSPORT=$transport "$bin/ringlet-run" -n "$n" "$bin/ringlet-bench" --ops "$op" \
+          --algo "$algo" -b 8 -e "$maxbytes" -f 4 -n auto --min-time-ms 20 -w 3 -c 1 \
+          --json "$tmp/n$n-$op-$algo-r$r.json" >/dev/null
+      done
     done
   done
   /usr/bin/python3 scripts/algo_sweep.py "$tmp" "$n" "$out/algo-sweep-n$n"

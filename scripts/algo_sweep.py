@@ -3,20 +3,26 @@ automatic choice and its time over the best forced time. Usage: algo_sweep.py DI
 import glob
 import json
 import os
+import statistics
 import sys
 
 directory, ranks, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
-runs = {}  # (op, algo) -> {size: (time_us, algorithm)}
-for path in glob.glob(os.path.join(directory, f"n{ranks}-*.json")):
-    _, op, algo = os.path.basename(path)[:-5].split("-", 2)
+samples = {}  # (op, algo) -> {size: ([time_us per run], algorithm)}
+for path in glob.glob(os.path.join(directory, f"n{ranks}-*-r*.json")):
+    _, op, rest = os.path.basename(path)[:-5].split("-", 2)
+    algo = rest.rsplit("-r", 1)[0]
     doc = json.load(open(path))
     if doc["total_wrong"]:
         sys.exit(f"ringlet: {path}: {doc['total_wrong']} wrong elements")
-    runs[(op, algo)] = {r["size"]: (r["out_of_place"]["time_us"], r.get("algorithm", algo))
-                        for r in doc["results"]}
+    for r in doc["results"]:
+        times, _ = samples.setdefault((op, algo), {}).setdefault(r["size"], ([], None))
+        times.append(r["out_of_place"]["time_us"])
+        samples[(op, algo)][r["size"]] = (times, r.get("algorithm", algo))
+runs = {key: {size: (statistics.median(t), a) for size, (t, a) in sizes.items()}
+        for key, sizes in samples.items()}
 
 lines = [f"# Automatic algorithm choice vs every forced algorithm, N={ranks}", "",
-         "time in us (out of place, max over ranks); `auto/best` > 1.10 is marked with !", ""]
+         "time in us (out of place, max over ranks; median of the runs); `auto/best` > 1.10 is marked with !", ""]
 summary = []
 for op in sorted({op for op, _ in runs}):
     algos = sorted(a for o, a in runs if o == op and a != "auto")
