@@ -16,20 +16,12 @@
 #include "collectives/collectives.h"
 
 namespace ringlet::collectives {
-namespace {
-
-std::unique_ptr<std::byte[]> scratch(size_t bytes) {
-  return std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
-}
-
-}  // namespace
-
 void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
                     const WaitContext& wait) {
   const int n = group.size;
   const int r = group.rank;
   const size_t block = args.sendCount * elementSize(args.type);
-  auto tmp = scratch(block * n);
+  auto tmp = temporaryBytes(block * n);
   if (block > 0) std::memcpy(tmp.get(), args.send, block);
   for (int dist = 1; dist < n; dist <<= 1) {
     const size_t bytes = static_cast<size_t>(std::min(dist, n - dist)) * block;
@@ -51,12 +43,12 @@ void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceByt
   const int n = group.size;
   const int r = group.rank;
   const size_t block = args.blockBytes;
-  auto tmp = scratch(block * n);
+  auto tmp = temporaryBytes(block * n);
   for (int i = 0; i < n && block > 0; ++i) {
     std::memcpy(tmp.get() + i * block, args.send + wrap(r + i, n) * block, block);
   }
-  auto packed = scratch(block * n);
-  auto unpacked = scratch(block * n);
+  auto packed = temporaryBytes(block * n);
+  auto unpacked = temporaryBytes(block * n);
   for (int dist = 1; dist < n; dist <<= 1) {
     size_t bytes = 0;
     for (int i = dist; i < n && block > 0; ++i) {

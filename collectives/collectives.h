@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 
 #include "collectives/chunking.h"
@@ -196,6 +197,8 @@ void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceByt
                    const WaitContext& wait);
 
 // Helpers shared by the algorithms.
+// Memory for `bytes` (at least one byte), not zero-filled: an algorithm's own working buffer.
+std::unique_ptr<std::byte[]> temporaryBytes(size_t bytes);
 // Sends `bytes` at `data` to `link`, copying into the transport's slot when it has one.
 void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait);
 // `bytes` in messages of at most `slice` (and the link's largest message); sendSliced returns

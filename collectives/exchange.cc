@@ -18,6 +18,10 @@ size_t messageBytes(const Link& link, size_t slice) {
 
 }  // namespace
 
+std::unique_ptr<std::byte[]> temporaryBytes(size_t bytes) {
+  return std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
+}
+
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
                 const WaitContext& wait) {
   const size_t step = messageBytes(link, slice);

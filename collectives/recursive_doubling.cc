@@ -78,7 +78,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     if (wire <= link.maxMessageBytes()) return false;
     if (!sentOnce && afterFirstSend) afterFirstSend();
     sentOnce = true;
-    if (!scratch) scratch = std::make_unique_for_overwrite<std::byte[]>(bytes);
+    if (!scratch) scratch = temporaryBytes(bytes);
     return true;
   };
   constexpr size_t kWholeLink = SIZE_MAX;  // slices of the link's largest message

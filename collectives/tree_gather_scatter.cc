@@ -43,10 +43,6 @@ void copyRelative(std::byte* all, std::byte* relative, bool toRankOrder, int roo
   }
 }
 
-std::unique_ptr<std::byte[]> buffer(size_t bytes) {
-  return std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
-}
-
 // Blocks in the subtree of relative rank v > 0: from v up to its lowest set bit, cut at N.
 int subtreeBlocks(int v, int n) { return std::min(v & -v, n - v); }
 
@@ -68,7 +64,7 @@ void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
         recvSliced(child, run, blocks * block, sliceBytes, wait);
         continue;
       }
-      if (!staging) staging = buffer(block * n);
+      if (!staging) staging = temporaryBytes(block * n);
       recvSliced(child, staging.get(), blocks * block, sliceBytes, wait);
       copyRelative(args.recv, staging.get(), true, args.root, mask, blocks, n, block);
     }
@@ -82,7 +78,7 @@ void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
     return;
   }
   // This rank's subtree, in relative order.
-  auto held = buffer(block * subtree);
+  auto held = temporaryBytes(block * subtree);
   if (block > 0) std::memcpy(held.get(), args.send, block);
   for (int mask = 1; mask < parentMask && v + mask < n; mask <<= 1) {
     const int blocks = std::min(mask, n - v - mask);
@@ -110,7 +106,7 @@ void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
         sendSliced(child, run, blocks * block, sliceBytes, wait);
         continue;
       }
-      if (!staging) staging = buffer(block * n);
+      if (!staging) staging = temporaryBytes(block * n);
       copyRelative(all, staging.get(), false, args.root, mask, blocks, n, block);
       sendSliced(child, staging.get(), blocks * block, sliceBytes, wait);
     }
@@ -125,7 +121,7 @@ void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
     recvSliced(parent, args.recv, block, sliceBytes, wait);
     return;
   }
-  auto held = buffer(block * subtree);
+  auto held = temporaryBytes(block * subtree);
   recvSliced(parent, held.get(), subtree * block, sliceBytes, wait);
   for (int mask = parentMask >> 1; mask > 0; mask >>= 1) {
     if (v + mask < n) {

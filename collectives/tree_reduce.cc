@@ -33,7 +33,7 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
     if (held == args.send) {  // first child: start accumulating
       std::byte* acc = args.recv;
       if (v != 0) {
-        partial = std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
+        partial = temporaryBytes(bytes);
         acc = partial.get();
       }
       if (acc != args.send && bytes > 0) std::memcpy(acc, args.send, bytes);

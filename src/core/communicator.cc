@@ -191,14 +191,8 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   }
   OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
   auto* data = static_cast<std::byte*>(buffer);
-  const auto algorithm = impl.size() == 1
-                             ? collectives::Algorithm::kAuto
-                             : impl.algorithmFor(collectives::Collective::kBroadcast, bytes);
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's data; others' unused
-    header.inlineData = data;
-    header.inlineBytes = bytes;
-  }
+  // The root's data rides in a two-rank header; the other's is unused.
+  const auto algorithm = impl.chooseFor(header, collectives::Collective::kBroadcast, bytes, data);
   auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
                                                     const transport::WaitContext& wait) {
     if (group.size == 1 || bytes == 0) return;  // the header check was the whole call

@@ -250,20 +250,42 @@ size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*
   return collectives::sliceBytes(options_.segmentBytes, links);
 }
 
+namespace {
+
+// The bytes one rank sends the other in a two-rank call of `bytes`: the whole buffer for
+// broadcast and reduce, one of the two blocks otherwise.
+size_t pairMessageBytes(collectives::Collective collective, size_t bytes) {
+  using collectives::Collective;
+  const bool whole = collective == Collective::kBroadcast || collective == Collective::kReduce;
+  return whole ? bytes : bytes / 2;
+}
+
+}  // namespace
+
 collectives::Algorithm CommunicatorImpl::algorithmFor(collectives::Collective collective,
                                                       size_t bytes) const {
   using collectives::Collective;
+  if (size_ == 1) return collectives::Algorithm::kAuto;
   // Two ranks: a message that fits a call header rides in it, unless an algorithm is forced.
-  // Each rank's message is the whole buffer for broadcast and reduce, half of it otherwise.
   if (size_ == 2 && forced(collective) == collectives::Algorithm::kAuto &&
-      collective != Collective::kAllreduce && collective != Collective::kBarrier) {
-    const bool whole = collective == Collective::kBroadcast || collective == Collective::kReduce;
-    if ((whole ? bytes : bytes / 2) <= OpHeader::kInlineBytes) {
-      return collectives::Algorithm::kHeaderInline;
-    }
+      collective != Collective::kAllreduce && collective != Collective::kBarrier &&
+      pairMessageBytes(collective, bytes) <= OpHeader::kInlineBytes) {
+    return collectives::Algorithm::kHeaderInline;
   }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
                              forced(collective));
+}
+
+collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
+                                                   collectives::Collective collective, size_t bytes,
+                                                   const void* message) const {
+  const collectives::Algorithm algorithm = algorithmFor(collective, bytes);
+  header.algorithm = static_cast<uint8_t>(algorithm);
+  if (algorithm == collectives::Algorithm::kHeaderInline) {
+    header.inlineData = static_cast<const std::byte*>(message);
+    header.inlineBytes = pairMessageBytes(collective, bytes);
+  }
+  return algorithm;
 }
 
 size_t CommunicatorImpl::modelSliceBytes() const {

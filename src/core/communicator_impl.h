@@ -90,7 +90,13 @@ class CommunicatorImpl {
   // The cost model all ranks agreed on, and the algorithm it (or the options) choose for a call
   // of `bytes` (collectives/select.h sizes them).
   const CostModel& costModel() const { return model_; }
+  // (kAuto for a world of one.)
   collectives::Algorithm algorithmFor(collectives::Collective collective, size_t bytes) const;
+  // algorithmFor(), written into the call's header; when the data rides in the header
+  // (kHeaderInline, two ranks), `message` is what this rank sends the other (its peer may ignore
+  // it: the root's own data in a reduce).
+  collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
+                                   size_t bytes, const void* message) const;
   collectives::Algorithm forced(collectives::Collective collective) const {
     return forced_[static_cast<size_t>(collective)];
   }

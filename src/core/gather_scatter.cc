@@ -55,13 +55,7 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
   const size_t block = checkRooted("gather", impl, recv, "recv", send, "send", count, type, root);
   OpHeader header{.kind = OpKind::kGather, .type = type, .root = root, .count = count};
   const auto algorithm =
-      impl.size() == 1 ? collectives::Algorithm::kAuto
-                       : impl.algorithmFor(collectives::Collective::kGather, block * impl.size());
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's is unused
-    header.inlineData = static_cast<const std::byte*>(send);
-    header.inlineBytes = block;
-  }
+      impl.chooseFor(header, collectives::Collective::kGather, block * impl.size(), send);
   collectives::GatherArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .blockBytes = block,
@@ -84,16 +78,10 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
                         DataType type, int root) {
   const size_t block = checkRooted("scatter", impl, send, "send", recv, "recv", count, type, root);
   OpHeader header{.kind = OpKind::kScatter, .type = type, .root = root, .count = count};
-  const auto algorithm =
-      impl.size() == 1 ? collectives::Algorithm::kAuto
-                       : impl.algorithmFor(collectives::Collective::kScatter, block * impl.size());
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's block for the peer
-    header.inlineData = impl.rank() == root
-                            ? static_cast<const std::byte*>(send) + (1 - root) * block
-                            : static_cast<const std::byte*>(recv);  // unused by the root
-    header.inlineBytes = block;
-  }
+  // Two ranks: the root's block for the other rides in the header (the other's is unused).
+  const auto algorithm = impl.chooseFor(
+      header, collectives::Collective::kScatter, block * impl.size(),
+      impl.rank() == root ? static_cast<const std::byte*>(send) + (1 - root) * block : recv);
   collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,
@@ -122,14 +110,10 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
   }
   detail::checkBuffers("alltoall", rank, send, recv, count * impl.size(), type);
   OpHeader header{.kind = OpKind::kAllToAll, .type = type, .count = count};
+  // Two ranks: the block for the other rides in the header.
   const auto algorithm =
-      impl.size() == 1 ? collectives::Algorithm::kAuto
-                       : impl.algorithmFor(collectives::Collective::kAllToAll, block * impl.size());
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the block for the peer
-    header.inlineData = static_cast<const std::byte*>(send) + (1 - rank) * block;
-    header.inlineBytes = block;
-  }
+      impl.chooseFor(header, collectives::Collective::kAllToAll, block * impl.size(),
+                     static_cast<const std::byte*>(send) + (1 - rank) * block);
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};

@@ -48,14 +48,7 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
         fmt::format("reduce on rank {}: send buffer is null but count is {}", rank, count));
   }
   OpHeader header{.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count};
-  const auto algorithm = impl.size() == 1
-                             ? collectives::Algorithm::kAuto
-                             : impl.algorithmFor(collectives::Collective::kReduce, bytes);
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the root's is unused
-    header.inlineData = static_cast<const std::byte*>(send);
-    header.inlineBytes = bytes;
-  }
+  const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduce, bytes, send);
   collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .count = count,
@@ -93,14 +86,8 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
   detail::checkRegions("allgather", rank, "send", send, blockBytes, "recv", recv,
                        blockBytes * impl.size(), blockBytes * rank);
   OpHeader header{.kind = OpKind::kAllgather, .type = type, .count = sendCount};
-  const auto algorithm = impl.size() == 1 ? collectives::Algorithm::kAuto
-                                          : impl.algorithmFor(collectives::Collective::kAllgather,
-                                                              blockBytes * impl.size());
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {
-    header.inlineData = static_cast<const std::byte*>(send);
-    header.inlineBytes = blockBytes;
-  }
+  const auto algorithm =
+      impl.chooseFor(header, collectives::Collective::kAllgather, blockBytes * impl.size(), send);
   collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .sendCount = sendCount,
@@ -139,15 +126,10 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
   detail::checkRegions("reduce_scatter", rank, "recv", recv, blockBytes, "send", send,
                        blockBytes * impl.size(), blockBytes * rank);
   OpHeader header{.kind = OpKind::kReduceScatter, .type = type, .op = op, .count = recvCount};
+  // Two ranks: the other rank's block of send rides in the header.
   const auto algorithm =
-      impl.size() == 1
-          ? collectives::Algorithm::kAuto
-          : impl.algorithmFor(collectives::Collective::kReduceScatter, blockBytes * impl.size());
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {  // the peer's block of send
-    header.inlineData = static_cast<const std::byte*>(send) + (1 - rank) * blockBytes;
-    header.inlineBytes = blockBytes;
-  }
+      impl.chooseFor(header, collectives::Collective::kReduceScatter, blockBytes * impl.size(),
+                     static_cast<const std::byte*>(send) + (1 - rank) * blockBytes);
   collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
                                       .recv = static_cast<std::byte*>(recv),
                                       .recvCount = recvCount,

@@ -158,12 +158,15 @@ TEST(AlgorithmChoice, MeasuredModelIsTheSameOnEveryRank) {
       for (int r = 0; r < size; ++r) {
         EXPECT_EQ(std::memcmp(all.data() + 4 * r, mine, sizeof mine), 0) << "rank " << r;
       }
-      // The first call after create is call #0 (the measurement is not one of the caller's).
+      // The caller's calls are numbered from 0 (the measurement is not one of them): the
+      // all-gather was #0, so this mismatch is #1.
       try {
-        if (rank == 0)
+        if (rank == 0) {
           comm.barrier();
-        else
+        } else {
           comm.allreduce(mine, 1, DataType::kFloat64, ReduceOp::kMax);
+        }
+        ADD_FAILURE() << "rank " << rank << " finished a call the ranks disagree about";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("call #1"), std::string::npos) << e.what();
       }

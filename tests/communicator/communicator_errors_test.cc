@@ -9,6 +9,7 @@
 
 #include "ringlet/ringlet.h"
 #include "tests/support/event.h"
+#include "tests/support/expect_throw.h"
 #include "tests/support/ranks.h"
 
 namespace ringlet::testing {
@@ -22,21 +23,6 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
   o.timeout = timeout;
   o.transport = std::move(transport);
   return Communicator::create(Bootstrap::forThread(rank, size, store), o);
-}
-
-// Expects `f` to throw E whose message contains every string in `parts`.
-template <typename E, typename F>
-void expectThrowWith(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
 }
 
 TEST(CommunicatorErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {

@@ -12,28 +12,13 @@
 #include "ringlet/ringlet.h"
 #include "tests/communicator/split_checks.h"
 #include "tests/support/event.h"
+#include "tests/support/expect_throw.h"
 #include "tests/support/ranks.h"
 
 namespace ringlet::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Expects `f` to throw E whose message contains every string in `parts`.
-template <typename E, typename F>
-void expectThrowWith(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& p : parts) {
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 TEST(SplitThreads, BadArgumentsThrowBeforeAnythingIsSent) {
   runThreadRanks(3, [](int rank, int n, std::shared_ptr<Store> store) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ringlet/ringlet.h"
+#include "tests/support/expect_throw.h"
 #include "tests/support/ranks.h"
 
 namespace ringlet::testing {
@@ -19,21 +20,6 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store) {
   o.timeout = 60s;  // a failure must come from the peers' errors, never from this deadline
   o.transport = "local";
   return Communicator::create(Bootstrap::forThread(rank, size, store), o);
-}
-
-// Expects `f` to throw E whose message contains every string in `parts`.
-template <typename E, typename F>
-void expectThrowWith(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    for (const auto& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
-          << "'" << p << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
 }
 
 TEST(VFormErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
