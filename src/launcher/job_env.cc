@@ -59,7 +59,7 @@ std::vector<std::string> rankEnvironment(int rank, int size, const StoreEndpoint
   vars["WORLD_SIZE"] = std::to_string(size);
   vars["LOCAL_WORLD_SIZE"] = std::to_string(size);
   vars["MASTER_ADDR"] = store.host;
-  vars["MASTER_PORT"] = std::to_string(store.port);
+  vars["MASTER_PORT"] = std::to_string(store.masterPort);
   vars["RINGLET_STORE_ADDR"] = hostPort(store.host, store.port);
   vars["RINGLET_JOB_ID"] = job.id;
   vars["RINGLET_JOB_SECRET"] = job.secret;

@@ -16,8 +16,9 @@ struct JobIdentity {
 JobIdentity makeJobIdentity();
 
 struct StoreEndpoint {
-  std::string host;
-  uint16_t port = 0;
+  std::string host;         // where ringlet's store listens, and MASTER_ADDR
+  uint16_t port = 0;        // ringlet's store (RINGLET_STORE_ADDR)
+  uint16_t masterPort = 0;  // MASTER_PORT: free for the program's own rendezvous
 };
 
 // ringlet-run's environment with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,

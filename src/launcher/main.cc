@@ -15,6 +15,7 @@
 #include "src/launcher/options.h"
 #include "src/launcher/spawn.h"
 #include "src/launcher/supervisor.h"
+#include "src/net/socket.h"
 
 namespace ringlet::launcher {
 namespace {
@@ -37,15 +38,21 @@ int launch(const LaunchOptions& options) {
   std::string program = resolveProgram(options.command.front());
   std::vector<std::vector<int>> binding = planBinding(options);
 
+  // ringlet's own store listens on a port of its own; MASTER_PORT stays free for the program
+  // (PyTorch's env:// rendezvous starts its TCPStore there, as under torchrun).
   std::unique_ptr<TcpStoreServer> store;
+  uint16_t masterPort = options.masterPort;
   try {
-    store = TcpStoreServer::start({options.masterAddr, options.masterPort});
+    store = TcpStoreServer::start({options.masterAddr, 0});
+    if (masterPort == 0) {
+      net::Fd probe = net::listenTcp(options.masterAddr, 0);
+      masterPort = net::SocketAddress::local(probe.get()).port();
+    }
   } catch (const Error& e) {
-    throw LaunchError(kExitRankFailed,
-                      fmt::format("cannot start the rendezvous store on {}: {}",
-                                  hostPort(options.masterAddr, options.masterPort), e.what()));
+    throw LaunchError(kExitRankFailed, fmt::format("cannot start the rendezvous store on {}: {}",
+                                                   options.masterAddr, e.what()));
   }
-  StoreEndpoint endpoint{store->host(), store->port()};
+  StoreEndpoint endpoint{store->host(), store->port(), masterPort};
   JobIdentity job = makeJobIdentity();
 
   Supervisor supervisor({.grace = options.grace, .timeout = options.timeout});

@@ -16,8 +16,9 @@ Each rank gets in its environment:
   RANK, LOCAL_RANK          this rank (0..n-1; one host, so both are equal)
   WORLD_SIZE, LOCAL_WORLD_SIZE
                             n
-  MASTER_ADDR, MASTER_PORT  the rendezvous store that ringlet-run hosts
-  RINGLET_STORE_ADDR        the same store as host:port
+  MASTER_ADDR, MASTER_PORT  a free port for the program's own rendezvous (PyTorch's env://
+                            starts its TCPStore there, as under torchrun); --master-port
+  RINGLET_STORE_ADDR        the rendezvous store that ringlet-run hosts, as host:port
   RINGLET_JOB_ID            unique per launch
   RINGLET_JOB_SECRET        64 hex digits (32 random bytes), shared by the ranks of this job
 Every other variable of ringlet-run's environment is passed on unchanged.
@@ -71,7 +72,7 @@ ParseResult parseOptions(int argc, char** argv) {
       ->required();
   app.add_option("--master-addr", options.masterAddr,
                  "Address the rendezvous store listens on (default 127.0.0.1)");
-  app.add_option("--master-port", port, "Port of the rendezvous store (default 0: any free port)");
+  app.add_option("--master-port", port, "MASTER_PORT for the ranks (default 0: a free port)");
   app.add_flag("--no-prefix", noPrefix,
                "Do not prefix output lines; ranks inherit stdout and stderr directly");
   app.add_option("--bind", bind, "none | cores: pin rank r to core r mod (number of cores)");

@@ -65,7 +65,7 @@ TEST(Launcher, EveryRankSeesItsIdentityAndTheJobsStore) {
       R"(MASTER_ADDR=(\S+) MASTER_PORT=(\d+) RINGLET_STORE_ADDR=(\S+) RINGLET_JOB_ID=(\S+) )"
       R"(RINGLET_JOB_SECRET=(\S+)$)");
   std::set<int> seen;
-  std::set<std::string> secrets, jobIds, stores;
+  std::set<std::string> secrets, jobIds, stores, masterPorts;
   for (const auto& line : splitLines(r.out)) {
     std::smatch m;
     ASSERT_TRUE(std::regex_match(line, m, pattern)) << line;
@@ -75,18 +75,22 @@ TEST(Launcher, EveryRankSeesItsIdentityAndTheJobsStore) {
     EXPECT_EQ(m[4], "4");
     EXPECT_EQ(m[5], "4");
     EXPECT_EQ(m[6], "127.0.0.1");
-    EXPECT_EQ(m[8], "127.0.0.1:" + m[7].str());
+    // MASTER_PORT is left free for the program's own rendezvous (PyTorch's env:// binds it).
+    EXPECT_TRUE(m[8].str().starts_with("127.0.0.1:")) << m[8];
+    EXPECT_NE(m[8], "127.0.0.1:" + m[7].str());
     EXPECT_NE(m[7], "0");
     EXPECT_TRUE(std::regex_match(m[10].str(), std::regex("[0-9a-f]{64}"))) << m[10];
     seen.insert(prefixRank);
     secrets.insert(m[10]);
     jobIds.insert(m[9]);
     stores.insert(m[8]);
+    masterPorts.insert(m[7]);
   }
   EXPECT_EQ(seen, (std::set<int>{0, 1, 2, 3}));
   EXPECT_EQ(secrets.size(), 1u);
   EXPECT_EQ(jobIds.size(), 1u);
   EXPECT_EQ(stores.size(), 1u);
+  EXPECT_EQ(masterPorts.size(), 1u);
 
   // Another launch gets another job id and secret.
   ToolResult again = runTool(run({"-n", "1", kProbe, "env"}));

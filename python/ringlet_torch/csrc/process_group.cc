@@ -1,0 +1,769 @@
+#include "process_group.h"
+
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <pybind11/pybind11.h>
+
+#include <numeric>
+#include <stdexcept>
+#include <utility>
+
+#include "ringlet/error.h"
+#include "store_adapter.h"
+
+namespace ringlet::torch_backend {
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  throw std::runtime_error("ringlet: " + message);
+}
+
+std::optional<DataType> ringletType(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return DataType::kFloat32;
+    case at::kDouble:
+      return DataType::kFloat64;
+    case at::kHalf:
+      return DataType::kFloat16;
+    case at::kBFloat16:
+      return DataType::kBFloat16;
+    case at::kChar:
+      return DataType::kInt8;
+    case at::kByte:
+      return DataType::kUInt8;
+    case at::kInt:
+      return DataType::kInt32;
+    case at::kLong:
+      return DataType::kInt64;
+    default:
+      return std::nullopt;
+  }
+}
+
+void checkTensor(const at::Tensor& t, const char* op) {
+  if (!t.defined()) fail(fmt::format("{}: a tensor is undefined", op));
+  if (!t.device().is_cpu()) {
+    fail(fmt::format("{}: a tensor is on {}; this build of ringlet_torch takes CPU tensors", op,
+                     t.device().str()));
+  }
+  if (t.layout() != at::kStrided) {
+    fail(fmt::format("{}: sparse tensors are not supported (layout {})", op, c10::str(t.layout())));
+  }
+}
+
+// The only tensor of a single-tensor list (ringlet drives one device per process).
+at::Tensor& single(std::vector<at::Tensor>& tensors, const char* op) {
+  if (tensors.size() != 1) {
+    fail(fmt::format("{}: expects a list of one tensor, got {}", op, tensors.size()));
+  }
+  checkTensor(tensors[0], op);
+  return tensors[0];
+}
+
+DataType reducibleType(const at::Tensor& t, const char* op) {
+  auto type = ringletType(t.scalar_type());
+  if (!type) {
+    fail(
+        fmt::format("{}: cannot reduce {} tensors (ringlet reduces float32, float64, float16, "
+                    "bfloat16, int8, uint8, int32 and int64)",
+                    op, c10::toString(t.scalar_type())));
+  }
+  return *type;
+}
+
+ReduceOp reduceOpFor(const c10d::ReduceOp& op, DataType type, const char* name) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return ReduceOp::kSum;
+    case c10d::ReduceOp::PRODUCT:
+      return ReduceOp::kProd;
+    case c10d::ReduceOp::MIN:
+      return ReduceOp::kMin;
+    case c10d::ReduceOp::MAX:
+      return ReduceOp::kMax;
+    case c10d::ReduceOp::AVG:
+      if (!isFloatingPoint(type)) {
+        fail(fmt::format("{}: ReduceOp.AVG needs a floating-point tensor, not {}", name,
+                         toString(type)));
+      }
+      return ReduceOp::kAvg;
+    default:
+      break;
+  }
+  static constexpr const char* kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",       "MAX",
+                                           "BAND", "BOR", "BXOR",    "PREMUL_SUM"};
+  const auto index = static_cast<size_t>(op.op_);
+  fail(fmt::format("{}: ReduceOp.{} is not supported (ringlet has SUM, AVG, PRODUCT, MIN, MAX)",
+                   name, index < std::size(kNames) ? kNames[index] : "?"));
+}
+
+// What moves for a tensor in an operation that does not reduce: its elements when ringlet knows
+// the type (so ranks that disagree on it get a MismatchError), else its bytes.
+struct Elements {
+  DataType type;
+  size_t count;
+};
+// Elements of `t` per tensor element: 1, or its size in bytes when it moves as bytes.
+size_t unitOf(const at::Tensor& t) { return ringletType(t.scalar_type()) ? 1 : t.element_size(); }
+Elements elementsOf(const at::Tensor& t) {
+  if (auto type = ringletType(t.scalar_type())) return {*type, static_cast<size_t>(t.numel())};
+  return {DataType::kUInt8, t.nbytes()};
+}
+
+void checkSameType(const at::Tensor& a, const at::Tensor& b, const char* op) {
+  if (a.scalar_type() != b.scalar_type()) {
+    fail(fmt::format("{}: tensors of different types ({} and {})", op,
+                     c10::toString(a.scalar_type()), c10::toString(b.scalar_type())));
+  }
+}
+
+// A tensor ringlet writes: itself when contiguous, else a contiguous stand-in that is copied
+// back once the operation is done.
+struct Output {
+  at::Tensor user;
+  at::Tensor buffer;
+  void* data() const { return buffer.data_ptr(); }
+  void copyBack() const {
+    if (!buffer.is_same(user)) user.copy_(buffer);
+  }
+};
+Output output(const at::Tensor& t, bool keepContents) {
+  if (t.is_contiguous()) return {t, t};
+  return {t, keepContents ? t.contiguous() : at::empty_like(t, at::MemoryFormat::Contiguous)};
+}
+
+// The tensors of a list, flattened into one contiguous buffer (a copy).
+at::Tensor concat(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive pieces of `flat` into `tensors` (sizes from the tensors).
+void unpack(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    const int64_t n = t.numel();
+    t.copy_(flat.narrow(0, offset, n).view(t.sizes()));
+    offset += n;
+  }
+}
+
+std::vector<size_t> numels(const std::vector<at::Tensor>& tensors) {
+  std::vector<size_t> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(static_cast<size_t>(t.numel()));
+  return out;
+}
+
+bool allEqual(const std::vector<size_t>& v) {
+  return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end();
+}
+
+}  // namespace
+
+// ---- Work -------------------------------------------------------------------------------------
+
+RingletWork::RingletWork(int rank, c10d::OpType type, const char* title,
+                         std::vector<at::Tensor> outputs, Body body,
+                         std::shared_ptr<Executor> executor)
+    : c10d::Work(rank, type, title),
+      title_(title),
+      outputs_(std::move(outputs)),
+      body_(std::move(body)),
+      executor_(std::move(executor)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
+
+bool RingletWork::wait(std::chrono::milliseconds timeout) {
+  executor_->runUntil(this);
+  return c10d::Work::wait(timeout);
+}
+
+void RingletWork::run() {
+  std::exception_ptr error;
+  try {
+    body_();
+  } catch (const std::exception& e) {
+    error = std::make_exception_ptr(std::runtime_error(
+        fmt::format("ringlet: {} failed on rank {}: {}", title_, rank_, e.what())));
+  } catch (...) {
+    error = std::make_exception_ptr(std::runtime_error(
+        fmt::format("ringlet: {} failed on rank {} (unknown error)", title_, rank_)));
+  }
+  body_ = nullptr;  // drops the buffers the operation held
+  complete(error);
+}
+
+void RingletWork::cancel(std::exception_ptr error) {
+  body_ = nullptr;
+  complete(std::move(error));
+}
+
+void RingletWork::complete(std::exception_ptr error) {
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(error);
+}
+
+// ---- Executor ---------------------------------------------------------------------------------
+
+Executor::Executor() : thread_([this] { loop(); }) {}
+
+Executor::~Executor() { shutdown(); }
+
+void Executor::enqueue(c10::intrusive_ptr<RingletWork> work) {
+  {
+    std::lock_guard lock(mu_);
+    if (!stop_) {
+      queue_.push_back(std::move(work));
+      cv_.notify_one();
+      return;
+    }
+  }
+  work->cancel(
+      std::make_exception_ptr(std::runtime_error("ringlet: the process group was shut down")));
+}
+
+c10::intrusive_ptr<RingletWork> Executor::takeLocked() {
+  if (running_ != nullptr || queue_.empty()) return {};
+  auto next = std::move(queue_.front());
+  queue_.pop_front();
+  running_ = next.get();
+  return next;
+}
+
+void Executor::finishedLocked() {
+  running_ = nullptr;
+  cv_.notify_all();
+}
+
+void Executor::runUntil(const RingletWork* work) {
+  std::unique_lock lock(mu_);
+  while (!const_cast<RingletWork*>(work)->isCompleted()) {
+    auto next = takeLocked();
+    if (!next) return;  // another thread runs one; `work` runs there or on the group's thread
+    lock.unlock();
+    next->run();
+    next.reset();
+    lock.lock();
+    finishedLocked();
+  }
+}
+
+void Executor::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return (stop_ && queue_.empty()) || (!running_ && !queue_.empty()); });
+    auto next = takeLocked();
+    if (!next) {
+      if (stop_ && queue_.empty()) return;
+      continue;
+    }
+    lock.unlock();
+    next->run();
+    next.reset();
+    lock.lock();
+    finishedLocked();
+  }
+}
+
+void Executor::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+// ---- ProcessGroupRinglet ----------------------------------------------------------------------
+
+ProcessGroupRinglet::ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                         int size, std::chrono::milliseconds timeout,
+                                         const std::string& groupName,
+                                         const std::string& storeDescription)
+    : c10d::ProcessGroup(rank, size) {
+  if (timeout.count() <= 0)
+    fail(fmt::format("timeout must be positive, got {} ms", timeout.count()));
+  Bootstrap bootstrap;
+  bootstrap.rank = rank;
+  bootstrap.size = size;
+  bootstrap.store = adaptC10dStore(store, timeout, storeDescription);
+  bootstrap.jobId = "torch/" + groupName;
+  bootstrap.source = "torch";
+  CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
+  options.timeout = timeout;
+  try {
+    comm_ = std::make_unique<Communicator>(Communicator::create(bootstrap, options));
+  } catch (const std::exception& e) {
+    fail(fmt::format("setting up process group '{}' (rank {} of {}) failed: {}", groupName, rank,
+                     size, e.what()));
+  }
+  executor_ = std::make_shared<Executor>();
+  init();
+}
+
+ProcessGroupRinglet::~ProcessGroupRinglet() {
+  // The queue's thread may be running a future's Python callback, which needs the GIL.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release release;
+    shutdown();
+  } else {
+    shutdown();
+  }
+}
+
+void ProcessGroupRinglet::shutdown() {
+  if (executor_) executor_->shutdown();
+}
+
+std::string ProcessGroupRinglet::describeLinks() const { return comm_->describeLinks(); }
+
+std::string ProcessGroupRinglet::algorithmFor(const std::string& collective, size_t bytes) const {
+  return comm_->algorithmFor(collective, bytes);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(c10d::OpType type, const char* title,
+                                                            std::vector<at::Tensor> outputs,
+                                                            RingletWork::Body body) {
+  auto work = c10::make_intrusive<RingletWork>(rank_, type, title, std::move(outputs),
+                                               std::move(body), executor_);
+  executor_->enqueue(work);
+  return work;
+}
+
+int ProcessGroupRinglet::checkRoot(int64_t root, const char* op) const {
+  if (root < 0 || root >= size_) {
+    fail(fmt::format("{}: root rank {} is out of range for a group of {}", op, root, size_));
+  }
+  return static_cast<int>(root);
+}
+
+int ProcessGroupRinglet::checkPeer(int peer, const char* op) const {
+  if (peer < 0 || peer >= size_) {
+    fail(fmt::format("{}: peer rank {} is out of range for a group of {}", op, peer, size_));
+  }
+  if (peer == rank_) fail(fmt::format("{}: rank {} cannot {} itself", op, peer, op));
+  return peer;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce(std::vector<at::Tensor>& tensors,
+                                                              const c10d::AllreduceOptions& opts) {
+  constexpr const char* kOp = "allreduce";
+  const at::Tensor& t = single(tensors, kOp);
+  const DataType type = reducibleType(t, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  Output out = output(t, true);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::ALLREDUCE, "ringlet:all_reduce", {t}, [=] {
+    comm->allreduce(out.data(), out.data(), out.buffer.numel(), type, op);
+    out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  constexpr const char* kOp = "allreduce_coalesced";
+  if (tensors.empty()) fail(fmt::format("{}: the list of tensors is empty", kOp));
+  for (const auto& t : tensors) {
+    checkTensor(t, kOp);
+    checkSameType(t, tensors[0], kOp);
+  }
+  const DataType type = reducibleType(tensors[0], kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  at::Tensor flat = concat(tensors);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "ringlet:all_reduce_coalesced", tensors, [=] {
+    comm->allreduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), type, op);
+    unpack(flat, tensors);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::broadcast(std::vector<at::Tensor>& tensors,
+                                                              const c10d::BroadcastOptions& opts) {
+  constexpr const char* kOp = "broadcast";
+  const at::Tensor& t = single(tensors, kOp);
+  const int root = checkRoot(opts.rootRank, kOp);
+  const Elements e = elementsOf(t);
+  Output out = output(t, rank_ == root);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::BROADCAST, "ringlet:broadcast", {t}, [=] {
+    comm->broadcast(out.data(), e.count, e.type, root);
+    out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce(std::vector<at::Tensor>& tensors,
+                                                           const c10d::ReduceOptions& opts) {
+  constexpr const char* kOp = "reduce";
+  const at::Tensor& t = single(tensors, kOp);
+  const int root = checkRoot(opts.rootRank, kOp);
+  const DataType type = reducibleType(t, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  Output out = output(t, true);
+  Communicator* comm = comm_.get();
+  const bool isRoot = rank_ == root;
+  return enqueue(c10d::OpType::REDUCE, "ringlet:reduce", {t}, [=] {
+    comm->reduce(out.data(), isRoot ? out.data() : nullptr, out.buffer.numel(), type, op, root);
+    if (isRoot) out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  constexpr const char* kOp = "allgather";
+  const at::Tensor& in = single(inputs, kOp);
+  if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != size_) {
+    fail(fmt::format("{}: expects one list of {} output tensors", kOp, size_));
+  }
+  const std::vector<at::Tensor>& outs = outputs[0];
+  for (const auto& t : outs) {
+    checkTensor(t, kOp);
+    checkSameType(t, in, kOp);
+  }
+  if (outs[rank_].numel() != in.numel()) {
+    fail(fmt::format("{}: the input has {} elements but this rank's output tensor has {}", kOp,
+                     in.numel(), outs[rank_].numel()));
+  }
+  const at::Tensor send = in.contiguous();
+  const Elements e = elementsOf(send);
+  std::vector<size_t> counts = numels(outs);
+  const int64_t total =
+      static_cast<int64_t>(std::accumulate(counts.begin(), counts.end(), size_t{0}));
+  for (auto& c : counts) c *= unitOf(in);
+  const bool even = allEqual(counts);
+  at::Tensor flat = at::empty({total}, in.options());
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::ALLGATHER, "ringlet:all_gather", outs, [=] {
+    if (even) {
+      comm->allgather(send.data_ptr(), flat.data_ptr(), e.count, e.type);
+    } else {
+      comm->allgatherv(send.data_ptr(), flat.data_ptr(), counts, e.type);
+    }
+    unpack(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_allgather_base(
+    at::Tensor& output_, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
+  constexpr const char* kOp = "_allgather_base";
+  checkTensor(output_, kOp);
+  checkTensor(input, kOp);
+  checkSameType(output_, input, kOp);
+  if (output_.numel() != input.numel() * size_) {
+    fail(fmt::format("{}: the output has {} elements; {} ranks of {} need {}", kOp, output_.numel(),
+                     size_, input.numel(), input.numel() * size_));
+  }
+  const at::Tensor send = input.contiguous();
+  const Elements e = elementsOf(send);
+  Output out = output(output_, false);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, "ringlet:_all_gather_base", {output_}, [=] {
+    comm->allgather(send.data_ptr(), out.data(), e.count, e.type);
+    out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  constexpr const char* kOp = "allgather_coalesced";
+  if (outputLists.size() != inputs.size()) {
+    fail(fmt::format("{}: {} output lists for {} inputs", kOp, outputLists.size(), inputs.size()));
+  }
+  std::vector<at::Tensor> sends;
+  std::vector<at::Tensor> flats;
+  std::vector<at::Tensor> all;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkTensor(inputs[i], kOp);
+    if (static_cast<int>(outputLists[i].size()) != size_) {
+      fail(fmt::format("{}: output list {} has {} tensors; the group has {} ranks", kOp, i,
+                       outputLists[i].size(), size_));
+    }
+    for (const auto& t : outputLists[i]) {
+      checkTensor(t, kOp);
+      checkSameType(t, inputs[i], kOp);
+      if (t.numel() != inputs[i].numel()) {
+        fail(
+            fmt::format("{}: output tensors of list {} must have {} elements like the input, "
+                        "one has {}",
+                        kOp, i, inputs[i].numel(), t.numel()));
+      }
+      all.push_back(t);
+    }
+    sends.push_back(inputs[i].contiguous());
+    flats.push_back(at::empty({inputs[i].numel() * size_}, inputs[i].options()));
+  }
+  Communicator* comm = comm_.get();
+  auto lists = outputLists;
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "ringlet:all_gather_coalesced", all, [=] {
+    for (size_t i = 0; i < sends.size(); ++i) {
+      const Elements e = elementsOf(sends[i]);
+      comm->allgather(sends[i].data_ptr(), flats[i].data_ptr(), e.count, e.type);
+      unpack(flats[i], lists[i]);
+    }
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  constexpr const char* kOp = "gather";
+  const at::Tensor& in = single(inputs, kOp);
+  const int root = checkRoot(opts.rootRank, kOp);
+  const bool isRoot = rank_ == root;
+  std::vector<at::Tensor> outs;
+  if (isRoot) {
+    if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != size_) {
+      fail(fmt::format("{}: the root expects one list of {} output tensors", kOp, size_));
+    }
+    outs = outputs[0];
+    for (const auto& t : outs) {
+      checkTensor(t, kOp);
+      checkSameType(t, in, kOp);
+      if (t.numel() != in.numel()) {
+        fail(fmt::format("{}: output tensors must have {} elements like the input, one has {}", kOp,
+                         in.numel(), t.numel()));
+      }
+    }
+  } else if (!outputs.empty() && !outputs[0].empty()) {
+    fail(fmt::format("{}: only the root (rank {}) takes output tensors", kOp, root));
+  }
+  const at::Tensor send = in.contiguous();
+  const Elements e = elementsOf(send);
+  at::Tensor flat = isRoot ? at::empty({in.numel() * size_}, in.options()) : at::Tensor();
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::GATHER, "ringlet:gather", outs, [=] {
+    comm->gather(send.data_ptr(), isRoot ? flat.data_ptr() : nullptr, e.count, e.type, root);
+    if (isRoot) unpack(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  constexpr const char* kOp = "scatter";
+  const at::Tensor& outT = single(outputs, kOp);
+  const int root = checkRoot(opts.rootRank, kOp);
+  const bool isRoot = rank_ == root;
+  at::Tensor flat;
+  if (isRoot) {
+    if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != size_) {
+      fail(fmt::format("{}: the root expects one list of {} input tensors", kOp, size_));
+    }
+    for (const auto& t : inputs[0]) {
+      checkTensor(t, kOp);
+      checkSameType(t, outT, kOp);
+      if (t.numel() != outT.numel()) {
+        fail(fmt::format("{}: input tensors must have {} elements like the output, one has {}", kOp,
+                         outT.numel(), t.numel()));
+      }
+    }
+    flat = concat(inputs[0]);
+  } else if (!inputs.empty() && !inputs[0].empty()) {
+    fail(fmt::format("{}: only the root (rank {}) takes input tensors", kOp, root));
+  }
+  Output out = output(outT, false);
+  const Elements e = elementsOf(out.buffer);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::SCATTER, "ringlet:scatter", {outT}, [=] {
+    comm->scatter(isRoot ? flat.data_ptr() : nullptr, out.data(), e.count, e.type, root);
+    out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  constexpr const char* kOp = "reduce_scatter";
+  const at::Tensor& outT = single(outputs, kOp);
+  if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != size_) {
+    fail(fmt::format("{}: expects one list of {} input tensors", kOp, size_));
+  }
+  for (const auto& t : inputs[0]) {
+    checkTensor(t, kOp);
+    checkSameType(t, outT, kOp);
+  }
+  if (inputs[0][rank_].numel() != outT.numel()) {
+    fail(fmt::format("{}: the output has {} elements but this rank's input tensor has {}", kOp,
+                     outT.numel(), inputs[0][rank_].numel()));
+  }
+  const DataType type = reducibleType(outT, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  const std::vector<size_t> counts = numels(inputs[0]);
+  const bool even = allEqual(counts);
+  at::Tensor flat = concat(inputs[0]);
+  Output out = output(outT, false);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::REDUCE_SCATTER, "ringlet:reduce_scatter", {outT}, [=] {
+    if (even) {
+      comm->reduceScatter(flat.data_ptr(), out.data(), out.buffer.numel(), type, op);
+    } else {
+      comm->reduceScatterv(flat.data_ptr(), out.data(), counts, type, op);
+    }
+    out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_reduce_scatter_base(
+    at::Tensor& output_, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  constexpr const char* kOp = "_reduce_scatter_base";
+  checkTensor(output_, kOp);
+  checkTensor(input, kOp);
+  checkSameType(output_, input, kOp);
+  if (input.numel() != output_.numel() * size_) {
+    fail(fmt::format("{}: the input has {} elements; {} ranks of {} need {}", kOp, input.numel(),
+                     size_, output_.numel(), output_.numel() * size_));
+  }
+  const DataType type = reducibleType(input, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  const at::Tensor send = input.contiguous();
+  Output out = output(output_, false);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "ringlet:_reduce_scatter_base", {output_},
+                 [=] {
+                   comm->reduceScatter(send.data_ptr(), out.data(), out.buffer.numel(), type, op);
+                   out.copyBack();
+                 });
+}
+
+namespace {
+
+// Element counts per rank of an all-to-all's tensor split along dimension 0 (`splits` rows per
+// rank, or equal parts when empty).
+std::vector<size_t> splitCounts(const at::Tensor& t, const std::vector<int64_t>& splits, int size,
+                                const char* op, const char* which) {
+  std::vector<size_t> counts(size);
+  if (splits.empty()) {
+    if (t.numel() % size != 0) {
+      fail(fmt::format("{}: the {} has {} elements, which do not split evenly over {} ranks", op,
+                       which, t.numel(), size));
+    }
+    std::fill(counts.begin(), counts.end(), static_cast<size_t>(t.numel() / size));
+    return counts;
+  }
+  if (static_cast<int>(splits.size()) != size) {
+    fail(fmt::format("{}: {} split sizes for the {}; the group has {} ranks", op, splits.size(),
+                     which, size));
+  }
+  if (t.dim() == 0) fail(fmt::format("{}: the {} is a scalar and cannot be split", op, which));
+  const int64_t rows = t.size(0);
+  const int64_t rowElements = rows == 0 ? 0 : t.numel() / rows;
+  int64_t total = 0;
+  for (int q = 0; q < size; ++q) {
+    if (splits[q] < 0) fail(fmt::format("{}: split size {} of the {} is negative", op, q, which));
+    total += splits[q];
+    counts[q] = static_cast<size_t>(splits[q] * rowElements);
+  }
+  if (total != rows) {
+    fail(fmt::format("{}: the {} split sizes add up to {} but its first dimension is {}", op, which,
+                     total, rows));
+  }
+  return counts;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall_base(
+    at::Tensor& output_, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
+    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& /*opts*/) {
+  constexpr const char* kOp = "alltoall_base";
+  checkTensor(output_, kOp);
+  checkTensor(input, kOp);
+  checkSameType(output_, input, kOp);
+  std::vector<size_t> sendCounts = splitCounts(input, inputSplitSizes, size_, kOp, "input");
+  std::vector<size_t> recvCounts = splitCounts(output_, outputSplitSizes, size_, kOp, "output");
+  const at::Tensor send = input.contiguous();
+  Output out = output(output_, false);
+  // Types ringlet does not know move as bytes.
+  const Elements e = elementsOf(send);
+  for (auto& c : sendCounts) c *= unitOf(send);
+  for (auto& c : recvCounts) c *= unitOf(send);
+  const bool even = inputSplitSizes.empty() && outputSplitSizes.empty() && sendCounts == recvCounts;
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::ALLTOALL_BASE, "ringlet:all_to_all", {output_}, [=] {
+    if (even) {
+      comm->allToAll(send.data_ptr(), out.data(), sendCounts[0], e.type);
+    } else {
+      comm->allToAllv(send.data_ptr(), sendCounts, out.data(), recvCounts, e.type);
+    }
+    out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions& /*opts*/) {
+  constexpr const char* kOp = "alltoall";
+  if (static_cast<int>(outputs.size()) != size_ || static_cast<int>(inputs.size()) != size_) {
+    fail(fmt::format("{}: expects {} input and {} output tensors, got {} and {}", kOp, size_, size_,
+                     inputs.size(), outputs.size()));
+  }
+  for (int q = 0; q < size_; ++q) {
+    checkTensor(inputs[q], kOp);
+    checkTensor(outputs[q], kOp);
+    checkSameType(inputs[q], inputs[0], kOp);
+    checkSameType(outputs[q], inputs[0], kOp);
+  }
+  at::Tensor sendFlat = concat(inputs);
+  const Elements e = elementsOf(sendFlat);
+  const size_t scale = unitOf(sendFlat);
+  std::vector<size_t> sendCounts = numels(inputs);
+  std::vector<size_t> recvCounts = numels(outputs);
+  int64_t recvTotal = 0;
+  for (auto c : recvCounts) recvTotal += static_cast<int64_t>(c);
+  for (auto& c : sendCounts) c *= scale;
+  for (auto& c : recvCounts) c *= scale;
+  at::Tensor recvFlat = at::empty({recvTotal}, inputs[0].options());
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::ALLTOALL, "ringlet:all_to_all", outputs, [=] {
+    comm->allToAllv(sendFlat.data_ptr(), sendCounts, recvFlat.data_ptr(), recvCounts, e.type);
+    unpack(recvFlat, outputs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::send(std::vector<at::Tensor>& tensors,
+                                                         int dstRank, int tag) {
+  constexpr const char* kOp = "send";
+  const at::Tensor& t = single(tensors, kOp);
+  const int peer = checkPeer(dstRank, kOp);
+  const at::Tensor data = t.contiguous();
+  const Elements e = elementsOf(data);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::SEND, "ringlet:send", {t},
+                 [=] { comm->send(data.data_ptr(), e.count, e.type, peer, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recv(std::vector<at::Tensor>& tensors,
+                                                         int srcRank, int tag) {
+  constexpr const char* kOp = "recv";
+  const at::Tensor& t = single(tensors, kOp);
+  const int peer = checkPeer(srcRank, kOp);
+  Output out = output(t, false);
+  const Elements e = elementsOf(out.buffer);
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::RECV, "ringlet:recv", {t}, [=] {
+    comm->recv(out.data(), e.count, e.type, peer, tag);
+    out.copyBack();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(
+    std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  fail("recv from any source is not supported: name the source rank");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::barrier(const c10d::BarrierOptions& /*opts*/) {
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::BARRIER, "ringlet:barrier", {}, [=] { comm->barrier(); });
+}
+
+}  // namespace ringlet::torch_backend

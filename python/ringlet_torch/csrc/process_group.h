@@ -1,0 +1,152 @@
+#pragma once
+// ProcessGroupRinglet: torch.distributed's "ringlet" backend, a c10d::ProcessGroup over one
+// ringlet::Communicator.
+//
+// Every call checks its tensors and arguments at once (a RuntimeError naming the operation and
+// what is wrong, before anything is sent), then queues the operation and returns a Work. The
+// queue runs in issue order, one operation at a time, on the group's own thread, or on the
+// thread that waits for a Work whose operation has not started yet: a blocking call
+// (async_op=False) then runs on the caller's thread with no hand-off. A Work completes its
+// future (the output tensors) before wait() returns, so callbacks chained with then() see the
+// result. Errors (a dead peer, a timeout, a mismatched call) fail the Work with a RuntimeError
+// naming the operation and ringlet's reason; the communicator is unusable afterwards.
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ringlet/communicator.h"
+
+namespace ringlet::torch_backend {
+
+class Executor;
+
+class RingletWork final : public c10d::Work {
+ public:
+  using Body = std::function<void()>;
+  RingletWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+              Body body, std::shared_ptr<Executor> executor);
+
+  bool wait(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+  // Runs the operation and completes the Work (the executor calls it exactly once).
+  void run();
+  // Completes the Work with an error without running it (the group is shutting down).
+  void cancel(std::exception_ptr error);
+
+ private:
+  void complete(std::exception_ptr error);
+
+  const char* title_;
+  std::vector<at::Tensor> outputs_;
+  Body body_;
+  std::shared_ptr<Executor> executor_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// Runs queued Works in order, one at a time, on its thread or on a waiter's.
+class Executor {
+ public:
+  Executor();
+  ~Executor();
+  void enqueue(c10::intrusive_ptr<RingletWork> work);
+  // Runs queued Works on this thread while none is running elsewhere, until `work` has run.
+  void runUntil(const RingletWork* work);
+  // Runs what is queued, then stops the thread. Idempotent.
+  void shutdown();
+
+ private:
+  void loop();
+  // Takes the next Work if none is running (with mu_ held).
+  c10::intrusive_ptr<RingletWork> takeLocked();
+  void finishedLocked();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<c10::intrusive_ptr<RingletWork>> queue_;
+  const RingletWork* running_ = nullptr;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class ProcessGroupRinglet final : public c10d::ProcessGroup {
+ public:
+  // Collective over the ranks of the group: makes the communicator through `store`.
+  ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                      std::chrono::milliseconds timeout, const std::string& groupName,
+                      const std::string& storeDescription);
+  ~ProcessGroupRinglet() override;
+
+  const std::string getBackendName() const override { return "ringlet"; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplitSizes,
+                                               std::vector<int64_t>& inputSplitSizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // For tools and tests: which transport each peer link uses, and the algorithm choice.
+  std::string describeLinks() const;
+  std::string algorithmFor(const std::string& collective, size_t bytes) const;
+  // Stops the queue (after what is queued) and closes the links. Idempotent.
+  void shutdown();
+
+ private:
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
+                                         std::vector<at::Tensor> outputs, RingletWork::Body body);
+  int checkRoot(int64_t root, const char* op) const;
+  int checkPeer(int peer, const char* op) const;
+
+  std::unique_ptr<Communicator> comm_;
+  std::shared_ptr<Executor> executor_;
+};
+
+}  // namespace ringlet::torch_backend
