@@ -41,6 +41,38 @@ std::optional<DataType> ringletType(at::ScalarType type) {
   }
 }
 
+// The name Python users know a type by: "torch.int16".
+std::string dtypeName(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return "torch.float32";
+    case at::kDouble:
+      return "torch.float64";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kChar:
+      return "torch.int8";
+    case at::kByte:
+      return "torch.uint8";
+    case at::kShort:
+      return "torch.int16";
+    case at::kInt:
+      return "torch.int32";
+    case at::kLong:
+      return "torch.int64";
+    case at::kBool:
+      return "torch.bool";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    default:
+      return c10::toString(type);
+  }
+}
+
 void checkTensor(const at::Tensor& t, const char* op) {
   if (!t.defined()) fail(fmt::format("{}: a tensor is undefined", op));
   if (!t.device().is_cpu()) {
@@ -67,12 +99,12 @@ DataType reducibleType(const at::Tensor& t, const char* op) {
     fail(
         fmt::format("{}: cannot reduce {} tensors (ringlet reduces float32, float64, float16, "
                     "bfloat16, int8, uint8, int32 and int64)",
-                    op, c10::toString(t.scalar_type())));
+                    op, dtypeName(t.scalar_type())));
   }
   return *type;
 }
 
-ReduceOp reduceOpFor(const c10d::ReduceOp& op, DataType type, const char* name) {
+ReduceOp reduceOpFor(const c10d::ReduceOp& op, const at::Tensor& t, const char* name) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
       return ReduceOp::kSum;
@@ -83,9 +115,9 @@ ReduceOp reduceOpFor(const c10d::ReduceOp& op, DataType type, const char* name) 
     case c10d::ReduceOp::MAX:
       return ReduceOp::kMax;
     case c10d::ReduceOp::AVG:
-      if (!isFloatingPoint(type)) {
+      if (!t.is_floating_point()) {
         fail(fmt::format("{}: ReduceOp.AVG needs a floating-point tensor, not {}", name,
-                         toString(type)));
+                         dtypeName(t.scalar_type())));
       }
       return ReduceOp::kAvg;
     default:
@@ -113,8 +145,8 @@ Elements elementsOf(const at::Tensor& t) {
 
 void checkSameType(const at::Tensor& a, const at::Tensor& b, const char* op) {
   if (a.scalar_type() != b.scalar_type()) {
-    fail(fmt::format("{}: tensors of different types ({} and {})", op,
-                     c10::toString(a.scalar_type()), c10::toString(b.scalar_type())));
+    fail(fmt::format("{}: tensors of different types ({} and {})", op, dtypeName(a.scalar_type()),
+                     dtypeName(b.scalar_type())));
   }
 }
 
@@ -168,7 +200,7 @@ bool allEqual(const std::vector<size_t>& v) {
 
 RingletWork::RingletWork(int rank, c10d::OpType type, const char* title,
                          std::vector<at::Tensor> outputs, Body body,
-                         std::shared_ptr<Executor> executor)
+                         std::weak_ptr<Executor> executor)
     : c10d::Work(rank, type, title),
       title_(title),
       outputs_(std::move(outputs)),
@@ -179,7 +211,8 @@ RingletWork::RingletWork(int rank, c10d::OpType type, const char* title,
 }
 
 bool RingletWork::wait(std::chrono::milliseconds timeout) {
-  executor_->runUntil(this);
+  // Gone once the group shut down: every Work it queued has completed by then.
+  if (auto executor = executor_.lock()) executor->runUntil(this);
   return c10d::Work::wait(timeout);
 }
 
@@ -280,7 +313,12 @@ void Executor::shutdown() {
     stop_ = true;
     cv_.notify_all();
   }
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();  // not reached while Works hold the executor weakly; never terminate()
+  } else {
+    thread_.join();
+  }
 }
 
 // ---- ProcessGroupRinglet ----------------------------------------------------------------------
@@ -359,7 +397,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce(std::vector<at::Te
   constexpr const char* kOp = "allreduce";
   const at::Tensor& t = single(tensors, kOp);
   const DataType type = reducibleType(t, kOp);
-  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, t, kOp);
   Output out = output(t, true);
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::ALLREDUCE, "ringlet:all_reduce", {t}, [=] {
@@ -377,7 +415,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce_coalesced(
     checkSameType(t, tensors[0], kOp);
   }
   const DataType type = reducibleType(tensors[0], kOp);
-  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, tensors[0], kOp);
   at::Tensor flat = concat(tensors);
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "ringlet:all_reduce_coalesced", tensors, [=] {
@@ -406,7 +444,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce(std::vector<at::Tenso
   const at::Tensor& t = single(tensors, kOp);
   const int root = checkRoot(opts.rootRank, kOp);
   const DataType type = reducibleType(t, kOp);
-  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, t, kOp);
   Output out = output(t, true);
   Communicator* comm = comm_.get();
   const bool isRoot = rank_ == root;
@@ -597,7 +635,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter(
                      outT.numel(), inputs[0][rank_].numel()));
   }
   const DataType type = reducibleType(outT, kOp);
-  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, outT, kOp);
   const std::vector<size_t> counts = numels(inputs[0]);
   const bool even = allEqual(counts);
   at::Tensor flat = concat(inputs[0]);
@@ -624,7 +662,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_reduce_scatter_base(
                      size_, output_.numel(), output_.numel() * size_));
   }
   const DataType type = reducibleType(input, kOp);
-  const ReduceOp op = reduceOpFor(opts.reduceOp, type, kOp);
+  const ReduceOp op = reduceOpFor(opts.reduceOp, input, kOp);
   const at::Tensor send = input.contiguous();
   Output out = output(output_, false);
   Communicator* comm = comm_.get();

@@ -36,7 +36,7 @@ class RingletWork final : public c10d::Work {
  public:
   using Body = std::function<void()>;
   RingletWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-              Body body, std::shared_ptr<Executor> executor);
+              Body body, std::weak_ptr<Executor> executor);
 
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -53,7 +53,9 @@ class RingletWork final : public c10d::Work {
   const char* title_;
   std::vector<at::Tensor> outputs_;
   Body body_;
-  std::shared_ptr<Executor> executor_;
+  // Weak: the group owns its executor, so the executor (and its thread) ends on the thread that
+  // drops the group, never on its own thread through a Work it just ran.
+  std::weak_ptr<Executor> executor_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

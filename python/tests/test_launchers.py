@@ -1,0 +1,53 @@
+"""The backend under the real launchers: torchrun and ringlet-run."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import WORKERS, free_port
+
+BUILD_BIN = os.environ.get("RINGLET_BUILD_BIN", "")
+
+
+def env():
+    e = dict(os.environ)
+    if e.get("RINGLET_PYTHONPATH"):
+        e["PYTHONPATH"] = e["RINGLET_PYTHONPATH"]
+    e["OMP_NUM_THREADS"] = "1"
+    return e
+
+
+def results(out):
+    import json
+    return [json.loads(l.split("RESULT ", 1)[1]) for l in out.splitlines() if "RESULT " in l]
+
+
+def check_hello(out, n):
+    res = results(out)
+    assert sorted(r["rank"] for r in res) == list(range(n)), out
+    for r in res:
+        assert r["n"] == n and r["sum"] == n * (n + 1) / 2, r
+        assert "shm" in r["links"], r  # one host: shared memory between every pair
+
+
+def test_torchrun():
+    torchrun = shutil.which("torchrun")
+    if torchrun is None:
+        pytest.skip("torchrun is not installed (apt-get install python3-torch)")
+    # Debian's torchrun 1.13 on Python 3.11 crashes with its default --redirects/--tee of "0".
+    cmd = [sys.executable, torchrun, "--nproc_per_node=2", "--redirects", "1", "--tee", "1",
+           "--master_port", str(free_port()), WORKERS, "hello"]
+    p = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    check_hello(p.stdout, 2)
+
+
+def test_ringlet_run():
+    run = os.path.join(BUILD_BIN, "ringlet-run") if BUILD_BIN else shutil.which("ringlet-run")
+    assert run and os.path.exists(run), "set RINGLET_BUILD_BIN to build/bin"
+    p = subprocess.run([run, "-n", "3", sys.executable, WORKERS, "hello"], env=env(),
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    check_hello(p.stdout, 3)

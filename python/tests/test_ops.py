@@ -1,0 +1,26 @@
+"""Every operation of the ringlet backend against a reference (and gloo), at N = 2, 3, 4."""
+import pytest
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_every_op_type_and_reduction(run_ranks, n):
+    ranks = run_ranks(n, "ops", timeout=300).expect_success()
+    for r in range(n):
+        assert ranks.results(r)[0]["checks"] > 100
+
+
+def test_large_messages_match_gloo(run_ranks):
+    run_ranks(2, "large", timeout=300).expect_success()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_async_work_and_futures(run_ranks, n):
+    run_ranks(n, "async").expect_success()
+
+
+def test_groups_side_by_side_from_threads(run_ranks):
+    run_ranks(4, "groups", timeout=180).expect_success()
+
+
+def test_bad_calls_are_refused_with_a_named_error(run_ranks):
+    run_ranks(2, "errors").expect_success()
