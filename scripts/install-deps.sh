@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ringlet needs to build, test and benchmark. Does nothing when all
 # of them are present; otherwise runs apt-get update and installs the missing ones.
+#   --torch (or RINGLET_WITH_TORCH=1)  also PyTorch (CPU), its C++ headers, pybind11 and pytest,
+#                                      for the PyTorch backend (python/ringlet_torch) and its tests
 set -euo pipefail
+
+with_torch="${RINGLET_WITH_TORCH:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --torch) with_torch=1 ;;
+    *) echo "ringlet: install-deps.sh: unknown option '$arg' (known: --torch)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build pkg-config git clang-format
@@ -10,6 +20,9 @@ packages=(
   libhwloc-dev libopenmpi-dev openmpi-bin
   libopenblas-dev gnuplot-nox iproute2
 )
+if [ "$with_torch" = "1" ]; then
+  packages+=(python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

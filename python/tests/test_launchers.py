@@ -51,3 +51,15 @@ def test_ringlet_run():
                        capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stdout + p.stderr
     check_hello(p.stdout, 3)
+
+
+def test_example_ddp_train_learns():
+    run = os.path.join(BUILD_BIN, "ringlet-run") if BUILD_BIN else shutil.which("ringlet-run")
+    example = os.path.join(os.path.dirname(WORKERS), "..", "..", "examples", "pytorch",
+                           "ddp_train.py")
+    p = subprocess.run([run, "-n", "2", sys.executable, example, "--epochs", "3"], env=env(),
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    losses = [float(l.rsplit(" ", 1)[1]) for l in p.stdout.splitlines() if "loss" in l]
+    assert len(losses) == 3, p.stdout
+    assert losses[-1] < losses[0] * 0.6, losses

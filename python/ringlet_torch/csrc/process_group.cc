@@ -217,6 +217,8 @@ bool RingletWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void RingletWork::run() {
+  // Titles read "ringlet:all_reduce" (for the profiler); messages name the operation only.
+  const std::string_view op = std::string_view(title_).substr(std::string_view(title_).find(':') + 1);
   std::exception_ptr error;
   try {
     body_();
@@ -225,7 +227,7 @@ void RingletWork::run() {
         fmt::format("ringlet: {} failed on rank {}: {}", title_, rank_, e.what())));
   } catch (...) {
     error = std::make_exception_ptr(std::runtime_error(
-        fmt::format("ringlet: {} failed on rank {} (unknown error)", title_, rank_)));
+        fmt::format("ringlet: {} failed on rank {} (unknown error)", op, rank_)));
   }
   body_ = nullptr;  // drops the buffers the operation held
   complete(error);

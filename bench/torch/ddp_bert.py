@@ -1,0 +1,86 @@
+"""PyTorch DDP training a small BERT-like encoder: samples/s on a backend, or on one rank alone.
+
+    ringlet-run -n 2 /usr/bin/python3 bench/torch/ddp_bert.py --backend ringlet [--json F]
+    /usr/bin/python3 bench/torch/ddp_bert.py --backend none          # one rank, no DDP
+
+The model is the trainer's small BERT (hidden 128, 4 heads, FFN 512, 2 layers, sequence 64,
+batch 32 per rank, AdamW). Each rank uses one thread (torch.set_num_threads(1)), like the ranks
+of ringlet-run and torchrun. Reports samples/s over all ranks, from the median step time of the
+timed steps, after warm-up steps.
+"""
+import argparse
+import datetime
+import json
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, vocab=1000, hidden=128, heads=4, ffn=512, layers=2, seq=64, classes=4):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, hidden)
+        self.pos = torch.nn.Parameter(torch.zeros(seq, hidden))
+        layer = torch.nn.TransformerEncoderLayer(hidden, heads, ffn, dropout=0.1,
+                                                 batch_first=True, activation="gelu")
+        self.body = torch.nn.TransformerEncoder(layer, layers)
+        self.norm = torch.nn.LayerNorm(hidden)
+        self.head = torch.nn.Linear(hidden, classes)
+
+    def forward(self, ids):
+        x = self.tok(ids) + self.pos
+        return self.head(self.norm(self.body(x))[:, 0])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", default="ringlet", help="ringlet, gloo, or none (one rank)")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--json", default="")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    rank, n = 0, 1
+    if a.backend != "none":
+        if a.backend == "ringlet":
+            import ringlet_torch  # noqa: F401
+        dist.init_process_group(a.backend, timeout=datetime.timedelta(seconds=120))
+        rank, n = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = Encoder()
+    params = sum(p.numel() for p in model.parameters())
+    if n > 1 or a.backend != "none":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(rank)
+    times = []
+    for step in range(a.warmup + a.steps):
+        ids = torch.randint(0, 1000, (a.batch, 64), generator=g)
+        y = torch.randint(0, 4, (a.batch,), generator=g)
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(ids), y).backward()
+        opt.step()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - start)
+    step_s = statistics.median(times)
+    if n > 1:
+        t = torch.tensor([step_s], dtype=torch.float64)
+        dist.all_reduce(t, dist.ReduceOp.MAX)
+        step_s = t.item()
+    out = {"backend": a.backend, "ranks": n, "params": params, "batch_per_rank": a.batch,
+           "step_ms": step_s * 1e3, "samples_per_s": n * a.batch / step_s}
+    if rank == 0:
+        print(json.dumps(out), flush=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(out, f)
+    if n > 1:
+        dist.barrier()
+
+
+if __name__ == "__main__":
+    main()
