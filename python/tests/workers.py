@@ -275,6 +275,29 @@ def scenario_async():
     result(ok=True)
 
 
+def scenario_p2p():
+    """isend/irecv in the order pipeline code posts them: every rank sends first, large messages."""
+    rank, n = init()
+    nxt, prv = (rank + 1) % n, (rank - 1) % n
+    for count in (1, 1000, 1 << 20, (1 << 22) + 5):
+        send = data(rank, count, torch.float32)
+        got = torch.zeros(count)
+        ops = [dist.P2POp(dist.isend, send, nxt), dist.P2POp(dist.irecv, got, prv)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        check(got, data(prv, count, torch.float32), f"ring isend/irecv of {count}")
+        # Both directions of every pair at once.
+        if n == 2 or rank < 2:
+            other = 1 - rank if rank < 2 else None
+            if other is not None:
+                a, b = data(10 + rank, count, torch.float32), torch.zeros(count)
+                ws = [dist.isend(a, other), dist.irecv(b, other)]
+                for w in ws:
+                    w.wait()
+                check(b, data(10 + other, count, torch.float32), f"exchange of {count}")
+    result(ok=True)
+
+
 def scenario_groups():
     """Several groups (new_group) side by side, used from several threads at once."""
     import threading

@@ -218,7 +218,8 @@ bool RingletWork::wait(std::chrono::milliseconds timeout) {
 
 void RingletWork::run() {
   // Titles read "ringlet:all_reduce" (for the profiler); messages name the operation only.
-  const std::string_view op = std::string_view(title_).substr(std::string_view(title_).find(':') + 1);
+  const std::string_view op =
+      std::string_view(title_).substr(std::string_view(title_).find(':') + 1);
   std::exception_ptr error;
   try {
     body_();
@@ -342,11 +343,15 @@ ProcessGroupRinglet::ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& 
   options.timeout = timeout;
   try {
     comm_ = std::make_unique<Communicator>(Communicator::create(bootstrap, options));
+    up_.comm = std::make_unique<Communicator>(comm_->dup());
+    down_.comm = std::make_unique<Communicator>(comm_->dup());
   } catch (const std::exception& e) {
     fail(fmt::format("setting up process group '{}' (rank {} of {}) failed: {}", groupName, rank,
                      size, e.what()));
   }
   executor_ = std::make_shared<Executor>();
+  up_.executor = std::make_shared<Executor>();
+  down_.executor = std::make_shared<Executor>();
   init();
 }
 
@@ -361,7 +366,9 @@ ProcessGroupRinglet::~ProcessGroupRinglet() {
 }
 
 void ProcessGroupRinglet::shutdown() {
-  if (executor_) executor_->shutdown();
+  for (auto* e : {&executor_, &up_.executor, &down_.executor}) {
+    if (*e) (*e)->shutdown();
+  }
 }
 
 std::string ProcessGroupRinglet::describeLinks() const { return comm_->describeLinks(); }
@@ -370,12 +377,12 @@ std::string ProcessGroupRinglet::algorithmFor(const std::string& collective, siz
   return comm_->algorithmFor(collective, bytes);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(c10d::OpType type, const char* title,
-                                                            std::vector<at::Tensor> outputs,
-                                                            RingletWork::Body body) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(
+    c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, RingletWork::Body body,
+    const std::shared_ptr<Executor>& executor) {
   auto work = c10::make_intrusive<RingletWork>(rank_, type, title, std::move(outputs),
-                                               std::move(body), executor_);
-  executor_->enqueue(work);
+                                               std::move(body), executor);
+  executor->enqueue(work);
   return work;
 }
 
@@ -777,9 +784,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::send(std::vector<at::Tensor>
   const int peer = checkPeer(dstRank, kOp);
   const at::Tensor data = t.contiguous();
   const Elements e = elementsOf(data);
-  Communicator* comm = comm_.get();
-  return enqueue(c10d::OpType::SEND, "ringlet:send", {t},
-                 [=] { comm->send(data.data_ptr(), e.count, e.type, peer, tag); });
+  PointToPoint& p2p = direction(rank_, peer);
+  Communicator* comm = p2p.comm.get();
+  return enqueue(
+      c10d::OpType::SEND, "ringlet:send", {t},
+      [=] { comm->send(data.data_ptr(), e.count, e.type, peer, tag); }, p2p.executor);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recv(std::vector<at::Tensor>& tensors,
@@ -789,11 +798,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recv(std::vector<at::Tensor>
   const int peer = checkPeer(srcRank, kOp);
   Output out = output(t, false);
   const Elements e = elementsOf(out.buffer);
-  Communicator* comm = comm_.get();
-  return enqueue(c10d::OpType::RECV, "ringlet:recv", {t}, [=] {
-    comm->recv(out.data(), e.count, e.type, peer, tag);
-    out.copyBack();
-  });
+  PointToPoint& p2p = direction(peer, rank_);
+  Communicator* comm = p2p.comm.get();
+  return enqueue(
+      c10d::OpType::RECV, "ringlet:recv", {t},
+      [=] {
+        comm->recv(out.data(), e.count, e.type, peer, tag);
+        out.copyBack();
+      },
+      p2p.executor);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(

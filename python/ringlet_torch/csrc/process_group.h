@@ -143,12 +143,27 @@ class ProcessGroupRinglet final : public c10d::ProcessGroup {
 
  private:
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
-                                         std::vector<at::Tensor> outputs, RingletWork::Body body);
+                                         std::vector<at::Tensor> outputs, RingletWork::Body body,
+                                         const std::shared_ptr<Executor>& executor);
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
+                                         std::vector<at::Tensor> outputs, RingletWork::Body body) {
+    return enqueue(type, title, std::move(outputs), std::move(body), executor_);
+  }
   int checkRoot(int64_t root, const char* op) const;
   int checkPeer(int peer, const char* op) const;
 
   std::unique_ptr<Communicator> comm_;
   std::shared_ptr<Executor> executor_;
+  // Point-to-point runs apart from the collectives, on two communicators of its own with a
+  // thread each: messages to higher ranks (and from lower ones) on `up`, the others on `down`.
+  // So the two directions between a pair never wait for each other: an isend/irecv exchange
+  // (batch_isend_irecv) goes through whatever the order of the calls on the two sides.
+  struct PointToPoint {
+    std::unique_ptr<Communicator> comm;
+    std::shared_ptr<Executor> executor;
+  };
+  PointToPoint up_, down_;
+  PointToPoint& direction(int from, int to) { return from < to ? up_ : down_; }
 };
 
 }  // namespace ringlet::torch_backend
