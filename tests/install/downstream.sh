@@ -53,6 +53,18 @@ done
 "$prefix/bin/ringlet-info" >"$work/info.log" 2>&1 ||
   { cat "$work/info.log" >&2; fail "installed ringlet-info does not run"; }
 
+# The PyTorch backend, when it was built: it imports from the installed tree alone.
+pkg=$(find "$prefix" -type d -name ringlet_torch | head -n 1)
+if [[ -n $pkg ]]; then
+  echo "== import ringlet_torch from $pkg"
+  if readelf -d "$pkg"/_C*.so | grep -E 'R(UN)?PATH' | grep -qF -e "$build" -e "$source"; then
+    fail "ringlet_torch keeps a run path into the build tree"
+  fi
+  PYTHONPATH=$(dirname "$pkg") /usr/bin/python3 -c \
+    "import ringlet_torch, torch.distributed as d; assert 'RINGLET' in d.Backend._plugins; print('ringlet_torch', ringlet_torch.version())" ||
+    fail "the installed ringlet_torch does not import"
+fi
+
 check_run() {  # <name> <program>: runs it on 2 ranks with the installed launcher
   local name=$1 program=$2 out
   echo "== $name: ringlet-run -n 2 $program"
