@@ -413,10 +413,30 @@ def scenario_silent():
 def scenario_ddp():
     """PyTorch's DistributedDataParallel on a small model; saves the final parameters."""
     backend, steps, path = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    variant = sys.argv[5] if len(sys.argv) > 5 else "plain"
     rank, n = init(backend)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8))
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    if variant == "plain":
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(),
+                                    torch.nn.Linear(64, 8))
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    else:
+        # BatchNorm buffers (broadcast every forward) and a branch that never runs
+        # (find_unused_parameters: an int32 all-reduce of the used-parameter bitmap).
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = torch.nn.Linear(32, 64)
+                self.bn = torch.nn.BatchNorm1d(64)
+                self.b = torch.nn.Linear(64, 8)
+                self.unused = torch.nn.Linear(64, 8)
+
+            def forward(self, x):
+                return self.b(torch.tanh(self.bn(self.a(x))))
+
+        model = Net()
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            model, bucket_cap_mb=0.01, find_unused_parameters=True, broadcast_buffers=True)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
     g = torch.Generator().manual_seed(1234 + rank)
     for _ in range(steps):
@@ -426,7 +446,8 @@ def scenario_ddp():
         torch.nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()
     if rank == 0:
-        torch.save([p.detach().clone() for p in model.parameters()], path)
+        torch.save([p.detach().clone() for p in model.parameters()] +
+                   [b.detach().clone().double() for b in model.buffers()], path)
     dist.barrier()
     result(ok=True)
 
