@@ -20,6 +20,14 @@ namespace {
 #define RINGLET_CLONES
 #endif
 
+// IEEE binary16. clang before 15 has no _Float16 on x86-64 (the sanitizer and fuzzing builds use
+// clang 14); its storage-only __fp16 converts to and from float the same way.
+#if defined(__clang__) && __clang_major__ < 15 && defined(__x86_64__)
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 // Integer sum and product wrap around (computed unsigned, so overflow is defined).
 template <typename T>
 inline T wrapAdd(T a, T b) {
@@ -88,9 +96,9 @@ inline void loop(T* dst, const T* a, const T* b, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = Op::apply(a[i], b[i]);
 }
 template <typename Op>
-inline void loopHalf(_Float16* dst, const _Float16* a, const _Float16* b, size_t n) {
+inline void loopHalf(Half* dst, const Half* a, const Half* b, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<_Float16>(Op::apply(static_cast<float>(a[i]), static_cast<float>(b[i])));
+    dst[i] = static_cast<Half>(Op::apply(static_cast<float>(a[i]), static_cast<float>(b[i])));
   }
 }
 template <typename Op>
@@ -118,7 +126,7 @@ RINGLET_KERNELS(int32_t, I32)
 RINGLET_KERNELS(int64_t, I64)
 
 #define RINGLET_HALF_KERNELS(OP, NAME)                                                            \
-  RINGLET_CLONES void NAME##F16(_Float16* dst, const _Float16* a, const _Float16* b, size_t n) {  \
+  RINGLET_CLONES void NAME##F16(Half* dst, const Half* a, const Half* b, size_t n) {              \
     loopHalf<OP>(dst, a, b, n);                                                                   \
   }                                                                                               \
   RINGLET_CLONES void NAME##BF16(uint16_t* dst, const uint16_t* a, const uint16_t* b, size_t n) { \
@@ -162,8 +170,8 @@ RINGLET_CLONES void scaleF32(float* d, size_t n, float s) {
 RINGLET_CLONES void scaleF64(double* d, size_t n, double s) {
   for (size_t i = 0; i < n; ++i) d[i] = d[i] / s;
 }
-RINGLET_CLONES void scaleF16(_Float16* d, size_t n, float s) {
-  for (size_t i = 0; i < n; ++i) d[i] = static_cast<_Float16>(static_cast<float>(d[i]) / s);
+RINGLET_CLONES void scaleF16(Half* d, size_t n, float s) {
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<Half>(static_cast<float>(d[i]) / s);
 }
 RINGLET_CLONES void scaleBF16(uint16_t* d, size_t n, float s) {
   for (size_t i = 0; i < n; ++i) d[i] = floatToBf16(bf16ToFloat(d[i]) / s);
@@ -195,7 +203,7 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType type
     case DataType::kFloat64:
       return dispatch<double>(op, sumF64, prodF64, minF64, maxF64, dst, a, b, count);
     case DataType::kFloat16:
-      return dispatch<_Float16>(op, sumF16, prodF16, minF16, maxF16, dst, a, b, count);
+      return dispatch<Half>(op, sumF16, prodF16, minF16, maxF16, dst, a, b, count);
     case DataType::kBFloat16:
       return dispatch<uint16_t>(op, sumBF16, prodBF16, minBF16, maxBF16, dst, a, b, count);
     case DataType::kInt8:
@@ -218,7 +226,7 @@ void finishAverage(void* data, size_t count, DataType type, int divisor) {
     case DataType::kFloat64:
       return scaleF64(static_cast<double*>(data), count, divisor);
     case DataType::kFloat16:
-      return scaleF16(static_cast<_Float16*>(data), count, static_cast<float>(divisor));
+      return scaleF16(static_cast<Half*>(data), count, static_cast<float>(divisor));
     case DataType::kBFloat16:
       return scaleBF16(static_cast<uint16_t*>(data), count, static_cast<float>(divisor));
     default:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -17,22 +18,56 @@ namespace {
 std::mutex gMutex;
 std::optional<Environment> gEnvironment;
 
+// The bounds of each variable, shown in its error message.
+constexpr size_t kMinSegmentBytes = 64;  // the collectives never slice finer
+constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
+constexpr size_t kMinCudaSlotBytes = 64;
+constexpr size_t kMaxCudaSlotBytes = size_t{1} << 30;
+constexpr size_t kMaxJobIdBytes = 256;  // what the link handshake carries
+constexpr std::string_view kDebugLevels[] = {"NONE", "OFF", "WARN", "INFO", "DEBUG", "TRACE"};
+
+std::string checkDebugLevel(const std::string& text) {
+  std::string upper;
+  for (char c : text) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (std::string_view level : kDebugLevels) {
+    if (upper == level) return text;
+  }
+  throw InvalidArgument(fmt::format(
+      "RINGLET_DEBUG='{}' is not a log level (allowed: NONE, OFF, WARN, INFO, DEBUG, TRACE)",
+      text));
+}
+
+std::string sizeText(size_t bytes) {
+  constexpr std::string_view kUnits[] = {"", "K", "M", "G", "T", "P", "E"};
+  size_t unit = 0;
+  while (unit + 1 < std::size(kUnits) && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return fmt::format("{}{}", bytes, kUnits[unit]);
+}
+
 Environment parse() {
   Environment env;
   if (auto v = getenv("RINGLET_TIMEOUT")) env.timeout = parseSeconds(*v, "RINGLET_TIMEOUT");
-  if (auto v = getenv("RINGLET_DEBUG")) env.debug = *v;
+  if (auto v = getenv("RINGLET_DEBUG")) env.debug = checkDebugLevel(*v);
   // Checked against the transports built in when a communicator is made (core).
   if (auto v = getenv("RINGLET_TRANSPORT")) env.transport = *v;
   if (auto v = getenv("RINGLET_SEGMENT_BYTES")) {
-    env.segmentBytes = parseSize(*v, "RINGLET_SEGMENT_BYTES");
-    if (*env.segmentBytes == 0) throw InvalidArgument("RINGLET_SEGMENT_BYTES must be > 0");
+    env.segmentBytes = parseSize(*v, "RINGLET_SEGMENT_BYTES", kMinSegmentBytes, kMaxSegmentBytes);
   }
   // Checked against the algorithms built in when a communicator is made (core).
   if (auto v = getenv("RINGLET_ALGO")) env.algorithms = *v;
   if (auto v = getenv("RINGLET_COST_MODEL"))
     env.costModel = parseCostModel(*v, "RINGLET_COST_MODEL");
   if (auto v = getenv("RINGLET_STORE_ADDR")) env.storeAddr = *v;
-  if (auto v = getenv("RINGLET_JOB_ID")) env.jobId = *v;
+  if (auto v = getenv("RINGLET_JOB_ID")) {
+    if (v->size() > kMaxJobIdBytes) {
+      throw InvalidArgument(fmt::format("RINGLET_JOB_ID is {} bytes long (allowed: 1 to {})",
+                                        v->size(), kMaxJobIdBytes));
+    }
+    env.jobId = *v;
+  }
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
   if (auto v = getenv("RINGLET_CUDA_PATH")) {
     if (*v != "auto" && *v != "ipc" && *v != "staged") {
@@ -42,11 +77,8 @@ Environment parse() {
     env.cudaPath = *v;
   }
   if (auto v = getenv("RINGLET_CUDA_SLOT_BYTES")) {
-    env.cudaSlotBytes = parseSize(*v, "RINGLET_CUDA_SLOT_BYTES");
-    if (*env.cudaSlotBytes < 64) {
-      throw InvalidArgument(
-          fmt::format("RINGLET_CUDA_SLOT_BYTES={} is below the minimum of 64 bytes", *v));
-    }
+    env.cudaSlotBytes =
+        parseSize(*v, "RINGLET_CUDA_SLOT_BYTES", kMinCudaSlotBytes, kMaxCudaSlotBytes);
   }
   return env;
 }
@@ -54,6 +86,7 @@ Environment parse() {
 }  // namespace
 
 std::array<double, 4> parseCostModel(std::string_view text, std::string_view what) {
+  constexpr double kMaxCostSeconds = 1.0;  // per message or byte: anything above is a typo
   constexpr std::string_view kNames[] = {"alpha", "beta", "gamma", "delta"};
   std::array<double, 4> values{};
   std::array<bool, 4> seen{};
@@ -71,11 +104,11 @@ std::array<double, 4> parseCostModel(std::string_view text, std::string_view wha
     char* end = nullptr;
     const double value = eq == std::string::npos ? -1 : std::strtod(entry.c_str() + eq + 1, &end);
     if (index == 4 || eq == std::string::npos || end == entry.c_str() + eq + 1 || *end != '\0' ||
-        !std::isfinite(value) || value < 0) {
+        !std::isfinite(value) || value < 0 || value > kMaxCostSeconds) {
       throw InvalidArgument(fmt::format(
-          "{}={}: '{}' is not name=seconds with name alpha, beta, gamma or delta (example: "
-          "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",
-          what, text, entry));
+          "{}={}: '{}' is not name=seconds with name alpha, beta, gamma or delta and seconds "
+          "from 0 to {:g} (example: alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",
+          what, text, entry, kMaxCostSeconds));
     }
     values[index] = value;
     seen[index] = true;
@@ -106,7 +139,7 @@ void reloadEnvironment() {
 size_t parseSize(std::string_view text, std::string_view what) {
   auto fail = [&]() -> size_t {
     throw InvalidArgument(
-        fmt::format("{}='{}' is not a size (examples: 4096, 64K, 1M, 2G)", what, text));
+        fmt::format("{}='{}' is not a size (examples: 4096, 64K, 1M, 2G, 1T)", what, text));
   };
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
@@ -126,6 +159,8 @@ size_t parseSize(std::string_view text, std::string_view what) {
     shift = 20;
   } else if (suffix == "g" || suffix == "gb" || suffix == "gib") {
     shift = 30;
+  } else if (suffix == "t" || suffix == "tb" || suffix == "tib") {
+    shift = 40;
   } else {
     return fail();
   }
@@ -133,13 +168,29 @@ size_t parseSize(std::string_view text, std::string_view what) {
   return static_cast<size_t>(value << shift);
 }
 
+size_t parseSize(std::string_view text, std::string_view what, size_t min, size_t max) {
+  const size_t value = parseSize(text, what);
+  if (value < min || value > max) {
+    throw InvalidArgument(fmt::format("{}='{}' is out of range (allowed: {} to {} bytes)", what,
+                                      text, sizeText(min), sizeText(max)));
+  }
+  return value;
+}
+
 std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view what) {
-  std::string copy(text);
+  const std::string copy(text);
   char* end = nullptr;
-  double seconds = std::strtod(copy.c_str(), &end);
-  if (end == copy.c_str() || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 ||
-      seconds > 1e7) {
-    throw InvalidArgument(fmt::format("{}='{}' is not a positive number of seconds", what, text));
+  errno = 0;
+  const double seconds = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end == copy.c_str() || *end != '\0' || errno == ERANGE ||
+      !std::isfinite(seconds)) {
+    throw InvalidArgument(
+        fmt::format("{}='{}' is not a number of seconds (examples: 30, 0.5)", what, text));
+  }
+  // Waits are counted in milliseconds: a shorter time would round to a zero deadline.
+  if (seconds < kMinSeconds || seconds > kMaxSeconds) {
+    throw InvalidArgument(fmt::format("{}='{}' is out of range (allowed: {:g} to {:g} seconds)",
+                                      what, text, kMinSeconds, kMaxSeconds));
   }
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000.0)));
 }

@@ -27,16 +27,22 @@ struct Environment {
   std::optional<size_t> cudaSlotBytes;             // RINGLET_CUDA_SLOT_BYTES
 };
 
-// Parsed on first use; throws InvalidArgument naming a malformed variable and its value.
+// Parsed on first use; throws InvalidArgument naming a malformed or out-of-range variable, its
+// value and the allowed values.
 const Environment& environment();
 
 // Re-reads the environment (tests that setenv() call this).
 void reloadEnvironment();
 
-// "4096", "64K", "1M", "2G" (binary multiples; also KiB/MiB/GiB and k/m/g). Throws
+// "4096", "64K", "1M", "2G", "1T" (binary multiples; also KiB/MiB/GiB/TiB and k/m/g/t). Throws
 // InvalidArgument with `what` (e.g. "RINGLET_SEGMENT_BYTES") in the message.
 size_t parseSize(std::string_view text, std::string_view what);
-// Seconds as "30", "0.5". Throws InvalidArgument with `what` in the message.
+// The same, and the value must lie in [min, max]; the error names both bounds.
+size_t parseSize(std::string_view text, std::string_view what, size_t min, size_t max);
+// Seconds as "30", "0.5", from kMinSeconds (one millisecond: waits are counted in
+// milliseconds) to kMaxSeconds. Throws InvalidArgument with `what` and the range in the message.
+inline constexpr double kMinSeconds = 0.001;
+inline constexpr double kMaxSeconds = 1e7;
 std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view what);
 // "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11" (seconds; all four). Throws
 // InvalidArgument with `what` in the message.

@@ -11,8 +11,10 @@
 #include "ringlet/error.h"
 #include "ringlet/store.h"
 #include "src/info/topology.h"
+#include "src/launcher/guardian.h"
 #include "src/launcher/job_env.h"
 #include "src/launcher/options.h"
+#include "src/launcher/shm_cleanup.h"
 #include "src/launcher/spawn.h"
 #include "src/launcher/supervisor.h"
 #include "src/net/socket.h"
@@ -37,6 +39,8 @@ std::vector<std::vector<int>> planBinding(const LaunchOptions& options) {
 int launch(const LaunchOptions& options) {
   std::string program = resolveProgram(options.command.front());
   std::vector<std::vector<int>> binding = planBinding(options);
+  // Before the store's thread: the guardian is forked from a single-threaded launcher.
+  Guardian guardian = Guardian::start();
 
   // ringlet's own store listens on a port of its own; MASTER_PORT stays free for the program
   // (PyTorch's env:// rendezvous starts its TCPStore there, as under torchrun).
@@ -55,7 +59,7 @@ int launch(const LaunchOptions& options) {
   StoreEndpoint endpoint{store->host(), store->port(), masterPort};
   JobIdentity job = makeJobIdentity();
 
-  Supervisor supervisor({.grace = options.grace, .timeout = options.timeout});
+  Supervisor supervisor({.grace = options.grace, .timeout = options.timeout}, std::move(guardian));
   bool stdinIsTerminal = isatty(STDIN_FILENO) != 0;
   for (int rank = 0; rank < options.nproc; ++rank) {
     SpawnSpec spec;
@@ -73,7 +77,11 @@ int launch(const LaunchOptions& options) {
       break;
     }
   }
-  return supervisor.run();
+  const std::string segmentDir = jobSegmentDir();
+  return supervisor.run([&] {
+    // Ranks stopped while they set up shared memory leave their segments behind.
+    removeJobSegments(segmentDir, job.id);
+  });
 }
 
 }  // namespace

@@ -9,8 +9,6 @@
 namespace ringlet::launcher {
 namespace {
 
-constexpr int kMaxRanks = 4096;
-
 constexpr const char* kFooter = R"(
 Each rank gets in its environment:
   RANK, LOCAL_RANK          this rank (0..n-1; one host, so both are equal)

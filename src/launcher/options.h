@@ -22,6 +22,8 @@ struct LaunchOptions {
   std::vector<std::string> command;                  // program and its arguments
 };
 
+inline constexpr int kMaxRanks = 4096;  // most ranks -n may ask for
+
 // Exit statuses of ringlet-run (also listed in --help).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRankFailed = 1;  // a rank exited non-zero or was killed by a signal

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "ringlet/error.h"
@@ -55,7 +56,8 @@ std::string signalName(int sig) {
   return fmt::format("SIG{}", abbrev);
 }
 
-Supervisor::Supervisor(Options options) : options_(options), start_(Clock::now()) {
+Supervisor::Supervisor(Options options, Guardian guardian)
+    : options_(options), guardian_(std::move(guardian)), start_(Clock::now()) {
   sigset_t set = launcherSignals();
   signalFd_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!signalFd_.valid()) {
@@ -65,8 +67,13 @@ Supervisor::Supervisor(Options options) : options_(options), start_(Clock::now()
 
 void Supervisor::add(SpawnedRank rank) {
   ranks_.push_back({rank.rank, rank.pid, true});
-  if (rank.stdoutPipe.valid()) outputs_.emplace_back(rank.rank, std::move(rank.stdoutPipe), 1);
-  if (rank.stderrPipe.valid()) outputs_.emplace_back(rank.rank, std::move(rank.stderrPipe), 2);
+  guardian_.watch(rank.pid);  // the rank leads its process group
+  if (rank.stdoutPipe.valid()) {
+    outputs_.emplace_back(rank.rank, std::move(rank.stdoutPipe), stdout_);
+  }
+  if (rank.stderrPipe.valid()) {
+    outputs_.emplace_back(rank.rank, std::move(rank.stderrPipe), stderr_);
+  }
 }
 
 void Supervisor::failStartup(int exitStatus, const std::string& message) {
@@ -89,7 +96,9 @@ void Supervisor::signalRunning(int sig) {
 void Supervisor::beginStop(StopKind kind, int exitStatus, std::string message) {
   if (stopKind_ != StopKind::kNone) {
     // Already stopping: a further signal to the launcher means "now".
-    if (kind == StopKind::kSignal && !killed_) {
+    if (kind == StopKind::kSignal && !terminated_) {
+      terminateRunning();  // a signal while failing ranks settle: stop the rest now
+    } else if (kind == StopKind::kSignal && !killed_) {
       killAt_ = Clock::now();
       escalated_ = true;
     }
@@ -98,9 +107,31 @@ void Supervisor::beginStop(StopKind kind, int exitStatus, std::string message) {
   stopKind_ = kind;
   exitStatus_ = exitStatus;
   stopMessage_ = std::move(message);
+  if (kind == StopKind::kRankFailed) {
+    termAt_ = Clock::now() + std::min<std::chrono::milliseconds>(kFailureSettle, options_.grace);
+  } else {
+    terminateRunning();
+  }
+}
+
+void Supervisor::terminateRunning() {
+  terminated_ = true;
   stoppedCount_ = runningCount();
   signalRunning(SIGTERM);
   killAt_ = Clock::now() + options_.grace;
+}
+
+// Whatever is left in the ranks' process groups once the ranks are gone (a rank's own children,
+// the program under `sh -c`). A group ID is not reused while the group has members, so this
+// reaches only what the ranks started.
+void Supervisor::killLeftovers() {
+  for (const Rank& r : ranks_) {
+    if (kill(-r.pid, SIGKILL) != 0 && errno != ESRCH) {
+      std::fprintf(stderr, "ringlet: could not stop what rank %d left behind (group %d): %s\n",
+                   r.rank, static_cast<int>(r.pid), net::errorText(errno).c_str());
+    }
+    if (!r.running) guardian_.forget(r.pid);
+  }
 }
 
 void Supervisor::reapChildren() {
@@ -141,6 +172,7 @@ void Supervisor::checkDeadlines() {
     beginStop(StopKind::kTimeout, kExitTimeout,
               fmt::format("job timed out after {} (--timeout)", seconds(*options_.timeout)));
   }
+  if (termAt_ && !terminated_ && now >= *termAt_ && runningCount() > 0) terminateRunning();
   if (killAt_ && !killed_ && now >= *killAt_ && runningCount() > 0) {
     signalRunning(SIGKILL);
     killed_ = true;
@@ -154,9 +186,13 @@ std::string Supervisor::finalLine() const {
     case StopKind::kNone:
       return "";
     case StopKind::kRankFailed:
-      stopped = stoppedCount_ == 0
-                    ? "no other rank was running"
-                    : fmt::format("stopped the other {}", plural(stoppedCount_, "rank"));
+      if (stoppedCount_ > 0) {
+        stopped = fmt::format("stopped the other {}", plural(stoppedCount_, "rank"));
+      } else if (ranks_.size() > 1) {
+        stopped = "the other ranks ended on their own";
+      } else {
+        stopped = "no other rank was running";
+      }
       break;
     case StopKind::kSignal:
     case StopKind::kTimeout:
@@ -181,7 +217,24 @@ std::string Supervisor::finalLine() const {
   return line;
 }
 
-int Supervisor::run() {
+void Supervisor::pumpOutput(Clock::time_point until) {
+  // What the launcher's own stdout/stderr still hold, written until `until` at the latest.
+  while (stdout_.pending() || stderr_.pending()) {
+    stdout_.flush();
+    stderr_.flush();
+    const auto now = Clock::now();
+    if (now >= until) return;
+    std::vector<pollfd> fds;
+    for (const OutputSink* sink : {&stdout_, &stderr_}) {
+      if (sink->pending()) fds.push_back({sink->pollFd(), POLLOUT, 0});
+    }
+    if (fds.empty()) return;
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
+    if (poll(fds.data(), fds.size(), static_cast<int>(ms) + 1) < 0 && errno != EINTR) return;
+  }
+}
+
+int Supervisor::run(const std::function<void()>& afterRanks) {
   std::vector<pollfd> fds;
   while (true) {
     reapChildren();
@@ -190,7 +243,10 @@ int Supervisor::run() {
     bool outputsOpen =
         std::any_of(outputs_.begin(), outputs_.end(), [](const auto& o) { return o.open(); });
     if (runningCount() == 0) {
-      if (!drainUntil_) drainUntil_ = now + kDrainWait;
+      if (!drainUntil_) {
+        drainUntil_ = now + kDrainWait;
+        killLeftovers();  // so that the pipes they hold close
+      }
       if (!outputsOpen || now >= *drainUntil_) break;
     } else if (giveUpAt_ && now >= *giveUpAt_) {
       break;
@@ -200,6 +256,7 @@ int Supervisor::run() {
     auto wake = now + kMaxPollSlice;
     if (stopKind_ == StopKind::kNone && options_.timeout)
       wake = std::min(wake, start_ + *options_.timeout);
+    if (termAt_ && !terminated_) wake = std::min(wake, *termAt_);
     if (killAt_ && !killed_) wake = std::min(wake, *killAt_);
     if (giveUpAt_) wake = std::min(wake, *giveUpAt_);
     if (drainUntil_) wake = std::min(wake, *drainUntil_);
@@ -207,13 +264,19 @@ int Supervisor::run() {
 
     fds.clear();
     fds.push_back({signalFd_.get(), POLLIN, 0});
+    for (const OutputSink* sink : {&stdout_, &stderr_}) {
+      if (sink->pending()) fds.push_back({sink->pollFd(), POLLOUT, 0});
+    }
+    // A rank whose destination is full is not read: it waits on its own pipe, not the launcher.
     for (const auto& o : outputs_) {
-      if (o.open()) fds.push_back({o.fd(), POLLIN, 0});
+      if (o.open() && o.sink().wantsMore()) fds.push_back({o.fd(), POLLIN, 0});
     }
     int n = poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(waitMs, 0)) + 1);
     if (n < 0 && errno != EINTR) {
       throw IoError(fmt::format("poll failed while supervising ranks: {}", net::errorText(errno)));
     }
+    stdout_.flush();
+    stderr_.flush();
     if (n <= 0) continue;
     if (fds[0].revents != 0) readSignals();
     for (auto& o : outputs_) {
@@ -223,14 +286,22 @@ int Supervisor::run() {
       if (it != fds.end() && it->revents != 0) o.readAvailable();
     }
   }
+  killLeftovers();  // also when the launcher gave up waiting for ranks that would not die
+  const auto flushUntil = Clock::now() + kDrainWait;
   for (auto& o : outputs_) {
-    if (o.open()) {
+    while (o.open()) {
       o.readAvailable();
-      o.finish();
+      if (o.open() && !o.sink().wantsMore()) pumpOutput(flushUntil);
+      if (Clock::now() >= flushUntil) break;
+      if (o.open() && o.sink().wantsMore()) break;  // nothing more to read now
     }
+    if (o.open()) o.finish();
   }
+  if (afterRanks) afterRanks();
+  guardian_.dismiss();
   std::string line = finalLine();
-  if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+  if (!line.empty()) stderr_.add(line + "\n");
+  pumpOutput(flushUntil);
   return exitStatus_;
 }
 

@@ -3,17 +3,23 @@
 // fails, when the job's time is up, or when the launcher is told to stop (SIGINT/SIGTERM/SIGHUP).
 //
 // Stopping: SIGTERM to every running rank and its process group, then SIGKILL after the grace
-// period; a second SIGINT/SIGTERM/SIGHUP sends SIGKILL at once. Every wait has a deadline: ranks
-// that survive SIGKILL for 5 s, and output pipes still open 2 s after the last rank exited (held
-// by the rank's own children), are given up on with a message.
+// period; a second SIGINT/SIGTERM/SIGHUP sends SIGKILL at once. When a rank fails, the others
+// first get up to kFailureSettle to end on their own (they usually fail too, naming the rank, and
+// a rank that reports why it failed must not be cut off while it writes that). Every wait has a
+// deadline: ranks that survive SIGKILL for 5 s, and output pipes still open 2 s after the last
+// rank exited (held by the rank's own children), are given up on with a message. When the job
+// ends, whatever is left in the ranks' process groups is SIGKILLed; the guardian (guardian.h)
+// does the same if the launcher itself is killed.
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "src/launcher/guardian.h"
 #include "src/launcher/output.h"
 #include "src/launcher/spawn.h"
 #include "src/net/socket.h"
@@ -33,8 +39,11 @@ class Supervisor {
     std::chrono::milliseconds grace{5000};
     std::optional<std::chrono::milliseconds> timeout;  // whole job, from construction
   };
+  // How long the other ranks may take to end on their own after one failed, before SIGTERM.
+  static constexpr std::chrono::milliseconds kFailureSettle{1000};
 
-  explicit Supervisor(Options options);
+  // `guardian` (may be empty: not started) learns every rank's process group.
+  Supervisor(Options options, Guardian guardian);
 
   // Takes over a started rank (its output pipes, if captured).
   void add(SpawnedRank rank);
@@ -45,8 +54,8 @@ class Supervisor {
 
   // Runs until every rank has exited (or been given up on). Prints at most one "ringlet: ..."
   // line to stderr naming why the job ended unsuccessfully, and returns the launcher's exit
-  // status (see options.h).
-  int run();
+  // status (see options.h). `afterRanks` runs once every rank is gone, before that line.
+  int run(const std::function<void()>& afterRanks = {});
 
  private:
   enum class StopKind { kNone, kRankFailed, kSignal, kTimeout, kStartup };
@@ -57,7 +66,10 @@ class Supervisor {
   };
 
   void beginStop(StopKind kind, int exitStatus, std::string message);
+  void terminateRunning();
   void signalRunning(int signal);
+  void killLeftovers();
+  void pumpOutput(std::chrono::steady_clock::time_point until);
   void reapChildren();
   void readSignals();
   void checkDeadlines();
@@ -65,8 +77,11 @@ class Supervisor {
   std::string finalLine() const;
 
   Options options_;
+  Guardian guardian_;
   net::Fd signalFd_;
   std::vector<Rank> ranks_;
+  OutputSink stdout_{1};
+  OutputSink stderr_{2};
   std::vector<LineForwarder> outputs_;
 
   using Clock = std::chrono::steady_clock;
@@ -74,7 +89,9 @@ class Supervisor {
   StopKind stopKind_ = StopKind::kNone;
   int exitStatus_ = 0;
   std::string stopMessage_;
-  int stoppedCount_ = 0;                       // ranks running when the stop began
+  int stoppedCount_ = 0;                       // ranks running when SIGTERM was sent
+  std::optional<Clock::time_point> termAt_;    // SIGTERM the rest at this time
+  bool terminated_ = false;                    // SIGTERM was sent
   std::optional<Clock::time_point> killAt_;    // SIGKILL the rest at this time
   bool killed_ = false;                        // SIGKILL was sent
   bool escalated_ = false;                     // ... because of a second signal to the launcher

@@ -183,20 +183,18 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
 }  // namespace
 
 ShmOptions ShmOptions::fromSettings(const Settings& settings) {
+  constexpr size_t kMaxShmBytes = size_t{1} << 40;
   ShmOptions options;
   if (const std::string* dir = findSetting(settings, "shm_dir")) {
     options.dir = *dir;
     while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   }
   if (const std::string* text = findSetting(settings, "shm_bytes")) {
-    const size_t bytes = config::parseSize(*text, "RINGLET_SHM_BYTES");
-    size_t slotBytes = bytes / options.slotCount / kCacheLine * kCacheLine;
-    if (slotBytes == 0) {
-      throw InvalidArgument(fmt::format(
-          "RINGLET_SHM_BYTES={} is too small: the shm transport needs at least {} bytes per "
-          "direction ({} slots of {} bytes)",
-          *text, options.slotCount * kCacheLine, options.slotCount, kCacheLine));
-    }
+    // Per direction: at least one cache line per slot; at most 1 TiB, so that the segment's
+    // size (two directions and the control block) cannot overflow.
+    const size_t bytes =
+        config::parseSize(*text, "RINGLET_SHM_BYTES", options.slotCount * kCacheLine, kMaxShmBytes);
+    const size_t slotBytes = bytes / options.slotCount / kCacheLine * kCacheLine;
     options.slotBytes = slotBytes;
   }
   return options;

@@ -60,8 +60,19 @@ size_t TcpLink::fill(size_t need, const WaitContext* wait, size_t limit) {
 }
 
 void TcpLink::throwAbortFrame(const FrameHeader& header, const std::byte* payload) {
+  // Bounded here, whoever found the frame: the payload is origin i32 | reason.
+  if (header.length < 4 || header.length > 4 + kMaxAbortReasonBytes) {
+    failWith(PeerError(
+        peer(), fmt::format("rank {}: corrupt stream from rank {}: an abort frame "
+                            "of {} bytes (allowed: 4 to {}) ({})",
+                            rank_, peer(), header.length, 4 + kMaxAbortReasonBytes, description_)));
+  }
   const int origin = static_cast<int>(get32(reinterpret_cast<const uint8_t*>(payload)));
-  const std::string reason(reinterpret_cast<const char*>(payload) + 4, header.length - 4);
+  std::string reason(reinterpret_cast<const char*>(payload) + 4, header.length - 4);
+  // The reason is shown in error messages and logs: no control characters from the wire.
+  for (char& c : reason) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
   failWith(PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason)));
 }
 
@@ -75,8 +86,7 @@ bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait) {
   const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
   if (header.type == kFrameAbort) {
     if (header.length < 4 || header.length > 4 + kMaxAbortReasonBytes) {
-      throw IoError(fmt::format("{}: rank {} sent an abort frame of {} bytes (at most {} allowed)",
-                                wait.describe(), peer(), header.length, 4 + kMaxAbortReasonBytes));
+      throwAbortFrame(header, nullptr);  // throws: corrupt
     }
     const size_t need = kFrameHeaderBytes + header.length;
     if (buffered() < need) fill(need, &wait);
