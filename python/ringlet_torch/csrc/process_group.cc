@@ -207,7 +207,7 @@ RingletWork::RingletWork(int rank, c10d::OpType type, const char* title,
       body_(std::move(body)),
       executor_(std::move(executor)),
       future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
 }
 
 bool RingletWork::wait(std::chrono::milliseconds timeout) {
