@@ -206,9 +206,7 @@ RingletWork::RingletWork(int rank, c10d::OpType type, const char* title,
       outputs_(std::move(outputs)),
       body_(std::move(body)),
       executor_(std::move(executor)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {
-}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
 
 bool RingletWork::wait(std::chrono::milliseconds timeout) {
   // Gone once the group shut down: every Work it queued has completed by then.
