@@ -34,6 +34,7 @@ Environment parse() {
   if (auto v = getenv("RINGLET_STORE_ADDR")) env.storeAddr = *v;
   if (auto v = getenv("RINGLET_JOB_ID")) env.jobId = *v;
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
+  if (auto v = getenv("RINGLET_JOB_SECRET_FILE")) env.jobSecretFile = *v;
   if (auto v = getenv("RINGLET_CUDA_PATH")) {
     if (*v != "auto" && *v != "ipc" && *v != "staged") {
       throw InvalidArgument(

@@ -10,6 +10,7 @@
 
 #include "ringlet/error.h"
 #include "ringlet/store.h"
+#include "src/auth.h"
 #include "src/info/topology.h"
 #include "src/launcher/job_env.h"
 #include "src/launcher/options.h"
@@ -37,16 +38,18 @@ int launch(const LaunchOptions& options) {
   std::string program = resolveProgram(options.command.front());
   std::vector<std::vector<int>> binding = planBinding(options);
 
+  JobIdentity job = makeJobIdentity();
   std::unique_ptr<TcpStoreServer> store;
   try {
-    store = TcpStoreServer::start({options.masterAddr, options.masterPort});
+    store = TcpStoreServer::start({.host = options.masterAddr,
+                                   .port = options.masterPort,
+                                   .secret = auth::decodeHexSecret(job.secret, "the job secret")});
   } catch (const Error& e) {
     throw LaunchError(kExitRankFailed,
                       fmt::format("cannot start the rendezvous store on {}: {}",
                                   hostPort(options.masterAddr, options.masterPort), e.what()));
   }
   StoreEndpoint endpoint{store->host(), store->port()};
-  JobIdentity job = makeJobIdentity();
 
   Supervisor supervisor({.grace = options.grace, .timeout = options.timeout});
   bool stdinIsTerminal = isatty(STDIN_FILENO) != 0;
