@@ -145,7 +145,7 @@ TEST(BootstrapEnvironment, RingletRunUsesLauncherStoreJobIdAndSecret) {
   EXPECT_EQ(b.store->getString("k"), "v");
   EXPECT_FALSE(b.keepAlive);
   b.store->setString("from-rank-1", "x");
-  auto direct = connectTcpStore("127.0.0.1", server->port());
+  auto direct = connectTcpStore("127.0.0.1", server->port(), {.secret = raw});
   EXPECT_EQ(direct->getString("from-rank-1", 1000ms), "x");
 }
 

@@ -122,6 +122,13 @@ TEST(TcpStoreServer, AcceptOutOfDescriptorsBacksOffAndKeepsServing) {
       rlimit low = saved;
       low.rlim_cur = static_cast<rlim_t>(highest + 1);
       ::setrlimit(RLIMIT_NOFILE, &low);
+      // Fill every free number below the limit, so the next accept() has none.
+      std::vector<net::Fd> filler;
+      while (true) {
+        net::Fd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (!fd.valid()) break;
+        filler.push_back(std::move(fd));
+      }
       const uint16_t port = server->port();
       [[maybe_unused]] ssize_t w = ::write(toParent[1], &port, sizeof(port));
       char go = 0;
@@ -129,6 +136,7 @@ TEST(TcpStoreServer, AcceptOutOfDescriptorsBacksOffAndKeepsServing) {
       std::this_thread::sleep_for(1500ms);
       const uint64_t failures = store::acceptFailures(*server);
       const bool served = store->getString("k") == "v";
+      filler.clear();
       ::setrlimit(RLIMIT_NOFILE, &saved);
       auto later = connectTcpStore(server->host(), server->port(), shortOptions());
       const bool acceptsAgain = later->getString("k") == "v";
