@@ -6,9 +6,11 @@
 // A GET for a missing key parks the client as a waiter on that key until a SET/ADD creates it
 // (reply kOk) or its deadline passes (reply kTimeout). A client that breaks the protocol is
 // closed and logged; nobody else notices. Quotas (keys, bytes, connections per client address)
-// are checked before a request changes anything. When accept() runs out of descriptors the
-// listener leaves the poll set for a pause that doubles up to kMaxAcceptPause, so the loop does
-// not spin on a listener that stays readable.
+// are checked before a request changes anything or a connection is admitted; at most
+// kMaxPendingPerHost connections per address may wait to prove the secret, and a new one evicts
+// the oldest, so a flood of silent connections cannot lock out a rank. When accept() runs out of
+// descriptors the listener leaves the poll set for a pause that doubles up to kMaxAcceptPause, so
+// the loop does not spin on a listener that stays readable.
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -41,6 +43,7 @@ using wire::Command;
 using wire::Status;
 
 constexpr auto kProofTimeout = std::chrono::seconds(10);
+constexpr size_t kMaxPendingPerHost = 64;
 constexpr auto kFirstAcceptPause = std::chrono::milliseconds(10);
 constexpr auto kMaxAcceptPause = std::chrono::milliseconds(1000);
 // Input read ahead of processing: one whole request at most (a parked GET stops reading).
@@ -179,15 +182,10 @@ class TcpStoreServerImpl final : public TcpStoreServer {
         client.peer = "unknown peer";
         client.peerHost = "unknown";
       }
-      size_t& open = connectionsFrom_[client.peerHost];
-      if (open >= quotas_.maxConnectionsPerHost) {
-        refuse(fd.get(), fmt::format("{}: connection quota reached: {} connections open from {} "
-                                     "(limit {}, TcpStoreQuotas::maxConnectionsPerHost)",
-                                     name(), open, client.peerHost, quotas_.maxConnectionsPerHost));
-        if (open == 0) connectionsFrom_.erase(client.peerHost);
-        continue;
-      }
-      ++open;
+      // Connections that have not proven the secret yet are few per address: a flood of them
+      // evicts the oldest, so it cannot crowd out a rank that proves the secret at once.
+      if (pendingFrom_[client.peerHost] >= kMaxPendingPerHost) evictOldestPending(client.peerHost);
+      ++pendingFrom_[client.peerHost];
       client.fd = std::move(fd);
       client.nonce = auth::freshNonce("a tcp store connection");
       client.proofDeadline = store::Clock::now() + kProofTimeout;
@@ -212,13 +210,6 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     std::memcpy(out.data() + 11, nonce.data(), nonce.size());
     std::memcpy(out.data() + wire::kGreetingBytes, text.data(), text.size());
     return out;
-  }
-
-  // Tells a connection it will not be served, best effort, then closes it (logged).
-  void refuse(int fd, const std::string& why) {
-    log::warn("{}", why);
-    const Bytes out = greeting(wire::GreetStatus::kRefused, auth::Nonce{}, why);
-    [[maybe_unused]] ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
 
   void serviceClient(uint64_t id, short revents) {
@@ -340,8 +331,23 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       }
       throw ProtocolViolation{why};
     }
+    size_t& open = connectionsFrom_[client.peerHost];
+    if (open >= quotas_.maxConnectionsPerHost) {
+      const std::string why = fmt::format(
+          "{}: connection quota reached: {} connections open from {} (limit {}, "
+          "TcpStoreQuotas::maxConnectionsPerHost)",
+          name(), open, client.peerHost, quotas_.maxConnectionsPerHost);
+      answer(client, wire::GreetStatus::kRefused, auth::Mac{}, why);
+      try {
+        flush(client);
+      } catch (const Error&) {
+      }
+      throw ProtocolViolation{why};
+    }
     const auth::Mac mine = auth::hmac(secret_, wire::kServerLabel, {clientNonce, client.nonce});
     answer(client, wire::GreetStatus::kOk, mine, {});
+    ++open;
+    uncount(pendingFrom_, client.peerHost);
     client.authenticated = true;
   }
 
@@ -553,11 +559,25 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     }
   }
 
+  static void uncount(std::unordered_map<std::string, size_t>& counts, const std::string& host) {
+    auto it = counts.find(host);
+    if (it != counts.end() && --it->second == 0) counts.erase(it);
+  }
+
+  void evictOldestPending(const std::string& host) {
+    for (auto& [id, client] : clients_) {  // ordered by id: the oldest first
+      if (client.authenticated || client.peerHost != host) continue;
+      log::warn("{}: closing client {}: {} connections from {} have not proven the secret yet",
+                name(), client.peer, kMaxPendingPerHost, host);
+      close(id);
+      return;
+    }
+  }
+
   void close(uint64_t id) {
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
-    auto count = connectionsFrom_.find(it->second.peerHost);
-    if (count != connectionsFrom_.end() && --count->second == 0) connectionsFrom_.erase(count);
+    uncount(it->second.authenticated ? connectionsFrom_ : pendingFrom_, it->second.peerHost);
     clients_.erase(it);
   }
 
@@ -573,7 +593,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   std::vector<uint64_t> answered_;
   std::unordered_map<std::string, Bytes> values_;
   size_t storedBytes_ = 0;                                   // keys and values in values_
-  std::unordered_map<std::string, size_t> connectionsFrom_;  // open connections per peerHost
+  std::unordered_map<std::string, size_t> connectionsFrom_;  // authenticated, per peerHost
+  std::unordered_map<std::string, size_t> pendingFrom_;      // not yet, per peerHost
   std::chrono::milliseconds acceptPause_{0};                 // 0 while accepting normally
   store::Clock::time_point acceptPausedUntil_{};
   std::atomic<uint64_t> acceptFailures_{0};

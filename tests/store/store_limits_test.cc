@@ -96,6 +96,22 @@ TEST(TcpStoreQuota, ConnectionsPerClientAreLimitedWithANamedError) {
   EXPECT_EQ(first->getString("k"), "v");
 }
 
+// A local user opens many connections and never proves anything: they are evicted, oldest first,
+// and a client with the secret still gets in at once.
+TEST(TcpStoreQuota, SilentConnectionsDoNotLockOutAClient) {
+  auto server = TcpStoreServer::start(
+      {.secret = "a-secret-of-16-bytes", .quotas = {.maxConnectionsPerHost = 8}});
+  std::vector<net::Fd> silent;
+  for (int i = 0; i < 200; ++i) {
+    silent.push_back(net::connectTcp(server->host(), server->port(), Clock::now() + 5s, "silent"));
+  }
+  auto store =
+      connectTcpStore(server->host(), server->port(),
+                      {.timeout = 5s, .connectTimeout = 5s, .secret = "a-secret-of-16-bytes"});
+  store->setString("k", "v");
+  EXPECT_EQ(store->getString("k"), "v");
+}
+
 // Out of descriptors, accept() fails with EMFILE and the listener stays readable: a server that
 // retries at once spins (thousands of failures a second). This one pauses, keeps serving the
 // client it has, and accepts again once descriptors are free. Runs in a child process, whose
