@@ -78,8 +78,9 @@ struct TcpStoreQuotas {
 // sides, HMAC-SHA256 keyed with `secret`); a client that cannot prove it holds the secret is
 // refused before any request is read, and the server proves the same to the client. The secret
 // itself never crosses the wire. With an empty secret nothing is proven: start() then accepts
-// only a loopback host (127.0.0.0/8, ::1), and every process on this host that can open a TCP
-// connection is trusted (docs/security.md).
+// only a loopback host (127.0.0.0/8, ::1), and admits only connections whose socket belongs to
+// the server's own user (the kernel's /proc/net/tcp), so every process of this user on this host
+// is trusted (docs/security.md).
 //
 // When accept() fails for lack of descriptors (EMFILE, ENFILE) the server stops accepting for a
 // short, growing pause and keeps serving its connected clients.

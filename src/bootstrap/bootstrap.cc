@@ -145,9 +145,9 @@ Bootstrap Bootstrap::fromEnvironment() {
       if (b.rank == 0) {
         log::warn(
             "no RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE: the store on {}:{} is not "
-            "authenticated and trusts every process on this host that connects to it (any "
-            "user); see docs/security.md",
-            env.masterAddr, env.masterPort);
+            "authenticated; it admits every process of this user (uid {}) on this host, which "
+            "can read and write the job's keys; see docs/security.md",
+            env.masterAddr, env.masterPort, ::geteuid());
       }
     }
     if (b.rank == 0) {

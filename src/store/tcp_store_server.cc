@@ -31,6 +31,7 @@
 #include "src/auth.h"
 #include "src/log.h"
 #include "src/net/socket.h"
+#include "src/store/loopback_owner.h"
 #include "src/store/store_common.h"
 #include "src/store/tcp_store_protocol.h"
 #include "src/store/tcp_store_server_internal.h"
@@ -181,6 +182,24 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       } catch (const Error&) {
         client.peer = "unknown peer";
         client.peerHost = "unknown";
+      }
+      // Without a secret nothing is proven: admit only this user's processes (loopback only).
+      if (secret_.empty()) {
+        const std::optional<uid_t> uid = store::loopbackPeerUid(fd.get());
+        if (!uid || *uid != ::geteuid()) {
+          const std::string who = uid ? fmt::format("uid {}", *uid) : "an unknown user";
+          log::warn(
+              "{}: refusing client {} of {}: without a job secret this store admits only the "
+              "processes of its own user (uid {})",
+              name(), client.peer, who, ::geteuid());
+          const Bytes out =
+              greeting(wire::GreetStatus::kRefused, auth::Nonce{},
+                       fmt::format("{} has no job secret and admits only uid {}; this client is {}",
+                                   name(), ::geteuid(), who));
+          [[maybe_unused]] ssize_t n =
+              ::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          continue;
+        }
       }
       // Connections that have not proven the secret yet are few per address: a flood of them
       // evicts the oldest, so it cannot crowd out a rank that proves the secret at once.

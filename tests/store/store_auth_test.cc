@@ -4,11 +4,15 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +192,39 @@ TEST(TcpStoreAuth, NoSecretMeansLoopbackOnly) {
   auto store = connectTcpStore(loop->host(), loop->port(), withSecret(""));
   store->setString("k", "v");
   EXPECT_EQ(store->getString("k"), "v");
+}
+
+// Without a secret the store trusts only its own user: another user's process on this host is
+// refused by name (it used to read and write every key).
+TEST(TcpStoreAuth, NoSecretAdmitsOnlyThisUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another user";
+  auto server = TcpStoreServer::start({});
+  connectTcpStore(server->host(), server->port(), withSecret(""))->setString("k", "private");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int status = 3;
+    if (::setgid(65534) == 0 && ::setuid(65534) == 0) {
+      try {
+        auto store = connectTcpStore(server->host(), server->port(), withSecret(""));
+        status = store->getString("k") == "private" ? 1 : 2;
+      } catch (const IoError& e) {
+        status = contains(e.what(), "admits only uid 0") ? 0 : 4;
+        if (status != 0) std::fprintf(stderr, "child: %s\n", e.what());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child: %s\n", e.what());
+        status = 5;
+      }
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: uid 65534 read the value; 3: setuid failed; 2/4/5: "
+                                       "another outcome (see stderr)";
+  EXPECT_EQ(connectTcpStore(server->host(), server->port(), withSecret(""))->getString("k"),
+            "private");
 }
 
 TEST(TcpStoreAuth, MacIsLengthPrefixedAndKeyed) {
