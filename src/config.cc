@@ -69,6 +69,7 @@ Environment parse() {
     env.jobId = *v;
   }
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
+  if (auto v = getenv("RINGLET_JOB_SECRET_FILE")) env.jobSecretFile = *v;
   if (auto v = getenv("RINGLET_CUDA_PATH")) {
     if (*v != "auto" && *v != "ipc" && *v != "staged") {
       throw InvalidArgument(

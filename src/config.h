@@ -23,6 +23,7 @@ struct Environment {
   std::string storeAddr;                           // RINGLET_STORE_ADDR host:port (launcher)
   std::string jobId;                               // RINGLET_JOB_ID (launcher)
   std::string jobSecret;                           // RINGLET_JOB_SECRET hex (launcher)
+  std::string jobSecretFile;                       // RINGLET_JOB_SECRET_FILE: 0600 file, hex
   std::string cudaPath;                            // RINGLET_CUDA_PATH: auto|ipc|staged
   std::optional<size_t> cudaSlotBytes;             // RINGLET_CUDA_SLOT_BYTES
 };

@@ -55,19 +55,42 @@ struct StoreOptions {
 std::shared_ptr<Store> makeInProcessStore(StoreOptions options = {});
 
 // Store in a directory shared by the ranks (one host, or a shared file system). The directory is
-// created if missing. Values are written atomically (write then rename).
+// created (mode 0700) if missing. Values are written atomically (write then rename), each file
+// mode 0600. A key's file that is not a regular file (a FIFO, a symlink) or is larger than
+// kMaxValueBytes makes get() throw IoError instead of blocking or allocating it.
 std::shared_ptr<Store> makeFileStore(const std::string& directory, StoreOptions options = {});
 
 // Namespaces every key of `base` under "prefix/".
 std::shared_ptr<Store> makePrefixStore(std::string prefix, std::shared_ptr<Store> base);
 
+// Limits one TCP store server enforces. A request past one is refused with an error that names
+// the limit (the client throws IoError, "... quota ..."); the server goes on serving the others.
+struct TcpStoreQuotas {
+  size_t maxKeys = size_t{1} << 20;     // keys held at once
+  size_t maxBytes = size_t{1} << 30;    // bytes of keys and values held at once
+  size_t maxConnectionsPerHost = 1024;  // open connections from one client address
+};
+
 // TCP store server. Listens on host:port (port 0 picks a free port; port() tells which) and
 // serves until destroyed. A client that sends a malformed request is disconnected; others go on.
+//
+// Authentication: every connection starts with a challenge-response (fresh nonces from both
+// sides, HMAC-SHA256 keyed with `secret`); a client that cannot prove it holds the secret is
+// refused before any request is read, and the server proves the same to the client. The secret
+// itself never crosses the wire. With an empty secret nothing is proven: start() then accepts
+// only a loopback host (127.0.0.0/8, ::1), and admits only connections whose socket belongs to
+// the server's own user (the kernel's /proc/net/tcp), so every process of this user on this host
+// is trusted (docs/security.md).
+//
+// When accept() fails for lack of descriptors (EMFILE, ENFILE) the server stops accepting for a
+// short, growing pause and keeps serving its connected clients.
 class TcpStoreServer {
  public:
   struct Options {
     std::string host = "127.0.0.1";
     uint16_t port = 0;
+    std::string secret{};  // raw bytes; empty: unauthenticated, loopback only
+    TcpStoreQuotas quotas{};
   };
   static std::unique_ptr<TcpStoreServer> start(Options options);
   virtual ~TcpStoreServer() = default;
@@ -76,10 +99,13 @@ class TcpStoreServer {
 };
 
 // Connects to a TCP store server, retrying until `connectTimeout` passes (the server may start
-// after its clients). Throws TimeoutError naming host:port if it never answers.
+// after its clients). Throws TimeoutError naming host:port if it never answers, IoError naming
+// the store when either side fails the secret check (a different secret, or a server that is
+// not the job's) or the server refuses the connection (a quota).
 struct TcpStoreClientOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(300);  // default for get()
   std::chrono::milliseconds connectTimeout = std::chrono::seconds(60);
+  std::string secret{};  // raw bytes; must equal the server's
 };
 std::shared_ptr<Store> connectTcpStore(const std::string& host, uint16_t port,
                                        TcpStoreClientOptions options = {});

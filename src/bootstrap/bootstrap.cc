@@ -2,9 +2,14 @@
 
 #include "ringlet/bootstrap.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "ringlet/error.h"
+#include "src/auth.h"
 #include "src/bootstrap/launcher_env.h"
 #include "src/config.h"
 #include "src/log.h"
@@ -13,32 +18,59 @@
 namespace ringlet {
 namespace {
 
-int hexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+constexpr size_t kMaxSecretFileBytes = 4096;
+
+// The secret in RINGLET_JOB_SECRET_FILE: hex text (surrounding white space ignored) in a regular
+// file that only its owner, this user, can read or write. The secret's value is never put in a
+// message.
+std::string readSecretFile(const std::string& path) {
+  const std::string what = fmt::format("RINGLET_JOB_SECRET_FILE={}", path);
+  // O_NONBLOCK: a FIFO put there does not block the open; O_NOFOLLOW: no symlink games.
+  net::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
+    throw InvalidArgument(fmt::format("{}: cannot open: {}", what, net::errorText(errno)));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw InvalidArgument(fmt::format("{}: fstat failed: {}", what, net::errorText(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) throw InvalidArgument(fmt::format("{} is not a regular file", what));
+  if (st.st_uid != ::geteuid()) {
+    throw InvalidArgument(fmt::format("{} belongs to uid {}, not to this user (uid {})", what,
+                                      st.st_uid, ::geteuid()));
+  }
+  if ((st.st_mode & 077) != 0) {
+    throw InvalidArgument(
+        fmt::format("{} has mode {:04o}: other users could read the secret (chmod 600 it)", what,
+                    st.st_mode & 07777));
+  }
+  if (st.st_size > static_cast<off_t>(kMaxSecretFileBytes)) {
+    throw InvalidArgument(fmt::format("{} has {} bytes; a secret file holds at most {}", what,
+                                      st.st_size, kMaxSecretFileBytes));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw InvalidArgument(fmt::format("{}: short read", what));
+    done += static_cast<size_t>(n);
+  }
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  text = first == std::string::npos ? "" : text.substr(first, last - first + 1);
+  return auth::decodeHexSecret(text, what);
 }
 
-// The secret's value is never put in a message.
-std::string decodeSecret(const std::string& hex) {
-  if (hex.size() % 2 != 0) {
-    throw InvalidArgument(fmt::format(
-        "RINGLET_JOB_SECRET must be hex with an even number of digits (it has {})", hex.size()));
+// The job secret from RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE (not both), or empty.
+std::string readSecret(const config::Environment& cfg) {
+  if (!cfg.jobSecret.empty() && !cfg.jobSecretFile.empty()) {
+    throw InvalidArgument(
+        "RINGLET_JOB_SECRET and RINGLET_JOB_SECRET_FILE are both set; set one of them");
   }
-  std::string out;
-  out.reserve(hex.size() / 2);
-  for (size_t i = 0; i < hex.size(); i += 2) {
-    const int hi = hexDigit(hex[i]);
-    const int lo = hexDigit(hex[i + 1]);
-    if (hi < 0 || lo < 0) {
-      throw InvalidArgument(
-          fmt::format("RINGLET_JOB_SECRET must be hex: character {} of {} is not a hex digit",
-                      hi < 0 ? i : i + 1, hex.size()));
-    }
-    out += static_cast<char>(hi * 16 + lo);
-  }
-  return out;
+  if (!cfg.jobSecret.empty()) return auth::decodeHexSecret(cfg.jobSecret, "RINGLET_JOB_SECRET");
+  if (!cfg.jobSecretFile.empty()) return readSecretFile(cfg.jobSecretFile);
+  return "";
 }
 
 }  // namespace
@@ -73,7 +105,7 @@ Bootstrap Bootstrap::fromEnvironment() {
   b.localRank = env.localRank;
   b.localSize = env.localSize;
   b.source = env.source;
-  if (!cfg.jobSecret.empty()) b.secret = decodeSecret(cfg.jobSecret);
+  b.secret = readSecret(cfg);
 
   if (!cfg.jobId.empty()) {
     b.jobId = cfg.jobId;
@@ -89,7 +121,8 @@ Bootstrap Bootstrap::fromEnvironment() {
 
   const auto timeout = cfg.timeout.value_or(std::chrono::seconds(300));
   TcpStoreClientOptions client{.timeout = timeout,
-                               .connectTimeout = cfg.timeout.value_or(std::chrono::seconds(60))};
+                               .connectTimeout = cfg.timeout.value_or(std::chrono::seconds(60)),
+                               .secret = b.secret};
   if (launcherStore) {
     auto [host, port] = net::splitHostPort(cfg.storeAddr, "RINGLET_STORE_ADDR");
     b.store = connectTcpStore(host, port, client);
@@ -99,9 +132,27 @@ Bootstrap Bootstrap::fromEnvironment() {
     // torchrun with WORLD_SIZE=1 and no MASTER_*: nobody to meet.
     b.store = makeInProcessStore({.timeout = timeout});
   } else {
+    if (b.secret.empty()) {
+      // Every rank checks, so none waits for a rank 0 that refused to start.
+      if (!net::isLoopback(env.masterAddr)) {
+        throw InvalidArgument(fmt::format(
+            "MASTER_ADDR={} is not a loopback address and no job secret is set: a store open to "
+            "the network without one would let any host read and write the job's keys. Set "
+            "RINGLET_JOB_SECRET (hex, the same on every rank) or RINGLET_JOB_SECRET_FILE (a "
+            "0600 file holding it), or use ringlet-run",
+            env.masterAddr));
+      }
+      if (b.rank == 0) {
+        log::warn(
+            "no RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE: the store on {}:{} is not "
+            "authenticated; it admits every process of this user (uid {}) on this host, which "
+            "can read and write the job's keys; see docs/security.md",
+            env.masterAddr, env.masterPort, ::geteuid());
+      }
+    }
     if (b.rank == 0) {
-      std::shared_ptr<TcpStoreServer> server =
-          TcpStoreServer::start({.host = env.masterAddr, .port = env.masterPort});
+      std::shared_ptr<TcpStoreServer> server = TcpStoreServer::start(
+          {.host = env.masterAddr, .port = env.masterPort, .secret = b.secret});
       log::info("rank 0 of {} ({}) hosts the store on {}:{}", b.size, b.source, env.masterAddr,
                 env.masterPort);
       b.keepAlive = server;

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "ringlet/error.h"
 #include "src/core/communicator_impl.h"
 #include "src/log.h"
+#include "src/store/authenticated_store.h"
 #include "transports/registry.h"
 
 namespace ringlet::detail {
@@ -61,7 +63,10 @@ PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
       !std::getline(in, pid) || !std::getline(in, transport)) {
     throw IoError(fmt::format("rank {} published a malformed peer record", rank));
   }
-  info.pid = std::stoi(pid);
+  auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), info.pid);
+  if (ec != std::errc() || end != pid.data() + pid.size()) {
+    throw IoError(fmt::format("rank {} published a malformed peer record (pid)", rank));
+  }
   return info;
 }
 
@@ -116,9 +121,33 @@ void CommunicatorImpl::rendezvous(const Bootstrap& bootstrap) {
   if (!bootstrap.store) throw InvalidArgument("bootstrap has no store (world size > 1)");
 
   const int id = nextCommunicatorId(*bootstrap.store, rank_);
-  store_ = makePrefixStore(fmt::format("ringlet/comm{}", id), bootstrap.store);
+  const std::string prefix = fmt::format("ringlet/comm{}", id);
   jobId_ = bootstrap.jobId.empty() ? "ringlet" : bootstrap.jobId;
   rendezvousHost_ = hostOf(bootstrap.store->describe());
+
+  // The job secret: the launcher's (or RINGLET_JOB_SECRET / RINGLET_JOB_SECRET_FILE), which never
+  // enters the store. Without one (a store ringlet does not own: in-process, a file, a
+  // framework's store), rank 0 makes one and shares it through the store: the weak mode, in which
+  // whoever can read the store is trusted (docs/security.md).
+  secret_ = bootstrap.secret;
+  if (secret_.empty()) {
+    auto plain = makePrefixStore(prefix, bootstrap.store);
+    if (rank_ == 0) {
+      std::string fresh(32, '\0');
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(fresh.data()), 32) != 1) {
+        throw IoError("could not generate a job secret (RAND_bytes failed)");
+      }
+      log::info(
+          "no job secret given: rank 0 shares a fresh one through {}, which every rank must "
+          "trust (whoever can read it can join the job)",
+          bootstrap.store->describe());
+      plain->setString("secret", fresh);
+    }
+    secret_ = plain->getString("secret", options_.timeout);
+  }
+  // Everything this communicator publishes from here on (peer records, transport addresses,
+  // segment names) carries a MAC under the secret, over the full key.
+  store_ = makePrefixStore(prefix, store::makeAuthenticatedStore(secret_, bootstrap.store));
 
   // Who is who.
   self_ = describeSelf(rank_);
@@ -134,19 +163,6 @@ void CommunicatorImpl::rendezvous(const Bootstrap& bootstrap) {
           "be the same on every rank)",
           rank_, options_.transport, r, transport));
     }
-  }
-
-  // The job secret: the launcher's, or one made by rank 0 and shared through the store.
-  secret_ = bootstrap.secret;
-  if (secret_.empty()) {
-    if (rank_ == 0) {
-      std::string fresh(32, '\0');
-      if (RAND_bytes(reinterpret_cast<unsigned char*>(fresh.data()), 32) != 1) {
-        throw IoError("could not generate a job secret (RAND_bytes failed)");
-      }
-      store_->setString("secret", fresh);
-    }
-    secret_ = store_->getString("secret", options_.timeout);
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "ringlet/error.h"
 #include "ringlet/store.h"
+#include "src/auth.h"
 #include "src/info/topology.h"
 #include "src/launcher/guardian.h"
 #include "src/launcher/job_env.h"
@@ -42,12 +43,15 @@ int launch(const LaunchOptions& options) {
   // Before the store's thread: the guardian is forked from a single-threaded launcher.
   Guardian guardian = Guardian::start();
 
+  JobIdentity job = makeJobIdentity();
   // ringlet's own store listens on a port of its own; MASTER_PORT stays free for the program
   // (PyTorch's env:// rendezvous starts its TCPStore there, as under torchrun).
   std::unique_ptr<TcpStoreServer> store;
   uint16_t masterPort = options.masterPort;
   try {
-    store = TcpStoreServer::start({options.masterAddr, 0});
+    store = TcpStoreServer::start({.host = options.masterAddr,
+                                   .port = 0,
+                                   .secret = auth::decodeHexSecret(job.secret, "the job secret")});
     if (masterPort == 0) {
       net::Fd probe = net::listenTcp(options.masterAddr, 0);
       masterPort = net::SocketAddress::local(probe.get()).port();
@@ -57,7 +61,6 @@ int launch(const LaunchOptions& options) {
                                                    options.masterAddr, e.what()));
   }
   StoreEndpoint endpoint{store->host(), store->port(), masterPort};
-  JobIdentity job = makeJobIdentity();
 
   Supervisor supervisor({.grace = options.grace, .timeout = options.timeout}, std::move(guardian));
   bool stdinIsTerminal = isatty(STDIN_FILENO) != 0;

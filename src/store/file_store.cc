@@ -7,6 +7,10 @@
 //  - get(): polls for the file with backoff (1 ms doubling to 20 ms) until the deadline.
 //  - add(): read-modify-write under flock() on the directory's "lock" file; each call opens its
 //    own descriptor, so threads of one process exclude each other as processes do.
+//  - Files are made mode 0600 (a value may be the job secret in the weak mode), a directory the
+//    store creates 0700. A key's file is opened without following symlinks and without blocking
+//    (O_NONBLOCK: a FIFO put in its place is refused, not waited on), and must be a regular file
+//    of at most kMaxValueBytes (a huge file is refused before anything is allocated).
 
 #include <fcntl.h>
 #include <openssl/sha.h>
@@ -58,7 +62,7 @@ std::string fileNameFor(std::string_view key) {
 class FileLock {
  public:
   FileLock(const std::string& path, std::string_view what)
-      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) {
     if (!fd_.valid()) {
       throw IoError(
           fmt::format("{}: cannot open lock file {}: {}", what, path, net::errorText(errno)));
@@ -82,7 +86,12 @@ class FileStore final : public Store {
         options_(options),
         name_(fmt::format("file store {}", directory_)) {
     std::error_code ec;
-    std::filesystem::create_directories(directory_, ec);
+    const std::filesystem::path dir(directory_);
+    if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), ec);
+    // The store's own directory, when it makes it, is for this user only.
+    if (!ec && ::mkdir(directory_.c_str(), 0700) != 0 && errno != EEXIST) {
+      ec = std::error_code(errno, std::generic_category());
+    }
     if (ec || !std::filesystem::is_directory(directory_)) {
       throw IoError(fmt::format("cannot create the directory of {}: {}", name_,
                                 ec ? ec.message() : "not a directory"));
@@ -121,7 +130,7 @@ class FileStore final : public Store {
     Bytes value;
     const int64_t current =
         read(pathFor(key), key, value) ? store::parseCounter(value, key, name_) : 0;
-    const int64_t result = current + delta;
+    const int64_t result = store::addCounter(current, delta, key, name_);
     write(key, store::counterBytes(result));
     return result;
   }
@@ -138,7 +147,7 @@ class FileStore final : public Store {
 
   // False when the file does not exist (yet).
   bool read(const std::string& path, std::string_view key, Bytes& out) const {
-    net::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    net::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
     if (!fd.valid()) {
       if (errno == ENOENT) return false;
       throw IoError(fmt::format("reading key '{}' from {}: open {}: {}", store::printableKey(key),
@@ -148,6 +157,15 @@ class FileStore final : public Store {
     if (::fstat(fd.get(), &st) != 0) {
       throw IoError(fmt::format("reading key '{}' from {}: fstat: {}", store::printableKey(key),
                                 name_, net::errorText(errno)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      throw IoError(fmt::format("reading key '{}' from {}: {} is not a regular file",
+                                store::printableKey(key), name_, path));
+    }
+    if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > kMaxValueBytes) {
+      throw IoError(
+          fmt::format("reading key '{}' from {}: {} has {} bytes, more than a value may ({} bytes)",
+                      store::printableKey(key), name_, path, st.st_size, kMaxValueBytes));
     }
     out.resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
@@ -174,7 +192,7 @@ class FileStore final : public Store {
                                 name_, step, temp, net::errorText(err)));
     };
     {
-      net::Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      net::Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
       if (!fd.valid()) fail("open");
       size_t done = 0;
       while (done < value.size()) {

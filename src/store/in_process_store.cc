@@ -47,10 +47,10 @@ class InProcessStore final : public Store {
     int64_t result = 0;
     {
       std::lock_guard lock(mutex_);
-      Bytes& value = values_[std::string(key)];
-      const int64_t current = value.empty() ? 0 : store::parseCounter(value, key, name_);
-      result = current + delta;
-      value = store::counterBytes(result);
+      auto it = values_.find(std::string(key));
+      const int64_t current = it == values_.end() ? 0 : store::parseCounter(it->second, key, name_);
+      result = store::addCounter(current, delta, key, name_);
+      values_[std::string(key)] = store::counterBytes(result);
     }
     changed_.notify_all();
     return result;

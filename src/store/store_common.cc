@@ -69,6 +69,20 @@ Bytes counterBytes(int64_t value) {
   return Bytes(p, p + text.size());
 }
 
+std::string overflowText(std::string_view key, std::string_view store, int64_t current,
+                         int64_t delta) {
+  return fmt::format("add() on key '{}' in {}: {} + {} does not fit in a 64-bit counter",
+                     printableKey(key), store, current, delta);
+}
+
+int64_t addCounter(int64_t current, int64_t delta, std::string_view key, std::string_view store) {
+  int64_t result = 0;
+  if (__builtin_add_overflow(current, delta, &result)) {
+    throw InvalidArgument(overflowText(key, store, current, delta));
+  }
+  return result;
+}
+
 std::string printableKey(std::string_view key) {
   constexpr size_t kShown = 200;
   std::string out;

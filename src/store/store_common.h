@@ -32,6 +32,12 @@ std::chrono::milliseconds effectiveTimeout(std::chrono::milliseconds timeout,
 int64_t parseCounter(std::span<const std::byte> value, std::string_view key,
                      std::string_view store);
 Bytes counterBytes(int64_t value);
+// current + delta, or InvalidArgument naming the key, the store and both numbers when the sum
+// does not fit in 64 bits.
+int64_t addCounter(int64_t current, int64_t delta, std::string_view key, std::string_view store);
+// The message of that InvalidArgument (the TCP store server sends it to its client).
+std::string overflowText(std::string_view key, std::string_view store, int64_t current,
+                         int64_t delta);
 
 // A printable rendering of a key for messages (binary bytes escaped, long keys shortened).
 std::string printableKey(std::string_view key);

@@ -1,13 +1,17 @@
 // TCP store client. Requests on one connection are strictly one at a time, so each concurrent
 // request takes its own connection from a small pool: a thread parked in get() never holds up
-// another thread's set() on the same Store (thread ranks sharing one store rely on this).
+// another thread's set() on the same Store (thread ranks sharing one store rely on this). Every
+// connection proves the job secret before its first request (tcp_store_protocol.h).
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "ringlet/error.h"
+#include "src/auth.h"
 #include "src/net/socket.h"
 #include "src/store/store_common.h"
 #include "src/store/tcp_store_protocol.h"
@@ -90,8 +94,67 @@ class TcpStoreClient final : public Store {
   net::Fd connect() const {
     const auto deadline = store::Clock::now() + options_.connectTimeout;
     net::Fd fd = net::connectTcp(host_, port_, deadline, name_);
-    net::writeFull(fd.get(), wire::kHello, sizeof(wire::kHello), deadline, name_);
+    authenticate(fd.get(), deadline);
     return fd;
+  }
+
+  // Reads the server's challenge, proves the secret over both nonces, checks the server's proof.
+  void authenticate(int fd, net::Deadline deadline) const {
+    std::byte greeting[wire::kGreetingBytes];
+    net::readFull(fd, greeting, sizeof(greeting), deadline, name_);
+    if (std::memcmp(greeting, wire::kHello, sizeof(wire::kHello)) != 0) {
+      throw IoError(fmt::format(
+          "{}: the server is not a ringlet store of protocol {} (it greeted with other bytes)",
+          name_, std::string_view(wire::kHello, sizeof(wire::kHello))));
+    }
+    const auto status = static_cast<wire::GreetStatus>(greeting[8]);
+    const uint16_t textBytes = wire::getU16(greeting + 9);
+    if (status != wire::GreetStatus::kOk) throw refused(fd, textBytes, deadline);
+    const std::span<const uint8_t> serverNonce(reinterpret_cast<const uint8_t*>(greeting + 11),
+                                               wire::kNonceBytes);
+
+    const auth::Nonce clientNonce = auth::freshNonce(name_);
+    const auth::Mac proof =
+        auth::hmac(options_.secret, wire::kClientLabel, {serverNonce, clientNonce});
+    std::byte message[wire::kProofBytes];
+    std::memcpy(message, wire::kHello, sizeof(wire::kHello));
+    std::memcpy(message + sizeof(wire::kHello), clientNonce.data(), clientNonce.size());
+    std::memcpy(message + sizeof(wire::kHello) + wire::kNonceBytes, proof.data(), proof.size());
+    net::writeFull(fd, message, sizeof(message), deadline, name_);
+
+    std::byte answer[wire::kAnswerBytes];
+    try {
+      net::readFull(fd, answer, sizeof(answer), deadline, name_);
+    } catch (const IoError& e) {
+      throw IoError(
+          fmt::format("{} closed the connection during the secret check: {}", name_, e.what()));
+    }
+    if (static_cast<wire::GreetStatus>(answer[0]) != wire::GreetStatus::kOk) {
+      throw refused(fd, wire::getU16(answer + 1), deadline);
+    }
+    const auth::Mac expected =
+        auth::hmac(options_.secret, wire::kServerLabel, {clientNonce, serverNonce});
+    if (!auth::macEquals({reinterpret_cast<const uint8_t*>(answer + 3), wire::kMacBytes},
+                         expected)) {
+      throw IoError(fmt::format(
+          "{}: the server failed the secret check (it does not hold this job's secret: another "
+          "job's store, or an impostor on that address)",
+          name_));
+    }
+  }
+
+  // The server's reason for refusing the connection, as an IoError.
+  IoError refused(int fd, uint16_t textBytes, net::Deadline deadline) const {
+    std::string text(std::min<size_t>(textBytes, wire::kMaxRefusalBytes), '\0');
+    try {
+      net::readFull(fd, text.data(), text.size(), deadline, name_);
+    } catch (const Error&) {
+      text = "no reason given";
+    }
+    for (char& c : text) {
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    }
+    return IoError(fmt::format("{} refused the connection: {}", name_, text));
   }
 
   net::Fd take() {

@@ -1,7 +1,21 @@
 #pragma once
 // Wire protocol of the TCP store. All integers little-endian.
 //
-//   connection start (client -> server): 8 bytes kHello ("RGLSTOR1": magic and version)
+// Connection start: a challenge-response in which each side proves it holds the job secret K,
+// over fresh nonces from both sides, before any request is read.
+//
+//   server -> client  greeting: kHello (8: magic and version) | u8 GreetStatus | u16 textBytes |
+//                     Ns (32 random bytes) | text (why the connection is refused, when it is)
+//   client -> server  proof:    kHello | Nc (32 random bytes) | HMAC(K, "ringlet-store-client",
+//                               Ns, Nc)
+//   server -> client  answer:   u8 GreetStatus | u16 textBytes | HMAC(K, "ringlet-store-server",
+//                               Nc, Ns) | text
+// The server checks the client's proof with a constant-time compare and closes the connection
+// (after a kRefused answer saying why) when it is wrong; the client checks the server's proof the
+// same way, so neither talks to an impostor. Ns is fresh for every connection, so a recorded
+// session replayed later fails at the proof. K is never sent. HMAC is auth::hmac (src/auth.h):
+// each part length-prefixed. A server without a secret uses the empty key (loopback only).
+//
 //   request:  u8 command | u32 keyBytes | u64 payloadBytes | key | payload
 //     SET    payload = value (<= kMaxValueBytes)
 //     GET    payload = u64 timeout in ms (the server parks the request until the key is set or
@@ -11,7 +25,8 @@
 //   reply:    u8 status | u64 payloadBytes | payload
 //     kOk       SET: empty; GET: the value; ADD: i64 new value; CHECK: u8 0/1
 //     kTimeout  GET only: empty
-//     kError    u8 ErrorCode | message text (e.g. add() on a value that is not a counter)
+//     kError    u8 ErrorCode | message text (add() on a value that is not a counter, an add()
+//               that would overflow, a quota of TcpStoreServer::Options::quotas reached)
 // Keys are 1..kMaxKeyBytes bytes. A request that breaks these rules (bad hello, unknown command,
 // a length out of range) makes the server close that connection; requests on one connection
 // are answered in order, one at a time.
@@ -19,10 +34,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 namespace ringlet::store::wire {
 
-inline constexpr char kHello[8] = {'R', 'G', 'L', 'S', 'T', 'O', 'R', '1'};
+inline constexpr char kHello[8] = {'R', 'G', 'L', 'S', 'T', 'O', 'R', '2'};
+inline constexpr std::string_view kClientLabel = "ringlet-store-client";
+inline constexpr std::string_view kServerLabel = "ringlet-store-server";
+enum class GreetStatus : uint8_t { kOk = 0, kRefused = 1 };
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+inline constexpr size_t kGreetingBytes = sizeof(kHello) + 1 + 2 + kNonceBytes;  // + text
+inline constexpr size_t kProofBytes = sizeof(kHello) + kNonceBytes + kMacBytes;
+inline constexpr size_t kAnswerBytes = 1 + 2 + kMacBytes;  // + text
+// Longest refusal text.
+inline constexpr size_t kMaxRefusalBytes = 1024;
 inline constexpr size_t kRequestHeaderBytes = 1 + 4 + 8;
 inline constexpr size_t kReplyHeaderBytes = 1 + 8;
 // Longest error message a server sends or a client accepts.
@@ -36,6 +62,12 @@ inline void putU32(std::byte* p, uint32_t v) {
 }
 inline void putU64(std::byte* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+inline void putU16(std::byte* p, uint16_t v) {
+  for (int i = 0; i < 2; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
+}
+inline uint16_t getU16(const std::byte* p) {
+  return static_cast<uint16_t>(static_cast<uint16_t>(p[0]) | static_cast<uint16_t>(p[1]) << 8);
 }
 inline uint32_t getU32(const std::byte* p) {
   uint32_t v = 0;

@@ -1,8 +1,16 @@
 // TCP store server: one thread, poll() over a wake-up eventfd, the listener and every client.
 // Each client has an input buffer (bytes until a whole request is there) and an output buffer
-// (reply bytes the socket did not take yet). A GET for a missing key parks the client as a waiter
-// on that key until a SET/ADD creates it (reply kOk) or its deadline passes (reply kTimeout).
-// A client that breaks the protocol is closed and logged; nobody else notices.
+// (reply bytes the socket did not take yet). A new connection first gets the greeting with the
+// server's nonce and must answer with its proof of the secret (tcp_store_protocol.h) within
+// kProofTimeout; until then at most kProofBytes of its input are read and no request is.
+// A GET for a missing key parks the client as a waiter on that key until a SET/ADD creates it
+// (reply kOk) or its deadline passes (reply kTimeout). A client that breaks the protocol is
+// closed and logged; nobody else notices. Quotas (keys, bytes, connections per client address)
+// are checked before a request changes anything or a connection is admitted; at most
+// kMaxPendingPerHost connections per address may wait to prove the secret, and a new one evicts
+// the oldest, so a flood of silent connections cannot lock out a rank. When accept() runs out of
+// descriptors the listener leaves the poll set for a pause that doubles up to kMaxAcceptPause, so
+// the loop does not spin on a listener that stays readable.
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -11,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <optional>
@@ -19,10 +28,13 @@
 #include <vector>
 
 #include "ringlet/error.h"
+#include "src/auth.h"
 #include "src/log.h"
 #include "src/net/socket.h"
+#include "src/store/loopback_owner.h"
 #include "src/store/store_common.h"
 #include "src/store/tcp_store_protocol.h"
+#include "src/store/tcp_store_server_internal.h"
 
 namespace ringlet {
 namespace {
@@ -30,6 +42,13 @@ namespace {
 namespace wire = store::wire;
 using wire::Command;
 using wire::Status;
+
+constexpr auto kProofTimeout = std::chrono::seconds(10);
+constexpr size_t kMaxPendingPerHost = 64;
+constexpr auto kFirstAcceptPause = std::chrono::milliseconds(10);
+constexpr auto kMaxAcceptPause = std::chrono::milliseconds(1000);
+// Input read ahead of processing: one whole request at most (a parked GET stops reading).
+constexpr size_t kMaxFrameBytes = wire::kRequestHeaderBytes + kMaxKeyBytes + kMaxValueBytes;
 
 // A request the client broke the protocol with; closes that client.
 struct ProtocolViolation {
@@ -39,7 +58,10 @@ struct ProtocolViolation {
 struct Client {
   net::Fd fd;
   std::string peer;
-  bool greeted = false;
+  std::string peerHost;  // the address part of `peer`: what the connection quota counts
+  bool authenticated = false;
+  auth::Nonce nonce{};  // this server's challenge to it
+  store::Clock::time_point proofDeadline;
   Bytes input;
   Bytes output;
   size_t outputSent = 0;
@@ -51,7 +73,10 @@ struct Client {
 class TcpStoreServerImpl final : public TcpStoreServer {
  public:
   explicit TcpStoreServerImpl(TcpStoreServer::Options options)
-      : host_(options.host), listener_(net::listenTcp(options.host, options.port)) {
+      : host_(options.host),
+        secret_(std::move(options.secret)),
+        quotas_(options.quotas),
+        listener_(net::listenTcp(options.host, options.port)) {
     port_ = net::SocketAddress::local(listener_.get()).port();
     wake_ = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_.valid()) {
@@ -69,6 +94,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
 
   uint16_t port() const override { return port_; }
   std::string host() const override { return host_; }
+  uint64_t acceptFailures() const { return acceptFailures_.load(); }
 
  private:
   std::string name() const { return fmt::format("tcp store server {}:{}", host_, port_); }
@@ -80,7 +106,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       fds.clear();
       ids.clear();
       fds.push_back({wake_.get(), POLLIN, 0});
-      fds.push_back({listener_.get(), POLLIN, 0});
+      // While accepting is paused the listener sits out (fd -1 is ignored by poll).
+      const bool accepting = store::Clock::now() >= acceptPausedUntil_;
+      fds.push_back({accepting ? listener_.get() : -1, POLLIN, 0});
       for (auto& [id, client] : clients_) {
         // A parked client sends nothing until answered; POLLRDHUP still tells if it goes away.
         short events = client.waitingKey ? POLLRDHUP : POLLIN;
@@ -101,15 +129,21 @@ class TcpStoreServerImpl final : public TcpStoreServer {
         serviceClient(ids[i - 2], fds[i].revents);
       }
       expireWaiters();
+      expireProofs();
       resumeAnswered();
     }
   }
 
   int pollTimeoutMs() const {
     std::optional<store::Clock::time_point> next;
+    auto consider = [&](store::Clock::time_point t) {
+      if (!next || t < *next) next = t;
+    };
     for (const auto& [id, client] : clients_) {
-      if (client.waitingKey && (!next || client.waitDeadline < *next)) next = client.waitDeadline;
+      if (client.waitingKey) consider(client.waitDeadline);
+      if (!client.authenticated) consider(client.proofDeadline);
     }
+    if (acceptPausedUntil_ > store::Clock::now()) consider(acceptPausedUntil_);
     if (!next) return -1;
     const auto left =
         std::chrono::ceil<std::chrono::milliseconds>(*next - store::Clock::now()).count();
@@ -118,23 +152,83 @@ class TcpStoreServerImpl final : public TcpStoreServer {
 
   void acceptAll() {
     while (true) {
-      net::Fd fd;
-      try {
-        fd = net::acceptTcp(listener_.get());
-      } catch (const Error& e) {
-        log::warn("{}: {}", name(), e.what());
+      const int raw = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (raw < 0) {
+        const int err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED) return;
+        // Out of descriptors or memory: the connection stays queued and the listener stays
+        // readable, so pause accepting instead of spinning on it; clients already connected are
+        // still served meanwhile.
+        acceptFailures_.fetch_add(1);
+        if (acceptPause_ == std::chrono::milliseconds(0)) {
+          log::warn("{}: accept failed ({}); pausing new connections, serving the {} connected",
+                    name(), net::errorText(err), clients_.size());
+        }
+        acceptPause_ = std::clamp(acceptPause_ * 2, kFirstAcceptPause, kMaxAcceptPause);
+        acceptPausedUntil_ = store::Clock::now() + acceptPause_;
         return;
       }
-      if (!fd.valid()) return;
+      net::Fd fd(raw);
+      if (acceptPause_ != std::chrono::milliseconds(0)) {
+        log::warn("{}: accepting again", name());
+        acceptPause_ = std::chrono::milliseconds(0);
+      }
+      net::setNoDelay(fd.get());
       Client client;
       try {
-        client.peer = net::SocketAddress::remote(fd.get()).toString();
+        const auto address = net::SocketAddress::remote(fd.get());
+        client.peer = address.toString();
+        client.peerHost = address.host();
       } catch (const Error&) {
         client.peer = "unknown peer";
+        client.peerHost = "unknown";
       }
+      // Without a secret nothing is proven: admit only this user's processes (loopback only).
+      if (secret_.empty()) {
+        const std::optional<uid_t> uid = store::loopbackPeerUid(fd.get());
+        if (!uid || *uid != ::geteuid()) {
+          const std::string who = uid ? fmt::format("uid {}", *uid) : "an unknown user";
+          log::warn(
+              "{}: refusing client {} of {}: without a job secret this store admits only the "
+              "processes of its own user (uid {})",
+              name(), client.peer, who, ::geteuid());
+          const Bytes out =
+              greeting(wire::GreetStatus::kRefused, auth::Nonce{},
+                       fmt::format("{} has no job secret and admits only uid {}; this client is {}",
+                                   name(), ::geteuid(), who));
+          [[maybe_unused]] ssize_t n =
+              ::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          continue;
+        }
+      }
+      // Connections that have not proven the secret yet are few per address: a flood of them
+      // evicts the oldest, so it cannot crowd out a rank that proves the secret at once.
+      if (pendingFrom_[client.peerHost] >= kMaxPendingPerHost) evictOldestPending(client.peerHost);
+      ++pendingFrom_[client.peerHost];
       client.fd = std::move(fd);
-      clients_.emplace(nextId_++, std::move(client));
+      client.nonce = auth::freshNonce("a tcp store connection");
+      client.proofDeadline = store::Clock::now() + kProofTimeout;
+      client.output = greeting(wire::GreetStatus::kOk, client.nonce, {});
+      const uint64_t id = nextId_++;
+      auto [it, inserted] = clients_.emplace(id, std::move(client));
+      try {
+        flush(it->second);
+      } catch (const Error& e) {
+        log::warn("{}: closing client {}: {}", name(), it->second.peer, e.what());
+        close(id);
+      }
     }
+  }
+
+  static Bytes greeting(wire::GreetStatus status, const auth::Nonce& nonce, std::string_view text) {
+    text = text.substr(0, wire::kMaxRefusalBytes);
+    Bytes out(wire::kGreetingBytes + text.size());
+    std::memcpy(out.data(), wire::kHello, sizeof(wire::kHello));
+    out[8] = static_cast<std::byte>(status);
+    wire::putU16(out.data() + 9, static_cast<uint16_t>(text.size()));
+    std::memcpy(out.data() + 11, nonce.data(), nonce.size());
+    std::memcpy(out.data() + wire::kGreetingBytes, text.data(), text.size());
+    return out;
   }
 
   void serviceClient(uint64_t id, short revents) {
@@ -167,13 +261,17 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   }
 
   // Reads what is there; false when the peer closed or the socket failed.
+  // Reads at most what the next step can use: the proof before authentication, one request
+  // after it.
   bool readInput(Client& client) {
     std::byte chunk[64 * 1024];
-    while (true) {
-      const ssize_t n = ::recv(client.fd.get(), chunk, sizeof(chunk), 0);
+    const size_t limit = client.authenticated ? kMaxFrameBytes : wire::kProofBytes;
+    while (client.input.size() < limit) {
+      const size_t want = std::min(sizeof(chunk), limit - client.input.size());
+      const ssize_t n = ::recv(client.fd.get(), chunk, want, 0);
       if (n > 0) {
         client.input.insert(client.input.end(), chunk, chunk + n);
-        if (static_cast<size_t>(n) < sizeof(chunk)) return true;
+        if (static_cast<size_t>(n) < want) return true;
         continue;
       }
       if (n == 0) return false;
@@ -181,6 +279,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
       return false;
     }
+    return true;
   }
 
   void flush(Client& client) {
@@ -203,13 +302,14 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void processInput(Client& client) {
     size_t offset = 0;
     const auto& in = client.input;
-    if (!client.greeted) {
+    if (!client.authenticated) {
       if (in.size() < sizeof(wire::kHello)) return;
       if (std::memcmp(in.data(), wire::kHello, sizeof(wire::kHello)) != 0) {
         throw ProtocolViolation{"bad hello (not a ringlet store client, or another version)"};
       }
-      client.greeted = true;
-      offset = sizeof(wire::kHello);
+      if (in.size() < wire::kProofBytes) return;
+      checkProof(client);
+      offset = wire::kProofBytes;
     }
     while (!client.waitingKey && in.size() - offset >= wire::kRequestHeaderBytes) {
       const std::byte* header = in.data() + offset;
@@ -227,6 +327,59 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       offset += frame;
     }
     client.input.erase(client.input.begin(), client.input.begin() + static_cast<ptrdiff_t>(offset));
+  }
+
+  // The client's proof of the secret over both nonces; answers with this server's proof. A
+  // wrong proof gets a kRefused answer and closes the connection.
+  void checkProof(Client& client) {
+    const std::byte* in = client.input.data();
+    const std::span<const uint8_t> clientNonce(
+        reinterpret_cast<const uint8_t*>(in + sizeof(wire::kHello)), wire::kNonceBytes);
+    const std::span<const uint8_t> proof(
+        reinterpret_cast<const uint8_t*>(in + sizeof(wire::kHello) + wire::kNonceBytes),
+        wire::kMacBytes);
+    const auth::Mac expected = auth::hmac(secret_, wire::kClientLabel, {client.nonce, clientNonce});
+    if (!auth::macEquals(proof, expected)) {
+      const std::string why =
+          "the client failed the secret check (wrong or missing job secret, or a replayed "
+          "session)";
+      answer(client, wire::GreetStatus::kRefused, auth::Mac{}, why);
+      try {
+        flush(client);
+      } catch (const Error&) {
+      }
+      throw ProtocolViolation{why};
+    }
+    size_t& open = connectionsFrom_[client.peerHost];
+    if (open >= quotas_.maxConnectionsPerHost) {
+      const std::string why = fmt::format(
+          "{}: connection quota reached: {} connections open from {} (limit {}, "
+          "TcpStoreQuotas::maxConnectionsPerHost)",
+          name(), open, client.peerHost, quotas_.maxConnectionsPerHost);
+      answer(client, wire::GreetStatus::kRefused, auth::Mac{}, why);
+      try {
+        flush(client);
+      } catch (const Error&) {
+      }
+      throw ProtocolViolation{why};
+    }
+    const auth::Mac mine = auth::hmac(secret_, wire::kServerLabel, {clientNonce, client.nonce});
+    answer(client, wire::GreetStatus::kOk, mine, {});
+    ++open;
+    uncount(pendingFrom_, client.peerHost);
+    client.authenticated = true;
+  }
+
+  static void answer(Client& client, wire::GreetStatus status, const auth::Mac& mac,
+                     std::string_view text) {
+    text = text.substr(0, wire::kMaxRefusalBytes);
+    const size_t at = client.output.size();
+    client.output.resize(at + wire::kAnswerBytes + text.size());
+    std::byte* p = client.output.data() + at;
+    p[0] = static_cast<std::byte>(status);
+    wire::putU16(p + 1, static_cast<uint16_t>(text.size()));
+    std::memcpy(p + 3, mac.data(), mac.size());
+    std::memcpy(p + wire::kAnswerBytes, text.data(), text.size());
   }
 
   static void checkRequest(Command command, uint32_t keyBytes, uint64_t payloadBytes) {
@@ -263,7 +416,11 @@ class TcpStoreServerImpl final : public TcpStoreServer {
               std::span<const std::byte> payload) {
     switch (command) {
       case Command::kSet:
-        values_[key] = Bytes(payload.begin(), payload.end());
+        if (auto refusal = quotaRefusal(key, payload.size())) {
+          replyError(client, ErrorCode::kIo, *refusal);
+          return;
+        }
+        put(key, Bytes(payload.begin(), payload.end()));
         reply(client, Status::kOk, {});
         wakeWaiters(key);
         return;
@@ -291,8 +448,18 @@ class TcpStoreServerImpl final : public TcpStoreServer {
             return;
           }
         }
-        const int64_t result = current + delta;
-        values_[key] = store::counterBytes(result);
+        int64_t result = 0;
+        if (__builtin_add_overflow(current, delta, &result)) {
+          replyError(client, ErrorCode::kInvalidArgument,
+                     store::overflowText(key, name(), current, delta));
+          return;
+        }
+        Bytes text = store::counterBytes(result);
+        if (auto refusal = quotaRefusal(key, text.size())) {
+          replyError(client, ErrorCode::kIo, *refusal);
+          return;
+        }
+        put(key, std::move(text));
         std::byte out[8];
         wire::putU64(out, static_cast<uint64_t>(result));
         reply(client, Status::kOk, out);
@@ -305,6 +472,33 @@ class TcpStoreServerImpl final : public TcpStoreServer {
         return;
       }
     }
+  }
+
+  // Why storing `valueBytes` under `key` would pass a quota, or nothing when it fits.
+  std::optional<std::string> quotaRefusal(const std::string& key, size_t valueBytes) const {
+    auto it = values_.find(key);
+    const size_t before = it == values_.end() ? 0 : key.size() + it->second.size();
+    if (it == values_.end() && values_.size() >= quotas_.maxKeys) {
+      return fmt::format(
+          "{}: key quota reached: {} keys held (limit {}, TcpStoreQuotas::maxKeys); key '{}' "
+          "refused",
+          name(), values_.size(), quotas_.maxKeys, store::printableKey(key));
+    }
+    const size_t after = storedBytes_ - before + key.size() + valueBytes;
+    if (after > quotas_.maxBytes) {
+      return fmt::format(
+          "{}: memory quota reached: storing {} bytes under key '{}' would hold {} bytes (limit "
+          "{}, TcpStoreQuotas::maxBytes)",
+          name(), valueBytes, store::printableKey(key), after, quotas_.maxBytes);
+    }
+    return std::nullopt;
+  }
+
+  void put(const std::string& key, Bytes value) {
+    auto [it, inserted] = values_.try_emplace(key);
+    if (!inserted) storedBytes_ -= key.size() + it->second.size();
+    storedBytes_ += key.size() + value.size();
+    it->second = std::move(value);
   }
 
   static void reply(Client& client, Status status, std::span<const std::byte> payload) {
@@ -345,6 +539,20 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     }
   }
 
+  // Closes connections that did not prove the secret in time.
+  void expireProofs() {
+    const auto now = store::Clock::now();
+    std::vector<uint64_t> late;
+    for (const auto& [id, client] : clients_) {
+      if (!client.authenticated && client.proofDeadline <= now) late.push_back(id);
+    }
+    for (uint64_t id : late) {
+      log::warn("{}: closing client {}: no proof of the secret within {} s", name(),
+                clients_.at(id).peer, kProofTimeout.count());
+      close(id);
+    }
+  }
+
   // After parked GETs are answered: send, and handle requests that arrived meanwhile (which may
   // answer more parked GETs). Not done inside wakeWaiters(), which runs while a request of
   // another client is being handled.
@@ -370,9 +578,31 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     }
   }
 
-  void close(uint64_t id) { clients_.erase(id); }
+  static void uncount(std::unordered_map<std::string, size_t>& counts, const std::string& host) {
+    auto it = counts.find(host);
+    if (it != counts.end() && --it->second == 0) counts.erase(it);
+  }
+
+  void evictOldestPending(const std::string& host) {
+    for (auto& [id, client] : clients_) {  // ordered by id: the oldest first
+      if (client.authenticated || client.peerHost != host) continue;
+      log::warn("{}: closing client {}: {} connections from {} have not proven the secret yet",
+                name(), client.peer, kMaxPendingPerHost, host);
+      close(id);
+      return;
+    }
+  }
+
+  void close(uint64_t id) {
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    uncount(it->second.authenticated ? connectionsFrom_ : pendingFrom_, it->second.peerHost);
+    clients_.erase(it);
+  }
 
   const std::string host_;
+  const std::string secret_;
+  const TcpStoreQuotas quotas_;
   net::Fd listener_;
   uint16_t port_ = 0;
   net::Fd wake_;
@@ -381,6 +611,12 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   uint64_t nextId_ = 0;
   std::vector<uint64_t> answered_;
   std::unordered_map<std::string, Bytes> values_;
+  size_t storedBytes_ = 0;                                   // keys and values in values_
+  std::unordered_map<std::string, size_t> connectionsFrom_;  // authenticated, per peerHost
+  std::unordered_map<std::string, size_t> pendingFrom_;      // not yet, per peerHost
+  std::chrono::milliseconds acceptPause_{0};                 // 0 while accepting normally
+  store::Clock::time_point acceptPausedUntil_{};
+  std::atomic<uint64_t> acceptFailures_{0};
   std::thread thread_;
 };
 
@@ -388,7 +624,23 @@ class TcpStoreServerImpl final : public TcpStoreServer {
 
 std::unique_ptr<TcpStoreServer> TcpStoreServer::start(Options options) {
   if (options.host.empty()) throw InvalidArgument("TcpStoreServer::start: host must not be empty");
+  if (options.secret.empty() && !net::isLoopback(options.host)) {
+    throw InvalidArgument(fmt::format(
+        "TcpStoreServer::start: a store on {} (not loopback) needs a job secret: without one any "
+        "host that reaches it could read and write the job's keys (set RINGLET_JOB_SECRET or "
+        "RINGLET_JOB_SECRET_FILE, or use ringlet-run)",
+        options.host));
+  }
+  if (options.quotas.maxKeys == 0 || options.quotas.maxBytes == 0 ||
+      options.quotas.maxConnectionsPerHost == 0) {
+    throw InvalidArgument("TcpStoreServer::start: every quota must be at least 1");
+  }
   return std::make_unique<TcpStoreServerImpl>(std::move(options));
+}
+
+uint64_t store::acceptFailures(const TcpStoreServer& server) {
+  const auto* impl = dynamic_cast<const TcpStoreServerImpl*>(&server);
+  return impl == nullptr ? 0 : impl->acceptFailures();
 }
 
 }  // namespace ringlet

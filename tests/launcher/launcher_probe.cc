@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "ringlet/store.h"
+#include "src/auth.h"
 #include "src/info/topology.h"
 #include "src/net/socket.h"
 
@@ -77,7 +78,12 @@ void checkInAndWait(const std::string& dir) {
 
 int storeMode() {
   auto [host, port] = ringlet::net::splitHostPort(env("RINGLET_STORE_ADDR"), "RINGLET_STORE_ADDR");
-  auto store = ringlet::connectTcpStore(host, port, {.timeout = 5s, .connectTimeout = 5s});
+  // The launcher's store admits only clients that prove the job secret it handed out.
+  auto store = ringlet::connectTcpStore(
+      host, port,
+      {.timeout = 5s,
+       .connectTimeout = 5s,
+       .secret = ringlet::auth::decodeHexSecret(env("RINGLET_JOB_SECRET"), "RINGLET_JOB_SECRET")});
   int size = envInt("WORLD_SIZE");
   store->add("probe/arrived", 1);
   auto deadline = std::chrono::steady_clock::now() + 10s;

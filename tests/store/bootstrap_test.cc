@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -13,6 +18,7 @@
 #include "src/bootstrap/launcher_env.h"
 #include "src/config.h"
 #include "tests/store/env_guard.h"
+#include "tests/support/ranks.h"
 
 namespace ringlet {
 namespace {
@@ -116,12 +122,14 @@ TEST(BootstrapEnvironment, TorchrunRunIdAndJobIdPrecedence) {
 
 TEST(BootstrapEnvironment, RingletRunUsesLauncherStoreJobIdAndSecret) {
   EnvGuard env;
-  auto server = TcpStoreServer::start({});
+  std::string raw("\x00\xff\x10\xab", 4);
+  for (char c = 0; c < 12; ++c) raw += c;
+  auto server = TcpStoreServer::start({.secret = raw});
   env.set("RINGLET_STORE_ADDR", "127.0.0.1:" + std::to_string(server->port()));
   env.set("RANK", "1");
   env.set("WORLD_SIZE", "2");
   env.set("RINGLET_JOB_ID", "job-7");
-  env.set("RINGLET_JOB_SECRET", "00ff10Ab");
+  env.set("RINGLET_JOB_SECRET", "00ff10Ab000102030405060708090a0b");
   env.set("TORCHELASTIC_RUN_ID", "ignored");
   config::reloadEnvironment();
   Bootstrap b = Bootstrap::fromEnvironment();
@@ -131,10 +139,13 @@ TEST(BootstrapEnvironment, RingletRunUsesLauncherStoreJobIdAndSecret) {
   EXPECT_EQ(b.localRank, 1);  // no LOCAL_*: one host
   EXPECT_EQ(b.localSize, 2);
   EXPECT_EQ(b.jobId, "job-7");
-  EXPECT_EQ(b.secret, std::string("\x00\xff\x10\xab", 4));
+  EXPECT_EQ(b.secret, raw);
+  // The client proved that secret to the launcher's store.
+  b.store->setString("k", "v");
+  EXPECT_EQ(b.store->getString("k"), "v");
   EXPECT_FALSE(b.keepAlive);
   b.store->setString("from-rank-1", "x");
-  auto direct = connectTcpStore("127.0.0.1", server->port());
+  auto direct = connectTcpStore("127.0.0.1", server->port(), {.secret = raw});
   EXPECT_EQ(direct->getString("from-rank-1", 1000ms), "x");
 }
 
@@ -188,6 +199,50 @@ TEST(BootstrapEnvironment, SlurmTaskListGivesLocalSize) {
   expectInvalid({"SLURM_TASKS_PER_NODE", "2(x3"});
 }
 
+// RINGLET_JOB_SECRET_FILE: a 0600 regular file of this user holding hex; anything else is refused
+// by name, never read.
+TEST(BootstrapEnvironment, SecretFileMustBeThisUsersAndPrivate) {
+  const std::string dir = testing::makeTempDir("ringlet-secret-file");
+  const std::string path = dir + "/secret";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("  000102030405060708090a0b0c0d0e0f\n", f);
+    std::fclose(f);
+  }
+  EnvGuard env;
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "1");
+  env.set("RINGLET_JOB_SECRET_FILE", path);
+  auto read = [&] {
+    config::reloadEnvironment();
+    return Bootstrap::fromEnvironment().secret;
+  };
+  auto refused = [&](const std::string& needle) {
+    try {
+      read();
+      ADD_FAILURE() << "accepted; wanted an error with '" << needle << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  refused("mode 0644");
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  std::string want;
+  for (char c = 0; c < 16; ++c) want += c;
+  EXPECT_EQ(read(), want);
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  env.set("RINGLET_JOB_SECRET_FILE", fifo);
+  refused("not a regular file");
+  const std::string link = dir + "/link";
+  ASSERT_EQ(::symlink(path.c_str(), link.c_str()), 0);
+  env.set("RINGLET_JOB_SECRET_FILE", link);
+  refused("cannot open");
+  std::filesystem::remove_all(dir);
+}
+
 TEST(BootstrapEnvironment, MalformedValuesNameTheVariable) {
   struct Case {
     std::map<std::string, std::string> vars;
@@ -219,6 +274,13 @@ TEST(BootstrapEnvironment, MalformedValuesNameTheVariable) {
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "many"}}, {"SLURM_NTASKS", "many"}},
       {with({{"RINGLET_JOB_SECRET", "abc"}}), {"RINGLET_JOB_SECRET"}},
       {with({{"RINGLET_JOB_SECRET", "zz"}}), {"RINGLET_JOB_SECRET"}},
+      {with({{"RINGLET_JOB_SECRET", "00ff10ab"}}), {"RINGLET_JOB_SECRET", "at least 16 bytes"}},
+      {with({{"RINGLET_JOB_SECRET", std::string(32, 'a')}, {"RINGLET_JOB_SECRET_FILE", "/x"}}),
+       {"both set"}},
+      {with({{"RINGLET_JOB_SECRET_FILE", "/nonexistent/secret"}}), {"RINGLET_JOB_SECRET_FILE"}},
+      // No secret: a store for the network is refused on every rank, naming what to set.
+      {with({{"MASTER_ADDR", "10.11.12.13"}}), {"MASTER_ADDR=10.11.12.13", "RINGLET_JOB_SECRET"}},
+      {with({{"RANK", "1"}, {"MASTER_ADDR", "10.11.12.13"}}), {"RINGLET_JOB_SECRET_FILE"}},
       {with({{"RINGLET_STORE_ADDR", "nocolon"}}), {"RINGLET_STORE_ADDR", "nocolon"}},
   };
   for (const auto& c : cases) {

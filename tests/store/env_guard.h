@@ -60,6 +60,7 @@ class EnvGuard {
                                            "RINGLET_STORE_ADDR",
                                            "RINGLET_JOB_ID",
                                            "RINGLET_JOB_SECRET",
+                                           "RINGLET_JOB_SECRET_FILE",
                                            "RINGLET_TIMEOUT"};
   std::map<std::string, std::string> saved_;
 };

@@ -15,6 +15,7 @@
 
 #include "ringlet/error.h"
 #include "ringlet/store.h"
+#include "src/auth.h"
 #include "src/net/socket.h"
 #include "src/store/tcp_store_protocol.h"
 
@@ -33,6 +34,28 @@ net::Fd rawConnect(const TcpStoreServer& server) {
 
 void sendRaw(int fd, const void* data, size_t bytes) {
   net::writeFull(fd, data, bytes, Clock::now() + 2s, "test raw client");
+}
+
+// A raw connection past the handshake (a server without a secret: the empty key), ready for
+// requests written by hand.
+net::Fd rawAuthenticated(const TcpStoreServer& server) {
+  net::Fd fd = rawConnect(server);
+  const auto deadline = Clock::now() + 5s;
+  std::byte greeting[wire::kGreetingBytes];
+  net::readFull(fd.get(), greeting, sizeof(greeting), deadline, "test raw client");
+  const std::span<const uint8_t> serverNonce(reinterpret_cast<const uint8_t*>(greeting + 11),
+                                             wire::kNonceBytes);
+  const auth::Nonce clientNonce = auth::freshNonce("test");
+  const auth::Mac proof = auth::hmac("", wire::kClientLabel, {serverNonce, clientNonce});
+  std::byte message[wire::kProofBytes];
+  std::memcpy(message, wire::kHello, sizeof(wire::kHello));
+  std::memcpy(message + 8, clientNonce.data(), clientNonce.size());
+  std::memcpy(message + 8 + wire::kNonceBytes, proof.data(), proof.size());
+  sendRaw(fd.get(), message, sizeof(message));
+  std::byte answer[wire::kAnswerBytes];
+  net::readFull(fd.get(), answer, sizeof(answer), deadline, "test raw client");
+  EXPECT_EQ(answer[0], std::byte{0}) << "the server refused the handshake";
+  return fd;
 }
 
 Bytes requestHeader(wire::Command command, uint32_t keyBytes, uint64_t payloadBytes) {
@@ -116,8 +139,7 @@ TEST(TcpStoreServer, OversizedLengthsAndUnknownCommandsAreDisconnected) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    net::Fd raw = rawConnect(*server);
-    sendRaw(raw.get(), wire::kHello, sizeof(wire::kHello));
+    net::Fd raw = rawAuthenticated(*server);
     sendRaw(raw.get(), c.header.data(), c.header.size());
     EXPECT_TRUE(closedByServer(raw.get(), 30'000ms));
     good->setString("alive", c.name);
@@ -128,8 +150,7 @@ TEST(TcpStoreServer, OversizedLengthsAndUnknownCommandsAreDisconnected) {
 TEST(TcpStoreServer, TruncatedFrameThenCloseLeavesServerServing) {
   auto server = TcpStoreServer::start({});
   {
-    net::Fd raw = rawConnect(*server);
-    sendRaw(raw.get(), wire::kHello, sizeof(wire::kHello));
+    net::Fd raw = rawAuthenticated(*server);
     Bytes header = requestHeader(wire::Command::kSet, 3, 100);
     sendRaw(raw.get(), header.data(), header.size());
     sendRaw(raw.get(), "key", 3);
@@ -144,8 +165,7 @@ TEST(TcpStoreServer, TruncatedFrameThenCloseLeavesServerServing) {
 TEST(TcpStoreServer, ClientLeavingWhileParkedDoesNotBreakServer) {
   auto server = TcpStoreServer::start({});
   {
-    net::Fd raw = rawConnect(*server);
-    sendRaw(raw.get(), wire::kHello, sizeof(wire::kHello));
+    net::Fd raw = rawAuthenticated(*server);
     Bytes header = requestHeader(wire::Command::kGet, 6, 8);
     std::byte timeout[8];
     wire::putU64(timeout, 10'000);

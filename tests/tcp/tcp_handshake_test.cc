@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <thread>
 
 #include "ringlet/error.h"
@@ -86,7 +87,7 @@ TEST(TcpHandshake, StrayClientsAreRefusedWhileRealPeerConnects) {
     net::writeFull(garbage.get(), junk.data(), junk.size(), Clock::now() + 2s, "listener");
     // A client that claims a huge job id.
     net::Fd huge = connectRaw(address);
-    uint8_t header[kConnectorFixedBytes];
+    uint8_t header[kConnectorFixedBytes] = {};
     put32(header, kMagic);
     put16(header + 4, kProtocolVersion);
     put16(header + 6, 60000);
@@ -181,7 +182,8 @@ TEST(TcpHandshake, ConnectorRefusesListenerWithoutSecret) {
   put32(hello, kMagic);
   put16(hello + 4, kProtocolVersion);
   net::writeFull(fd.get(), hello, sizeof(hello), Clock::now() + 30s, "connector");
-  std::vector<uint8_t> theirs(kConnectorFixedBytes + self.jobId.size() + kMacBytes);
+  std::vector<uint8_t> theirs(kConnectorFixedBytes + self.jobId.size() + address.size() +
+                              kMacBytes);
   net::readFull(fd.get(), theirs.data(), theirs.size(), Clock::now() + 30s, "connector");
   uint8_t accept[kListenerAcceptBytes] = {};  // right rank, made-up proof
   put32(accept, kMagic);
@@ -190,6 +192,54 @@ TEST(TcpHandshake, ConnectorRefusesListenerWithoutSecret) {
   net::writeFull(fd.get(), accept, sizeof(accept), Clock::now() + 30s, "connector");
   connector.join();
   EXPECT_NE(error.find("does not hold the job secret"), std::string::npos) << error;
+}
+
+// Forwards one connection both ways between a client and `target`, until either side closes.
+void relayOnce(int listener, const std::string& target, std::atomic<bool>& used) {
+  if (!net::waitFor(listener, POLLIN, Clock::now() + 10s)) return;
+  net::Fd client = net::acceptTcp(listener);
+  auto [host, port] = net::splitHostPort(target, "relay target");
+  net::Fd upstream = net::connectTcp(host, port, Clock::now() + 5s, "relay target");
+  used = true;
+  pollfd fds[2] = {{client.get(), POLLIN, 0}, {upstream.get(), POLLIN, 0}};
+  char buffer[4096];
+  const auto deadline = Clock::now() + 10s;
+  while (Clock::now() < deadline) {
+    if (::poll(fds, 2, 50) <= 0) continue;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents == 0) continue;
+      const ssize_t n = ::recv(fds[i].fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+      if (n <= 0) return;
+      net::writeFull(fds[1 - i].fd, buffer, static_cast<size_t>(n), deadline, "relay");
+    }
+  }
+}
+
+// Rank 1 reads a relay's address in place of rank 0's (here its store lies; in a job the record
+// would also fail its MAC). The relay forwards every byte, yet the handshake fails: rank 1 proves
+// the address it dialed, and rank 0 sees that it is not its own.
+TEST(TcpHandshake, RelayBetweenTheRanksIsRefused) {
+  std::atomic<bool> used{false};
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    if (rank == 0) {
+      EXPECT_THROW(connectAll(makeContext(rank, size, store), {1}, 4s), TimeoutError);
+      return;
+    }
+    const std::string real = listenerOf(*store, 0);
+    net::Fd listener = net::listenTcp("127.0.0.1", 0);
+    const std::string relayAddress = net::SocketAddress::local(listener.get()).toString();
+    std::thread relay([&] { relayOnce(listener.get(), real, used); });
+    auto lying = makeInProcessStore({.timeout = 10s});
+    lying->setString("addr/0", relayAddress);
+    try {
+      connectAll(makeContext(rank, size, lying), {0}, 4s);
+      ADD_FAILURE() << "rank 1 linked to rank 0 through a relay";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("refused the handshake"), std::string::npos) << e.what();
+    }
+    relay.join();
+  });
+  EXPECT_TRUE(used) << "the relay was never dialed: the test did not test anything";
 }
 
 TEST(TcpHandshake, MacDependsOnEveryInput) {

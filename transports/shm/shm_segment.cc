@@ -62,7 +62,7 @@ std::string segmentName(const std::string& jobId, int lowRank, int highRank) {
   if (job.empty()) job = "job";
   std::random_device random;
   uint64_t nonce = (static_cast<uint64_t>(random()) << 32) ^ random();
-  return fmt::format("ringlet-{}-{}-{}-{:016x}", job, lowRank, highRank, nonce);
+  return fmt::format("{}{}-{}-{}-{:016x}", kSegmentPrefix, job, lowRank, highRank, nonce);
 }
 
 Segment Segment::create(const std::string& dir, const std::string& name, SegmentGeometry geometry,
@@ -74,12 +74,18 @@ Segment Segment::create(const std::string& dir, const std::string& name, Segment
     return Segment();
   }
   const std::string path = dir + "/" + name;
-  net::Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  checkSegmentName(name);
+  // O_EXCL: never take over a file someone put there first; O_NOFOLLOW: nor a symlink.
+  net::Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) {
     throw IoError(fmt::format("shm: cannot create segment {}: {}", path, errnoText(errno)));
   }
   Segment segment;
   segment.path_ = path;  // from here on the destructor unlinks it
+  // Exactly 0600 whatever the umask: the opener checks it.
+  if (::fchmod(fd.get(), 0600) != 0) {
+    throw IoError(fmt::format("shm: cannot chmod segment {}: {}", path, errnoText(errno)));
+  }
   segment.geometry_ = geometry;
   if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0) {
     int err = errno;
@@ -132,20 +138,38 @@ Segment Segment::create(const std::string& dir, const std::string& name, Segment
 
 Segment Segment::open(const std::string& dir, const std::string& name, int creatorRank,
                       int openerRank) {
+  checkSegmentName(name);
   const std::string path = dir + "/" + name;
-  net::Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+  // O_NOFOLLOW: a symlink is refused; O_NONBLOCK: a FIFO put in its place does not block.
+  net::Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd.valid()) {
     throw IoError(fmt::format("shm: cannot open segment {} created by rank {}: {}", path,
                               creatorRank, errnoText(errno)));
   }
+  // What was opened, not what the name pointed at a moment before: a regular file of this user,
+  // mode 0600 (as create() makes it), of a size the header then has to match.
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) {
     throw IoError(fmt::format("shm: cannot stat segment {}: {}", path, errnoText(errno)));
   }
-  const size_t fileBytes = static_cast<size_t>(st.st_size);
-  if (fileBytes < sizeof(SegmentHeader)) {
+  if (!S_ISREG(st.st_mode)) {
     throw IoError(
-        fmt::format("shm: segment {} has {} bytes, less than its header", path, fileBytes));
+        fmt::format("shm: segment {} of rank {} is not a regular file", path, creatorRank));
+  }
+  if (st.st_uid != ::geteuid()) {
+    throw IoError(fmt::format(
+        "shm: segment {} belongs to uid {}, not to this user (uid {}): not made by rank {}", path,
+        st.st_uid, ::geteuid(), creatorRank));
+  }
+  if ((st.st_mode & 07777) != 0600) {
+    throw IoError(fmt::format(
+        "shm: segment {} has mode {:04o}, not 0600: not made by rank {}, or changed since", path,
+        st.st_mode & 07777, creatorRank));
+  }
+  const size_t fileBytes = static_cast<size_t>(st.st_size);
+  if (fileBytes < controlBytes() || fileBytes > kMaxSegmentBytes) {
+    throw IoError(fmt::format("shm: segment {} has {} bytes, outside {}..{}", path, fileBytes,
+                              controlBytes(), kMaxSegmentBytes));
   }
   void* base =
       ::mmap(nullptr, fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
@@ -156,10 +180,8 @@ Segment Segment::open(const std::string& dir, const std::string& name, int creat
   Segment segment;
   segment.base_ = static_cast<std::byte*>(base);
   segment.bytes_ = fileBytes;
-  // Both sides have it mapped now: remove the name so no file outlives the processes.
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    throw IoError(fmt::format("shm: cannot unlink segment {}: {}", path, errnoText(errno)));
-  }
+  // The name came from the store: the opener never unlinks it. The creator unlinks its own file
+  // once this side has acknowledged the mapping.
   const SegmentHeader* h = segment.header();
   std::atomic_thread_fence(std::memory_order_acquire);
   if (h->magic != kSegmentMagic || h->version != kSegmentVersion) {
@@ -177,6 +199,29 @@ Segment Segment::open(const std::string& dir, const std::string& name, int creat
         h->totalBytes, fileBytes));
   }
   return segment;
+}
+
+void Segment::unlinkFile() {
+  if (!path_.empty()) ::unlink(path_.c_str());
+  path_.clear();
+}
+
+void checkSegmentName(std::string_view name) {
+  const bool ok = name.size() > kSegmentPrefix.size() && name.size() <= 255 &&
+                  name.substr(0, kSegmentPrefix.size()) == kSegmentPrefix &&
+                  name.find_first_not_of(
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789_.-") == std::string_view::npos;
+  if (!ok) {
+    std::string shown;
+    for (char c : name.substr(0, 80)) {
+      shown += (c >= 0x20 && c < 0x7f) ? c : '?';
+    }
+    throw IoError(fmt::format(
+        "shm: '{}' is not a ringlet segment name ('{}' then [A-Za-z0-9_.-], no slashes); refused "
+        "before any open or unlink",
+        shown, kSegmentPrefix));
+  }
 }
 
 Segment::Segment(Segment&& other) noexcept

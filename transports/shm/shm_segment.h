@@ -1,10 +1,13 @@
 #pragma once
 // One shared-memory segment per pair of ranks on a host, holding both directions.
 //
-// The lower rank creates the file (O_EXCL, mode 0600) in the shm directory, reserves its pages
-// with fallocate (so a full tmpfs fails here with ENOSPC instead of SIGBUS in the data path),
-// maps it and initialises the header. The higher rank maps it and unlinks it at once, so nothing
-// stays behind in the directory once both have mapped it, whoever is killed later.
+// The lower rank creates the file (O_EXCL | O_NOFOLLOW, mode 0600) in the shm directory, reserves
+// its pages with fallocate (so a full tmpfs fails here with ENOSPC instead of SIGBUS in the data
+// path), maps it and initialises the header. The higher rank checks the name it read from the
+// store (our prefix, no slashes), opens it with O_NOFOLLOW, checks with fstat that it is a
+// regular file of this user with mode 0600 and a sane size, maps it and acknowledges; the creator
+// then unlinks its own file, so nothing stays behind once both have mapped it. A name taken from
+// the store is never unlinked.
 //
 // Layout (offsets rounded to 64 bytes; slots start on a 4 KiB page):
 //
@@ -22,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ringlet::transport::shm {
 
@@ -30,6 +34,10 @@ inline constexpr uint32_t kSegmentVersion = 1;
 inline constexpr size_t kMaxSlots = 64;
 inline constexpr size_t kMaxReasonBytes = 240;
 inline constexpr size_t kCacheLine = 64;
+// Every segment name starts with this; nothing else is ever opened or unlinked.
+inline constexpr std::string_view kSegmentPrefix = "ringlet-";
+// Largest segment an opener maps (64 slots of 1 GiB per direction, and the control pages).
+inline constexpr size_t kMaxSegmentBytes = size_t{130} << 30;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -81,7 +89,10 @@ class Segment {
   // space; throws IoError for any other failure.
   static Segment create(const std::string& dir, const std::string& name, SegmentGeometry geometry,
                         int creatorRank, int openerRank, std::string* noRoom);
-  // Maps `dir/name`, checks its header against the expected ranks, and unlinks the file.
+  // Checks `name` (checkSegmentName), opens `dir/name` without following a symlink, checks with
+  // fstat that it is a regular file of this user with mode 0600, maps it and checks its header
+  // against the expected ranks. Never unlinks it (the creator does, unlinkFile()). Throws IoError
+  // naming what did not match.
   static Segment open(const std::string& dir, const std::string& name, int creatorRank,
                       int openerRank);
 
@@ -93,8 +104,9 @@ class Segment {
   ~Segment();
 
   bool valid() const { return base_ != nullptr; }
-  // The creator calls this once the peer confirmed it unlinked the file.
-  void forgetFile() { path_.clear(); }
+  // The creator calls this once the peer confirmed it mapped the segment: removes the file it
+  // created (its own path, never one read from the store).
+  void unlinkFile();
   const std::string& path() const { return path_; }
 
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
@@ -114,5 +126,8 @@ class Segment {
 
 // "ringlet-<job>-<lo>-<hi>-<16 random hex>", with the job id reduced to [A-Za-z0-9_.-].
 std::string segmentName(const std::string& jobId, int lowRank, int highRank);
+// Throws IoError unless `name` is kSegmentPrefix followed by [A-Za-z0-9_.-] only (no slash, so
+// no other directory), at most 255 bytes.
+void checkSegmentName(std::string_view name);
 
 }  // namespace ringlet::transport::shm

@@ -126,7 +126,8 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
     }
   }
 
-  // 2. Map the segments of peers below this rank, unlink them, and acknowledge.
+  // 2. Map the segments of peers below this rank and acknowledge (Segment::open checks the name
+  //    and the file; the creator unlinks it).
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
     if (peer > rank) continue;
@@ -147,11 +148,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
                       "segment name",
                       peer, value.substr(0, 80), peer, rank));
     }
-    std::string name = value.substr(kName.size());
-    if (name.empty() || name.find('/') != std::string::npos) {
-      throw IoError(fmt::format("shm connect: rank {} published a bad segment name '{}'", peer,
-                                name.substr(0, 80)));
-    }
+    const std::string name = value.substr(kName.size());
     Segment segment;
     try {
       segment = Segment::open(options_.dir, name, peer, rank);
@@ -163,7 +160,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
     links[i] = makeLink(peer, std::move(segment), /*side=*/1, std::move(watch));
   }
 
-  // 3. Wait for the peers above to have mapped (and unlinked) what this rank created.
+  // 3. Wait for the peers above to have mapped what this rank created, then unlink it.
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
     if (peer < rank || !created[i].valid()) continue;
@@ -174,7 +171,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
                                 peer, created[i].path(), rank,
                                 startsWith(ack, kError) ? ack.substr(kError.size()) : ack));
     }
-    created[i].forgetFile();  // the peer unlinked it
+    created[i].unlinkFile();
     links[i] = makeLink(peer, std::move(created[i]), /*side=*/0, std::move(watch));
   }
   return links;

@@ -23,12 +23,24 @@ std::span<const uint8_t> bytesOf(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-void encodeConnectorFixed(uint8_t* out, size_t jobIdBytes, int fromRank, int toRank) {
+void encodeConnectorFixed(uint8_t* out, size_t jobIdBytes, int fromRank, int toRank,
+                          size_t dialedBytes, const Nonce& nonce) {
   put32(out, kMagic);
   put16(out + 4, kProtocolVersion);
   put16(out + 6, static_cast<uint16_t>(jobIdBytes));
   put32(out + 8, static_cast<uint32_t>(fromRank));
   put32(out + 12, static_cast<uint32_t>(toRank));
+  put16(out + 16, static_cast<uint16_t>(dialedBytes));
+  put16(out + 18, 0);
+  std::memcpy(out + 20, nonce.data(), nonce.size());
+}
+
+Nonce freshNonce() {
+  Nonce nonce{};
+  if (RAND_bytes(nonce.data(), static_cast<int>(nonce.size())) != 1) {
+    throw IoError("RAND_bytes failed to make a handshake nonce in the tcp transport");
+  }
+  return nonce;
 }
 
 }  // namespace
@@ -72,14 +84,23 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
         self.rank, remote, kProtocolVersion, get32(hello), get16(hello + 4)));
   }
   const std::span<const uint8_t> nonce(hello + 8, kNonceBytes);
+  if (remote.size() > kMaxDialedBytes) {
+    throw InvalidArgument(fmt::format("rank {}: address '{}' is longer than {} bytes", self.rank,
+                                      remote.substr(0, kMaxDialedBytes), kMaxDialedBytes));
+  }
+  const Nonce mine = freshNonce();
 
-  std::vector<uint8_t> message(kConnectorFixedBytes + self.jobId.size() + kMacBytes);
-  encodeConnectorFixed(message.data(), self.jobId.size(), self.rank, listenerRank);
+  std::vector<uint8_t> message(kConnectorFixedBytes + self.jobId.size() + remote.size() +
+                               kMacBytes);
+  encodeConnectorFixed(message.data(), self.jobId.size(), self.rank, listenerRank, remote.size(),
+                       mine);
   std::memcpy(message.data() + kConnectorFixedBytes, self.jobId.data(), self.jobId.size());
-  const Mac mac = computeMac(
-      self.secret, kConnectLabel,
-      {nonce, std::span<const uint8_t>(message.data(), kConnectorFixedBytes), bytesOf(self.jobId)});
-  std::memcpy(message.data() + kConnectorFixedBytes + self.jobId.size(), mac.data(), kMacBytes);
+  std::memcpy(message.data() + kConnectorFixedBytes + self.jobId.size(), remote.data(),
+              remote.size());
+  const Mac mac = computeMac(self.secret, kConnectLabel,
+                             {nonce, std::span<const uint8_t>(message.data(), kConnectorFixedBytes),
+                              bytesOf(self.jobId), bytesOf(remote)});
+  std::memcpy(message.data() + message.size() - kMacBytes, mac.data(), kMacBytes);
   net::writeFull(fd, message.data(), message.size(), deadline, what);
 
   uint8_t accept[kListenerAcceptBytes];
@@ -93,13 +114,14 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
   }
   uint8_t rankBytes[4];
   put32(rankBytes, static_cast<uint32_t>(listenerRank));
-  const Mac expected = computeMac(self.secret, kAcceptLabel, {nonce, mac, rankBytes});
+  const Mac expected =
+      computeMac(self.secret, kAcceptLabel, {nonce, mine, mac, rankBytes, bytesOf(remote)});
   if (get32(accept) != kMagic || get16(accept + 4) != kProtocolVersion ||
       static_cast<int>(get32(accept + 8)) != listenerRank ||
       CRYPTO_memcmp(accept + 12, expected.data(), kMacBytes) != 0) {
     throw IoError(fmt::format(
-        "rank {}: the listener at {} failed the handshake (wrong rank {} or it does not hold the "
-        "job secret); expected rank {}",
+        "rank {}: the listener at {} failed the handshake (wrong rank {}, or it does not hold the "
+        "job secret, or a relay stands between us); expected rank {}",
         self.rank, remote, static_cast<int>(get32(accept + 8)), listenerRank));
   }
 }
@@ -107,10 +129,8 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
 PendingHandshake::PendingHandshake(net::Fd fd, std::string remote, const HandshakeIdentity& self,
                                    Deadline deadline)
     : fd_(std::move(fd)), remote_(std::move(remote)), self_(self), deadline_(deadline) {
-  in_.reserve(kConnectorFixedBytes + kMaxJobIdBytes + kMacBytes);
-  if (RAND_bytes(nonce_.data(), static_cast<int>(nonce_.size())) != 1) {
-    throw IoError("RAND_bytes failed to make a handshake nonce in the tcp transport");
-  }
+  in_.reserve(kConnectorFixedBytes + kMaxJobIdBytes + kMaxDialedBytes + kMacBytes);
+  nonce_ = freshNonce();
   uint8_t hello[kListenerHelloBytes];
   put32(hello, kMagic);
   put16(hello + 4, kProtocolVersion);
@@ -153,7 +173,13 @@ void PendingHandshake::readAvailable() {
       if (jobIdBytes > kMaxJobIdBytes) {
         return fail(fmt::format("job id length {} exceeds {}", jobIdBytes, kMaxJobIdBytes));
       }
-      need_ = kConnectorFixedBytes + jobIdBytes + kMacBytes;
+      const uint16_t dialedBytes = get16(in_.data() + 16);
+      if (dialedBytes > kMaxDialedBytes) {
+        return fail(fmt::format("address length {} exceeds {}", dialedBytes, kMaxDialedBytes));
+      }
+      jobIdBytes_ = jobIdBytes;
+      dialedBytes_ = dialedBytes;
+      need_ = kConnectorFixedBytes + jobIdBytes + dialedBytes + kMacBytes;
     }
   }
 }
@@ -161,22 +187,31 @@ void PendingHandshake::readAvailable() {
 int PendingHandshake::parsedFromRank() const { return static_cast<int>(get32(in_.data() + 8)); }
 
 void PendingHandshake::finish(bool wanted) {
-  const size_t jobIdBytes = get16(in_.data() + 6);
+  const size_t jobIdBytes = jobIdBytes_;
   const int fromRank = parsedFromRank();
   const int toRank = static_cast<int>(get32(in_.data() + 12));
+  const std::span<const uint8_t> theirNonce(in_.data() + 20, kNonceBytes);
   const std::string_view jobId(reinterpret_cast<const char*>(in_.data()) + kConnectorFixedBytes,
                                jobIdBytes);
-  const uint8_t* mac = in_.data() + kConnectorFixedBytes + jobIdBytes;
+  const std::string_view dialed(
+      reinterpret_cast<const char*>(in_.data()) + kConnectorFixedBytes + jobIdBytes, dialedBytes_);
+  const uint8_t* mac = in_.data() + kConnectorFixedBytes + jobIdBytes + dialedBytes_;
   // The proof first: nothing an unauthenticated client claims is echoed into logs unchecked.
   const Mac expected =
       computeMac(self_.secret, kConnectLabel,
                  {nonce_, std::span<const uint8_t>(in_.data(), kConnectorFixedBytes),
-                  std::span<const uint8_t>(in_.data() + kConnectorFixedBytes, jobIdBytes)});
+                  bytesOf(jobId), bytesOf(dialed)});
   if (jobId != self_.jobId) {
     return fail(fmt::format("wrong job id ({} bytes; expected '{}')", jobIdBytes, self_.jobId));
   }
   if (CRYPTO_memcmp(mac, expected.data(), kMacBytes) != 0) {
     return fail("wrong secret (handshake proof does not match)");
+  }
+  if (!self_.listenAddress.empty() && dialed != self_.listenAddress) {
+    return fail(fmt::format(
+        "rank {} dialed {}, but this rank listens on {}: a relay between the ranks, or a forged "
+        "address record",
+        fromRank, std::string(dialed).substr(0, kMaxDialedBytes), self_.listenAddress));
   }
   if (toRank != self_.rank) {
     return fail(fmt::format("rank {} asked for rank {}, but this is rank {}", fromRank, toRank,
@@ -193,9 +228,9 @@ void PendingHandshake::finish(bool wanted) {
   put16(accept + 4, kProtocolVersion);
   put16(accept + 6, 0);
   put32(accept + 8, static_cast<uint32_t>(self_.rank));
-  const Mac proof = computeMac(
-      self_.secret, kAcceptLabel,
-      {nonce_, std::span<const uint8_t>(mac, kMacBytes), std::span<const uint8_t>(accept + 8, 4)});
+  const Mac proof = computeMac(self_.secret, kAcceptLabel,
+                               {nonce_, theirNonce, std::span<const uint8_t>(mac, kMacBytes),
+                                std::span<const uint8_t>(accept + 8, 4), bytesOf(dialed)});
   std::memcpy(accept + 12, proof.data(), kMacBytes);
   ssize_t n = ::send(fd_.get(), accept, sizeof(accept), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n != static_cast<ssize_t>(sizeof(accept))) {

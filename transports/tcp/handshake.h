@@ -21,13 +21,17 @@ struct HandshakeIdentity {
   std::string secret;
   int rank = 0;
   int size = 1;
+  // The listener's address as its record publishes it ("127.0.0.1:41234"); a connector that
+  // dialed another address (a relay, a forged record) is refused.
+  std::string listenAddress = {};
 };
 
 // HMAC-SHA256(secret, label | parts...).
 Mac computeMac(const std::string& secret, std::string_view label,
                std::initializer_list<std::span<const uint8_t>> parts);
 
-// Connector side, blocking until `deadline`: reads the listener's nonce, proves the secret,
+// Connector side, blocking until `deadline`: reads the listener's nonce, proves the secret over
+// both nonces, both ranks and `remote` (the address it dialed, from the listener's record),
 // checks the listener's proof. Throws IoError naming `remote` and the reason when the listener
 // refuses or answers wrongly, TimeoutError when it stays silent.
 void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
@@ -76,6 +80,8 @@ class PendingHandshake {
   Nonce nonce_{};
   std::vector<uint8_t> in_;
   size_t need_ = kConnectorFixedBytes;
+  size_t jobIdBytes_ = 0;
+  size_t dialedBytes_ = 0;
   State state_ = State::kReading;
   std::string failure_;
   int peerRank_ = -1;

@@ -65,6 +65,7 @@ void TcpTransport::startListening() {
   const std::string host = chooseListenHost();
   listener_ = net::listenTcp(host, 0);
   listenAddress_ = net::SocketAddress::local(listener_.get()).toString();
+  identity_.listenAddress = listenAddress_;
   const std::string key = fmt::format("addr/{}", context_.rank);
   context_.store->set(key, std::as_bytes(std::span(listenAddress_)));
   log::debug("rank {}: tcp transport listens on {}", context_.rank, listenAddress_);

@@ -3,16 +3,24 @@
 //
 // Handshake (once per connection, before any frame; the connector is the higher rank):
 //
-//   listener  -> connector  ListenerHello   magic u32 | version u16 | reserved u16 | nonce[32]
+//   listener  -> connector  ListenerHello   magic u32 | version u16 | reserved u16 |
+//                                           listenerNonce[32]
 //   connector -> listener   ConnectorHello  magic u32 | version u16 | jobIdBytes u16 |
-//                                           fromRank i32 | toRank i32 | jobId[jobIdBytes] |
+//                                           fromRank i32 | toRank i32 | dialedBytes u16 |
+//                                           reserved u16 | connectorNonce[32] |
+//                                           jobId[jobIdBytes] | dialed[dialedBytes] |
 //                                           mac[32] = HMAC-SHA256(secret, "ringlet-connect" |
-//                                                     nonce | the 16 fixed bytes | jobId)
+//                                           listenerNonce | the 52 fixed bytes | jobId | dialed)
 //   listener  -> connector  ListenerAccept  magic u32 | version u16 | reserved u16 |
 //                                           listenerRank i32 | mac[32] = HMAC-SHA256(secret,
-//                                           "ringlet-accept" | nonce | connector mac | rank i32)
+//                                           "ringlet-accept" | listenerNonce | connectorNonce |
+//                                           connector mac | rank i32 | dialed)
 //
-// A listener that refuses a connector closes the socket without answering.
+// `dialed` is the address the connector connected to, as the listener's record published it.
+// Both proofs cover both ranks, both fresh nonces and that address, so neither end accepts a
+// replayed answer, and a relay (a third party that forwards the bytes between a connector and
+// the real listener) fails: the listener sees an address that is not its own. A listener that
+// refuses a connector closes the socket without answering.
 //
 // Frames (after the handshake, both directions): header = type u32 | length u32, then `length`
 // payload bytes. DATA carries one message. ABORT carries origin i32 | reason bytes and is the
@@ -28,13 +36,14 @@
 namespace ringlet::transport::tcp {
 
 inline constexpr uint32_t kMagic = 0x4c474e52;  // "RNGL"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxJobIdBytes = 256;
+inline constexpr size_t kMaxDialedBytes = 128;
 
 inline constexpr size_t kListenerHelloBytes = 8 + kNonceBytes;
-inline constexpr size_t kConnectorFixedBytes = 16;
+inline constexpr size_t kConnectorFixedBytes = 20 + kNonceBytes;
 inline constexpr size_t kListenerAcceptBytes = 12 + kMacBytes;
 
 using Nonce = std::array<uint8_t, kNonceBytes>;
