@@ -1,6 +1,6 @@
-// Peer records are authenticated: what the issue did by hand (rank 0's address in the store
-// replaced by a relay that forwards, and may change, the bytes between the ranks) now fails the
-// job with an error naming the forged record, instead of a sum computed through the relay.
+// Peer records are authenticated: swapping rank 0's address in the store for a relay (which
+// forwards, and may change, the bytes between the ranks) now fails the job with an error naming
+// the forged record, instead of a sum computed through the relay.
 
 #include <poll.h>
 #include <sys/socket.h>
