@@ -28,8 +28,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A TCP relay: accepts connections and forwards each, both ways, to `target`. Adds 100 to the
-// first byte of every chunk rank 0 sends back, as a relay that changes results would.
+// A TCP relay: accepts connections and forwards each, both ways, to `target`, unchanged (one that
+// got through could as well change the data). used() says whether anyone connected through it.
 class Relay {
  public:
   explicit Relay(std::string target)
