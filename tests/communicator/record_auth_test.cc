@@ -1,6 +1,6 @@
-// Peer records are authenticated: what the issue did by hand (rank 0's address in the store
-// replaced by a relay that forwards, and may change, the bytes between the ranks) now fails the
-// job with an error naming the forged record, instead of a sum computed through the relay.
+// Peer records are authenticated: swapping rank 0's address in the store for a relay (which
+// forwards, and may change, the bytes between the ranks) now fails the job with an error naming
+// the forged record, instead of a sum computed through the relay.
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -28,8 +28,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// A TCP relay: accepts connections and forwards each, both ways, to `target`. Adds 100 to the
-// first byte of every chunk rank 0 sends back, as a relay that changes results would.
+// A TCP relay: accepts connections and forwards each, both ways, to `target`, unchanged (one that
+// got through could as well change the data). used() says whether anyone connected through it.
 class Relay {
  public:
   explicit Relay(std::string target)

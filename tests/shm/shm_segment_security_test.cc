@@ -46,7 +46,7 @@ class ShmSegmentSecurity : public ::testing::Test {
   const SegmentGeometry geometry_{.slotCount = 4, .slotBytes = 4096};
 };
 
-// The store key "name:<file>" made the opener delete any file of the directory.
+// A store key "name:<file>" used to make the opener delete any file of the directory.
 TEST_F(ShmSegmentSecurity, NameFromTheStoreIsCheckedAndNeverUnlinked) {
   const std::string victim = touch("victim", 0600);
   expectRefused("victim", "not a ringlet segment name");

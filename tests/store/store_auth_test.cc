@@ -92,7 +92,7 @@ TEST(TcpStoreAuth, ClientWithTheSecretIsServed) {
   EXPECT_EQ(store->add("n", 2), 2);
 }
 
-// What the issue reproduced: a local user without the secret connects and reads a key. The old
+// A local user without the secret connects and tries to read a key. The old
 // protocol answered after an 8-byte hello; now nothing is answered without a proof.
 TEST(TcpStoreAuth, ClientWithoutTheSecretReadsNothing) {
   auto server = TcpStoreServer::start({.secret = kSecret});

@@ -58,7 +58,7 @@ TEST(TcpStoreQuota, KeyCountIsLimitedWithANamedError) {
   EXPECT_FALSE(store->check("d"));
 }
 
-// The client grew the store from 8 MB to 1.88 GB; now a job's bytes are bounded.
+// One client used to grow the store without bound (8 MB to 1.88 GB); now a job's bytes are bounded.
 TEST(TcpStoreQuota, JobMemoryIsLimitedWithANamedError) {
   auto server = TcpStoreServer::start({.quotas = {.maxBytes = 1 << 20}});
   auto store = connectTcpStore(server->host(), server->port(), shortOptions());
