@@ -25,6 +25,7 @@ struct Environment {
   std::string jobSecret;                           // RINGLET_JOB_SECRET hex (launcher)
   std::string cudaPath;                            // RINGLET_CUDA_PATH: auto|ipc|staged
   std::optional<size_t> cudaSlotBytes;             // RINGLET_CUDA_SLOT_BYTES
+  std::string trace;                               // RINGLET_TRACE: path of the trace files
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed variable and its value.

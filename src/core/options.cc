@@ -21,6 +21,7 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   if (env.timeout) options.timeout = *env.timeout;
   if (!env.transport.empty()) options.transport = env.transport;
   if (env.segmentBytes) options.segmentBytes = *env.segmentBytes;
+  options.trace = env.trace;
   options.algorithms = collectives::parseAlgorithmList(env.algorithms, "RINGLET_ALGO");
   if (env.costModel) {
     const auto& v = *env.costModel;
@@ -78,6 +79,22 @@ std::vector<AlgorithmInfo> algorithms() {
     list.push_back(std::move(info));
   }
   return list;
+}
+
+double predictSeconds(const CostModel& model, std::string_view collective,
+                      std::string_view algorithm, int ranks, size_t bytes, size_t sliceBytes) {
+  const auto which = collectives::collectiveNamed(collective);
+  if (!which) {
+    throw InvalidArgument(fmt::format("predictSeconds: '{}' is not a collective", collective));
+  }
+  for (auto a : collectives::algorithmsOf(*which)) {
+    if (collectives::nameOf(a) == algorithm) {
+      return collectives::predictSeconds(*which, a, ranks, bytes,
+                                         collectives::sliceBytes(sliceBytes, {}), model);
+    }
+  }
+  throw InvalidArgument(
+      fmt::format("predictSeconds: {} has no algorithm '{}'", collective, algorithm));
 }
 
 std::vector<TransportInfo> transports(const CommunicatorOptions& options) {
