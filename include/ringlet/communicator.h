@@ -85,6 +85,10 @@ struct CommunicatorOptions {
   std::map<std::string, std::string> algorithms;
   // The cost model's parameters; unset: create() measures them on the communicator's links.
   std::optional<CostModel> costModel;
+  // How long create() measures them: each of the measurement's batches is repeated this many
+  // times over (the fastest batch counts, so more batches see through a busy machine). 1: about
+  // a millisecond on one idle host. Must be the same on every rank.
+  int calibrationEffort = 1;
   // Trace mode: a path; empty: off. Every call and every step of its schedule (chunk, peers,
   // bytes, times) is written as a Chrome trace-event JSON file (Perfetto, chrome://tracing) when
   // the communicator is destroyed: to the path with "{rank}" replaced by the rank, or to

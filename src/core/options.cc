@@ -36,6 +36,11 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
 namespace detail {
 
 void checkOptions(const CommunicatorOptions& options) {
+  if (options.calibrationEffort < 1 || options.calibrationEffort > 1000) {
+    throw InvalidArgument(
+        fmt::format("CommunicatorOptions::calibrationEffort is {}: it must be between 1 and 1000",
+                    options.calibrationEffort));
+  }
   collectives::parseForced(options.algorithms);  // throws naming an unknown name
   if (const auto& m = options.costModel) {
     for (double v : {m->alpha, m->beta, m->gamma, m->delta}) {

@@ -87,6 +87,11 @@ int main(int argc, char** argv) {
   measureCmd->add_option("-f,--factor", options.factor, "Size factor")->check(CLI::Range(2, 64));
   measureCmd->add_option("-r,--repeats", options.repeats, "Batches per size (median)")
       ->check(CLI::Range(1, 101));
+  int effort = 20;
+  measureCmd
+      ->add_option("--calibration-effort", effort,
+                   "Batches of the cost model's measurement, times those of create()")
+      ->check(CLI::Range(1, 1000));
   measureCmd->add_option("-c,--collectives", options.collectives,
                          "Collectives (allreduce allgather reducescatter broadcast ...)");
 
@@ -112,9 +117,13 @@ int main(int argc, char** argv) {
       options.minBytes = ringlet::model::parseBytes(minText, "--min");
       options.maxBytes = ringlet::model::parseBytes(maxText, "--max");
       if (!underLauncher()) return relaunch(ranks, argc, argv);
+      ringlet::CommunicatorOptions communicatorOptions =
+          ringlet::CommunicatorOptions::fromEnvironment();
+      communicatorOptions.calibrationEffort = effort;
       ringlet::Communicator comm =
-          ringlet::Communicator::create(ringlet::Bootstrap::fromEnvironment());
+          ringlet::Communicator::create(ringlet::Bootstrap::fromEnvironment(), communicatorOptions);
       json report = ringlet::model::describe(comm);
+      report["calibration_effort"] = effort;
       report["rows"] = ringlet::model::measure(comm, options);
       if (comm.rank() != 0) return 0;
       if (!out.empty()) {

@@ -55,8 +55,14 @@ struct Call {
   }
 };
 
-// Seconds per call: the max over ranks of each batch's mean, the median over `repeats` batches.
-double timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
+struct Timing {
+  double median = 0;
+  double fastest = 0;
+};
+
+// Seconds per call: the max over ranks of each batch's mean; the median and the fastest of
+// `repeats` batches.
+Timing timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
   auto start = Clock::now();
   call.run();  // warm: pages, caches
   call.run();
@@ -73,7 +79,7 @@ double timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
     batches.push_back(maxOverRanks(comm, mean));
   }
   std::sort(batches.begin(), batches.end());
-  return batches[batches.size() / 2];
+  return {batches[batches.size() / 2], batches.front()};
 }
 
 }  // namespace
@@ -106,12 +112,14 @@ json measure(Communicator& comm, const MeasureOptions& options) {
       for (size_t bytes = options.minBytes; bytes <= options.maxBytes;
            bytes *= static_cast<size_t>(options.factor)) {
         Call call(sub, info.collective, bytes);
-        const double seconds = timeCall(sub, call, options);
+        const Timing t = timeCall(sub, call, options);
+        const double seconds = t.median;
         json row;
         row["collective"] = info.collective;
         row["algorithm"] = algorithm;
         row["bytes"] = call.bytes();
         row["measured_s"] = seconds;
+        row["fastest_s"] = t.fastest;
         row["predicted_s"] =
             predictSeconds(model, info.collective, algorithm, comm.size(), call.bytes());
         row["busbw_gbps"] = call.bytes() / seconds * busFactor(info.collective, comm.size()) / 1e9;

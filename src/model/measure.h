@@ -17,14 +17,14 @@ struct MeasureOptions {
   size_t minBytes = 1024;
   size_t maxBytes = size_t{64} << 20;
   int factor = 4;
-  int repeats = 5;              // the median of these is reported
+  int repeats = 7;              // the median (and the fastest) of these is reported
   double batchSeconds = 0.004;  // each repeat times enough calls to last about this long
 };
 
 // Collective over `comm`: times every algorithm of every collective in `options` at each size
 // (the max over ranks of the mean time per call in a batch; the median of the batches) and
 // predicts it with comm.costModel(). Every rank returns the same rows:
-//   {collective, algorithm, bytes, measured_s, predicted_s, busbw_gbps}
+//   {collective, algorithm, bytes, measured_s (median), fastest_s, predicted_s, busbw_gbps}
 nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options);
 
 // The report's header: ranks, links, the model's parameters.
