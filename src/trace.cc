@@ -44,9 +44,7 @@ std::string micros(int64_t ns) { return fmt::format("{}.{:03}", ns / 1000, ns % 
 }  // namespace
 
 Recorder::Recorder(std::string path, int rank, int size, std::string host)
-    : path_(fileFor(std::move(path), rank)), rank_(rank), size_(size), host_(std::move(host)) {
-  events_.reserve(4096);
-}
+    : path_(fileFor(std::move(path), rank)), rank_(rank), size_(size), host_(std::move(host)) {}
 
 Recorder::~Recorder() {
   try {
@@ -57,16 +55,16 @@ Recorder::~Recorder() {
 }
 
 bool Recorder::full() {
-  if (events_.size() < kMaxEvents) return false;
+  if (events_ < kMaxEvents) return false;
   ++dropped_;
   return true;
 }
 
-void Recorder::collective(std::string name, std::string_view algorithm, uint64_t seq,
+void Recorder::collective(const char* name, std::string_view algorithm, uint64_t seq,
                           uint64_t bytes, Clock::time_point start, Clock::time_point end) {
   if (full()) return;
   Event e;
-  e.name = std::move(name);
+  e.step.name = name;
   e.algorithm = algorithm;
   e.seq = seq;
   e.call = currentCall_ - 1;
@@ -74,7 +72,7 @@ void Recorder::collective(std::string name, std::string_view algorithm, uint64_t
   e.startNs = nanoseconds(start);
   e.endNs = nanoseconds(end);
   e.isCollective = true;
-  events_.push_back(std::move(e));
+  append(e);
 }
 
 void Recorder::step(const Step& step, Clock::time_point start, Clock::time_point end) {
@@ -85,7 +83,13 @@ void Recorder::step(const Step& step, Clock::time_point start, Clock::time_point
   e.call = currentCall_ - 1;
   e.startNs = nanoseconds(start);
   e.endNs = nanoseconds(end);
-  events_.push_back(std::move(e));
+  append(e);
+}
+
+void Recorder::append(const Event& e) {
+  if (events_ % kChunkEvents == 0) chunks_.push_back(std::make_unique<Event[]>(kChunkEvents));
+  chunks_.back()[events_ % kChunkEvents] = e;
+  ++events_;
 }
 
 void Recorder::write() {
@@ -113,7 +117,8 @@ void Recorder::write() {
              "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{0},\"tid\":1,"
              "\"args\":{{\"name\":\"steps\"}}}}",
              rank_);
-  for (const Event& e : events_) {
+  for (size_t i = 0; i < events_; ++i) {
+    const Event& e = chunks_[i / kChunkEvents][i % kChunkEvents];
     const std::string ts = micros(e.startNs);
     const std::string dur = micros(std::max<int64_t>(e.endNs - e.startNs, 0));
     if (e.isCollective) {
@@ -121,7 +126,7 @@ void Recorder::write() {
                  ",\n{{\"name\":\"{}\",\"cat\":\"collective\",\"ph\":\"X\",\"pid\":{},\"tid\":0,"
                  "\"ts\":{},\"dur\":{},\"args\":{{\"call\":{},\"seq\":{},\"algorithm\":\"{}\","
                  "\"bytes\":{}}}}}",
-                 escaped(e.name), rank_, ts, dur, e.call, e.seq, escaped(e.algorithm),
+                 escaped(e.step.name), rank_, ts, dur, e.call, e.seq, escaped(e.algorithm),
                  e.step.bytes);
       continue;
     }

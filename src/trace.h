@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,8 +53,9 @@ class Recorder {
     currentSeq_ = seq;
     ++currentCall_;
   }
-  // A whole call: "allreduce(count=..., float32, sum)", its algorithm and sequence number.
-  void collective(std::string name, std::string_view algorithm, uint64_t seq, uint64_t bytes,
+  // A whole call: "allreduce", its algorithm ("ring") and sequence number. Both names are
+  // string literals (kept as pointers until write()).
+  void collective(const char* name, std::string_view algorithm, uint64_t seq, uint64_t bytes,
                   Clock::time_point start, Clock::time_point end);
   void step(const Step& step, Clock::time_point start, Clock::time_point end);
 
@@ -63,9 +65,8 @@ class Recorder {
 
  private:
   struct Event {
-    Step step;
-    std::string name;  // collectives only
-    std::string algorithm;
+    Step step;  // collectives: step.name is the call's name
+    std::string_view algorithm;
     uint64_t seq = 0;
     uint64_t call = 0;
     int64_t startNs = 0;
@@ -73,12 +74,17 @@ class Recorder {
     bool isCollective = false;
   };
   bool full();
+  // Appends without ever moving what is stored: a growing vector would copy every event now and
+  // then, in the middle of some call.
+  void append(const Event& e);
 
   std::string path_;
   int rank_;
   int size_;
   std::string host_;
-  std::vector<Event> events_;
+  static constexpr size_t kChunkEvents = 8192;
+  std::vector<std::unique_ptr<Event[]>> chunks_;
+  size_t events_ = 0;
   uint64_t dropped_ = 0;
   uint64_t currentSeq_ = 0;
   uint64_t currentCall_ = 0;  // 1 + the index of the call running

@@ -137,8 +137,11 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                    .links = activeLinks_,
                    .cancelled = &cancelled_,
                    .trace = collective ? trace_.get() : nullptr};
-  const auto started = Clock::now();
-  if (wait.trace != nullptr) wait.trace->beginCall(header.seq);
+  Clock::time_point started;
+  if (wait.trace != nullptr) {
+    started = Clock::now();
+    wait.trace->beginCall(header.seq);
+  }
   // Records the call when tracing (collectives only), however it ends.
   struct TraceCall {
     trace::Recorder* recorder;
