@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the pictures and numbers of docs/ring-allreduce.md from real runs on this machine:
 #   docs/data/model-n{2,4}.json      ringlet-model measure: every algorithm timed beside the model
+#   docs/data/model-accuracy.md      docs/model_accuracy.py: calibrated and fitted, within 25%?
 #   docs/data/extrapolation.md       ringlet-model table: 8..4096 ranks, 10/100/400 Gbit/s
 #   docs/data/trace-n4-*.txt         RINGLET_TRACE of a 4-rank ring all-reduce, its steps
 #   docs/data/trace-overhead.md      ringlet-bench with trace mode off and on
@@ -37,7 +38,9 @@ for n in 2 4; do
     | tee "$data/model-n$n.txt"
   /usr/bin/python3 docs/plot_model.py "$data/model-n$n.json" "$images/model-n$n.png"
 done
-"$bin/ringlet-model" table "$data/model-n4.json" > "$data/extrapolation.md"
+/usr/bin/python3 docs/model_accuracy.py "$data/model-n2.json" "$data/model-n4.json" \
+  > "$data/model-accuracy.md"
+"$bin/ringlet-model" table "$data/model-n2.json" > "$data/extrapolation.md"
 
 # A traced ring all-reduce at 4 ranks, 20 timed calls (the fastest is drawn): 1 MiB is one
 # slice per chunk (chunks of 256 KiB, slices of 512 KiB); 8 MiB is four slices per chunk.
@@ -48,8 +51,10 @@ for mib in 1 8; do
     "$bin/ringlet-bench" -b "${mib}M" -e "${mib}M" --ops allreduce -n 20 -w 5 > /dev/null
   out="$data/trace-n4-${mib}m"
   /usr/bin/python3 "$bin/ringlet-trace" merge "$tmp/t$mib".rank*.json -o "$tmp/merged$mib.json"
-  /usr/bin/python3 "$bin/ringlet-trace" show "$tmp/merged$mib.json" --fastest > "$out.txt"
-  /usr/bin/python3 "$bin/ringlet-trace" plot "$tmp/merged$mib.json" --fastest \
+  bytes=$((mib << 20))
+  /usr/bin/python3 "$bin/ringlet-trace" show "$tmp/merged$mib.json" --fastest --bytes $bytes \
+    > "$out.txt"
+  /usr/bin/python3 "$bin/ringlet-trace" plot "$tmp/merged$mib.json" --fastest --bytes $bytes \
     -o "$images/trace-n4-${mib}m.png"
 done
 

@@ -20,8 +20,8 @@ def main():
     report = json.load(open(sys.argv[1]))
     rows = report["rows"]
     collectives = list(dict.fromkeys(r["collective"] for r in rows))
-    fig, axes = plt.subplots(1, len(collectives), figsize=(4.2 * len(collectives), 3.8),
-                             squeeze=False)
+    fig, axes = plt.subplots(2, len(collectives), figsize=(4.2 * len(collectives), 6.4),
+                             squeeze=False, gridspec_kw={"height_ratios": [3, 2]})
     colours = plt.get_cmap("tab10")
     for ax, collective in zip(axes[0], collectives):
         mine = [r for r in rows if r["collective"] == collective]
@@ -34,11 +34,25 @@ def main():
                     label=f"{algorithm} measured")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("bytes")
         ax.set_title(collective)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
+    # Second row: predicted / measured, with the +-25% band.
+    for ax, collective in zip(axes[1], collectives):
+        mine = [r for r in rows if r["collective"] == collective]
+        ax.axhspan(0.75, 1.25, color="#dddddd", zorder=0)
+        ax.axhline(1.0, color="#888888", linewidth=0.8)
+        for i, algorithm in enumerate(dict.fromkeys(r["algorithm"] for r in mine)):
+            pts = [r for r in mine if r["algorithm"] == algorithm]
+            ax.plot([r["bytes"] for r in pts], [r["predicted_s"] / r["measured_s"] for r in pts],
+                    "o-", color=colours(i), ms=3, label=algorithm)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_ylim(0.1, 10)
+        ax.set_xlabel("bytes")
+        ax.grid(True, which="both", alpha=0.3)
     axes[0][0].set_ylabel("microseconds per call")
+    axes[1][0].set_ylabel("predicted / measured\n(grey: within 25%)")
     m = report["model"]
     fig.suptitle(f"{report['ranks']} ranks, {report['links']}: alpha {m['alpha_s'] * 1e6:.2f} us, "
                  f"beta {1e-9 / m['beta_s_per_byte']:.2f} GB/s, "

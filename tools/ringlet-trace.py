@@ -95,10 +95,11 @@ def events_of(paths):
     return merge(paths)
 
 
-def pick_call(trace, name, seq, fastest=False):
+def pick_call(trace, name, seq, fastest=False, size=None):
     """The collective events (one per rank) of the chosen call and their steps: the last call
-    named `name`, the one with sequence number `seq`, or with `fastest` the one that took the
-    least time from the first rank's start to the last rank's end."""
+    named `name` (of `size` bytes, if given), the one with sequence number `seq`, or with
+    `fastest` the one that took the least time from the first rank's start to the last rank's
+    end (among the largest calls unless `size` is given)."""
     calls = [e for e in trace["traceEvents"] if e.get("cat") == "collective"]
     named = [e for e in calls if e["name"].startswith(name)]
     if not named:
@@ -108,6 +109,14 @@ def pick_call(trace, name, seq, fastest=False):
         named = [e for e in named if e["args"]["seq"] == seq]
         if not named:
             fail(f"no {name} call with seq {seq} in the trace")
+    if size is not None:
+        named = [e for e in named if e["args"]["bytes"] == size]
+        if not named:
+            fail(f"no {name} call of {size} bytes in the trace")
+    elif fastest:
+        # The fastest of the largest calls, not a small one made on the side.
+        largest = max(e["args"]["bytes"] for e in named)
+        named = [e for e in named if e["args"]["bytes"] == largest]
     # Calls are numbered alike on every rank ("call"); sequence numbers restart after create().
     index = max(e["args"]["call"] for e in named)
     if fastest:
@@ -122,8 +131,8 @@ def pick_call(trace, name, seq, fastest=False):
     return chosen, steps
 
 
-def show(trace, name, seq, fastest):
-    calls, steps = pick_call(trace, name, seq, fastest)
+def show(trace, name, seq, fastest, size):
+    calls, steps = pick_call(trace, name, seq, fastest, size)
     first = calls[0]
     print(f"{first['name']}, {first['args']['algorithm']}, seq {first['args']['seq']}")
     for call in sorted(calls, key=lambda e: e["pid"]):
@@ -143,7 +152,7 @@ def show(trace, name, seq, fastest):
                   f"{s['name']:<19} {chunk}{piece}, {a['bytes']} B {', '.join(moves)}")
 
 
-def plot(trace, name, seq, fastest, out, title):
+def plot(trace, name, seq, fastest, size, out, title):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -152,7 +161,7 @@ def plot(trace, name, seq, fastest, out, title):
     except ImportError:
         fail("plot needs matplotlib (Debian: apt-get install python3-matplotlib, then run "
              "ringlet-trace with /usr/bin/python3)")
-    calls, steps = pick_call(trace, name, seq, fastest)
+    calls, steps = pick_call(trace, name, seq, fastest, size)
     t0 = min(c["ts"] for c in calls)
     t1 = max(c["ts"] + c["dur"] for c in calls)
     ranks = sorted(c["pid"] for c in calls)
@@ -179,8 +188,11 @@ def plot(trace, name, seq, fastest, out, title):
     ax.set_xlim(0, t1 - t0)
     ax.set_xlabel("microseconds since the first rank entered the call")
     first = calls[0]
-    ax.set_title(title or f"{first['name']} ({first['args']['algorithm']}), {len(ranks)} ranks: "
-                 "bars are steps, coloured by chunk")
+    size = first["args"]["bytes"]
+    human = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB" if size >= 1024 \
+        else f"{size} B"
+    ax.set_title(title or f"{first['name']} of {human} ({first['args']['algorithm']}), "
+                 f"{len(ranks)} ranks: bars are steps, coloured by chunk")
     chunks = sorted({s["args"]["chunk"] for s in steps if s["args"]["chunk"] >= 0})
     handles = [Patch(color=colours(c % 10), label=f"chunk {c}") for c in chunks]
     handles.append(Patch(facecolor="white", edgecolor="black", label="reduce-scatter (solid)"))
@@ -207,6 +219,7 @@ def main():
         p.add_argument("--seq", type=int, help="its sequence number (default: the last one)")
         p.add_argument("--fastest", action="store_true",
                        help="of the calls so named, the one that took the least time")
+        p.add_argument("--bytes", type=int, help="only calls of this size")
         if command == "plot":
             p.add_argument("-o", "--out", required=True)
             p.add_argument("--title")
@@ -220,9 +233,10 @@ def main():
             fail(f"cannot write {args.out}: {e.strerror}")
         print(f"merged {len(args.files)} ranks into {args.out}")
     elif args.command == "show":
-        show(events_of(args.files), args.call, args.seq, args.fastest)
+        show(events_of(args.files), args.call, args.seq, args.fastest, args.bytes)
     else:
-        plot(events_of(args.files), args.call, args.seq, args.fastest, args.out, args.title)
+        plot(events_of(args.files), args.call, args.seq, args.fastest, args.bytes, args.out,
+             args.title)
 
 
 if __name__ == "__main__":

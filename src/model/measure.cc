@@ -122,6 +122,18 @@ json measure(Communicator& comm, const MeasureOptions& options) {
         row["fastest_s"] = t.fastest;
         row["predicted_s"] =
             predictSeconds(model, info.collective, algorithm, comm.size(), call.bytes());
+        // The model is linear in its parameters: the time per unit of alpha, beta, gamma and
+        // delta, so that other parameters (fitted ones, other links) can be tried without a run.
+        json terms = json::array();
+        for (int i = 0; i < 4; ++i) {
+          CostModel unit{.alpha = i == 0 ? 1.0 : 0.0,
+                         .beta = i == 1 ? 1.0 : 0.0,
+                         .gamma = i == 2 ? 1.0 : 0.0,
+                         .delta = i == 3 ? 1.0 : 0.0};
+          terms.push_back(
+              predictSeconds(unit, info.collective, algorithm, comm.size(), call.bytes()));
+        }
+        row["terms"] = terms;
         row["busbw_gbps"] = call.bytes() / seconds * busFactor(info.collective, comm.size()) / 1e9;
         rows.push_back(row);
       }

@@ -24,7 +24,8 @@ struct MeasureOptions {
 // Collective over `comm`: times every algorithm of every collective in `options` at each size
 // (the max over ranks of the mean time per call in a batch; the median of the batches) and
 // predicts it with comm.costModel(). Every rank returns the same rows:
-//   {collective, algorithm, bytes, measured_s (median), fastest_s, predicted_s, busbw_gbps}
+//   {collective, algorithm, bytes, measured_s (median), fastest_s, predicted_s, busbw_gbps,
+//    terms: the prediction per unit of alpha, beta, gamma, delta (the model is linear in them)}
 nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options);
 
 // The report's header: ranks, links, the model's parameters.
