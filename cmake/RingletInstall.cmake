@@ -40,7 +40,7 @@ if(NOT ringlet_build_bin_to_lib STREQUAL ringlet_bin_to_lib)
 endif()
 set(RINGLET_INSTALLED_TOOLS)
 # ringlet-train is an example that reads its data from the source tree: not installed.
-foreach(tool ringlet-run ringlet-info ringlet-bench)
+foreach(tool ringlet-run ringlet-info ringlet-bench ringlet-model)
   if(TARGET ${tool})
     list(APPEND RINGLET_INSTALLED_TOOLS ${tool})
   endif()

@@ -26,6 +26,7 @@ void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int roo
   // Bytes as elements; the buffer is both input and output; a broadcast never reduces.
   LinkPrims prims(group.prev(), group.next(), buffer, buffer, 1, DataType::kUInt8, ReduceOp::kSum,
                   1, bytes >= kernels::kStreamingBytes, wait);
+  prims.traceChunks(bytes, 1, std::max<size_t>(1, sliceBytes));
   chainBroadcastSchedule(prims, position, n, bytes, std::max<size_t>(1, sliceBytes));
   if (position != n - 1) group.next().flush(wait);
 }

@@ -5,6 +5,7 @@
 
 #include "collectives/collectives.h"
 #include "kernels/reduce.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 namespace {
@@ -24,6 +25,8 @@ std::unique_ptr<std::byte[]> temporaryBytes(size_t bytes) {
 
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
                 const WaitContext& wait) {
+  trace::StepScope scope(
+      wait.trace, [&] { return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes}; });
   const size_t step = messageBytes(link, slice);
   for (size_t offset = 0; offset < bytes; offset += step) {
     sendFrom(link, data + offset, std::min(step, bytes - offset), wait);
@@ -32,6 +35,8 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
 }
 
 void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait) {
+  trace::StepScope scope(
+      wait.trace, [&] { return trace::Step{.name = "recv", .from = link.peer(), .bytes = bytes}; });
   const size_t step = messageBytes(link, slice);
   for (size_t offset = 0; offset < bytes; offset += step) {
     link.recvInto(data + offset, std::min(step, bytes - offset), wait);
@@ -39,6 +44,13 @@ void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const W
 }
 
 void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
+  trace::StepScope scope(wait.trace, [&] {
+    return trace::Step{.name = x.reduce ? "exchangeReduce" : "exchange",
+                       .to = x.sendBytes > 0 ? x.out->peer() : -1,
+                       .from = x.recvBytes > 0 ? x.in->peer() : -1,
+                       .bytes = std::max(x.sendBytes, x.recvBytes),
+                       .reduces = x.reduce};
+  });
   const size_t element = x.reduce ? elementSize(x.type) : 1;
   const size_t sendStep = messageBytes(*x.out, slice);
   const size_t recvStep = messageBytes(*x.in, slice);

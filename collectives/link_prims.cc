@@ -1,5 +1,6 @@
 #include "collectives/link_prims.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/reduce.h"
@@ -25,9 +26,14 @@ LinkPrims::LinkPrims(Link& prev, Link& next, const std::byte* input, std::byte* 
       streaming_(streaming),
       wait_(wait) {}
 
-void LinkPrims::send(const Piece& p) { sendFrom(next_, input(p), bytes(p), wait_); }
+void LinkPrims::send(const Piece& p) {
+  trace::StepScope scope(wait_.trace, [&] { return traced("send", p, true, false, false); });
+  sendFrom(next_, input(p), bytes(p), wait_);
+}
 
 void LinkPrims::recvReduceSend(const Piece& p) {
+  trace::StepScope scope(wait_.trace,
+                         [&] { return traced("recvReduceSend", p, true, true, true); });
   const std::byte* in = prev_.recv(bytes(p), wait_);
   std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
   reduce(out, input(p), in, p.count, type_, op_);
@@ -36,6 +42,8 @@ void LinkPrims::recvReduceSend(const Piece& p) {
 }
 
 void LinkPrims::recvReduceCopySend(const Piece& p) {
+  trace::StepScope scope(wait_.trace,
+                         [&] { return traced("recvReduceCopySend", p, true, true, true); });
   const std::byte* in = prev_.recv(bytes(p), wait_);
   if (next_.sharesMemory()) {
     // One pass: the result goes to the next rank's slot and to the output together.
@@ -58,6 +66,7 @@ void LinkPrims::recvReduceCopySend(const Piece& p) {
 }
 
 void LinkPrims::recvCopySend(const Piece& p) {
+  trace::StepScope scope(wait_.trace, [&] { return traced("recvCopySend", p, true, true, false); });
   if (prev_.sharesMemory()) {
     // Read the incoming slot once, into the output and the next rank's slot.
     const std::byte* in = prev_.recv(bytes(p), wait_);
@@ -73,6 +82,7 @@ void LinkPrims::recvCopySend(const Piece& p) {
 }
 
 void LinkPrims::recv(const Piece& p) {
+  trace::StepScope scope(wait_.trace, [&] { return traced("recv", p, false, true, false); });
   if (prev_.sharesMemory()) {
     copyOut(output(p), prev_.recv(bytes(p), wait_), bytes(p));
     prev_.release();
@@ -82,6 +92,8 @@ void LinkPrims::recv(const Piece& p) {
 }
 
 void LinkPrims::recvReduceCopy(const Piece& p) {
+  trace::StepScope scope(wait_.trace,
+                         [&] { return traced("recvReduceCopy", p, false, true, true); });
   const std::byte* in = prev_.recv(bytes(p), wait_);
   if (streaming_) {
     reduceStreaming(output(p), nullptr, input(p), in, p.count, type_, op_, divisor_);
@@ -90,6 +102,34 @@ void LinkPrims::recvReduceCopy(const Piece& p) {
     if (op_ == ReduceOp::kAvg) finishAverage(output(p), p.count, type_, divisor_);
   }
   prev_.release();
+}
+
+void LinkPrims::traceChunks(size_t count, int chunks, size_t slice) {
+  traceCount_ = count;
+  traceParts_ = chunks;
+  traceSlice_ = std::max<size_t>(slice, 1);
+}
+
+trace::Step LinkPrims::traced(const char* name, const Piece& p, bool sends, bool receives,
+                              bool reduces) const {
+  trace::Step step{.name = name,
+                   .to = sends ? next_.peer() : -1,
+                   .from = receives ? prev_.peer() : -1,
+                   .offset = p.offset * elementBytes_,
+                   .bytes = bytes(p),
+                   .reduces = reduces};
+  if (traceParts_ > 0) {
+    // The inverse of evenChunk(): the first count % parts chunks hold one element more.
+    const size_t base = traceCount_ / static_cast<size_t>(traceParts_);
+    const size_t extra = traceCount_ % static_cast<size_t>(traceParts_);
+    const size_t longPart = extra * (base + 1);
+    const size_t chunk = p.offset < longPart || base == 0 ? p.offset / (base + 1)
+                                                          : extra + (p.offset - longPart) / base;
+    const Piece whole = evenChunk(traceCount_, traceParts_, static_cast<int>(chunk));
+    step.chunk = static_cast<int>(chunk);
+    step.slice = static_cast<int64_t>((p.offset - whole.offset) / traceSlice_);
+  }
+  return step;
 }
 
 void LinkPrims::copyOut(std::byte* dst, const std::byte* src, size_t n) const {

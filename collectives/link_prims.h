@@ -20,6 +20,7 @@
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 
@@ -38,11 +39,18 @@ class LinkPrims {
   void recv(const Piece& p);
   void recvReduceCopy(const Piece& p);
 
+  // Trace mode: the pieces are slices of `slice` elements of `chunks` even chunks of `count`
+  // (RingPieces), so that each traced step names its chunk and slice.
+  void traceChunks(size_t count, int chunks, size_t slice);
+
  private:
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
   const std::byte* input(const Piece& p) const { return input_ + p.offset * elementBytes_; }
   std::byte* output(const Piece& p) const { return output_ + p.offset * elementBytes_; }
   void copyOut(std::byte* dst, const std::byte* src, size_t n) const;
+  // The trace record of primitive `name` on `p`.
+  trace::Step traced(const char* name, const Piece& p, bool sends, bool receives,
+                     bool reduces) const;
 
   Link& prev_;
   Link& next_;
@@ -54,6 +62,9 @@ class LinkPrims {
   const int divisor_;
   const bool streaming_;
   const WaitContext& wait_;
+  size_t traceCount_ = 0;  // traceChunks(); 0: the pieces are not ring chunks
+  int traceParts_ = 0;
+  size_t traceSlice_ = 0;
 };
 
 }  // namespace ringlet::collectives

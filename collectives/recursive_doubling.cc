@@ -18,6 +18,7 @@
 
 #include "collectives/collectives.h"
 #include "kernels/reduce.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 
@@ -83,7 +84,15 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   };
   constexpr size_t kWholeLink = SIZE_MAX;  // slices of the link's largest message
 
+  // Trace mode: each exchange, fold and unfold is a step.
+  auto step = [&](const char* name, int to, int from) {
+    return [=] {
+      return trace::Step{
+          .name = name, .to = to, .from = from, .bytes = bytes, .reduces = from >= 0 && r < p};
+    };
+  };
   if (r >= p) {  // extra rank: hand the input to rank r-p, get the result back
+    trace::StepScope traced(wait.trace, step("foldOut", r - p, r - p));
     Link& link = group.link(r - p);
     if (sliced(link)) {
       sendSliced(link, out, bytes, kWholeLink, wait);
@@ -98,6 +107,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     return;
   }
   if (r < n - p) {  // fold the extra rank's input in
+    trace::StepScope traced(wait.trace, step("foldIn", -1, r + p));
     Link& link = group.link(r + p);
     if (sliced(link)) {
       recvSliced(link, scratch.get(), bytes, kWholeLink, wait);
@@ -111,6 +121,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   // Exchange with r^mask and combine: send first, then receive and reduce. The send must have
   // left `out` (flush) before the reduction overwrites it.
   for (int mask = 1; mask < p; mask <<= 1) {
+    trace::StepScope traced(wait.trace, step("exchangeReduce", r ^ mask, r ^ mask));
     Link& link = group.link(r ^ mask);
     if (sliced(link)) {
       exchange({.out = &link,
@@ -131,6 +142,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   }
   if (args.op == ReduceOp::kAvg) finishAverage(out, args.count, args.type, n);
   if (r < n - p) {
+    trace::StepScope traced(wait.trace, step("unfold", r + p, -1));
     Link& link = group.link(r + p);
     if (sliced(link)) {
       sendSliced(link, out, bytes, kWholeLink, wait);

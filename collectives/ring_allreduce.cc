@@ -13,8 +13,9 @@ void ringAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBy
   const bool streaming = args.count * elementBytes >= kernels::kStreamingBytes;
   LinkPrims prims(group.prev(), group.next(), args.send, args.recv, elementBytes, args.type,
                   args.op, group.size, streaming, wait);
-  ringAllreduceSchedule(prims, group.rank, group.size, args.count,
-                        std::max<size_t>(1, sliceBytes / elementBytes));
+  const size_t sliceElements = std::max<size_t>(1, sliceBytes / elementBytes);
+  prims.traceChunks(args.count, group.size, sliceElements);
+  ringAllreduceSchedule(prims, group.rank, group.size, args.count, sliceElements);
   group.next().flush(wait);
 }
 

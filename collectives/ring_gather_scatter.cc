@@ -47,6 +47,12 @@ std::byte* scratch(size_t bytes) {
   return buffer.get();
 }
 
+// Trace mode: ring chunks are named in each step; the v-forms' blocks by their offset only.
+void traceLayout(LinkPrims& prims, const RingPieces& piece) {
+  prims.traceChunks(piece.count, piece.size, piece.sliceElements);
+}
+void traceLayout(LinkPrims&, const BlockPieces&) {}
+
 // The reduce-scatter of ring_schedule.h over `piece` (even chunks or the v-form's blocks): this
 // rank's chunk `own` ends reduced in `recv`. `extent`: elements from the start of send that the
 // chunks span.
@@ -60,6 +66,7 @@ void reduceScatterRing(const Group& group, const std::byte* send, std::byte* rec
   std::byte* partial = scratch(extent * elementBytes);
   LinkPrims prims(group.prev(), group.next(), send, partial, elementBytes, type, op, group.size,
                   /*streaming=*/false, wait);
+  traceLayout(prims, piece);
   ringReduceScatterSchedule(prims, group.rank, group.size, piece);
   group.next().flush(wait);
   if (own.count > 0) {
@@ -77,6 +84,7 @@ void allgatherRing(const Group& group, const std::byte* send, std::byte* recv, P
   if (mine != send && own.count > 0) std::memcpy(mine, send, own.count * elementBytes);
   LinkPrims prims(group.prev(), group.next(), recv, recv, elementBytes, type, ReduceOp::kSum, 1,
                   total * elementBytes >= kernels::kStreamingBytes, wait);
+  traceLayout(prims, piece);
   ringAllgatherSchedule(prims, group.rank, group.size, piece);
   group.next().flush(wait);
 }
@@ -134,6 +142,7 @@ void chainReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
 
   LinkPrims prims(group.prev(), group.next(), args.send, output, elementBytes, args.type, args.op,
                   n, /*streaming=*/false, wait);
+  prims.traceChunks(args.count, 1, sliceElements(sliceBytes, elementBytes));
   chainReduceSchedule(prims, position, n, args.count, sliceElements(sliceBytes, elementBytes));
   if (position != n - 1) group.next().flush(wait);
 }

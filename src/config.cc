@@ -60,6 +60,7 @@ Environment parse() {
   if (auto v = getenv("RINGLET_ALGO")) env.algorithms = *v;
   if (auto v = getenv("RINGLET_COST_MODEL"))
     env.costModel = parseCostModel(*v, "RINGLET_COST_MODEL");
+  if (auto v = getenv("RINGLET_TRACE")) env.trace = *v;
   if (auto v = getenv("RINGLET_STORE_ADDR")) env.storeAddr = *v;
   if (auto v = getenv("RINGLET_JOB_ID")) {
     if (v->size() > kMaxJobIdBytes) {

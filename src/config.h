@@ -26,6 +26,7 @@ struct Environment {
   std::string jobSecretFile;                       // RINGLET_JOB_SECRET_FILE: 0600 file, hex
   std::string cudaPath;                            // RINGLET_CUDA_PATH: auto|ipc|staged
   std::optional<size_t> cudaSlotBytes;             // RINGLET_CUDA_SLOT_BYTES
+  std::string trace;                               // RINGLET_TRACE: path of the trace files
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed or out-of-range variable, its

@@ -38,6 +38,10 @@
 
 #include "ringlet/store.h"
 
+namespace ringlet::trace {
+class Recorder;  // src/trace.h
+}
+
 namespace ringlet::transport {
 
 using Clock = std::chrono::steady_clock;
@@ -56,6 +60,8 @@ struct WaitContext {
   // Set by Communicator::abort() from another thread: waits end as if their deadline passed
   // (throwTimeout then throws AbortedError). May be null.
   const std::atomic<bool>* cancelled = nullptr;
+  // Trace mode (RINGLET_TRACE): the algorithms record their steps here. Null when off.
+  trace::Recorder* trace = nullptr;
 
   // True once the deadline has passed or the operation was cancelled. Wait loops check it.
   bool expired() const {

@@ -57,6 +57,14 @@ struct AlgorithmInfo {
 };
 std::vector<AlgorithmInfo> algorithms();
 
+// The cost model's prediction, in seconds, for `algorithm` running `collective` (names as
+// algorithms() lists them) on `ranks` ranks over `bytes`, sized as Communicator::algorithmFor()
+// sizes them, with pipeline slices of `sliceBytes` (0: the default, 512 KiB). The formulas are
+// the ones the algorithm choice uses (collectives/select.cc). Throws InvalidArgument naming an
+// unknown collective or an algorithm that collective does not have.
+double predictSeconds(const CostModel& model, std::string_view collective,
+                      std::string_view algorithm, int ranks, size_t bytes, size_t sliceBytes = 0);
+
 struct CommunicatorOptions {
   // Deadline for every wait inside a collective, and for setting up links.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
@@ -77,6 +85,15 @@ struct CommunicatorOptions {
   std::map<std::string, std::string> algorithms;
   // The cost model's parameters; unset: create() measures them on the communicator's links.
   std::optional<CostModel> costModel;
+  // How long create() measures them: each of the measurement's batches is repeated this many
+  // times over (the fastest batch counts, so more batches see through a busy machine). 1: about
+  // a millisecond on one idle host. Must be the same on every rank.
+  int calibrationEffort = 1;
+  // Trace mode: a path; empty: off. Every call and every step of its schedule (chunk, peers,
+  // bytes, times) is written as a Chrome trace-event JSON file (Perfetto, chrome://tracing) when
+  // the communicator is destroyed: to the path with "{rank}" replaced by the rank, or to
+  // path.rank<r>.json. Sub-communicators (split, dup) are not traced.
+  std::string trace;
 
   // Defaults overridden by RINGLET_* variables (the README lists them all).
   static CommunicatorOptions fromEnvironment();

@@ -11,6 +11,7 @@
 // measures, then all take the largest value of each (a max all-reduce), so the model and every
 // choice made from it is the same on every rank. 33 small and 5 large shifts: about a
 // millisecond on one idle host, tens of milliseconds over TCP or with more ranks than cores.
+// CommunicatorOptions::calibrationEffort multiplies the batches (ringlet-model uses more).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -40,7 +41,7 @@ double bestSeconds(int batches, int reps, F&& run) {
   return best;
 }
 
-CostModel measure(const collectives::Group& group, size_t slice,
+CostModel measure(const collectives::Group& group, size_t slice, int effort,
                   const transport::WaitContext& wait) {
   std::vector<std::byte> out(kLargeBytes, std::byte{1});
   std::vector<std::byte> in(kLargeBytes);
@@ -53,13 +54,14 @@ CostModel measure(const collectives::Group& group, size_t slice,
                            .recvBytes = bytes},
                           slice, wait);
   };
-  const double small = bestSeconds(8, 4, [&] { shift(8); });
-  const double large = bestSeconds(4, 1, [&] { shift(kLargeBytes); });
+  const double small = bestSeconds(8 * effort, 4, [&] { shift(8); });
+  const double large = bestSeconds(4 * effort, 1, [&] { shift(kLargeBytes); });
   const size_t floats = kLargeBytes / sizeof(float);
-  const double reduce = bestSeconds(3, 1, [&] {
+  const double reduce = bestSeconds(3 * effort, 1, [&] {
     kernels::reduce(in.data(), in.data(), out.data(), floats, DataType::kFloat32, ReduceOp::kSum);
   });
-  const double copy = bestSeconds(3, 1, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
+  const double copy =
+      bestSeconds(3 * effort, 1, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
   const double bytes = static_cast<double>(kLargeBytes);
   double values[4] = {small, std::max(large - small, 0.0) / bytes, reduce / bytes, copy / bytes};
   collectives::recursiveDoublingAllreduce(group,
@@ -78,7 +80,8 @@ void CommunicatorImpl::calibrate() {
   if (options_.costModel || size_ == 1) return;
   runBlocking(OpHeader{.kind = OpKind::kCalibrate},
               [this](const collectives::Group& group, const transport::WaitContext& wait) {
-                model_ = measure(group, sliceBytes({&group.next(), &group.prev()}), wait);
+                model_ = measure(group, sliceBytes({&group.next(), &group.prev()}),
+                                 std::max(1, options_.calibrationEffort), wait);
               });
   nextSeq_ = 0;  // the caller's calls are numbered from 0, as without calibration
 }

@@ -31,6 +31,9 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
   connectInitialLinks(deadline);
   forced_ = collectives::parseForced(options_.algorithms);
   if (options_.costModel) model_ = *options_.costModel;
+  if (!options_.trace.empty()) {
+    trace_ = std::make_unique<trace::Recorder>(options_.trace, rank_, size_, self_.hostId);
+  }
 }
 
 CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
@@ -132,7 +135,26 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                    .seq = header.seq,
                    .rank = rank_,
                    .links = activeLinks_,
-                   .cancelled = &cancelled_};
+                   .cancelled = &cancelled_,
+                   .trace = collective ? trace_.get() : nullptr};
+  Clock::time_point started;
+  if (wait.trace != nullptr) {
+    started = Clock::now();
+    wait.trace->beginCall(header.seq);
+  }
+  // Records the call when tracing (collectives only), however it ends.
+  struct TraceCall {
+    trace::Recorder* recorder;
+    const OpHeader& header;
+    Clock::time_point start;
+    ~TraceCall() {
+      if (recorder == nullptr) return;
+      const size_t bytes = header.count * elementSize(header.type);
+      recorder->collective(
+          header.name(), collectives::nameOf(static_cast<collectives::Algorithm>(header.algorithm)),
+          header.seq, bytes, start, Clock::now());
+    }
+  } traceCall{wait.trace, header, started};
   try {
     running_ = header;
     if (collective && size_ > 1 && !header.selfChecked) {

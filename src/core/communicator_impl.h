@@ -18,6 +18,7 @@
 #include "collectives/select.h"
 #include "ringlet/communicator.h"
 #include "src/core/op.h"
+#include "src/trace.h"
 #include "transports/transport.h"
 
 namespace ringlet::detail {
@@ -166,6 +167,8 @@ class CommunicatorImpl {
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
 
+  // Trace mode (CommunicatorOptions::trace): the calls and their steps; null when off.
+  std::unique_ptr<trace::Recorder> trace_;
   collectives::ForcedAlgorithms forced_{};
   CostModel model_;
   uint64_t nextSeq_ = 0;

@@ -21,6 +21,7 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   if (env.timeout) options.timeout = *env.timeout;
   if (!env.transport.empty()) options.transport = env.transport;
   if (env.segmentBytes) options.segmentBytes = *env.segmentBytes;
+  options.trace = env.trace;
   options.algorithms = collectives::parseAlgorithmList(env.algorithms, "RINGLET_ALGO");
   if (env.costModel) {
     const auto& v = *env.costModel;
@@ -35,6 +36,11 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
 namespace detail {
 
 void checkOptions(const CommunicatorOptions& options) {
+  if (options.calibrationEffort < 1 || options.calibrationEffort > 1000) {
+    throw InvalidArgument(
+        fmt::format("CommunicatorOptions::calibrationEffort is {}: it must be between 1 and 1000",
+                    options.calibrationEffort));
+  }
   collectives::parseForced(options.algorithms);  // throws naming an unknown name
   if (const auto& m = options.costModel) {
     for (double v : {m->alpha, m->beta, m->gamma, m->delta}) {
@@ -78,6 +84,22 @@ std::vector<AlgorithmInfo> algorithms() {
     list.push_back(std::move(info));
   }
   return list;
+}
+
+double predictSeconds(const CostModel& model, std::string_view collective,
+                      std::string_view algorithm, int ranks, size_t bytes, size_t sliceBytes) {
+  const auto which = collectives::collectiveNamed(collective);
+  if (!which) {
+    throw InvalidArgument(fmt::format("predictSeconds: '{}' is not a collective", collective));
+  }
+  for (auto a : collectives::algorithmsOf(*which)) {
+    if (collectives::nameOf(a) == algorithm) {
+      return collectives::predictSeconds(*which, a, ranks, bytes,
+                                         collectives::sliceBytes(sliceBytes, {}), model);
+    }
+  }
+  throw InvalidArgument(
+      fmt::format("predictSeconds: {} has no algorithm '{}'", collective, algorithm));
 }
 
 std::vector<TransportInfo> transports(const CommunicatorOptions& options) {

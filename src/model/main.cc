@@ -1,0 +1,151 @@
+// ringlet-model: the cost model that chooses ringlet's algorithms (collectives/select.cc),
+// calibrated on this machine's links, set against measured times, and extrapolated.
+//
+//   ringlet-model measure -n 4 -o n4.json   times every algorithm of all-reduce, all-gather,
+//                                           reduce-scatter and broadcast per size beside the
+//                                           model's prediction (runs itself under ringlet-run)
+//   ringlet-model table n4.json             predicted all-reduce times at 8..4096 ranks over
+//                                           10/100/400 Gbit/s links (markdown)
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "src/model/measure.h"
+#include "src/model/table.h"
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+bool underLauncher() {
+  const ringlet::Bootstrap bootstrap = ringlet::Bootstrap::fromEnvironment();
+  return bootstrap.source != "manual" || bootstrap.size > 1;
+}
+
+// measure outside a job: runs itself under ringlet-run (next to this program).
+int relaunch(int ranks, int argc, char** argv) {
+  std::error_code error;
+  const auto program = std::filesystem::canonical("/proc/self/exe", error);
+  const std::string launcher = (program.parent_path() / "ringlet-run").string();
+  const std::string count = std::to_string(ranks);
+  std::vector<const char*> args = {launcher.c_str(), "--no-prefix", "-n", count.c_str()};
+  for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(launcher.c_str(), const_cast<char* const*>(args.data()));
+  fmt::print(stderr, "ringlet: cannot run {} for ringlet-model measure: {}\n", launcher,
+             std::strerror(errno));
+  return 1;
+}
+
+std::string text(const json& report) {
+  const json& m = report["model"];
+  std::string out = fmt::format(
+      "cost model measured on {} ranks (links: {})\n  alpha {:.3g} us, beta {:.3g} GB/s, gamma "
+      "{:.3g} GB/s, delta {:.3g} GB/s\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9}\n",
+      report["ranks"].get<int>(), report["links"].get<std::string>(),
+      m["alpha_s"].get<double>() * 1e6, 1e-9 / m["beta_s_per_byte"].get<double>(),
+      1e-9 / m["gamma_s_per_byte"].get<double>(), 1e-9 / m["delta_s_per_byte"].get<double>(),
+      "collective", "algorithm", "bytes", "measured us", "predicted us", "error", "busbw GB/s");
+  for (const json& row : report["rows"]) {
+    const double measured = row["measured_s"];
+    const double predicted = row["predicted_s"];
+    out += fmt::format("{:<14} {:<19} {:>10} {:>12.1f} {:>12.1f} {:>+6.0f}% {:>9.2f}\n",
+                       row["collective"].get<std::string>(), row["algorithm"].get<std::string>(),
+                       row["bytes"].get<size_t>(), measured * 1e6, predicted * 1e6,
+                       (predicted / measured - 1) * 100, row["busbw_gbps"].get<double>());
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ringlet-model: the algorithm choice's cost model, measured and extrapolated",
+               "ringlet-model"};
+  app.require_subcommand(1);
+  CLI::App* measureCmd = app.add_subcommand(
+      "measure",
+      "Calibrate the model on a job's links, then time every algorithm of each collective per "
+      "size beside its prediction (started through ringlet-run -n RANKS unless a launcher "
+      "started this process)");
+  int ranks = 2;
+  std::string out;
+  std::string minText = "1K", maxText = "64M";
+  ringlet::model::MeasureOptions options;
+  measureCmd->add_option("-n,--ranks", ranks, "Ranks without a launcher")->check(CLI::Range(2, 64));
+  measureCmd->add_option("-o,--out", out, "Write the report as JSON here (rank 0)");
+  measureCmd->add_option("-b,--min", minText, "Smallest size (bytes; K, M suffixes)");
+  measureCmd->add_option("-e,--max", maxText, "Largest size");
+  measureCmd->add_option("-f,--factor", options.factor, "Size factor")->check(CLI::Range(2, 64));
+  measureCmd->add_option("-r,--repeats", options.repeats, "Batches per size (median)")
+      ->check(CLI::Range(1, 101));
+  int effort = 20;
+  measureCmd
+      ->add_option("--calibration-effort", effort,
+                   "Batches of the cost model's measurement, times those of create()")
+      ->check(CLI::Range(1, 1000));
+  measureCmd->add_option("-c,--collectives", options.collectives,
+                         "Collectives (allreduce allgather reducescatter broadcast ...)");
+
+  CLI::App* tableCmd = app.add_subcommand(
+      "table", "Extrapolate a measured model to 8..4096 ranks and 10/100/400 Gbit/s links");
+  std::string in;
+  ringlet::model::TableOptions table;
+  tableCmd->add_option("report", in, "JSON written by ringlet-model measure -o")->required();
+  tableCmd->add_option("--link-alpha", table.linkAlpha,
+                       "Seconds per message on the network links (default 5e-6)");
+  tableCmd->add_option("--sizes", table.sizes, "All-reduce sizes in bytes");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    fmt::print("{}", app.help());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "ringlet: {} (see ringlet-model --help)\n", e.what());
+    return 2;
+  }
+  try {
+    if (measureCmd->parsed()) {
+      options.minBytes = ringlet::model::parseBytes(minText, "--min");
+      options.maxBytes = ringlet::model::parseBytes(maxText, "--max");
+      if (!underLauncher()) return relaunch(ranks, argc, argv);
+      ringlet::CommunicatorOptions communicatorOptions =
+          ringlet::CommunicatorOptions::fromEnvironment();
+      communicatorOptions.calibrationEffort = effort;
+      ringlet::Communicator comm =
+          ringlet::Communicator::create(ringlet::Bootstrap::fromEnvironment(), communicatorOptions);
+      json report = ringlet::model::describe(comm);
+      report["calibration_effort"] = effort;
+      report["rows"] = ringlet::model::measure(comm, options);
+      if (comm.rank() != 0) return 0;
+      if (!out.empty()) {
+        std::ofstream file(out);
+        file << report.dump(1) << "\n";
+        if (!file) throw ringlet::IoError(fmt::format("cannot write {}", out));
+      }
+      fmt::print("{}", text(report));
+      return 0;
+    }
+    std::ifstream file(in);
+    if (!file) throw ringlet::IoError(fmt::format("cannot read {}", in));
+    json report;
+    try {
+      report = json::parse(file);
+    } catch (const json::exception& e) {
+      throw ringlet::InvalidArgument(fmt::format("{} is not JSON: {}", in, e.what()));
+    }
+    fmt::print("{}", ringlet::model::extrapolate(report, table));
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "ringlet: {}\n", e.what());
+    return 1;
+  }
+}

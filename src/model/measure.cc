@@ -1,0 +1,145 @@
+#include "src/model/measure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+namespace ringlet::model {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// nccl-tests' bus-bandwidth factor: the bytes each rank moves per byte of `bytes`.
+double busFactor(const std::string& collective, int n) {
+  if (collective == "allreduce") return 2.0 * (n - 1) / n;
+  if (collective == "allgather" || collective == "reducescatter") return double(n - 1) / n;
+  return 1.0;
+}
+
+double maxOverRanks(Communicator& comm, double value) {
+  comm.allreduce(&value, 1, DataType::kFloat64, ReduceOp::kMax);
+  return value;
+}
+
+// One call of `collective` over buffers sized for `bytes` (nccl-tests sizes).
+struct Call {
+  Communicator& comm;
+  std::string collective;
+  size_t count;  // float32 elements per rank's block (all-gather, reduce-scatter) or buffer
+  std::vector<float> a, b;
+
+  Call(Communicator& c, std::string what, size_t bytes) : comm(c), collective(std::move(what)) {
+    const size_t n = static_cast<size_t>(comm.size());
+    const size_t elements = std::max<size_t>(bytes / sizeof(float), n);
+    const bool blocks = collective == "allgather" || collective == "reducescatter";
+    count = blocks ? elements / n : elements;
+    a.assign(blocks ? count * n : count, 1.0f);
+    b.assign(a.size(), 0.0f);
+  }
+  size_t bytes() const {
+    const bool blocks = collective == "allgather" || collective == "reducescatter";
+    return (blocks ? count * comm.size() : count) * sizeof(float);
+  }
+  void run() {
+    if (collective == "allreduce") {
+      comm.allreduce(a.data(), b.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    } else if (collective == "allgather") {
+      comm.allgather(a.data(), b.data(), count, DataType::kFloat32);
+    } else if (collective == "reducescatter") {
+      comm.reduceScatter(a.data(), b.data(), count, DataType::kFloat32, ReduceOp::kSum);
+    } else {
+      comm.broadcast(a.data(), count, DataType::kFloat32, 0);
+    }
+  }
+};
+
+struct Timing {
+  double median = 0;
+  double fastest = 0;
+};
+
+// Seconds per call: the max over ranks of each batch's mean; the median and the fastest of
+// `repeats` batches.
+Timing timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
+  auto start = Clock::now();
+  call.run();  // warm: pages, caches
+  call.run();
+  const double once =
+      maxOverRanks(comm, std::chrono::duration<double>(Clock::now() - start).count() / 2);
+  const int iterations = static_cast<int>(
+      std::clamp(std::ceil(options.batchSeconds / std::max(once, 1e-9)), 1.0, 1000.0));
+  std::vector<double> batches;
+  for (int r = 0; r < options.repeats; ++r) {
+    comm.barrier();
+    start = Clock::now();
+    for (int i = 0; i < iterations; ++i) call.run();
+    const double mean = std::chrono::duration<double>(Clock::now() - start).count() / iterations;
+    batches.push_back(maxOverRanks(comm, mean));
+  }
+  std::sort(batches.begin(), batches.end());
+  return {batches[batches.size() / 2], batches.front()};
+}
+
+}  // namespace
+
+json describe(const Communicator& comm) {
+  const CostModel m = comm.costModel();
+  json out;
+  out["ranks"] = comm.size();
+  out["links"] = comm.describeLinks();
+  out["model"] = {{"alpha_s", m.alpha},
+                  {"beta_s_per_byte", m.beta},
+                  {"gamma_s_per_byte", m.gamma},
+                  {"delta_s_per_byte", m.delta}};
+  return out;
+}
+
+json measure(Communicator& comm, const MeasureOptions& options) {
+  json rows = json::array();
+  const CostModel model = comm.costModel();
+  for (const auto& info : algorithms()) {
+    if (std::find(options.collectives.begin(), options.collectives.end(), info.collective) ==
+        options.collectives.end()) {
+      continue;
+    }
+    for (const std::string& algorithm : info.algorithms) {
+      CommunicatorOptions forced = CommunicatorOptions::fromEnvironment();
+      forced.costModel = model;
+      forced.algorithms = {{info.collective, algorithm}};
+      Communicator sub = comm.dup(forced);
+      for (size_t bytes = options.minBytes; bytes <= options.maxBytes;
+           bytes *= static_cast<size_t>(options.factor)) {
+        Call call(sub, info.collective, bytes);
+        const Timing t = timeCall(sub, call, options);
+        const double seconds = t.median;
+        json row;
+        row["collective"] = info.collective;
+        row["algorithm"] = algorithm;
+        row["bytes"] = call.bytes();
+        row["measured_s"] = seconds;
+        row["fastest_s"] = t.fastest;
+        row["predicted_s"] =
+            predictSeconds(model, info.collective, algorithm, comm.size(), call.bytes());
+        // The model is linear in its parameters: the time per unit of alpha, beta, gamma and
+        // delta, so that other parameters (fitted ones, other links) can be tried without a run.
+        json terms = json::array();
+        for (int i = 0; i < 4; ++i) {
+          CostModel unit{.alpha = i == 0 ? 1.0 : 0.0,
+                         .beta = i == 1 ? 1.0 : 0.0,
+                         .gamma = i == 2 ? 1.0 : 0.0,
+                         .delta = i == 3 ? 1.0 : 0.0};
+          terms.push_back(
+              predictSeconds(unit, info.collective, algorithm, comm.size(), call.bytes()));
+        }
+        row["terms"] = terms;
+        row["busbw_gbps"] = call.bytes() / seconds * busFactor(info.collective, comm.size()) / 1e9;
+        rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace ringlet::model

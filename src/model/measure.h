@@ -1,0 +1,34 @@
+#pragma once
+// ringlet-model's measurement: each algorithm of a collective timed on this job's links, beside
+// the cost model's prediction for it.
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ringlet/ringlet.h"
+
+namespace ringlet::model {
+
+struct MeasureOptions {
+  std::vector<std::string> collectives = {"allreduce", "allgather", "reducescatter", "broadcast"};
+  size_t minBytes = 1024;
+  size_t maxBytes = size_t{64} << 20;
+  int factor = 4;
+  int repeats = 7;              // the median (and the fastest) of these is reported
+  double batchSeconds = 0.004;  // each repeat times enough calls to last about this long
+};
+
+// Collective over `comm`: times every algorithm of every collective in `options` at each size
+// (the max over ranks of the mean time per call in a batch; the median of the batches) and
+// predicts it with comm.costModel(). Every rank returns the same rows:
+//   {collective, algorithm, bytes, measured_s (median), fastest_s, predicted_s, busbw_gbps,
+//    terms: the prediction per unit of alpha, beta, gamma, delta (the model is linear in them)}
+nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options);
+
+// The report's header: ranks, links, the model's parameters.
+nlohmann::ordered_json describe(const Communicator& comm);
+
+}  // namespace ringlet::model

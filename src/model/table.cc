@@ -1,0 +1,98 @@
+#include "src/model/table.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <limits>
+
+#include "ringlet/ringlet.h"
+
+namespace ringlet::model {
+
+size_t parseBytes(std::string_view text, std::string_view what) {
+  size_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string_view suffix = text.substr(static_cast<size_t>(end - text.data()));
+  int shift = -1;
+  if (suffix.empty()) shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  if (suffix == "M" || suffix == "m") shift = 20;
+  if (suffix == "G" || suffix == "g") shift = 30;
+  if (ec != std::errc() || end == text.data() || shift < 0 || value == 0) {
+    throw InvalidArgument(
+        fmt::format("{} '{}' is not a size (examples: 4096, 64K, 1M)", what, text));
+  }
+  return value << shift;
+}
+
+namespace {
+
+std::string human(size_t bytes) {
+  if (bytes >= (size_t{1} << 20)) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= (size_t{1} << 10)) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+std::string seconds(double s) {
+  if (s >= 1) return fmt::format("{:.2f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+}  // namespace
+
+std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions& options) {
+  if (!report.contains("model")) {
+    throw InvalidArgument("the report has no \"model\" (write one with ringlet-model measure -o)");
+  }
+  const auto& m = report["model"];
+  const CostModel here{.alpha = m["alpha_s_per_message"].is_number()
+                                    ? m["alpha_s_per_message"].get<double>()
+                                    : m["alpha_s"].get<double>(),
+                       .beta = m["beta_s_per_byte"].get<double>(),
+                       .gamma = m["gamma_s_per_byte"].get<double>(),
+                       .delta = m["delta_s_per_byte"].get<double>()};
+  std::vector<std::string> names;
+  for (const auto& info : algorithms()) {
+    if (info.collective == "allreduce") names = info.algorithms;
+  }
+  std::string out = fmt::format(
+      "All-reduce predicted by the cost model (collectives/select.cc). Measured here: alpha {:.2f} "
+      "us, {:.2f} GB/s per link, reduce {:.2f} GB/s, copy {:.2f} GB/s; network links: alpha "
+      "{:.1f} us, the link's rate, this host's reduce and copy.\n\n",
+      here.alpha * 1e6, 1e-9 / here.beta, 1e-9 / here.gamma, 1e-9 / here.delta,
+      options.linkAlpha * 1e6);
+  out += "| size | ranks | link |";
+  for (const auto& n : names) out += fmt::format(" {} |", n);
+  out += " chosen | busbw GB/s |\n|---|---:|---|";
+  for (size_t i = 0; i < names.size(); ++i) out += "---:|";
+  out += "---|---:|\n";
+  for (size_t bytes : options.sizes) {
+    for (int n : options.ranks) {
+      std::vector<std::pair<std::string, CostModel>> links = {{"measured", here}};
+      for (double g : options.gbits) {
+        CostModel link = here;
+        link.alpha = options.linkAlpha;
+        link.beta = 8.0 / (g * 1e9);
+        links.emplace_back(fmt::format("{:g} Gbit/s", g), link);
+      }
+      for (const auto& [label, model] : links) {
+        out += fmt::format("| {} | {} | {} |", human(bytes), n, label);
+        double best = std::numeric_limits<double>::infinity();
+        std::string chosen;
+        for (const auto& name : names) {
+          const double t = predictSeconds(model, "allreduce", name, n, bytes);
+          out += fmt::format(" {} |", seconds(t));
+          if (t < best) {
+            best = t;
+            chosen = name;
+          }
+        }
+        out += fmt::format(" {} | {:.2f} |\n", chosen, bytes / best * 2.0 * (n - 1) / n / 1e9);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ringlet::model

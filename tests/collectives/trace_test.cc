@@ -1,0 +1,167 @@
+// Trace mode (CommunicatorOptions::trace, RINGLET_TRACE): each rank's file is trace-event JSON
+// whose steps follow the ring schedule of collectives/ring_schedule.h, chunk by chunk.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ringlet/ringlet.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+int wrap(int v, int n) { return ((v % n) + n) % n; }
+
+CommunicatorOptions traced(const std::string& path) {
+  CommunicatorOptions o;
+  o.timeout = 10s;
+  o.transport = "local";
+  o.trace = path;
+  o.algorithms = {{"allreduce", "ring"}, {"allgather", "ring"}};
+  o.segmentBytes = 64 << 10;  // 64 KiB slices
+  return o;
+}
+
+json readTrace(const std::string& file) {
+  std::ifstream in(file);
+  EXPECT_TRUE(in.good()) << "no trace file " << file;
+  return json::parse(in);
+}
+
+// The steps (cat "step") of the collective whose name starts with `call`, in time order.
+std::vector<json> stepsOf(const json& trace, const std::string& name) {
+  const json* found = nullptr;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "collective" && e["name"].get<std::string>().rfind(name, 0) == 0) {
+      found = &e;
+    }
+  }
+  EXPECT_NE(found, nullptr) << "no " << name << " in the trace";
+  if (found == nullptr) return {};
+  const uint64_t call = (*found)["args"]["call"];
+  std::vector<json> steps;
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") == "step" && e["args"]["call"] == call) steps.push_back(e);
+  }
+  return steps;
+}
+
+TEST(Trace, RingAllreduceStepsFollowTheSchedule) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  const int n = 4;
+  // 4 chunks of 100000 floats: 7 slices of 64 KiB (the last one short) per chunk.
+  const size_t count = 4 * 100000;
+  runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm =
+        Communicator::create(Bootstrap::forThread(rank, size, store), traced(dir + "/t.{rank}"));
+    std::vector<float> data(count, float(rank + 1));
+    comm.allreduce(std::span(data), ReduceOp::kSum);
+    EXPECT_EQ(data[count - 1], 10.0f);
+  });
+  const size_t chunkBytes = count / n * sizeof(float);
+  const size_t sliceBytes = 64 << 10;
+  const size_t slices = (chunkBytes + sliceBytes - 1) / sliceBytes;
+  for (int r = 0; r < n; ++r) {
+    const json trace = readTrace(dir + "/t." + std::to_string(r));
+    EXPECT_EQ(trace["otherData"]["rank"], r);
+    EXPECT_EQ(trace["otherData"]["size"], n);
+    const std::vector<json> steps = stepsOf(trace, "allreduce");
+    ASSERT_EQ(steps.size(), slices * (2 * n - 1)) << "rank " << r;
+    // Per slice: send chunk r; receive-reduce-send r-1, r-2; the final reduce of r+1; forward
+    // r, r-1; receive r+2 (ring_schedule.h).
+    const std::vector<std::string> names = {"send",
+                                            "recvReduceSend",
+                                            "recvReduceSend",
+                                            "recvReduceCopySend",
+                                            "recvCopySend",
+                                            "recvCopySend",
+                                            "recv"};
+    const std::vector<int> chunks = {r, r - 1, r - 2, r + 1, r, r - 1, r + 2};
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const json& s = steps[i];
+      const size_t k = i / names.size();
+      const size_t at = i % names.size();
+      EXPECT_EQ(s["name"], names[at]) << "rank " << r << " step " << i;
+      EXPECT_EQ(s["args"]["chunk"], wrap(chunks[at], n)) << "rank " << r << " step " << i;
+      EXPECT_EQ(s["args"]["slice"], k) << "rank " << r << " step " << i;
+      EXPECT_EQ(s["args"]["to"], at == names.size() - 1 ? -1 : wrap(r + 1, n));
+      EXPECT_EQ(s["args"]["from"], at == 0 ? -1 : wrap(r - 1, n));
+      EXPECT_EQ(s["args"]["reduces"], at >= 1 && at <= 3);
+      EXPECT_GE(s["dur"].get<double>(), 0.0);
+      if (at > 0) bytes += s["args"]["bytes"].get<uint64_t>();
+    }
+    // Every rank receives 2(N-1) chunks: 2(N-1)/N of the buffer.
+    EXPECT_EQ(bytes, 2 * (n - 1) * chunkBytes) << "rank " << r;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trace, EveryCallIsRecordedWithItsAlgorithmAndStepsInsideIt) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = traced(dir + "/calls");
+    o.algorithms = {{"allreduce", "recursive_doubling"}, {"allgather", "ring"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<int32_t> a(1000, rank), g(3 * 1000);
+    comm.allreduce(std::span(a), ReduceOp::kSum);
+    comm.allgather(a.data(), g.data(), a.size(), DataType::kInt32);
+    comm.broadcast(std::span(a), 1);
+    comm.barrier();
+  });
+  for (int r = 0; r < 3; ++r) {
+    const json trace = readTrace(dir + "/calls.rank" + std::to_string(r) + ".json");
+    std::vector<std::string> calls;
+    for (const json& e : trace["traceEvents"]) {
+      if (e.value("cat", "") != "collective") continue;
+      calls.push_back(
+          e["name"].get<std::string>().substr(0, e["name"].get<std::string>().find('(')));
+      if (calls.back() == "allreduce") {
+        EXPECT_EQ(e["args"]["algorithm"], "recursive_doubling");
+      }
+      if (calls.back() == "allgather") {
+        EXPECT_EQ(e["args"]["algorithm"], "ring");
+        EXPECT_EQ(e["args"]["bytes"], 1000 * sizeof(int32_t));
+      }
+      // Each step of a call lies inside it on this rank's clock.
+      for (const json& s : stepsOf(trace, calls.back())) {
+        EXPECT_GE(s["ts"].get<double>(), e["ts"].get<double>() - 1e-3);
+        EXPECT_LE(s["ts"].get<double>() + s["dur"].get<double>(),
+                  e["ts"].get<double>() + e["dur"].get<double>() + 1e-3);
+      }
+    }
+    // The cost model's measurement at creation comes first; then the caller's calls in order.
+    const std::vector<std::string> expected = {"allreduce", "allgather", "broadcast", "barrier"};
+    ASSERT_GE(calls.size(), expected.size());
+    EXPECT_EQ(std::vector<std::string>(calls.end() - 4, calls.end()), expected);
+    // Recursive doubling over 3 ranks: its exchanges are steps too.
+    EXPECT_FALSE(stepsOf(trace, "allreduce").empty());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Trace, OffWritesNothingAndAnUnwritablePathDoesNotFailTheJob) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  for (const std::string& path : {std::string(), dir + "/no/such/dir/t"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm =
+          Communicator::create(Bootstrap::forThread(rank, size, store), traced(path));
+      std::vector<float> a(100, 1.0f);
+      comm.allreduce(std::span(a), ReduceOp::kSum);
+      EXPECT_EQ(a[0], 2.0f);
+    });
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ringlet::testing
