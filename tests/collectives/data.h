@@ -72,7 +72,7 @@ inline double loadValue(DataType type, const std::byte* base, size_t j) {
 
 // Rounds an exact value the way storing it in `type` does (wrapping for integers).
 inline double roundTo(DataType type, double v) {
-  std::byte tmp[8];
+  std::byte tmp[8] = {};
   storeValue(type, tmp, 0, v);
   return loadValue(type, tmp, 0);
 }
