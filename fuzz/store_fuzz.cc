@@ -3,7 +3,7 @@
 // One server runs for the whole fuzzing process. Per input: connect, open a session
 // (openSession: the only part that knows how a connection starts, so a change in the protocol's
 // opening touches one function), send the rest of the input, close the sending side, read the
-// answers until the server closes or 200 ms pass. Byte 0 bit 0 set: send the input raw, without
+// answers until the server closes or 50 ms pass. Byte 0 bit 0 set: send the input raw, without
 // opening a session (the server's check of the opening is fuzzed too). A crash or an overrun in
 // the server is a finding, and so is a server that stops answering a fresh client afterwards.
 #include <netinet/in.h>
@@ -80,6 +80,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     sent += static_cast<size_t>(n);
   }
   ::shutdown(fd.get(), SHUT_WR);
-  drain(fd.get(), std::chrono::milliseconds(200));
+  drain(fd.get(), std::chrono::milliseconds(50));
   return 0;
 }
