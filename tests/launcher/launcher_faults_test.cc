@@ -145,6 +145,18 @@ TEST(LauncherFaults, LateErrorTextOfAnotherRankIsKept) {
   std::filesystem::remove_all(dir);
 }
 
+// Rank 0 fails first (as a TCP peer of a killed rank does: it sees the connection end at once),
+// rank 1 is killed a moment later: the line names the killed rank, the cause.
+TEST(LauncherFaults, RankKilledBySignalIsNamedEvenWhenASurvivorExitedFirst) {
+  const std::string script =
+      "if [ \"$RANK\" = 0 ]; then exit 3; else sleep 0.2; kill -9 $$; sleep 5; fi";
+  ToolResult r = runTool({kRun, "-n", "2", "sh", "-c", script});
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex(R"(ringlet: rank 1 \(pid \d+\) was killed by signal 9 \(SIGKILL\))")))
+      << r.err;
+}
+
 // The launcher's name for a job's segments is the shm transport's.
 TEST(LauncherFaults, SegmentPrefixMatchesTheShmTransportNames) {
   for (const std::string& job :
