@@ -87,7 +87,12 @@ def main():
             m = re.match(r"named error (\w+)", text)
             if m:
                 errors[m.group(1)] += 1
-        killed = kill_rank >= 0 and f"rank {kill_rank} (pid" in p.stderr and "signal 9" in p.stderr
+        # The killed rank says nothing; the launcher names it (ringlet-run prefers a rank killed
+        # by a signal to a survivor that exited first).
+        killed = kill_rank >= 0 and p.returncode != 0 and kill_rank not in ranks
+        if killed and f"rank {kill_rank} (pid" not in p.stderr:
+            problems.append(f"the launcher did not name rank {kill_rank}: {p.stderr.strip()[-300:]}")
+            figures["killed rank not named by the launcher"] += 1
         if kill_rank >= 0 and p.returncode == 0:
             figures["kill came after the last call"] += 1
         if killed:
@@ -106,7 +111,7 @@ def main():
                 problems.append(f"exit 0 but ranks said {ranks}")
             else:
                 figures["exact jobs"] += 1
-                figures["collectives checked"] += n * (args.calls + 1)
+                figures["collectives checked exact (each on every rank)"] += args.calls + 1
         else:
             problems.append(f"exit {p.returncode} without a kill: {p.stderr.strip()[-400:]}")
         left = os.listdir(shm_dir)

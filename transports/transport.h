@@ -85,7 +85,9 @@ class Link {
   virtual std::string_view transportName() const = 0;
   // Free text for logs: "tcp 127.0.0.1:41234 -> 127.0.0.1:39001".
   virtual std::string describe() const = 0;
-  // Largest message send() accepts; collectives cut segments to fit.
+  // Largest message send() accepts; collectives cut segments to fit. At least
+  // kMinMessageBytes: messages that are not cut (the core's call header) must fit.
+  static constexpr size_t kMinMessageBytes = 320;
   virtual size_t maxMessageBytes() const = 0;
   // True when messages live in memory both ranks map (shared memory): recv() then costs no copy,
   // so a collective reads straight from it rather than asking recvInto() for a copy.

@@ -15,6 +15,9 @@ namespace ringlet::detail {
 using transport::Clock;
 using transport::WaitContext;
 
+// Call headers are never cut: every link promises to carry one in a message.
+static_assert(OpHeader::kWireBytes <= transport::Link::kMinMessageBytes);
+
 void WorkState::finish(std::exception_ptr e) {
   {
     std::lock_guard lock(mutex);

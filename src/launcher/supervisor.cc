@@ -143,12 +143,23 @@ void Supervisor::reapChildren() {
                            [pid](const Rank& r) { return r.pid == pid && r.running; });
     if (it == ranks_.end()) continue;
     it->running = false;
-    if (stopKind_ != StopKind::kNone) continue;  // exits while stopping are expected
+    // A rank killed by a signal is the cause when others fail because of it: it is named even
+    // when a survivor's exit was reaped first (a TCP peer sees the connection end at once),
+    // as long as the others are still settling.
+    const bool settling = stopKind_ == StopKind::kRankFailed && !terminated_ && !stopBySignal_;
+    if (stopKind_ != StopKind::kNone && !(settling && WIFSIGNALED(status))) {
+      continue;  // exits while stopping are expected
+    }
     if (WIFSIGNALED(status)) {
       int sig = WTERMSIG(status);
-      beginStop(StopKind::kRankFailed, kExitRankFailed,
-                fmt::format("rank {} (pid {}) was killed by signal {} ({})", it->rank, pid, sig,
-                            signalName(sig)));
+      std::string message = fmt::format("rank {} (pid {}) was killed by signal {} ({})", it->rank,
+                                        pid, sig, signalName(sig));
+      stopBySignal_ = true;
+      if (settling) {
+        stopMessage_ = std::move(message);
+      } else {
+        beginStop(StopKind::kRankFailed, kExitRankFailed, std::move(message));
+      }
     } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
       beginStop(StopKind::kRankFailed, kExitRankFailed,
                 fmt::format("rank {} (pid {}) exited with status {}", it->rank, pid,

@@ -92,6 +92,7 @@ class Supervisor {
   int stoppedCount_ = 0;                       // ranks running when SIGTERM was sent
   std::optional<Clock::time_point> termAt_;    // SIGTERM the rest at this time
   bool terminated_ = false;                    // SIGTERM was sent
+  bool stopBySignal_ = false;                  // the failure named is a rank killed by a signal
   std::optional<Clock::time_point> killAt_;    // SIGKILL the rest at this time
   bool killed_ = false;                        // SIGKILL was sent
   bool escalated_ = false;                     // ... because of a second signal to the launcher

@@ -100,11 +100,13 @@ TEST(ConfigRanges, CostModelSecondsAreBounded) {
 TEST(ConfigRanges, ShmBytesAreBoundedSoTheSegmentSizeCannotOverflow) {
   auto shm = [] { transport::shm::ShmOptions::fromEnvironment(); };
   expectRejected("RINGLET_SHM_BYTES", "9223372036854775808",
-                 {"RINGLET_SHM_BYTES='9223372036854775808'", "allowed: 512 to 1T bytes"}, shm);
-  expectRejected("RINGLET_SHM_BYTES", "2T", {"RINGLET_SHM_BYTES", "512 to 1T"}, shm);
-  expectRejected("RINGLET_SHM_BYTES", "511", {"RINGLET_SHM_BYTES", "512 to 1T"}, shm);
-  ScopedVariable ok("RINGLET_SHM_BYTES", "512");
-  EXPECT_EQ(transport::shm::ShmOptions::fromEnvironment().slotBytes, 64u);
+                 {"RINGLET_SHM_BYTES='9223372036854775808'", "allowed: 2560 to 1T bytes"}, shm);
+  expectRejected("RINGLET_SHM_BYTES", "2T", {"RINGLET_SHM_BYTES", "2560 to 1T"}, shm);
+  // 512 was the documented minimum, but every call header (304 bytes) must fit one slot: 2 KiB
+  // failed at the first call with "exceeds the shm link's maxMessageBytes (256)".
+  expectRejected("RINGLET_SHM_BYTES", "2K", {"RINGLET_SHM_BYTES", "2560 to 1T"}, shm);
+  ScopedVariable ok("RINGLET_SHM_BYTES", "2560");
+  EXPECT_EQ(transport::shm::ShmOptions::fromEnvironment().slotBytes, 320u);
 }
 
 // A communicator made from a bad environment fails at once with the variable's name.

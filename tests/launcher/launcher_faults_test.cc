@@ -131,14 +131,30 @@ TEST(LauncherFaults, BlockedStdoutReaderDoesNotStallTheLauncher) {
 // Rank 1 fails at once (as a rank does when its peer aborts); rank 0 explains the failure a
 // moment later. Its explanation must reach the output: the launcher used to SIGTERM it at once.
 TEST(LauncherFaults, LateErrorTextOfAnotherRankIsKept) {
-  const std::string script =
-      "if [ \"$RANK\" = 0 ]; then sleep 0.3; echo 'rank 0 root cause: disk full' >&2; exit 3; "
-      "else exit 1; fi";
+  const std::string dir = makeTempDir("launcher-late");
+  // Rank 1 fails once rank 0 runs; rank 0 explains 0.1 s later.
+  const std::string script = "if [ \"$RANK\" = 0 ]; then touch " + dir +
+                             "/up; sleep 0.1; echo 'rank 0 root cause: disk full' >&2; exit 3; "
+                             "else while [ ! -e " +
+                             dir + "/up ]; do sleep 0.01; done; exit 1; fi";
   ToolResult r = runTool({kRun, "-n", "2", "sh", "-c", script});
   EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
   EXPECT_NE(r.err.find("[0] rank 0 root cause: disk full"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ringlet: rank 1 (pid "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the other ranks ended on their own"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// Rank 0 fails first (as a TCP peer of a killed rank does: it sees the connection end at once),
+// rank 1 is killed a moment later: the line names the killed rank, the cause.
+TEST(LauncherFaults, RankKilledBySignalIsNamedEvenWhenASurvivorExitedFirst) {
+  const std::string script =
+      "if [ \"$RANK\" = 0 ]; then exit 3; else sleep 0.2; kill -9 $$; sleep 5; fi";
+  ToolResult r = runTool({kRun, "-n", "2", "sh", "-c", script});
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex(R"(ringlet: rank 1 \(pid \d+\) was killed by signal 9 \(SIGKILL\))")))
+      << r.err;
 }
 
 // The launcher's name for a job's segments is the shm transport's.

@@ -187,10 +187,11 @@ ShmOptions ShmOptions::fromSettings(const Settings& settings) {
     while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   }
   if (const std::string* text = findSetting(settings, "shm_bytes")) {
-    // Per direction: at least one cache line per slot; at most 1 TiB, so that the segment's
-    // size (two directions and the control block) cannot overflow.
-    const size_t bytes =
-        config::parseSize(*text, "RINGLET_SHM_BYTES", options.slotCount * kCacheLine, kMaxShmBytes);
+    // Per direction: slots that hold the messages no one cuts (Link::kMinMessageBytes: the
+    // call header); at most 1 TiB, so that the segment's size (two directions and the control
+    // block) cannot overflow.
+    const size_t bytes = config::parseSize(
+        *text, "RINGLET_SHM_BYTES", options.slotCount * Link::kMinMessageBytes, kMaxShmBytes);
     const size_t slotBytes = bytes / options.slotCount / kCacheLine * kCacheLine;
     options.slotBytes = slotBytes;
   }

@@ -28,8 +28,8 @@ struct ShmOptions {
   std::optional<Backoff> backoff;
 
   // shm_dir (RINGLET_SHM_DIR) sets dir; shm_bytes (RINGLET_SHM_BYTES, per direction) is cut
-  // into slotCount slots. Throws InvalidArgument when shm_bytes is not a size or is too small
-  // for slotCount slots of 64 bytes.
+  // into slotCount slots. Throws InvalidArgument when shm_bytes is not a size or is outside
+  // slotCount x Link::kMinMessageBytes .. 1 TiB.
   static ShmOptions fromSettings(const Settings& settings);
   // fromSettings() of the environment's RINGLET_SHM_* variables.
   static ShmOptions fromEnvironment();
