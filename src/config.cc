@@ -33,6 +33,11 @@ Environment parse() {
     env.costModel = parseCostModel(*v, "RINGLET_COST_MODEL");
   if (auto v = getenv("RINGLET_STORE_ADDR")) env.storeAddr = *v;
   if (auto v = getenv("RINGLET_JOB_ID")) env.jobId = *v;
+  env.storeKind = getenv("RINGLET_STORE").value_or("auto");
+  if (env.storeKind != "auto" && env.storeKind != "ringlet" && env.storeKind != "c10d") {
+    throw InvalidArgument(
+        fmt::format("RINGLET_STORE={} is not one of auto, ringlet, c10d", env.storeKind));
+  }
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
   if (auto v = getenv("RINGLET_CUDA_PATH")) {
     if (*v != "auto" && *v != "ipc" && *v != "staged") {
