@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "ringlet/error.h"

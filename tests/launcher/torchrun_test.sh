@@ -2,7 +2,8 @@
 # ringlet-bench started by the real torchrun (Debian's PyTorch, /usr/bin/python3):
 #   1. static rendezvous (the default): torchrun's agent hosts a c10d TCPStore on MASTER_PORT and
 #      sets TORCHELASTIC_USE_AGENT_STORE=True; every rank must use that store;
-#   2. --standalone (c10d rendezvous): MASTER_PORT is free and rank 0 hosts ringlet's store;
+#   2. c10d rendezvous (what --standalone uses, here on a free port rather than its fixed 29400):
+#      the workers' MASTER_PORT is free and rank 0 hosts ringlet's store there;
 #   3. two "nodes" on this host: two torchrun commands, --nnodes 2, one rank each.
 # Exits 77 (skipped) when /usr/bin/python3 cannot run torch.distributed.run.
 # Usage: torchrun_test.sh RINGLET_BENCH
@@ -47,10 +48,11 @@ expect_in_log "uses the c10d store on 127.0.0.1:$port" "static rendezvous"
 expect_in_log "allreduce" "static rendezvous"
 echo "ok: static rendezvous, 2 ranks through the agent's c10d store"
 
-torchrun --standalone --nproc_per_node=2 --no_python "$bench" "${bench_args[@]}" ||
-  fail "standalone: torchrun exited $?"
-expect_in_log "hosts the store" "standalone"
-echo "ok: standalone, rank 0 hosts ringlet's store"
+port=$(free_port)
+torchrun --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$port" --nnodes=1 --nproc_per_node=2 \
+  --no_python "$bench" "${bench_args[@]}" || fail "c10d rendezvous: torchrun exited $?"
+expect_in_log "hosts the store" "c10d rendezvous"
+echo "ok: c10d rendezvous, rank 0 hosts ringlet's store"
 
 port=$(free_port)
 node() {

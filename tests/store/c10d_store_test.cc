@@ -5,6 +5,8 @@
 #include "src/store/c10d_store.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -132,7 +134,8 @@ TEST_F(TorchStore, LargeAndBinaryValues) {
   auto store = connect("ringlet/large/");
   for (size_t n : {size_t{1}, size_t{1439}, size_t{1441}, size_t{1} << 20, (size_t{3} << 20) + 7}) {
     const Bytes value = patternBytes(n, static_cast<int>(n));
-    const std::string key = "v" + std::to_string(n);
+    std::string key = "v";
+    key += std::to_string(n);
     store->set(key, value);
     EXPECT_EQ(store->get(key), value) << n << " bytes";
   }
