@@ -59,7 +59,7 @@ bool startsWith(const std::string& text, const std::string& prefix) {
   return text.rfind(prefix, 0) == 0;
 }
 
-class TorchStore : public ::testing::Test {
+class C10dTorchStore : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     server_ = std::make_unique<testing::ToolProcess>(
@@ -104,9 +104,9 @@ class TorchStore : public ::testing::Test {
   static std::string skipReason_;
 };
 
-std::unique_ptr<testing::ToolProcess> TorchStore::server_;
-uint16_t TorchStore::port_ = 0;
-std::string TorchStore::skipReason_;
+std::unique_ptr<testing::ToolProcess> C10dTorchStore::server_;
+uint16_t C10dTorchStore::port_ = 0;
+std::string C10dTorchStore::skipReason_;
 
 Bytes patternBytes(size_t n, int seed) {
   Bytes out(n);
@@ -114,7 +114,7 @@ Bytes patternBytes(size_t n, int seed) {
   return out;
 }
 
-TEST_F(TorchStore, SetGetCheckAdd) {
+TEST_F(C10dTorchStore, SetGetCheckAdd) {
   auto store = connect("ringlet/basic/");
   EXPECT_FALSE(store->check("a"));
   store->setString("a", "hello");
@@ -130,7 +130,7 @@ TEST_F(TorchStore, SetGetCheckAdd) {
   EXPECT_NE(store->describe().find("c10d store 127.0.0.1:"), std::string::npos);
 }
 
-TEST_F(TorchStore, LargeAndBinaryValues) {
+TEST_F(C10dTorchStore, LargeAndBinaryValues) {
   auto store = connect("ringlet/large/");
   for (size_t n : {size_t{1}, size_t{1439}, size_t{1441}, size_t{1} << 20, (size_t{3} << 20) + 7}) {
     const Bytes value = patternBytes(n, static_cast<int>(n));
@@ -144,7 +144,7 @@ TEST_F(TorchStore, LargeAndBinaryValues) {
   EXPECT_EQ(store->getString(binaryKey), "x");
 }
 
-TEST_F(TorchStore, PrefixesKeepKeysApart) {
+TEST_F(C10dTorchStore, PrefixesKeepKeysApart) {
   auto a = connect("ringlet/attempt_0/");
   auto b = connect("ringlet/attempt_1/");
   a->setString("secret", "old");
@@ -156,7 +156,7 @@ TEST_F(TorchStore, PrefixesKeepKeysApart) {
   EXPECT_EQ(connect("")->getString("ringlet/attempt_1/secret"), "new");
 }
 
-TEST_F(TorchStore, GetWaitsForASetFromAnotherThreadAndClient) {
+TEST_F(C10dTorchStore, GetWaitsForASetFromAnotherThreadAndClient) {
   auto waiter = connect("ringlet/wait/");
   auto setter = connect("ringlet/wait/");
   std::thread late([&] {
@@ -180,7 +180,7 @@ TEST_F(TorchStore, GetWaitsForASetFromAnotherThreadAndClient) {
   EXPECT_EQ(ok.load(), 6);
 }
 
-TEST_F(TorchStore, GetTimesOutNamingTheKeyAndTheStoreStillWorks) {
+TEST_F(C10dTorchStore, GetTimesOutNamingTheKeyAndTheStoreStillWorks) {
   auto store = connect("ringlet/timeout/");
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -197,7 +197,7 @@ TEST_F(TorchStore, GetTimesOutNamingTheKeyAndTheStoreStillWorks) {
   EXPECT_EQ(store->getString("never"), "now set");
 }
 
-TEST_F(TorchStore, TorchClientsSeeRingletKeysUnderThePrefix) {
+TEST_F(C10dTorchStore, TorchClientsSeeRingletKeysUnderThePrefix) {
   auto store = connect("ringlet/");
   store->setString("from_ringlet", "abc");
   EXPECT_EQ(store->add("counter", 1), 1);
@@ -209,7 +209,7 @@ TEST_F(TorchStore, TorchClientsSeeRingletKeysUnderThePrefix) {
   EXPECT_EQ(store->getString("counter"), "11");
 }
 
-TEST_F(TorchStore, ArgumentsAreChecked) {
+TEST_F(C10dTorchStore, ArgumentsAreChecked) {
   auto store = connect();
   EXPECT_THROW(store->set("", {}), InvalidArgument);
   EXPECT_THROW(store->get(std::string(kMaxKeyBytes + 1, 'k')), InvalidArgument);
@@ -348,7 +348,7 @@ void setTorchrun(EnvGuard& env, uint16_t port) {
   env.set("MASTER_PORT", std::to_string(port));
 }
 
-TEST_F(TorchStore, BootstrapUsesTheAgentStoreUnderTorchrun) {
+TEST_F(C10dTorchStore, BootstrapUsesTheAgentStoreUnderTorchrun) {
   EnvGuard env;
   setTorchrun(env, port_);
   env.set("TORCHELASTIC_USE_AGENT_STORE", "True");
@@ -362,7 +362,7 @@ TEST_F(TorchStore, BootstrapUsesTheAgentStoreUnderTorchrun) {
   EXPECT_EQ(connect("")->getString("ringlet/attempt_2/bootstrap-key"), "from rank 0");
 }
 
-TEST_F(TorchStore, RingletStoreC10dForcesIt) {
+TEST_F(C10dTorchStore, RingletStoreC10dForcesIt) {
   EnvGuard env;
   setTorchrun(env, port_);
   env.set("RINGLET_STORE", "c10d");
