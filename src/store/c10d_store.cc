@@ -223,6 +223,10 @@ std::shared_ptr<Store> connectC10dStore(const std::string& host, uint16_t port,
     throw InvalidArgument(fmt::format("connectC10dStore: key prefix of {} bytes is longer than {}",
                                       options.keyPrefix.size(), kMaxPrefixBytes));
   }
+  // Clamped so that now() + timeout cannot overflow the clock.
+  options.timeout = store::effectiveTimeout(options.timeout, std::chrono::seconds(300));
+  options.connectTimeout =
+      store::effectiveTimeout(options.connectTimeout, std::chrono::seconds(60));
   return std::make_shared<C10dStoreClient>(host, port, std::move(options));
 }
 

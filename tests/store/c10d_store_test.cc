@@ -209,6 +209,16 @@ TEST_F(C10dTorchStore, TorchClientsSeeRingletKeysUnderThePrefix) {
   EXPECT_EQ(store->getString("counter"), "11");
 }
 
+TEST_F(C10dTorchStore, HugeTimeoutsDoNotOverflow) {
+  auto store = connectC10dStore("127.0.0.1", port_,
+                                {.timeout = std::chrono::milliseconds::max(),
+                                 .connectTimeout = std::chrono::milliseconds::max(),
+                                 .keyPrefix = "ringlet/huge/"});
+  store->setString("present", "yes");
+  EXPECT_EQ(store->getString("present", std::chrono::milliseconds::max()), "yes");
+  EXPECT_EQ(store->add("n", 2), 2);
+}
+
 TEST_F(C10dTorchStore, ArgumentsAreChecked) {
   auto store = connect();
   EXPECT_THROW(store->set("", {}), InvalidArgument);
