@@ -69,6 +69,11 @@ Environment parse() {
     }
     env.jobId = *v;
   }
+  env.storeKind = getenv("RINGLET_STORE").value_or("auto");
+  if (env.storeKind != "auto" && env.storeKind != "ringlet" && env.storeKind != "c10d") {
+    throw InvalidArgument(
+        fmt::format("RINGLET_STORE={} is not one of auto, ringlet, c10d", env.storeKind));
+  }
   if (auto v = getenv("RINGLET_JOB_SECRET")) env.jobSecret = *v;
   if (auto v = getenv("RINGLET_JOB_SECRET_FILE")) env.jobSecretFile = *v;
   if (auto v = getenv("RINGLET_CUDA_PATH")) {

@@ -21,6 +21,7 @@ struct Environment {
   std::string algorithms;                          // RINGLET_ALGO: allreduce:ring,allgather:bruck
   std::optional<std::array<double, 4>> costModel;  // RINGLET_COST_MODEL: alpha,beta,gamma,delta
   std::string storeAddr;                           // RINGLET_STORE_ADDR host:port (launcher)
+  std::string storeKind;                           // RINGLET_STORE: auto|ringlet|c10d
   std::string jobId;                               // RINGLET_JOB_ID (launcher)
   std::string jobSecret;                           // RINGLET_JOB_SECRET hex (launcher)
   std::string jobSecretFile;                       // RINGLET_JOB_SECRET_FILE: 0600 file, hex

@@ -14,6 +14,7 @@
 #include "src/config.h"
 #include "src/log.h"
 #include "src/net/socket.h"
+#include "src/store/c10d_store.h"
 
 namespace ringlet {
 namespace {
@@ -73,6 +74,28 @@ std::string readSecret(const config::Environment& cfg) {
   return "";
 }
 
+// Whether every rank is a client of a PyTorch c10d TCPStore at MASTER_ADDR:MASTER_PORT instead of
+// rank 0 hosting ringlet's own: under torchrun when its agent already hosts one there
+// (TORCHELASTIC_USE_AGENT_STORE=True), or when RINGLET_STORE=c10d asks for it.
+bool useC10dStore(const config::Environment& cfg, const bootstrap::LauncherEnvironment& env,
+                  bool launcherStore) {
+  if (cfg.storeKind == "ringlet") return false;
+  if (cfg.storeKind == "c10d") {
+    if (launcherStore) {
+      throw InvalidArgument(
+          "RINGLET_STORE=c10d cannot be used with RINGLET_STORE_ADDR (ringlet-run hosts a "
+          "ringlet store)");
+    }
+    if (env.masterAddr.empty() || env.masterPort == 0) {
+      throw InvalidArgument(
+          "RINGLET_STORE=c10d needs MASTER_ADDR and MASTER_PORT (the address of the PyTorch "
+          "TCPStore)");
+    }
+    return true;
+  }
+  return !launcherStore && env.agentStore && !env.masterAddr.empty() && env.masterPort != 0;
+}
+
 }  // namespace
 
 Bootstrap Bootstrap::forThread(int rank, int size, std::shared_ptr<Store> store,
@@ -123,9 +146,18 @@ Bootstrap Bootstrap::fromEnvironment() {
   TcpStoreClientOptions client{.timeout = timeout,
                                .connectTimeout = cfg.timeout.value_or(std::chrono::seconds(60)),
                                .secret = b.secret};
+  const bool c10dStore = useC10dStore(cfg, env, launcherStore);
   if (launcherStore) {
     auto [host, port] = net::splitHostPort(cfg.storeAddr, "RINGLET_STORE_ADDR");
     b.store = connectTcpStore(host, port, client);
+  } else if (c10dStore) {
+    // Keys of an earlier torchrun attempt stay in the agent's store: each attempt has its own.
+    b.store = connectC10dStore(env.masterAddr, env.masterPort,
+                               {.timeout = client.timeout,
+                                .connectTimeout = client.connectTimeout,
+                                .keyPrefix = fmt::format("ringlet/attempt_{}/", env.restartCount)});
+    log::info("rank {} of {} ({}) uses the c10d store on {}:{}", b.rank, b.size, b.source,
+              env.masterAddr, env.masterPort);
   } else if (env.source == "manual") {
     b.store = makeInProcessStore({.timeout = timeout});
   } else if (env.masterAddr.empty() || env.masterPort == 0) {

@@ -34,6 +34,9 @@ constexpr LauncherVariables kLaunchers[] = {
 };
 constexpr const char* kMasterAddr = "MASTER_ADDR";
 constexpr const char* kMasterPort = "MASTER_PORT";
+// torchrun's agent store (see LauncherEnvironment::agentStore).
+constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
+constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
 // Slurm gives tasks per node as "2(x3),1"; the entry for this node (SLURM_NODEID) is its
 // local size.
 constexpr const char* kSlurmTasksPerNode = "SLURM_TASKS_PER_NODE";
@@ -132,6 +135,18 @@ void readMaster(LauncherEnvironment& env) {
   }
 }
 
+// torchrun sets TORCHELASTIC_USE_AGENT_STORE to Python's str(bool): "True" or "False".
+void readAgentStore(LauncherEnvironment& env) {
+  if (auto flag = get(kUseAgentStore)) {
+    if (*flag != "True" && *flag != "False") {
+      throw InvalidArgument(
+          fmt::format("{}='{}' is neither True nor False", kUseAgentStore, *flag));
+    }
+    env.agentStore = *flag == "True";
+  }
+  env.restartCount = readInt(kRestartCount, 0, 1 << 30, 0);
+}
+
 }  // namespace
 
 uint16_t derivePort(const std::string& launcherJobId) {
@@ -175,6 +190,7 @@ LauncherEnvironment readLauncherEnvironment(bool launcherStore) {
     if (auto step = get(vars->jobStep)) env.launcherJobId += "." + *step;
   }
   if (!launcherStore) readMaster(env);
+  if (env.source == "torchrun") readAgentStore(env);
   return env;
 }
 

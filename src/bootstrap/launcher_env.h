@@ -22,6 +22,11 @@ struct LauncherEnvironment {
   // The launcher's own job id (TORCHELASTIC_RUN_ID, the Open MPI job id, SLURM_JOB_ID.STEP);
   // empty if it gave none.
   std::string launcherJobId;
+  // torchrun's agent hosts a c10d TCPStore on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True),
+  // and how many times it restarted the workers (TORCHELASTIC_RESTART_COUNT; keys of earlier
+  // attempts stay in that store).
+  bool agentStore = false;
+  int restartCount = 0;
 };
 
 // Reads the launcher variables. `launcherStore` is true when RINGLET_STORE_ADDR is set (then

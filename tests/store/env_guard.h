@@ -45,6 +45,8 @@ class EnvGuard {
                                            "MASTER_ADDR",
                                            "MASTER_PORT",
                                            "TORCHELASTIC_RUN_ID",
+                                           "TORCHELASTIC_USE_AGENT_STORE",
+                                           "TORCHELASTIC_RESTART_COUNT",
                                            "OMPI_COMM_WORLD_RANK",
                                            "OMPI_COMM_WORLD_SIZE",
                                            "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -61,7 +63,8 @@ class EnvGuard {
                                            "RINGLET_JOB_ID",
                                            "RINGLET_JOB_SECRET",
                                            "RINGLET_JOB_SECRET_FILE",
-                                           "RINGLET_TIMEOUT"};
+                                           "RINGLET_TIMEOUT",
+                                           "RINGLET_STORE"};
   std::map<std::string, std::string> saved_;
 };
 

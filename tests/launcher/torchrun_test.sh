@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# ringlet-bench started by the real torchrun (Debian's PyTorch, /usr/bin/python3):
+#   1. static rendezvous (the default): torchrun's agent hosts a c10d TCPStore on MASTER_PORT and
+#      sets TORCHELASTIC_USE_AGENT_STORE=True; every rank must use that store;
+#   2. c10d rendezvous (what --standalone uses, here on a free port rather than its fixed 29400):
+#      the workers' MASTER_PORT is free and rank 0 hosts ringlet's store there;
+#   3. two "nodes" on this host: two torchrun commands, --nnodes 2, one rank each.
+# Exits 77 (skipped) when /usr/bin/python3 cannot run torch.distributed.run.
+# Usage: torchrun_test.sh RINGLET_BENCH
+set -u
+bench=$1
+python=/usr/bin/python3
+if ! out=$("$python" -c "import torch.distributed.run" 2>&1); then
+  echo "skipped: $python cannot import torch.distributed.run: ${out##*$'\n'}"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# A short run of a few collectives, every size checked (ringlet-bench exits 1 on a wrong value).
+bench_args=(-b 8 -e 64K -f 16 -n 3 -w 1 --ops allreduce,broadcast,allgather,barrier)
+export RINGLET_DEBUG=INFO RINGLET_TIMEOUT=30
+
+free_port() {
+  "$python" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+}
+
+# torchrun [ARGS...]: runs it with a deadline, output in $work/log.
+torchrun() {
+  timeout -k 5 120 "$python" -m torch.distributed.run --redirects 1 --tee 1 "$@" \
+    >"$work/log" 2>&1
+}
+
+fail() {
+  echo "FAILED: $1"
+  cat "$work/log"
+  exit 1
+}
+
+expect_in_log() {
+  grep -q -- "$1" "$work/log" || fail "$2: the output does not contain '$1'"
+}
+
+port=$(free_port)
+torchrun --nproc_per_node=2 --master_addr=127.0.0.1 --master_port="$port" --no_python \
+  "$bench" "${bench_args[@]}" || fail "static rendezvous: torchrun exited $?"
+expect_in_log "uses the c10d store on 127.0.0.1:$port" "static rendezvous"
+[ "$(grep -c 'uses the c10d store' "$work/log")" -ge 2 ] || fail "static: not every rank used it"
+expect_in_log "allreduce" "static rendezvous"
+echo "ok: static rendezvous, 2 ranks through the agent's c10d store"
+
+port=$(free_port)
+torchrun --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$port" --nnodes=1 --nproc_per_node=2 \
+  --no_python "$bench" "${bench_args[@]}" || fail "c10d rendezvous: torchrun exited $?"
+expect_in_log "hosts the store" "c10d rendezvous"
+echo "ok: c10d rendezvous, rank 0 hosts ringlet's store"
+
+port=$(free_port)
+node() {
+  timeout -k 5 120 "$python" -m torch.distributed.run --redirects 1 --tee 1 --nnodes=2 \
+    --node_rank="$1" --nproc_per_node=1 --master_addr=127.0.0.1 --master_port="$port" \
+    --no_python "$bench" "${bench_args[@]}" >"$work/node$1.log" 2>&1
+}
+node 0 &
+pid0=$!
+node 1
+rc1=$?
+wait "$pid0"
+rc0=$?
+cat "$work/node0.log" "$work/node1.log" >"$work/log"
+[ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] || fail "two nodes: torchrun exited $rc0 and $rc1"
+[ "$(grep -c 'uses the c10d store' "$work/log")" -ge 2 ] || fail "two nodes: c10d store unused"
+echo "ok: two torchrun nodes, one rank each, through node 0's agent store"
