@@ -145,7 +145,18 @@ struct PeerInfo {
   int rank = -1;
   std::string hostname;
   std::string hostId;  // hostname + boot id + /dev/shm identity: equal means same host
-  int pid = 0;         // equal pid and hostId: thread ranks of one process
+  int pid = 0;         // as this rank's own PID namespace numbers it
+  // The PID namespace the pid belongs to (/proc/self/ns/pid, e.g. "pid:[4026531836]"). Ranks of
+  // one host may sit in different namespaces (containers sharing /dev/shm): there a pid means
+  // nothing to the other side, and two processes can both be pid 1.
+  std::string pidNamespace;
+
+  // Same host and same PID namespace: `pid` names the same process on both sides.
+  bool pidComparable(const PeerInfo& other) const {
+    return !hostId.empty() && hostId == other.hostId && pidNamespace == other.pidNamespace;
+  }
+  // Thread ranks of one process.
+  bool sameProcess(const PeerInfo& other) const { return pidComparable(other) && pid == other.pid; }
 };
 
 // What a transport needs to connect.

@@ -47,11 +47,15 @@ PeerInfo describeSelf(int rank) {
   info.hostId = fmt::format("{}/{}/{}", info.hostname,
                             readFirstLine("/proc/sys/kernel/random/boot_id"), shmId);
   info.pid = static_cast<int>(getpid());
+  char ns[128] = {};
+  const ssize_t length = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  info.pidNamespace = length > 0 ? std::string(ns, static_cast<size_t>(length)) : "unknown";
   return info;
 }
 
 std::string encodeInfo(const PeerInfo& info, const std::string& transport) {
-  return fmt::format("{}\n{}\n{}\n{}\n", info.hostname, info.hostId, info.pid, transport);
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n", info.hostname, info.hostId, info.pid,
+                     info.pidNamespace, transport);
 }
 
 PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
@@ -60,7 +64,8 @@ PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
   info.rank = rank;
   std::string pid;
   if (!std::getline(in, info.hostname) || !std::getline(in, info.hostId) ||
-      !std::getline(in, pid) || !std::getline(in, transport)) {
+      !std::getline(in, pid) || !std::getline(in, info.pidNamespace) ||
+      !std::getline(in, transport)) {
     throw IoError(fmt::format("rank {} published a malformed peer record", rank));
   }
   auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), info.pid);

@@ -74,7 +74,7 @@ std::string ipcUnavailable(const detail::CommunicatorImpl& impl) {
                          infos[0].hostname, info.hostname);
     }
     for (const auto& other : infos) {
-      if (other.rank < info.rank && other.pid == info.pid) {
+      if (other.rank < info.rank && other.sameProcess(info)) {
         return fmt::format(
             "ranks {} and {} are threads of one process (CUDA IPC connects processes)", other.rank,
             info.rank);

@@ -176,15 +176,41 @@ TEST(ShmTransport, CanConnectSameNonEmptyHostIdOnly) {
   const transport::TransportEntry* entry = transport::findTransport("shm");
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ(entry->priority, 20);
-  transport::PeerInfo a{.rank = 0, .hostname = "h", .hostId = "h/boot/shm", .pid = 10};
-  transport::PeerInfo b{.rank = 1, .hostname = "h", .hostId = "h/boot/shm", .pid = 11};
-  transport::PeerInfo c{.rank = 2, .hostname = "h", .hostId = "h/other-boot/shm", .pid = 12};
-  transport::PeerInfo d{.rank = 3, .hostname = "h", .hostId = "", .pid = 13};
-  transport::PeerInfo e{.rank = 4, .hostname = "h", .hostId = "", .pid = 14};
+  transport::PeerInfo a{
+      .rank = 0, .hostname = "h", .hostId = "h/boot/shm", .pid = 10, .pidNamespace = "pid:[1]"};
+  transport::PeerInfo b{
+      .rank = 1, .hostname = "h", .hostId = "h/boot/shm", .pid = 11, .pidNamespace = "pid:[1]"};
+  transport::PeerInfo c{.rank = 2,
+                        .hostname = "h",
+                        .hostId = "h/other-boot/shm",
+                        .pid = 12,
+                        .pidNamespace = "pid:[1]"};
+  transport::PeerInfo d{
+      .rank = 3, .hostname = "h", .hostId = "", .pid = 13, .pidNamespace = "pid:[1]"};
+  transport::PeerInfo e{
+      .rank = 4, .hostname = "h", .hostId = "", .pid = 14, .pidNamespace = "pid:[1]"};
   EXPECT_TRUE(entry->canConnect(a, b));
   EXPECT_TRUE(entry->canConnect(b, a));
   EXPECT_FALSE(entry->canConnect(a, c));
   EXPECT_FALSE(entry->canConnect(d, e));
+}
+
+// Two processes of one host in different PID namespaces (containers sharing /dev/shm) may both be
+// pid 1: they share memory through shm, never through the in-process transport.
+TEST(ShmTransport, EqualPidsInOtherPidNamespacesAreNotOneProcess) {
+  const transport::TransportEntry* shm = transport::findTransport("shm");
+  const transport::TransportEntry* local = transport::findTransport("local");
+  ASSERT_NE(shm, nullptr);
+  ASSERT_NE(local, nullptr);
+  const transport::PeerInfo a{
+      .rank = 0, .hostname = "h", .hostId = "h/b/s", .pid = 1, .pidNamespace = "pid:[1]"};
+  const transport::PeerInfo b{
+      .rank = 1, .hostname = "h", .hostId = "h/b/s", .pid = 1, .pidNamespace = "pid:[2]"};
+  EXPECT_TRUE(shm->canConnect(a, b));
+  EXPECT_FALSE(local->canConnect(a, b));
+  EXPECT_FALSE(a.sameProcess(b));
+  EXPECT_FALSE(a.pidComparable(b));
+  EXPECT_TRUE(a.sameProcess(a));
 }
 
 TEST(ShmTransport, BadShmBytesIsInvalidArgument) {

@@ -97,5 +97,23 @@ TEST_F(ShmSegmentSecurity, GenuineSegmentOpensAndOnlyItsCreatorUnlinksIt) {
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/elsewhere"));
 }
 
+// Each side's liveness lock is seen by the other side until the holder's descriptors of the file
+// close (as at its death, in whatever PID namespace), also after the file is unlinked.
+TEST_F(ShmSegmentSecurity, LivenessLockIsSeenUntilItsHolderCloses) {
+  std::string noRoom;
+  const std::string name = segmentName("job", 0, 1);
+  Segment created = Segment::create(dir_, name, geometry_, 0, 1, &noRoom);
+  ASSERT_TRUE(created.valid()) << noRoom;
+  ASSERT_TRUE(created.holdLivenessLock(0));
+  Segment opened = Segment::open(dir_, name, 0, 1);
+  EXPECT_TRUE(livenessLockHeld(opened.fd(), 0));
+  EXPECT_FALSE(livenessLockHeld(created.fd(), 1)) << "no lock taken yet";
+  ASSERT_TRUE(opened.holdLivenessLock(1));
+  created.unlinkFile();
+  EXPECT_TRUE(livenessLockHeld(created.fd(), 1));
+  opened = Segment();
+  EXPECT_FALSE(livenessLockHeld(created.fd(), 1)) << "the lock outlived its holder";
+}
+
 }  // namespace
 }  // namespace ringlet::transport::shm

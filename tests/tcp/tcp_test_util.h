@@ -28,7 +28,7 @@ inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> s
   context.jobId = std::move(jobId);
   context.secret = std::move(secret);
   for (int r = 0; r < size; ++r) {
-    context.peers.push_back(PeerInfo{r, "localhost", "same-host", 1});
+    context.peers.push_back(PeerInfo{r, "localhost", "same-host", 1, "pid:[1]"});
   }
   return context;
 }

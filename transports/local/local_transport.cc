@@ -214,10 +214,8 @@ TransportEntry transportEntry() {
       .sharesMemory = false,
       .options = {},
       .probe = [](const Settings&) { return std::string(); },
-      .canConnect =
-          [](const PeerInfo& self, const PeerInfo& peer) {
-            return !self.hostId.empty() && self.hostId == peer.hostId && self.pid == peer.pid;
-          },
+      .canConnect = [](const PeerInfo& self,
+                       const PeerInfo& peer) { return self.sameProcess(peer); },
       .make = [](TransportContext context) -> std::unique_ptr<Transport> {
         return std::make_unique<LocalTransport>(std::move(context));
       },

@@ -118,7 +118,7 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
     if (!watch_.alive()) {
       // Its last messages may still be here: deliver them before reporting the death.
       if (ready()) return;
-      throwPeerGone(fmt::format("(pid {}) exited", watch_.pid()), what, bytes, wait);
+      throwPeerGone(fmt::format("({}) exited", watch_.describe()), what, bytes, wait);
     }
     nextLiveness = now + kLivenessInterval;
   };

@@ -116,6 +116,7 @@ Segment Segment::create(const std::string& dir, const std::string& name, Segment
   }
   segment.base_ = static_cast<std::byte*>(base);
   segment.bytes_ = total;
+  segment.fd_ = std::move(fd);
 
   // The file is fresh (zero-filled); construct the atomics in place, header last.
   for (int side = 0; side < 2; ++side) {
@@ -180,6 +181,7 @@ Segment Segment::open(const std::string& dir, const std::string& name, int creat
   Segment segment;
   segment.base_ = static_cast<std::byte*>(base);
   segment.bytes_ = fileBytes;
+  segment.fd_ = std::move(fd);
   // The name came from the store: the opener never unlinks it. The creator unlinks its own file
   // once this side has acknowledged the mapping.
   const SegmentHeader* h = segment.header();
@@ -206,6 +208,25 @@ void Segment::unlinkFile() {
   path_.clear();
 }
 
+bool Segment::holdLivenessLock(int side) {
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = side;
+  lock.l_len = 1;
+  return fd_.valid() && ::fcntl(fd_.get(), F_OFD_SETLK, &lock) == 0;
+}
+
+bool livenessLockHeld(int fd, int side) {
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = side;
+  lock.l_len = 1;
+  if (::fcntl(fd, F_OFD_GETLK, &lock) != 0) return true;
+  return lock.l_type != F_UNLCK;
+}
+
 void checkSegmentName(std::string_view name) {
   const bool ok = name.size() > kSegmentPrefix.size() && name.size() <= 255 &&
                   name.substr(0, kSegmentPrefix.size()) == kSegmentPrefix &&
@@ -228,7 +249,8 @@ Segment::Segment(Segment&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
       geometry_(other.geometry_),
-      path_(std::exchange(other.path_, {})) {}
+      path_(std::exchange(other.path_, {})),
+      fd_(std::move(other.fd_)) {}
 
 Segment& Segment::operator=(Segment&& other) noexcept {
   if (this != &other) {
@@ -237,6 +259,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
     geometry_ = other.geometry_;
     path_ = std::exchange(other.path_, {});
+    fd_ = std::move(other.fd_);
   }
   return *this;
 }
@@ -249,6 +272,7 @@ void Segment::reset() {
   base_ = nullptr;
   bytes_ = 0;
   path_.clear();
+  fd_.reset();
 }
 
 Endpoint* Segment::endpoint(int side) const {

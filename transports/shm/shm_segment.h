@@ -27,6 +27,8 @@
 #include <string>
 #include <string_view>
 
+#include "src/net/socket.h"
+
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
@@ -104,6 +106,13 @@ class Segment {
   ~Segment();
 
   bool valid() const { return base_ != nullptr; }
+  // The open segment file (kept open for the liveness locks), or -1.
+  int fd() const { return fd_.get(); }
+  // Takes this side's liveness lock: an open-file-description write lock on byte `side` of the
+  // file, which the kernel drops when this process's last descriptor of the file closes (exit,
+  // crash, SIGKILL), in whatever PID namespace. The peer reads it with livenessLockHeld().
+  // Returns false where the kernel has no such locks (the pid watch is then all there is).
+  bool holdLivenessLock(int side);
   // The creator calls this once the peer confirmed it mapped the segment: removes the file it
   // created (its own path, never one read from the store).
   void unlinkFile();
@@ -122,7 +131,12 @@ class Segment {
   size_t bytes_ = 0;
   SegmentGeometry geometry_;
   std::string path_;  // non-empty while this side must unlink the file
+  net::Fd fd_;
 };
+
+// Whether some other open file description holds `side`'s liveness lock on the segment file open
+// as `fd`. True (in doubt: alive) when the kernel cannot say.
+bool livenessLockHeld(int fd, int side);
 
 // "ringlet-<job>-<lo>-<hi>-<16 random hex>", with the job id reduced to [A-Za-z0-9_.-].
 std::string segmentName(const std::string& jobId, int lowRank, int highRank);

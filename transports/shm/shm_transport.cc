@@ -55,9 +55,9 @@ std::string getFromPeer(Store& store, const std::string& key, int rank, int peer
       }
     }
     if (!watch.alive()) {
-      throw PeerError(peer, fmt::format("rank {} (pid {}) exited while rank {} waited for it to "
+      throw PeerError(peer, fmt::format("rank {} ({}) exited while rank {} waited for it to "
                                         "set '{}' during shm setup",
-                                        peer, watch.pid(), rank, key));
+                                        peer, watch.describe(), rank, key));
     }
   }
 }
@@ -75,8 +75,10 @@ class ShmTransport final : public Transport {
                                              Deadline deadline) override;
 
  private:
-  int peerPid(int peer) const {
-    return peer < static_cast<int>(context_.peers.size()) ? context_.peers[peer].pid : 0;
+  PeerWatch watchPeer(int peer) const {
+    const int size = static_cast<int>(context_.peers.size());
+    if (context_.rank >= size || peer >= size) return PeerWatch();
+    return PeerWatch(context_.peers[context_.rank], context_.peers[peer]);
   }
   std::unique_ptr<Link> makeLink(int peer, Segment segment, int side, PeerWatch watch) const {
     return std::make_unique<ShmLink>(context_.rank, peer, std::move(segment), side,
@@ -117,6 +119,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
       store.setString(pairKey(rank, peer), std::string(kError) + e.what());
       throw;
     }
+    if (created[i].valid()) created[i].holdLivenessLock(/*side=*/0);
     if (!created[i].valid()) {
       log::warn("shm: {}; ranks {} and {} fall back to the next transport", noRoom, rank, peer);
       store.setString(pairKey(rank, peer), std::string(kFallback) + noRoom);
@@ -131,7 +134,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
     if (peer > rank) continue;
-    PeerWatch watch(peerPid(peer));
+    PeerWatch watch = watchPeer(peer);
     std::string value = getFromPeer(store, pairKey(peer, rank), rank, peer, watch, deadline);
     if (startsWith(value, kFallback)) {
       log::info("shm: rank {} reported {}; ranks {} and {} fall back to the next transport", peer,
@@ -156,6 +159,8 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
       store.setString(ackKey(peer, rank), std::string(kError) + e.what());
       throw;
     }
+    segment.holdLivenessLock(/*side=*/1);
+    watch.watchLock(segment, /*peerSide=*/0);
     store.setString(ackKey(peer, rank), kOk);
     links[i] = makeLink(peer, std::move(segment), /*side=*/1, std::move(watch));
   }
@@ -164,7 +169,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
   for (size_t i = 0; i < peers.size(); ++i) {
     const int peer = peers[i];
     if (peer < rank || !created[i].valid()) continue;
-    PeerWatch watch(peerPid(peer));
+    PeerWatch watch = watchPeer(peer);
     std::string ack = getFromPeer(store, ackKey(rank, peer), rank, peer, watch, deadline);
     if (ack != kOk) {
       throw IoError(fmt::format("shm connect: rank {} could not map the segment {} of rank {}: {}",
@@ -172,6 +177,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
                                 startsWith(ack, kError) ? ack.substr(kError.size()) : ack));
     }
     created[i].unlinkFile();
+    watch.watchLock(created[i], /*peerSide=*/1);
     links[i] = makeLink(peer, std::move(created[i]), /*side=*/0, std::move(watch));
   }
   return links;

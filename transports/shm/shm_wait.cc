@@ -1,5 +1,6 @@
 #include "transports/shm/shm_wait.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+
+#include <fmt/format.h>
 
 namespace ringlet::transport::shm {
 
@@ -25,16 +28,27 @@ void futexWake(std::atomic<uint32_t>* word) {
             0);
 }
 
-PeerWatch::PeerWatch(int pid) : pid_(pid), sameProcess_(pid <= 0 || pid == ::getpid()) {
-  if (sameProcess_) return;
+PeerWatch::PeerWatch(const PeerInfo& self, const PeerInfo& peer)
+    : pid_(peer.pid),
+      sameProcess_(self.sameProcess(peer)),
+      pidComparable_(self.pidComparable(peer) && peer.pid > 0) {
+  if (sameProcess_ || !pidComparable_) return;
 #ifdef SYS_pidfd_open
-  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
   if (fd >= 0) pidfd_.reset(fd);
 #endif
 }
 
+void PeerWatch::watchLock(const Segment& segment, int peerSide) {
+  if (sameProcess_ || segment.fd() < 0) return;
+  segmentFd_.reset(::fcntl(segment.fd(), F_DUPFD_CLOEXEC, 0));
+  peerSide_ = segmentFd_.valid() ? peerSide : -1;
+}
+
 bool PeerWatch::alive() const {
   if (sameProcess_) return true;
+  if (peerSide_ >= 0 && !livenessLockHeld(segmentFd_.get(), peerSide_)) return false;
+  if (!pidComparable_) return true;
   if (pidfd_.valid()) {
     struct pollfd p {};
     p.fd = pidfd_.get();
@@ -42,6 +56,10 @@ bool PeerWatch::alive() const {
     return ::poll(&p, 1, 0) == 0;  // readable: the process has exited
   }
   return ::kill(pid_, 0) == 0 || errno != ESRCH;
+}
+
+std::string PeerWatch::describe() const {
+  return pidComparable_ ? fmt::format("pid {}", pid_) : std::string("in another PID namespace");
 }
 
 }  // namespace ringlet::transport::shm

@@ -7,8 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "src/net/socket.h"
+#include "transports/shm/shm_segment.h"
+#include "transports/transport.h"
 
 namespace ringlet::transport::shm {
 
@@ -21,21 +24,32 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
 // Wakes every sleeper on `word`.
 void futexWake(std::atomic<uint32_t>* word);
 
-// Tells whether the peer's process still runs. Holds a pidfd (immune to pid reuse, and readable
-// as soon as the process exits, zombie or not); falls back to kill(pid, 0) where pidfds are
-// missing. A peer in this very process (thread ranks) is always "alive": its link flags tell.
+// Tells whether the peer's process still runs, by two signs:
+//  - a pidfd on its pid (immune to pid reuse, readable as soon as the process exits, zombie or
+//    not; kill(pid, 0) where pidfds are missing), kept only when the pid means the same process
+//    here (same host and PID namespace: PeerInfo::pidComparable);
+//  - once the link's segment exists, the peer's liveness lock on it (Segment::holdLivenessLock):
+//    an open-file-description lock that the kernel drops when the peer's last descriptor of the
+//    segment closes, whatever PID namespace it runs in (containers sharing /dev/shm).
+// A peer in this very process (thread ranks) is always "alive": its link flags tell.
 class PeerWatch {
  public:
   PeerWatch() = default;
-  explicit PeerWatch(int pid);
-  // False once the process has exited. One system call.
+  PeerWatch(const PeerInfo& self, const PeerInfo& peer);
+  // From now on also requires that the peer (`peerSide` of `segment`) holds its liveness lock.
+  void watchLock(const Segment& segment, int peerSide);
+  // False once the process is known to have exited. One or two system calls.
   bool alive() const;
-  int pid() const { return pid_; }
+  // How the peer is identified in errors: "pid 123", or "in another PID namespace".
+  std::string describe() const;
 
  private:
   int pid_ = 0;
   bool sameProcess_ = true;
+  bool pidComparable_ = false;
   net::Fd pidfd_;
+  net::Fd segmentFd_;  // a duplicate of the segment's descriptor, for F_OFD_GETLK
+  int peerSide_ = -1;
 };
 
 }  // namespace ringlet::transport::shm
