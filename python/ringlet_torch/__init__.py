@@ -12,7 +12,9 @@ needs no port of its own; its RINGLET_* variables (transport, algorithms, ...) a
 and the group's timeout bounds every wait.
 """
 
+import atexit
 import os
+import weakref
 
 import torch  # noqa: F401  (the extension needs torch's libraries loaded first)
 import torch.distributed as dist
@@ -22,6 +24,9 @@ from ._C import ProcessGroupRinglet, version
 __all__ = ["ProcessGroupRinglet", "version", "BACKEND"]
 
 BACKEND = "ringlet"
+
+# Every group made through the backend, for the exit handler below.
+_groups = weakref.WeakSet()
 
 
 def _describe_store(store):
@@ -38,8 +43,20 @@ def _create(backend_options, pg_options=None):
         raise RuntimeError("ringlet: init_process_group(pg_options=...) is not supported; "
                            "configure ringlet with RINGLET_* environment variables")
     o = backend_options
-    return ProcessGroupRinglet(o.store, o.group_rank, o.group_size, o.timeout,
-                               o.group_id or "default", _describe_store(o.store))
+    group = ProcessGroupRinglet(o.store, o.group_rank, o.group_size, o.timeout,
+                                o.group_id or "default", _describe_store(o.store))
+    _groups.add(group)
+    return group
+
+
+@atexit.register
+def _shutdown_groups():
+    """Runs what each live group has queued and joins its threads before the interpreter
+    finalizes. A group's thread that dropped the last reference to a tensor during finalization
+    would need the GIL to free it, and a finalizing Python answers that by ending the thread
+    (which, inside a destructor, is std::terminate)."""
+    for group in list(_groups):
+        group.shutdown()
 
 
 if BACKEND.upper() not in dist.Backend._plugins:

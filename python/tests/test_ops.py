@@ -29,3 +29,15 @@ def test_groups_side_by_side_from_threads(run_ranks):
 
 def test_bad_calls_are_refused_with_a_named_error(run_ranks):
     run_ranks(2, "errors").expect_success()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_kind_of_store(run_ranks, n, tmp_path):
+    ranks = run_ranks(n, "stores", tmp_path, timeout=180).expect_success()
+    for r in range(n):
+        assert ranks.results(r)[0]["checks"] == 6
+
+
+def test_hash_store_with_thread_ranks(run_ranks):
+    ranks = run_ranks(1, "hash_store", 3, timeout=180).expect_success()
+    assert ranks.results(0)[0]["ranks"] == 3

@@ -460,5 +460,67 @@ def scenario_hello():
     result(rank=rank, n=n, sum=t.item(), links=dist.group.WORLD.describe_links())
 
 
+def scenario_stores():
+    """ringlet over every kind of c10d store torch can hand it, one process group after another:
+    file:// (FileStore), a PrefixStore around a FileStore, and a PrefixStore around a TCPStore
+    of the test's own (not the env:// one); each group all-reduces and broadcasts exactly."""
+    tmpdir = sys.argv[2]
+    rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    port = int(os.environ["MASTER_PORT"]) + 1
+    timeout = datetime.timedelta(seconds=60)
+    kinds = {
+        "file://": lambda: dict(init_method=f"file://{tmpdir}/init-file"),
+        "PrefixStore(FileStore)": lambda: dict(
+            store=dist.PrefixStore("outer", dist.FileStore(f"{tmpdir}/prefix-file", n))),
+        "PrefixStore(TCPStore)": lambda: dict(store=dist.PrefixStore("p", dist.TCPStore(
+            "127.0.0.1", port, n, rank == 0, timeout))),
+    }
+    checks = 0
+    for name, args in kinds.items():
+        dist.init_process_group("ringlet", rank=rank, world_size=n, timeout=timeout, **args())
+        t = data(rank, 1000, torch.float32)
+        dist.all_reduce(t)
+        check(t, reference(n, 1000, torch.float32, "sum"), f"all_reduce over {name}")
+        b = data(rank, 77, torch.int64)
+        dist.broadcast(b, src=n - 1)
+        check(b, data(n - 1, 77, torch.int64), f"broadcast over {name}")
+        dist.barrier()
+        dist.destroy_process_group()
+        checks += 2
+    result(ok=True, checks=checks)
+
+
+def scenario_hash_store():
+    """A HashStore (one process): ranks are threads that each make a ProcessGroupRinglet over the
+    same store and all-reduce, as the backend's creator would be called."""
+    import threading
+    store = dist.HashStore()
+    n = int(sys.argv[2])
+    errors = []
+
+    def rank_main(rank):
+        try:
+            pg = ringlet_torch.ProcessGroupRinglet(
+                dist.PrefixStore("threads", store), rank, n, datetime.timedelta(seconds=60),
+                "hash", "torch HashStore")
+            t = data(rank, 513, torch.float64)
+            pg.allreduce([t]).wait()
+            check(t, reference(n, 513, torch.float64, "sum"), "all_reduce over a HashStore")
+            pg.shutdown()
+        except BaseException as e:  # noqa: B902  (reported below with its rank)
+            errors.append(f"rank {rank}: {e!r}")
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    if any(t.is_alive() for t in threads):
+        raise AssertionError("a thread rank over the HashStore did not finish in 120 s")
+    if errors:
+        raise AssertionError("; ".join(errors))
+    result(ok=True, ranks=n)
+
+
 if __name__ == "__main__":
     globals()["scenario_" + sys.argv[1]]()
