@@ -6,6 +6,7 @@
 #include "ringlet/communicator.h"
 #include "ringlet/cuda.h"
 #include "ringlet/error.h"
+#include "ringlet/spawn.h"
 #include "ringlet/store.h"
 #include "ringlet/types.h"
 #include "ringlet/version.h"
