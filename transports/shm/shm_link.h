@@ -65,7 +65,6 @@ class ShmLink final : public Link {
 
   int rank_;
   Segment segment_;
-  int side_;
   PeerWatch watch_;
   Backoff backoff_;
   size_t slotCount_;
