@@ -112,6 +112,48 @@ TEST(TrainCli, TwoRanksCheckpointResumesInOneProcess) {
   std::filesystem::remove_all(dir);
 }
 
+// --threads-as-ranks 3 trains exactly as 3 processes under ringlet-run: the same loss curve, bit
+// for bit (same data shards, same reductions), over the in-process transport.
+TEST(TrainCli, ThreadRanksTrainExactlyAsProcessRanks) {
+  const std::string dir = ringlet::testing::makeTempDir("ddp-threads");
+  const std::vector<std::string> args = {"--model", "mlp",    "--steps", "40",           "--seed",
+                                         "5",       "--plot", "",        "--no-progress"};
+  auto with = [&](std::vector<std::string> head, const std::string& csv) {
+    head.insert(head.end(), args.begin(), args.end());
+    head.insert(head.end(), {"--csv", csv});
+    return head;
+  };
+  pid_t pid = spawn(with({kBin + "/ringlet-train", "--threads-as-ranks", "3"}, dir + "/t.csv"),
+                    dir + "/threads.log");
+  int status = waitFor(pid, 60s);
+  std::string out = readFile(dir + "/threads.log");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_NE(out.find("data parallel over 3 thread ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("local"), std::string::npos) << "not the in-process transport:\n" << out;
+  pid = spawn(with({kBin + "/ringlet-run", "-n", "3", kBin + "/ringlet-train"}, dir + "/p.csv"),
+              dir + "/processes.log");
+  status = waitFor(pid, 60s);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << readFile(dir + "/processes.log");
+  const std::string threads = readFile(dir + "/t.csv"), processes = readFile(dir + "/p.csv");
+  EXPECT_GT(threads.size(), 100u);
+  EXPECT_EQ(threads, processes);
+  std::filesystem::remove_all(dir);
+}
+
+// Inside a launched job the option makes no sense: refused by name.
+TEST(TrainCli, ThreadRanksInsideALaunchedJobAreRefused) {
+  const std::string dir = ringlet::testing::makeTempDir("ddp-threads-refused");
+  pid_t pid = spawn({kBin + "/ringlet-run", "-n", "2", kBin + "/ringlet-train", "--model", "mlp",
+                     "--steps", "5", "--threads-as-ranks", "2", "--plot", "", "--no-progress"},
+                    dir + "/run.log");
+  const int status = waitFor(pid, 60s);
+  const std::string out = readFile(dir + "/run.log");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << out;
+  EXPECT_NE(out.find("ringlet: --threads-as-ranks 2 inside a launched job"), std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainCli, KilledRankIsReportedAndEveryProcessExitsWithin15s) {
   const std::string dir = ringlet::testing::makeTempDir("ddp-kill");
   const std::string log = dir + "/run.log";

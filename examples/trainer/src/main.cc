@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -22,12 +23,23 @@ struct CliOptions {
   std::string checkpoint, resume, csv = "loss.csv", plot = "loss.png";
   int64_t checkpointEvery = 0, logEvery = 0, evalEvery = 0, evalBatches = 16;
   int threads = 0;
+  int threadsAsRanks = 0;
   bool noProgress = false;
   // Data parallel
   bool splitBatches = false, noOverlap = false, timing = false;
   int64_t accumulate = 1;
   double bucketMb = 25, firstBucketMb = 1;
 };
+
+// Who this rank is: from the launcher's environment, or a thread of --threads-as-ranks.
+struct RankPlace {
+  int rank = 0;
+  int world = 1;
+  int localSize = 1;
+};
+
+int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
+              const std::function<ringlet::Communicator&()>& communicator);
 
 int run(int argc, char** argv) {
   std::string blasNote;
@@ -80,6 +92,10 @@ int run(int argc, char** argv) {
   app.add_option("--eval-every", o.evalEvery, "steps between evaluations (default steps/5)");
   app.add_option("--eval-batches", o.evalBatches, "held-out batches per evaluation, -1 = all");
   app.add_option("--threads", o.threads, "BLAS threads (default: all cores)");
+  app.add_option("--threads-as-ranks", o.threadsAsRanks,
+                 "run N data-parallel ranks as threads of this process (in-process transport; "
+                 "BLAS threads default to cores / N)")
+      ->check(CLI::Range(1, 1024));
   app.add_flag("--no-progress", o.noProgress, "no progress bar even on a terminal");
   app.add_option("--sampler", t.sampler,
                  "random (draw with replacement) | epoch (distributed sampler; default when "
@@ -103,10 +119,42 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  if (o.threadsAsRanks > 0) {
+    const int n = o.threadsAsRanks;
+    if (ringlet::Bootstrap::fromEnvironment().size > 1) {
+      throw ringlet::InvalidArgument(fmt::format(
+          "--threads-as-ranks {} inside a launched job: start one process, or drop the option", n));
+    }
+    // One BLAS pool for the process, shared out: cores / N threads each.
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    trainer::setBlasThreads(o.threads > 0 ? o.threads : std::max(1, cores / n));
+    ringlet::SpawnOptions so;
+    so.grace = std::chrono::seconds(5);
+    ringlet::spawnThreads(
+        n,
+        [&](ringlet::Communicator& comm) {
+          trainRank(o, RankPlace{comm.rank(), comm.size(), comm.size()}, blasNote,
+                    [&]() -> ringlet::Communicator& { return comm; });
+        },
+        so);
+    return 0;
+  }
   ringlet::Bootstrap boot = ringlet::Bootstrap::fromEnvironment();
-  const int world = boot.size;
-  const bool leader = boot.rank == 0;
-  t.rank = boot.rank;
+  std::optional<ringlet::Communicator> comm;
+  return trainRank(o, RankPlace{boot.rank, boot.size, boot.localSize}, blasNote,
+                   [&]() -> ringlet::Communicator& {
+                     comm.emplace(ringlet::Communicator::create(boot));
+                     return *comm;
+                   });
+}
+
+int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
+              const std::function<ringlet::Communicator&()>& communicator) {
+  trainer::TrainOptions& t = o.train;
+  trainer::ModelOptions& m = t.model;
+  const int world = place.world;
+  const bool leader = place.rank == 0;
+  t.rank = place.rank;
   t.world = world;
   if (t.sampler.empty()) t.sampler = world > 1 ? "epoch" : "random";
   if (world > 1 && t.sampler != "epoch") {
@@ -134,11 +182,13 @@ int run(int argc, char** argv) {
   if (t.warmup < 0) t.warmup = t.steps / 10;
   if (o.logEvery <= 0) o.logEvery = std::max<int64_t>(1, t.steps / 20);
   if (o.evalEvery <= 0) o.evalEvery = std::max<int64_t>(1, t.steps / 5);
-  // Default: the host's cores shared by the ranks on it.
-  int threads = o.threads > 0 ? o.threads
-                              : static_cast<int>(std::thread::hardware_concurrency()) /
-                                    std::max(1, boot.localSize);
-  trainer::setBlasThreads(std::max(1, threads));
+  // Default: the host's cores shared by the ranks on it (thread ranks: set once, by run()).
+  if (o.threadsAsRanks == 0) {
+    int threads = o.threads > 0 ? o.threads
+                                : static_cast<int>(std::thread::hardware_concurrency()) /
+                                      std::max(1, place.localSize);
+    trainer::setBlasThreads(std::max(1, threads));
+  }
 
   trainer::Trainer tr(t);
   // Rank 0 alone talks; every rank still reports its own errors.
@@ -161,18 +211,19 @@ int run(int argc, char** argv) {
     say(fmt::format("baseline (unigram entropy) {:.4f}", base));
   }
 
-  std::optional<ringlet::Communicator> comm;
+  ringlet::Communicator* comm = nullptr;
   std::unique_ptr<trainer::DataParallel> dp;
   if (world > 1 || o.accumulate > 1) {
-    comm.emplace(ringlet::Communicator::create(boot));
+    comm = &communicator();
     trainer::DataParallelOptions dpo;
     dpo.accumulation = o.accumulate;
     dpo.overlap = !o.noOverlap;
     dpo.buckets.bucketCapBytes = static_cast<size_t>(o.bucketMb * (1 << 20));
     dpo.buckets.firstBucketCapBytes = static_cast<size_t>(o.firstBucketMb * (1 << 20));
     dp = std::make_unique<trainer::DataParallel>(tr, *comm, dpo);
-    say(fmt::format("data parallel over {} ranks ({}), {} gradient buckets, {}", world,
-                    comm->describeLinks(), dp->synchronizer().buckets().size(),
+    say(fmt::format("data parallel over {} {} ({}), {} gradient buckets, {}", world,
+                    o.threadsAsRanks > 0 ? "thread ranks" : "ranks", comm->describeLinks(),
+                    dp->synchronizer().buckets().size(),
                     o.noOverlap ? "all-reduce after backward" : "all-reduce overlapping backward"));
   }
 
