@@ -12,6 +12,7 @@
 #include "blas_setup.h"
 #include "kernels.h"
 #include "modules.h"
+#include "tensor.h"
 
 namespace {
 
@@ -83,6 +84,7 @@ BENCHMARK(BM_BertBlockForwardBackward)
 int main(int argc, char** argv) {
   std::string note;
   trainer::maybeReexecWithFasterBlas(argv, &note);
+  trainer::keepFreedTensorMemory();
   fmt::print("{}\n", note);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -44,6 +44,7 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
 int run(int argc, char** argv) {
   std::string blasNote;
   trainer::maybeReexecWithFasterBlas(argv, &blasNote);
+  trainer::keepFreedTensorMemory();
 
   CliOptions o;
   trainer::TrainOptions& t = o.train;

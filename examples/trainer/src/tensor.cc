@@ -1,5 +1,9 @@
 #include "tensor.h"
 
+#include <malloc.h>
+
+#include <limits>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -22,6 +26,12 @@ thread_local bool tGradEnabled = true;
 }
 
 bool gradEnabled() { return tGradEnabled; }
+
+void keepFreedTensorMemory() {
+  // Above every tensor size we make: no mmap per allocation, and no trimming of the heap's top.
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  ::mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+}
 NoGradGuard::NoGradGuard() : previous_(tGradEnabled) { tGradEnabled = false; }
 NoGradGuard::~NoGradGuard() { tGradEnabled = previous_; }
 
