@@ -1,5 +1,9 @@
 // Every op's backward kernel against finite differences, in double precision.
+#include <cmath>
+#include <vector>
+
 #include "gradcheck.h"
+#include "kernels.h"
 
 namespace trainer::testing {
 namespace {
@@ -28,6 +32,25 @@ TEST(GradCheckOps, ResidualAddWithSharedInput) {
 TEST(GradCheckOps, Gelu) {
   TensorD x = randomTensor({50}, 1, 2.0);
   checkGradients("gelu", {x}, [&] { return weightedSum(gelu(x)); });
+}
+
+// The float GELU kernels (their own erf and exp) against the double ones (libm), from -60 to 60
+// and at the extremes: within a few float roundings.
+TEST(GradCheckOps, GeluFloatKernelsMatchDouble) {
+  std::vector<double> xs;
+  for (double x = -60; x <= 60; x += 0.00731) xs.push_back(x);
+  for (double x : {0.0, -0.0, 1e-30, -1e-30, 1e4, -1e4, 3e38, -3e38}) xs.push_back(x);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> xf(xs.begin(), xs.end()), yf(n), df(n, 0.0f), onesF(n, 1.0f);
+  std::vector<double> xd(xf.begin(), xf.end()), yd(n), dd(n, 0.0), onesD(n, 1.0);
+  geluForward(yf.data(), xf.data(), n);
+  geluForward(yd.data(), xd.data(), n);
+  geluBackward(df.data(), onesF.data(), xf.data(), n);
+  geluBackward(dd.data(), onesD.data(), xd.data(), n);
+  for (int64_t i = 0; i < n; i++) {
+    ASSERT_NEAR(yf[i], yd[i], 4e-7 * std::max(1.0, std::abs(yd[i]))) << "gelu(" << xd[i] << ")";
+    ASSERT_NEAR(df[i], dd[i], 1e-6) << "gelu'(" << xd[i] << ")";
+  }
 }
 
 TEST(GradCheckOps, Tanh) {
