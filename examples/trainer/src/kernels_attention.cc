@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "fast_exp.h"
 #include "kernels.h"
 
 namespace trainer {
@@ -31,11 +32,11 @@ void attentionForward(T* out, T* att, T* attDrop, const T* qkv, const int32_t* k
         for (int64_t j = 0; j < T_; j++) {
           if (valid[j] != 0) maxv = std::max(maxv, row[j]);
         }
-        T sum = 0;
-        for (int64_t j = 0; j < T_; j++) {
-          row[j] = valid[j] != 0 ? std::exp(row[j] - maxv) : T(0);
-          sum += row[j];
+        for (int64_t j = 0; j < T_; j++) {  // a select, not a branch: vectorises
+          row[j] = valid[j] != 0 ? expOfNonPositive(row[j] - maxv) : T(0);
         }
+        T sum = 0;
+        for (int64_t j = 0; j < T_; j++) sum += row[j];
         T inv = sum > T(0) ? T(1) / sum : T(0);  // a fully padded row attends to nothing
         for (int64_t j = 0; j < T_; j++) row[j] *= inv;
       }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "fast_exp.h"
 #include "kernels.h"
 
 namespace trainer {
@@ -60,9 +61,9 @@ void crossEntropyBackward(T* dLogits, const T* logits, const int32_t* targets, i
     T maxv = -std::numeric_limits<T>::infinity();
     for (int64_t v = 0; v < V; v++) maxv = std::max(maxv, row[v]);
     T z = 0;
-    for (int64_t v = 0; v < V; v++) z += std::exp(row[v] - maxv);
+    for (int64_t v = 0; v < V; v++) z += expOfNonPositive(row[v] - maxv);
     T inv = T(1) / z;
-    for (int64_t v = 0; v < V; v++) drow[v] += scale * std::exp(row[v] - maxv) * inv;
+    for (int64_t v = 0; v < V; v++) drow[v] += scale * expOfNonPositive(row[v] - maxv) * inv;
     drow[targets[i]] -= scale;
   }
 }

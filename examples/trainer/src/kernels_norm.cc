@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fast_exp.h"
 #include "kernels.h"
 
 namespace trainer {
@@ -13,11 +14,9 @@ void softmaxForward(T* out, const T* in, int64_t rows, int64_t cols) {
     T* y = out + r * cols;
     T maxv = -std::numeric_limits<T>::infinity();
     for (int64_t c = 0; c < cols; c++) maxv = std::max(maxv, x[c]);
+    for (int64_t c = 0; c < cols; c++) y[c] = expOfNonPositive(x[c] - maxv);
     T sum = 0;
-    for (int64_t c = 0; c < cols; c++) {
-      y[c] = std::exp(x[c] - maxv);
-      sum += y[c];
-    }
+    for (int64_t c = 0; c < cols; c++) sum += y[c];
     T inv = T(1) / sum;
     for (int64_t c = 0; c < cols; c++) y[c] *= inv;
   }

@@ -1,7 +1,9 @@
 // Every op's backward kernel against finite differences, in double precision.
 #include <cmath>
+#include <limits>
 #include <vector>
 
+#include "fast_exp.h"
 #include "gradcheck.h"
 #include "kernels.h"
 
@@ -51,6 +53,21 @@ TEST(GradCheckOps, GeluFloatKernelsMatchDouble) {
     ASSERT_NEAR(yf[i], yd[i], 4e-7 * std::max(1.0, std::abs(yd[i]))) << "gelu(" << xd[i] << ")";
     ASSERT_NEAR(df[i], dd[i], 1e-6) << "gelu'(" << xd[i] << ")";
   }
+}
+
+// The float exp of softmax, attention and cross-entropy (arguments <= 0) against libm's.
+TEST(GradCheckOps, FloatExpOfNonPositiveMatchesLibm) {
+  for (double x = -100; x <= 0; x += 0.00137) {
+    const float got = expNonPositive(static_cast<float>(x));
+    const double want = std::exp(double(static_cast<float>(x)));
+    if (x < -87.5) {
+      ASSERT_EQ(got, 0.0f) << x;
+    } else if (x > -87) {
+      ASSERT_NEAR(got, want, 3e-7 * want) << "exp(" << x << ")";
+    }
+  }
+  EXPECT_EQ(expNonPositive(0.0f), 1.0f);
+  EXPECT_EQ(expNonPositive(-std::numeric_limits<float>::infinity()), 0.0f);
 }
 
 TEST(GradCheckOps, Tanh) {
