@@ -38,6 +38,11 @@ class Supervisor {
   struct Options {
     std::chrono::milliseconds grace{5000};
     std::optional<std::chrono::milliseconds> timeout;  // whole job, from construction
+    // Several hosts: a descriptor that becomes readable when another node failed (-1: none),
+    // what to say then, and whom to tell when this node starts stopping its ranks.
+    int remoteStopFd = -1;
+    std::function<std::string()> remoteStopReason;
+    std::function<void(const std::string&)> onLocalStop;
   };
   // How long the other ranks may take to end on their own after one failed, before SIGTERM.
   static constexpr std::chrono::milliseconds kFailureSettle{1000};
@@ -58,7 +63,7 @@ class Supervisor {
   int run(const std::function<void()>& afterRanks = {});
 
  private:
-  enum class StopKind { kNone, kRankFailed, kSignal, kTimeout, kStartup };
+  enum class StopKind { kNone, kRankFailed, kSignal, kTimeout, kStartup, kRemote };
   struct Rank {
     int rank = 0;
     pid_t pid = -1;
