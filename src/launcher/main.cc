@@ -120,7 +120,7 @@ int launch(const LaunchOptions& options) {
     local.identity = {nodes->jobId(), auth::encodeHex(secret)};
     local.endpoint = {options.masterAddr, options.masterPort, nodes->programPort()};
     supervision.remoteStopFd = nodes->stopFd();
-    supervision.remoteStopReason = [&] { return "stopping: " + nodes->stopReason(); };
+    supervision.remoteStopReason = [&] { return nodes->stopReason(); };
     supervision.onLocalStop = [&](const std::string& why) { nodes->reportLocalStop(why); };
     nodes->startWatching();
   }
@@ -156,7 +156,7 @@ int launch(const LaunchOptions& options) {
   if (nodes) {
     const std::string elsewhere = nodes->finish(stopSignalPending);
     if (status == kExitOk && !elsewhere.empty()) {
-      std::fprintf(stderr, "ringlet: the job failed on another node: %s\n", elsewhere.c_str());
+      std::fprintf(stderr, "ringlet: %s\n", elsewhere.c_str());
       status = kExitRankFailed;
     }
   }

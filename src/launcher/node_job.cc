@@ -184,7 +184,7 @@ void NodeJob::watchOnce() {
       std::lock_guard lock(mutex_);
       ours = why == localStop_;
     }
-    if (!ours) trigger(why);
+    if (!ours) trigger("the job failed on " + why);
   }
   if (options_.nodeRank == 0) checkSilence();
 }
@@ -208,7 +208,15 @@ void NodeJob::checkSilence() {
 }
 
 std::string NodeJob::finish(const std::function<bool()>& interrupted) {
+  // The watching thread may not have told the others yet why this node stopped: do it here.
+  std::string untold;
+  {
+    std::lock_guard lock(mutex_);
+    if (!localStop_.empty() && !localStopSent_) untold = localStop_;
+    localStopSent_ = true;
+  }
   try {
+    if (!untold.empty() && !store_->check(kAbortKey)) store_->setString(kAbortKey, untold);
     store_->setString(nodeKey("done", options_.nodeRank), "1");
   } catch (const std::exception&) {
     // Node 0 is gone: nobody waits for this node.
@@ -238,7 +246,7 @@ std::string NodeJob::finish(const std::function<bool()>& interrupted) {
   std::string why = stopReason();
   if (why.empty() && options_.nodeRank == 0) {
     try {
-      if (store_->check(kAbortKey)) why = store_->getString(kAbortKey);
+      if (store_->check(kAbortKey)) why = "the job failed on " + store_->getString(kAbortKey);
     } catch (const std::exception&) {
     }
   }

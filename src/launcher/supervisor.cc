@@ -108,7 +108,8 @@ void Supervisor::beginStop(StopKind kind, int exitStatus, std::string message) {
   exitStatus_ = exitStatus;
   stopMessage_ = std::move(message);
   if (kind != StopKind::kRemote && options_.onLocalStop) options_.onLocalStop(stopMessage_);
-  if (kind == StopKind::kRankFailed) {
+  // A rank that failed here or on another node: the others usually fail on their own, naming it.
+  if (kind == StopKind::kRankFailed || kind == StopKind::kRemote) {
     termAt_ = Clock::now() + std::min<std::chrono::milliseconds>(kFailureSettle, options_.grace);
   } else {
     terminateRunning();

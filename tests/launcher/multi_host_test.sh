@@ -17,7 +17,7 @@ shift 2
 here="$(cd "$(dirname "$0")" && pwd)"
 emulate="$here/../../scripts/emulated-hosts.sh"
 work="$(mktemp -d /tmp/ringlet-multihost.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+[[ -n "${KEEP_WORK:-}" ]] || trap 'rm -rf "$work"' EXIT
 secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
 export RINGLET_JOB_SECRET="$secret" BIN="$bin" WORK="$work"
 
@@ -49,7 +49,7 @@ collectives)
   hosts="$1" ranks="$2" order="$3"
   start=$(date +%s)
   emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
-    $run_line -n $ranks --rank-order $order \"\$BIN/ringlet-bench\" --ops all -b 8 -e 64K -f 32 \
+    $run_line -n $ranks --rank-order $order \"\$BIN/ringlet-bench\" --ops all -b 8 -e 32K -f 8 \
     -n 2 -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
   status=$?
   cat "$work"/host0.log
@@ -98,7 +98,7 @@ sleep 1; exit 3; fi; exec sleep 50' >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
   (( status != 0 )) || fail "the job succeeded although a rank failed"
   grep -q "ringlet: rank 1 (pid [0-9]*) exited with status 3" "$work/host1.log" ||
     fail "node 1 did not name its failed rank"
-  grep -q "ringlet: stopping: node 1: rank 1 (pid [0-9]*) exited with status 3; stopped 1 rank" \
+  grep -q "ringlet: the job failed on node 1: rank 1 (pid [0-9]*) exited with status 3; stopped 1 rank" \
     "$work/host0.log" || fail "node 0 did not stop its rank naming node 1's failure"
   (( took < 20 )) || fail "stopping across nodes took $took s"
   # 4. Several nodes without a shared secret: a clear error, before anything starts.
