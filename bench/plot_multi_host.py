@@ -3,7 +3,7 @@
 
     ... | /usr/bin/python3 bench/plot_multi_host.py --stream GBS --sendrecv FILE --rate R --out DIR
 
-Reads lines "HOSTS RANKS_PER_HOST ORDER RUN.json" on stdin (ringlet-bench --json of one size).
+Reads lines "HOSTS RANKS_PER_HOST ORDER ALGO RUN.json" (ALGO: what --algo asked, auto or a name) on stdin (ringlet-bench --json of one size).
 Writes DIR/multi-host-allreduce.json (every number), DIR/multi-host-allreduce.md (the table) and
 DIR/multi-host-allreduce.png (busbw against hosts, one line per layout, the TCP stream's rate as
 a dashed line; needs matplotlib).
@@ -37,12 +37,13 @@ def main():
     for line in sys.stdin:
         if not line.strip():
             continue
-        hosts, ranks, order, path = line.split()
+        hosts, ranks, order, asked, path = line.split()
         r = load(path)
         rows.append({
             "hosts": int(hosts),
             "ranks_per_host": int(ranks),
             "order": order,
+            "asked": asked,
             "world_size": r["world_size"],
             "bytes": r["size"],
             "algorithm": r["algorithm"],
@@ -64,12 +65,13 @@ def main():
         f"ringlet-bench sendrecv between two hosts: "
         f"{sendrecv['out_of_place']['busbw_gbs']:.3f} GB/s.",
         "",
-        "| hosts | ranks/host | order | ranks | algorithm | time (ms) | busbw (GB/s) | busbw / stream |",
-        "| ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |",
+        "| hosts | ranks/host | order | ranks | --algo | algorithm | time (ms) | busbw (GB/s) "
+        "| busbw / stream |",
+        "| ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: |",
     ]
     for r in rows:
         lines.append(f"| {r['hosts']} | {r['ranks_per_host']} | {r['order']} | {r['world_size']} | "
-                     f"{r['algorithm']} | {r['time_us'] / 1000:.1f} | {r['busbw_gbs']:.3f} | "
+                     f"{r['asked']} | {r['algorithm']} | {r['time_us'] / 1000:.1f} | {r['busbw_gbs']:.3f} | "
                      f"{r['busbw_over_stream']:.2f} |")
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -83,12 +85,15 @@ def main():
         print("matplotlib is missing: no PNG (apt-get install python3-matplotlib)", file=sys.stderr)
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    layouts = sorted({(r["ranks_per_host"], r["order"]) for r in rows})
-    for ranks, order in layouts:
+    layouts = sorted({(r["asked"], r["ranks_per_host"], r["order"]) for r in rows})
+    colors = {}
+    for asked, ranks, order in layouts:
         pts = sorted((r["hosts"], r["busbw_gbs"]) for r in rows
-                     if (r["ranks_per_host"], r["order"]) == (ranks, order))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                label=f"{ranks} rank{'s' if ranks > 1 else ''}/host ({order})")
+                     if (r["asked"], r["ranks_per_host"], r["order"]) == (asked, ranks, order))
+        color = colors.setdefault((ranks, order), f"C{len(colors)}")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color,
+                linestyle="-" if asked == "auto" else ":",
+                label=f"{ranks} rank{'s' if ranks > 1 else ''}/host ({order}), {asked}")
     ax.axhline(args.stream, linestyle="--", color="gray", label="one TCP stream")
     ax.set_xticks(sorted({r["hosts"] for r in rows}))
     ax.set_xlabel("hosts")

@@ -6,7 +6,8 @@
 #   scripts/multi-host-bench.sh [BUILD_DIR] [OUT_DIR]
 #
 # Environment: RATE (tbf rate of every link end, default 1gbit), BYTES (default 16M), ITERS
-# (timed all-reduce calls, default 5). Writes OUT_DIR/multi-host-allreduce.{json,md,png}
+# (timed all-reduce calls, default 5), ALGOS (default "auto ring": the cost model's choice, and the
+# ring forced). Writes OUT_DIR/multi-host-allreduce.{json,md,png}
 # (default bench/results/); the PNG needs /usr/bin/python3 with matplotlib.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -15,6 +16,7 @@ out="${2:-$here/../bench/results}"
 rate="${RATE:-1gbit}"
 bytes="${BYTES:-16M}"
 iters="${ITERS:-5}"
+algos="${ALGOS:-auto ring}"
 emulate="$here/emulated-hosts.sh"
 work="$(mktemp -d /tmp/ringlet-multihost-bench.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
@@ -52,18 +54,21 @@ stream=$(cat "$work/stream.txt")
 echo "  $stream GB/s" >&2
 
 runs=()
-for hosts in 2 3 4; do
-  for layout in "1 block" "2 block" "2 cyclic"; do
-    read -r ranks order <<<"$layout"
-    name="h${hosts}r${ranks}${order}"
-    echo "all-reduce $bytes: $hosts hosts x $ranks ranks ($order) ..." >&2
-    RANKS=$ranks ORDER=$order NAME=$name "$emulate" --hosts "$hosts" --rate "$rate" \
-      --timeout 120 -- '"$BIN/ringlet-run" --nnodes "$EMU_HOSTS" --node-rank "$EMU_NODE" \
-        --master-addr "$EMU_MASTER_ADDR" -n "$RANKS" --rank-order "$ORDER" \
-        "$BIN/ringlet-bench" --ops allreduce -b "$BYTES" -e "$BYTES" -n "$ITERS" -w 2 \
-        --json "$WORK/$NAME.json" >"$WORK/$NAME.host$EMU_NODE.log" 2>&1' ||
-      { cat "$work/$name".host*.log >&2; exit 1; }
-    runs+=("$hosts $ranks $order $work/$name.json")
+for algo in $algos; do
+  for hosts in 2 3 4; do
+    for layout in "1 block" "2 block" "2 cyclic"; do
+      read -r ranks order <<<"$layout"
+      name="h${hosts}r${ranks}${order}-$algo"
+      echo "all-reduce $bytes ($algo): $hosts hosts x $ranks ranks ($order) ..." >&2
+      RANKS=$ranks ORDER=$order NAME=$name ALGO=$algo "$emulate" --hosts "$hosts" \
+        --rate "$rate" --timeout 120 -- '"$BIN/ringlet-run" --nnodes "$EMU_HOSTS" \
+          --node-rank "$EMU_NODE" --master-addr "$EMU_MASTER_ADDR" -n "$RANKS" \
+          --rank-order "$ORDER" "$BIN/ringlet-bench" --ops allreduce -b "$BYTES" -e "$BYTES" \
+          -n "$ITERS" -w 2 --algo "$ALGO" --json "$WORK/$NAME.json" \
+          >"$WORK/$NAME.host$EMU_NODE.log" 2>&1' ||
+        { cat "$work/$name".host*.log >&2; exit 1; }
+      runs+=("$hosts $ranks $order $algo $work/$name.json")
+    done
   done
 done
 # The sendrecv rate between two hosts through ringlet itself (second reference).
