@@ -301,6 +301,18 @@ TEST(Launcher, BadOptionsAreOneClearError) {
            {{"-n", "2", "--timeout", "0", kProbe, "env"}, "--timeout 0"},
            {{"-n", "2", "--grace", "-1", kProbe, "env"}, "--grace -1"},
            {{"-n", "2", "--master-port", "70000", kProbe, "env"}, "--master-port 70000"},
+           {{"-n", "1", "--nnodes", "0", kProbe, "env"}, "--nnodes 0"},
+           {{"-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1", kProbe,
+             "env"},
+            "--node-rank 2 is outside 0..1"},
+           {{"-n", "1", "--nnodes", "2", kProbe, "env"}, "needs --master-addr"},
+           {{"-n", "1", "--nnodes", "2", "--rdzv-endpoint", "10.0.0.1", kProbe, "env"},
+            "--rdzv-endpoint '10.0.0.1' is not host:port"},
+           {{"-n", "1", "--nnodes", "2", "--rdzv_endpoint", "10.0.0.1:-5", kProbe, "env"},
+            "--master-port 65536"},
+           {{"-n", "1", "--rdzv-endpoint", "a:1", "--master-addr", "b", kProbe, "env"},
+            "either --rdzv-endpoint or --master-addr"},
+           {{"-n", "1", "--rank-order", "random", kProbe, "env"}, "--rank-order 'random'"},
        }) {
     ToolResult r = runTool(run(c.args));
     EXPECT_EQ(r.exitCode, launcher::kExitUsage) << c.mentions << ": " << r.err;
@@ -312,6 +324,17 @@ TEST(Launcher, BadOptionsAreOneClearError) {
   ToolResult help = runTool(run({"--help"}));
   EXPECT_EQ(help.exitCode, 0);
   EXPECT_NE(help.out.find("Exit status"), std::string::npos);
+}
+
+// Several nodes need a shared secret; torchrun's spellings are accepted on the way.
+TEST(Launcher, SeveralNodesWithoutASecretIsOneClearError) {
+  ToolResult r = runTool(run({"--nproc_per_node", "1", "--nnodes", "2", "--node_rank", "1",
+                              "--master_addr", "127.0.0.1", "--master_port", "1", kProbe, "env"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitUsage) << r.err;
+  auto lines = splitLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("ringlet: --nnodes 2 needs the same job secret on every node", 0), 0u)
+      << lines[0];
 }
 
 TEST(Launcher, ProgramArgumentsThatLookLikeOptionsAreLeftAlone) {
