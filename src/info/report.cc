@@ -252,8 +252,7 @@ std::string renderText(const json& r) {
                        str(c["local_transport_reason"]));
     const json& hosts = c["between_hosts"];
     if (hosts.contains("error")) {
-      out += fmt::format("  between hosts: tcp; no interface for {}: {}\n",
-                         str(hosts["rendezvous"]), str(hosts["error"]));
+      out += fmt::format("  between hosts: tcp; no usable interface: {}\n", str(hosts["error"]));
     } else if (hosts.contains("address")) {
       out += fmt::format("  between hosts: tcp on {} ({}), because {}\n", str(hosts["address"]),
                          str(hosts["interface"]).empty() ? "no interface holds it"

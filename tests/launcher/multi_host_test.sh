@@ -108,6 +108,22 @@ sleep 1; exit 3; fi; exec sleep 50' >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
   (( status == 2 )) || fail "missing secret: exit status $status, expected 2"
   [[ "$out" == "ringlet: --nnodes 2 needs the same job secret on every node"* ]] ||
     fail "missing secret: unexpected message: $out"
+  # 5. The interface: chosen by the route to the master, or RINGLET_SOCKET_IFNAME; ringlet-info
+  #    says which and why, and links between hosts use it.
+  emulate --hosts 2 --timeout 30 -- "\"\$BIN/ringlet-info\" --master \$EMU_MASTER_ADDR \
+    >\"\$WORK/info\$EMU_NODE.txt\" 2>&1; RINGLET_SOCKET_IFNAME=eth0 \"\$BIN/ringlet-info\" \
+    >>\"\$WORK/info\$EMU_NODE.txt\" 2>&1; RINGLET_SOCKET_IFNAME=nosuch0 \"\$BIN/ringlet-info\" \
+    >>\"\$WORK/info\$EMU_NODE.txt\" 2>&1; RINGLET_SOCKET_IFNAME=eth0 RINGLET_DEBUG=INFO \
+    $run_line -n 1 \"\$BIN/ringlet-bench\" -b 4K -e 4K -n 1 -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1" ||
+    { cat "$work"/host*.log >&2; fail "RINGLET_SOCKET_IFNAME=eth0 run failed"; }
+  grep -q "between hosts: tcp on 10.231.0.2 (interface eth0), because it routes to the \
+rendezvous address 10.231.0.1" "$work/info1.txt" || { cat "$work/info1.txt" >&2; fail "info: route"; }
+  grep -q "between hosts: tcp on 10.231.0.1 (interface eth0), because RINGLET_SOCKET_IFNAME=eth0" \
+    "$work/info0.txt" || fail "ringlet-info does not name RINGLET_SOCKET_IFNAME"
+  grep -q "between hosts: tcp; no usable interface: .*nosuch0" "$work/info0.txt" ||
+    fail "ringlet-info does not name the missing interface"
+  grep -q "rank 1: tcp (.*): tcp 10.231.0.1:[0-9]* -> 10.231.0.2:[0-9]*" "$work/host0.log" ||
+    { cat "$work/host0.log" >&2; fail "the link between hosts is not on eth0's addresses"; }
   echo "ok: launcher across hosts"
   ;;
 link-down | kill-host)
