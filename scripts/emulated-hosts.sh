@@ -5,7 +5,7 @@
 #   scripts/emulated-hosts.sh [--hosts M] [--rate RATE] [--timeout S] [--control CMD] -- CMD
 #
 # Host i (0..M-1) is namespace <prefix>h<i> with interface eth0 at 10.231.0.<i+1>/24 and hostname
-# emuhost<i>; the hosts meet on a bridge inside a namespace of its own (<prefix>sw, port p<i> for
+# emuhost<i> (every host resolves every emuhost<j>: /etc/netns/<prefix>h<i>/hosts); the hosts meet on a bridge inside a namespace of its own (<prefix>sw, port p<i> for
 # host i), so nothing is added to the machine's own network and two runs never collide. CMD is a
 # shell command run by `sh -c` on every host at once, with EMU_NODE (i), EMU_HOSTS (M),
 # EMU_ADDR (its address) and EMU_MASTER_ADDR (host 0's) in its environment.
@@ -57,7 +57,10 @@ cleanup() {
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL -- "-$pid" 2>/dev/null
   done
-  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  for ns in "${made[@]}"; do
+    ip netns del "$ns" 2>/dev/null
+    rm -rf "/etc/netns/$ns"
+  done
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -92,6 +95,16 @@ for ((i = 0; i < hosts; i++)); do
   ip -n "$ns" link set lo up || fail "cannot bring up host $i's loopback"
   limit "$ns" eth0
   limit "$switch_ns" "p$i"
+done
+
+# Every host resolves every host's name (`ip netns exec` mounts /etc/netns/NS/hosts over
+# /etc/hosts), as on a cluster whose hosts know each other by name.
+for ((i = 0; i < hosts; i++)); do
+  mkdir -p "/etc/netns/${prefix}h$i" || fail "cannot make /etc/netns/${prefix}h$i"
+  {
+    echo "127.0.0.1 localhost"
+    for ((j = 0; j < hosts; j++)); do echo "10.231.0.$((j + 1)) emuhost$j"; done
+  } >"/etc/netns/${prefix}h$i/hosts"
 done
 
 for ((i = 0; i < hosts; i++)); do

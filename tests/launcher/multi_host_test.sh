@@ -10,6 +10,8 @@
 #   multi_host_test.sh BIN_DIR link-down     host 1's link cut mid-run: every rank ends with a
 #       named error, every launcher exits non-zero, nothing hangs
 #   multi_host_test.sh BIN_DIR kill-host     host 2's ranks SIGKILLed mid-run: the same
+#   multi_host_test.sh BIN_DIR slurm         ranks started as srun starts them (SLURM_* only, no
+#       MASTER_ADDR): the first host of SLURM_NODELIST hosts the store
 set -u
 bin="$1"
 mode="$2"
@@ -125,6 +127,24 @@ rendezvous address 10.231.0.1" "$work/info1.txt" || { cat "$work/info1.txt" >&2;
   grep -q "rank 1: tcp (.*): tcp 10.231.0.1:[0-9]* -> 10.231.0.2:[0-9]*" "$work/host0.log" ||
     { cat "$work/host0.log" >&2; fail "the link between hosts is not on eth0's addresses"; }
   echo "ok: launcher across hosts"
+  ;;
+slurm)
+  # 2 hosts x 2 tasks, with the variables srun gives each task; no MASTER_ADDR or MASTER_PORT.
+  emulate --hosts 2 --timeout 60 -- 'pids=""; for l in 0 1; do \
+    SLURM_PROCID=$((EMU_NODE * 2 + l)) SLURM_NTASKS=4 SLURM_LOCALID=$l SLURM_NODEID=$EMU_NODE \
+    SLURM_TASKS_PER_NODE="2(x2)" SLURM_NODELIST="emuhost[0-1]" SLURM_JOB_ID=4242 \
+    SLURM_STEP_ID=0 RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO "$BIN/ringlet-bench" \
+    --ops allreduce,allgather -b 8 -e 4K -f 8 -n 2 -w 1 \
+    >"$WORK/task$((EMU_NODE * 2 + l)).log" 2>&1 & pids="$pids $!"; done; \
+    for p in $pids; do wait $p || exit 1; done'
+  status=$?
+  cat "$work"/task*.log
+  (( status == 0 )) || fail "a host exited with status $status"
+  grep -q "rank 0 of 4 (slurm) hosts the store on emuhost0:" "$work/task0.log" ||
+    fail "rank 0 did not host the store on the node list's first host"
+  grep -q "world size 4, bootstrap slurm" "$work/task0.log" || fail "not a world of 4 from slurm"
+  grep -q "rank 0 -> rank 2: tcp" "$work/task0.log" || fail "no tcp link between the hosts"
+  echo "ok: slurm across hosts"
   ;;
 link-down | kill-host)
   hosts=3
