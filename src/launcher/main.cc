@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -85,13 +86,13 @@ std::string sharedSecret(const LaunchOptions& options) {
   return secret;
 }
 
-// Whether SIGINT/SIGTERM/SIGHUP is pending (the launcher's signals are blocked).
-bool stopSignalPending() {
+// The SIGINT/SIGTERM/SIGHUP pending now, taken (the launcher's signals are blocked), or 0.
+int takeStopSignal() {
   sigset_t set;
   sigemptyset(&set);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
   const timespec zero{};
-  return sigtimedwait(&set, nullptr, &zero) > 0;
+  return std::max(sigtimedwait(&set, nullptr, &zero), 0);
 }
 
 int launch(const LaunchOptions& options) {
@@ -154,8 +155,13 @@ int launch(const LaunchOptions& options) {
     removeJobSegments(segmentDir, local.identity.id);
   });
   if (nodes) {
-    const std::string elsewhere = nodes->finish(stopSignalPending);
-    if (status == kExitOk && !elsewhere.empty()) {
+    int signal = 0;
+    const std::string elsewhere = nodes->finish([&] { return (signal = takeStopSignal()) != 0; });
+    if (status == kExitOk && signal != 0) {
+      std::fprintf(stderr, "ringlet: received %s while waiting for the other nodes to finish\n",
+                   signalName(signal).c_str());
+      status = 128 + signal;
+    } else if (status == kExitOk && !elsewhere.empty()) {
       std::fprintf(stderr, "ringlet: %s\n", elsewhere.c_str());
       status = kExitRankFailed;
     }

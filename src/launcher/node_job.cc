@@ -71,12 +71,6 @@ std::unique_ptr<NodeJob> NodeJob::join(const NodeJobOptions& options) {
                                   {.timeout = kStoreTimeout,
                                    .connectTimeout = options.joinTimeout,
                                    .secret = options.secret});
-    if (job->store_->add(nodeKey("node", node), 1) != 1) {
-      throw LaunchError(kExitRankFailed,
-                        fmt::format("another ringlet-run already joined the job on {} as node "
-                                    "rank {}: give each host its own --node-rank",
-                                    where, node));
-    }
     if (node == 0) {
       job->jobId_ = makeJobIdentity().id;
       job->store_->setString(kRanksPerNodeKey, std::to_string(options.ranksPerNode));
@@ -95,6 +89,13 @@ std::unique_ptr<NodeJob> NodeJob::join(const NodeJobOptions& options) {
       }
       const int64_t port = toInteger(job->store_->getString(kMasterPortKey), kMasterPortKey);
       job->programPort_ = static_cast<uint16_t>(port);
+    }
+    // Last, once this node agrees with node 0: a node refused above may be started again.
+    if (job->store_->add(nodeKey("node", node), 1) != 1) {
+      throw LaunchError(kExitRankFailed,
+                        fmt::format("another ringlet-run already joined the job on {} as node "
+                                    "rank {}: give each host its own --node-rank",
+                                    where, node));
     }
   } catch (const Error& e) {
     throw LaunchError(kExitRankFailed,
@@ -222,17 +223,30 @@ std::string NodeJob::finish(const std::function<bool()>& interrupted) {
     // Node 0 is gone: nobody waits for this node.
   }
   if (options_.nodeRank == 0) {
-    // The store must outlive every node's ranks. Each pass is bounded; the whole wait ends when
-    // every node is done or one falls silent (the watching thread's kSilenceLimit).
+    // The store must outlive every node's ranks: wait for each node to be done, as long as its
+    // heartbeat moves (a node that never joined, or fell silent, is given up on after
+    // kSilenceLimit).
     for (int node = 1; node < options_.nodes; ++node) {
-      while (true) {
-        bool done = false;
+      int64_t beats = -1;
+      auto lastChange = Clock::now();
+      while (stopReason().empty() && !interrupted()) {
         try {
-          done = store_->check(nodeKey("done", node));
+          if (store_->check(nodeKey("done", node))) break;
+          const int64_t now = store_->add(nodeKey("alive", node), 0);
+          if (now != beats) {
+            beats = now;
+            lastChange = Clock::now();
+          }
         } catch (const std::exception&) {
           break;
         }
-        if (done || !stopReason().empty() || interrupted()) break;
+        if (Clock::now() - lastChange >= kSilenceLimit) {
+          trigger(beats <= 0 ? fmt::format("node {} never joined the job", node)
+                             : fmt::format("node {}'s ringlet-run has not been heard from for {} "
+                                           "s and never said its ranks were done",
+                                           node, kSilenceLimit.count() / 1000));
+          break;
+        }
         std::this_thread::sleep_for(kHeartbeat);
       }
     }
