@@ -1,4 +1,5 @@
-// ringlet-run: starts N local ranks of a program, the way `torchrun --nproc-per-node N` does.
+// ringlet-run: starts N local ranks of a program, the way `torchrun --nproc-per-node N` does;
+// with --nnodes, one ringlet-run per host joins the others through node 0's store (node_job.h).
 // It hosts the rendezvous store, gives each rank its identity in the environment, forwards and
 // prefixes their output, and stops every rank when one fails. See --help for the details.
 #include <fmt/format.h>
