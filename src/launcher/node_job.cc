@@ -42,7 +42,8 @@ int64_t toInteger(const std::string& text, const std::string& key) {
 NodeJob::NodeJob(const NodeJobOptions& options)
     : options_(options),
       lastBeat_(static_cast<size_t>(options.nodes), 0),
-      lastBeatAt_(static_cast<size_t>(options.nodes), Clock::now()) {
+      lastBeatAt_(static_cast<size_t>(options.nodes), Clock::now()),
+      silent_(static_cast<size_t>(options.nodes), false) {
   stopEvent_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!stopEvent_.valid()) {
     throw LaunchError(kExitRankFailed, fmt::format("eventfd failed: {}", net::errorText(errno)));
@@ -200,6 +201,7 @@ void NodeJob::checkSilence() {
       lastBeat_[i] = beats;
       lastBeatAt_[i] = now;
     } else if (beats > 0 && now - lastBeatAt_[i] >= kSilenceLimit) {
+      silent_[i] = true;
       trigger(
           fmt::format("node {}'s ringlet-run has not been heard from for {} s (its host is "
                       "down or cut off)",
@@ -209,7 +211,15 @@ void NodeJob::checkSilence() {
 }
 
 std::string NodeJob::finish(const std::function<bool()>& interrupted) {
-  // The watching thread may not have told the others yet why this node stopped: do it here.
+  // The watching thread ends first: once this node says it is done, node 0 may close the store,
+  // which must not read as a failure here.
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The thread may not have told the others yet why this node stopped: do it here.
   std::string untold;
   {
     std::lock_guard lock(mutex_);
@@ -222,49 +232,51 @@ std::string NodeJob::finish(const std::function<bool()>& interrupted) {
   } catch (const std::exception&) {
     // Node 0 is gone: nobody waits for this node.
   }
-  if (options_.nodeRank == 0) {
-    // The store must outlive every node's ranks: wait for each node to be done, as long as its
-    // heartbeat moves (a node that never joined, or fell silent, is given up on after
-    // kSilenceLimit).
-    for (int node = 1; node < options_.nodes; ++node) {
-      int64_t beats = -1;
-      auto lastChange = Clock::now();
-      while (stopReason().empty() && !interrupted()) {
-        try {
-          if (store_->check(nodeKey("done", node))) break;
-          const int64_t now = store_->add(nodeKey("alive", node), 0);
-          if (now != beats) {
-            beats = now;
-            lastChange = Clock::now();
-          }
-        } catch (const std::exception&) {
-          break;
-        }
-        if (Clock::now() - lastChange >= kSilenceLimit) {
-          trigger(beats <= 0 ? fmt::format("node {} never joined the job", node)
-                             : fmt::format("node {}'s ringlet-run has not been heard from for {} "
-                                           "s and never said its ranks were done",
-                                           node, kSilenceLimit.count() / 1000));
-          break;
-        }
-        std::this_thread::sleep_for(kHeartbeat);
-      }
-    }
-  }
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (options_.nodeRank == 0) waitForOtherNodes(interrupted);
   std::string why = stopReason();
   if (why.empty() && options_.nodeRank == 0) {
     try {
-      if (store_->check(kAbortKey)) why = "the job failed on " + store_->getString(kAbortKey);
+      if (store_->check(kAbortKey)) {
+        const std::string abort = store_->getString(kAbortKey);
+        std::lock_guard lock(mutex_);
+        if (abort != localStop_) why = "the job failed on " + abort;
+      }
     } catch (const std::exception&) {
     }
   }
   return why;
+}
+
+void NodeJob::waitForOtherNodes(const std::function<bool()>& interrupted) {
+  // The store must outlive every node's ranks: wait for each node to be done, as long as its
+  // heartbeat moves (a node that never joined, or fell silent, is given up on after
+  // kSilenceLimit).
+  for (int node = 1; node < options_.nodes; ++node) {
+    if (silent_[static_cast<size_t>(node)]) continue;  // the watching thread gave up on it
+    // Where the watching thread left off (node 0 watches every node's heartbeat).
+    int64_t beats = lastBeat_[static_cast<size_t>(node)];
+    auto lastChange = lastBeatAt_[static_cast<size_t>(node)];
+    while (!interrupted()) {
+      try {
+        if (store_->check(nodeKey("done", node))) break;
+        const int64_t now = store_->add(nodeKey("alive", node), 0);
+        if (now != beats) {
+          beats = now;
+          lastChange = Clock::now();
+        }
+      } catch (const std::exception&) {
+        return;
+      }
+      if (Clock::now() - lastChange >= kSilenceLimit) {
+        trigger(beats <= 0 ? fmt::format("node {} never joined the job", node)
+                           : fmt::format("node {}'s ringlet-run has not been heard from for {} "
+                                         "s and never said its ranks were done",
+                                         node, kSilenceLimit.count() / 1000));
+        break;
+      }
+      std::this_thread::sleep_for(kHeartbeat);
+    }
+  }
 }
 
 }  // namespace ringlet::launcher

@@ -74,6 +74,7 @@ class NodeJob {
   void watch();
   void watchOnce();
   void checkSilence();
+  void waitForOtherNodes(const std::function<bool()>& interrupted);
   void trigger(const std::string& why);
 
   NodeJobOptions options_;
@@ -91,6 +92,7 @@ class NodeJob {
   bool localStopSent_ = false;
   std::vector<int64_t> lastBeat_;  // node 0: each node's last heartbeat count
   std::vector<std::chrono::steady_clock::time_point> lastBeatAt_;
+  std::vector<bool> silent_;  // node 0: nodes silent for kSilenceLimit (no longer waited for)
   std::thread thread_;
 };
 
