@@ -38,4 +38,13 @@ Nonce freshNonce(std::string_view what);
 inline constexpr size_t kMinSecretBytes = 16;
 std::string decodeHexSecret(std::string_view hex, std::string_view what);
 
+// The job secret's raw bytes from RINGLET_JOB_SECRET's hex text or from the file named by
+// RINGLET_JOB_SECRET_FILE (hex, surrounding white space ignored; a regular file of this user with
+// mode 0600, anything else refused by name), or empty when both are empty. Throws
+// InvalidArgument when both are set or the value is malformed; the secret is never in a message.
+std::string readJobSecret(const std::string& hex, const std::string& file);
+
+// Lower-case hex text of `bytes` (the form RINGLET_JOB_SECRET takes).
+std::string encodeHex(std::string_view bytes);
+
 }  // namespace ringlet::auth

@@ -2,8 +2,6 @@
 
 #include "ringlet/bootstrap.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -18,61 +16,6 @@
 
 namespace ringlet {
 namespace {
-
-constexpr size_t kMaxSecretFileBytes = 4096;
-
-// The secret in RINGLET_JOB_SECRET_FILE: hex text (surrounding white space ignored) in a regular
-// file that only its owner, this user, can read or write. The secret's value is never put in a
-// message.
-std::string readSecretFile(const std::string& path) {
-  const std::string what = fmt::format("RINGLET_JOB_SECRET_FILE={}", path);
-  // O_NONBLOCK: a FIFO put there does not block the open; O_NOFOLLOW: no symlink games.
-  net::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) {
-    throw InvalidArgument(fmt::format("{}: cannot open: {}", what, net::errorText(errno)));
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    throw InvalidArgument(fmt::format("{}: fstat failed: {}", what, net::errorText(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) throw InvalidArgument(fmt::format("{} is not a regular file", what));
-  if (st.st_uid != ::geteuid()) {
-    throw InvalidArgument(fmt::format("{} belongs to uid {}, not to this user (uid {})", what,
-                                      st.st_uid, ::geteuid()));
-  }
-  if ((st.st_mode & 077) != 0) {
-    throw InvalidArgument(
-        fmt::format("{} has mode {:04o}: other users could read the secret (chmod 600 it)", what,
-                    st.st_mode & 07777));
-  }
-  if (st.st_size > static_cast<off_t>(kMaxSecretFileBytes)) {
-    throw InvalidArgument(fmt::format("{} has {} bytes; a secret file holds at most {}", what,
-                                      st.st_size, kMaxSecretFileBytes));
-  }
-  std::string text(static_cast<size_t>(st.st_size), '\0');
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw InvalidArgument(fmt::format("{}: short read", what));
-    done += static_cast<size_t>(n);
-  }
-  const auto first = text.find_first_not_of(" \t\r\n");
-  const auto last = text.find_last_not_of(" \t\r\n");
-  text = first == std::string::npos ? "" : text.substr(first, last - first + 1);
-  return auth::decodeHexSecret(text, what);
-}
-
-// The job secret from RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE (not both), or empty.
-std::string readSecret(const config::Environment& cfg) {
-  if (!cfg.jobSecret.empty() && !cfg.jobSecretFile.empty()) {
-    throw InvalidArgument(
-        "RINGLET_JOB_SECRET and RINGLET_JOB_SECRET_FILE are both set; set one of them");
-  }
-  if (!cfg.jobSecret.empty()) return auth::decodeHexSecret(cfg.jobSecret, "RINGLET_JOB_SECRET");
-  if (!cfg.jobSecretFile.empty()) return readSecretFile(cfg.jobSecretFile);
-  return "";
-}
 
 // Whether every rank is a client of a PyTorch c10d TCPStore at MASTER_ADDR:MASTER_PORT instead of
 // rank 0 hosting ringlet's own: under torchrun when its agent already hosts one there
@@ -128,7 +71,7 @@ Bootstrap Bootstrap::fromEnvironment() {
   b.localRank = env.localRank;
   b.localSize = env.localSize;
   b.source = env.source;
-  b.secret = readSecret(cfg);
+  b.secret = auth::readJobSecret(cfg.jobSecret, cfg.jobSecretFile);
 
   if (!cfg.jobId.empty()) {
     b.jobId = cfg.jobId;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ringlet/error.h"
+#include "src/bootstrap/slurm_hostlist.h"
 #include "src/config.h"
 
 namespace ringlet::bootstrap {
@@ -41,6 +42,9 @@ constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
 // local size.
 constexpr const char* kSlurmTasksPerNode = "SLURM_TASKS_PER_NODE";
 constexpr const char* kSlurmNodeId = "SLURM_NODEID";
+// The hosts of a Slurm step, the step's own list first; task 0 runs on the first host.
+constexpr const char* kSlurmNodeLists[] = {"SLURM_STEP_NODELIST", "SLURM_NODELIST",
+                                           "SLURM_JOB_NODELIST"};
 
 std::optional<std::string> get(const char* name) {
   if (name == nullptr || *name == '\0') return std::nullopt;
@@ -114,7 +118,17 @@ void readMaster(LauncherEnvironment& env) {
   }
   if (env.source != "openmpi" && env.source != "slurm") return;
   // Open MPI / Slurm on one host: rank 0 listens on loopback, on a port every rank derives
-  // from the job id. Across hosts, rank 0's address cannot be guessed.
+  // from the job id. Across hosts, Slurm's node list names rank 0's host (its first); under
+  // Open MPI rank 0's address cannot be guessed.
+  if (!addr && env.source == "slurm" && env.localSize < env.size) {
+    for (const char* name : kSlurmNodeLists) {
+      if (auto list = get(name)) {
+        addr = expandSlurmHostlist(*list, name).front();
+        env.masterAddr = *addr;
+        break;
+      }
+    }
+  }
   if (!addr) {
     if (env.localSize < env.size) {
       throw InvalidArgument(fmt::format(

@@ -141,7 +141,10 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
     header.inlineBytes = bytes;
   }
   header.selfChecked = choice.algorithm == AllreduceAlgorithm::kHeaderDoubling;
-  header.earlyData = choice.earlyData;
+  // A ring in host order (host_ring.h) reads its first data from another rank than the call
+  // header's: the header is checked before the body.
+  header.earlyData =
+      choice.earlyData && !(choice.algorithm == AllreduceAlgorithm::kRing && impl.ringReordered());
   collectives::AllreduceArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .count = count,
@@ -171,10 +174,13 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
       case AllreduceAlgorithm::kRabenseifner:
         collectives::rabenseifnerAllreduce(group, args, impl.sliceBytes({}), wait);
         return;
-      case AllreduceAlgorithm::kRing:
-        collectives::ringAllreduce(group, args, impl.sliceBytes({&group.next(), &group.prev()}),
-                                   wait);
+      case AllreduceAlgorithm::kRing: {
+        // In host order, so that it enters and leaves each host once; rank order when the ranks
+        // are placed by host already.
+        const collectives::Group& ring = impl.hostRing();
+        collectives::ringAllreduce(ring, args, impl.sliceBytes({&ring.next(), &ring.prev()}), wait);
         return;
+      }
     }
   };
   return {header, body};

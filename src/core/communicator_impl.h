@@ -119,6 +119,10 @@ class CommunicatorImpl {
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
+  // The group the ring all-reduce runs on: ranks ordered by host (host_ring.h), `rank` being this
+  // rank's place in that ring. The same as the rank-order group unless ranksReordered().
+  const collectives::Group& hostRing() const { return hostRing_; }
+  bool ringReordered() const { return ringReordered_; }
   // Every link of this communicator (grows when connectAllPeers adds some).
   std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
@@ -140,6 +144,8 @@ class CommunicatorImpl {
   // Links `peers` (collective between this rank and each of them); used at creation and by the
   // first send/recv between two ranks that no collective links.
   void connectPeers(const std::vector<int>& peers, transport::Deadline deadline);
+  // linksByPlace_ from linksByRank_ (after links were added).
+  void refreshHostRing();
   transport::Transport& transportFor(size_t registryIndex);
   void execute(const OpHeader& header, const OpBody& body);
   void sendHeader(const OpHeader& header, const transport::WaitContext& wait);
@@ -162,6 +168,10 @@ class CommunicatorImpl {
   std::vector<transport::Link*> linksByRank_;  // by peer rank, null where none
   std::vector<transport::Link*> activeLinks_;  // the non-null ones
   collectives::Group group_;
+  std::vector<int> ringOrder_;                  // ring position -> rank (host_ring.h)
+  std::vector<transport::Link*> linksByPlace_;  // by ring position, null where none
+  collectives::Group hostRing_;
+  bool ringReordered_ = false;  // ringOrder_ is not rank order
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
   std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};
   OpHeader running_;  // header of the collective being executed

@@ -19,6 +19,7 @@
 #include "collectives/select.h"
 #include "ringlet/error.h"
 #include "src/core/communicator_impl.h"
+#include "src/core/host_ring.h"
 #include "src/log.h"
 #include "src/store/authenticated_store.h"
 #include "transports/registry.h"
@@ -178,8 +179,35 @@ void CommunicatorImpl::connectInitialLinks(transport::Deadline deadline) {
   links_.resize(size_);
   // Never reallocated: a WaitContext's span over it stays valid when links are added later.
   activeLinks_.reserve(size_);
-  if (size_ > 1) connectPeers(peersNeeded(rank_, size_), deadline);
+  std::vector<int> peers = peersNeeded(rank_, size_);
+  int place = 0;
+  linksByPlace_.assign(size_, nullptr);
+  if (size_ > 1) {
+    ringOrder_ = hostOrderedRing(infos_);
+    place = static_cast<int>(std::find(ringOrder_.begin(), ringOrder_.end(), rank_) -
+                             ringOrder_.begin());
+    for (int neighbour :
+         {ringOrder_[(place + 1) % size_], ringOrder_[(place + size_ - 1) % size_]}) {
+      if (neighbour != rank_ && std::find(peers.begin(), peers.end(), neighbour) == peers.end()) {
+        peers.push_back(neighbour);
+      }
+    }
+    std::sort(peers.begin(), peers.end());
+    connectPeers(peers, deadline);
+  }
   group_ = collectives::Group{rank_, size_, linksByRank_};
+  ringReordered_ = size_ > 1 && !std::is_sorted(ringOrder_.begin(), ringOrder_.end());
+  hostRing_ = ringReordered_ ? collectives::Group{place, size_, linksByPlace_} : group_;
+  if (ringReordered_ && rank_ == 0) {
+    log::info("ring all-reduce in host order (ranks {}), so it enters and leaves each host once",
+              fmt::join(ringOrder_, " "));
+  }
+}
+
+void CommunicatorImpl::refreshHostRing() {
+  for (size_t place = 0; place < ringOrder_.size() && place < linksByPlace_.size(); ++place) {
+    linksByPlace_[place] = linksByRank_[ringOrder_[place]];
+  }
 }
 
 void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {
@@ -260,6 +288,7 @@ void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::De
       byEntry[*fallback].push_back(peer);
     }
   }
+  refreshHostRing();
 }
 
 }  // namespace ringlet::detail

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   bool asJson = false;
   bool model = false;
   int ranks = 2;
+  std::string master;
   app.add_flag("--json", asJson, "Print one JSON object instead of text");
   app.add_flag("--model", model,
                "Measure the cost model on a job's links and print the algorithm each collective "
@@ -50,6 +51,9 @@ int main(int argc, char** argv) {
                "started this process)");
   app.add_option("-n,--ranks", ranks, "Ranks for --model without a launcher")
       ->check(CLI::Range(2, 64));
+  app.add_option("--master", master,
+                 "Rendezvous address of a job across hosts (MASTER_ADDR): say which interface "
+                 "reaches the other hosts from here (default: RINGLET_STORE_ADDR's host)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -68,7 +72,7 @@ int main(int argc, char** argv) {
       std::fputs(text.c_str(), stdout);
       return 0;
     }
-    nlohmann::ordered_json report = ringlet::info::hostReport();
+    nlohmann::ordered_json report = ringlet::info::hostReport(master);
     std::string text = asJson ? report.dump(2) + "\n" : ringlet::info::renderText(report);
     std::fputs(text.c_str(), stdout);
     return 0;

@@ -9,8 +9,11 @@
 
 #include "ringlet/communicator.h"
 #include "ringlet/version.h"
+#include "src/config.h"
 #include "src/info/net_interfaces.h"
 #include "src/info/topology.h"
+#include "src/net/interface_choice.h"
+#include "src/net/socket.h"
 
 namespace ringlet::info {
 namespace {
@@ -125,12 +128,47 @@ std::string str(const json& value) {
 
 }  // namespace
 
-json hostReport() {
+// The address and interface the TCP transport would listen on for peers on other hosts
+// (net::chooseInterface, as the transport does), given the rendezvous host.
+json betweenHostsJson(const json& transportList, const std::string& master) {
+  std::string socketAddr, socketIfname;
+  for (const auto& t : transportList) {
+    if (t["name"] != "tcp") continue;
+    for (const auto& o : t["options"]) {
+      const std::string value = o["value"].is_string() ? o["value"].get<std::string>() : "";
+      if (o["key"] == "socket_addr") socketAddr = value;
+      if (o["key"] == "socket_ifname") socketIfname = value;
+    }
+  }
+  if (master.empty() && socketAddr.empty() && socketIfname.empty()) {
+    return {{"rendezvous", ""},
+            {"reason",
+             "the interface that routes to the rendezvous address (give --master ADDR, or set "
+             "RINGLET_STORE_ADDR, to see which)"}};
+  }
+  try {
+    const net::InterfaceChoice choice = net::chooseInterface(socketAddr, socketIfname, master);
+    return {{"rendezvous", master},
+            {"address", choice.address},
+            {"interface", choice.interface},
+            {"reason", choice.reason}};
+  } catch (const std::exception& e) {
+    return {{"rendezvous", master}, {"error", e.what()}};
+  }
+}
+
+json hostReport(const std::string& master) {
   json report = {{"version", version()}, {"build", buildJson()}};
   try {
     const CommunicatorOptions options = CommunicatorOptions::fromEnvironment();
     report["transports"] = transportsJson(options);
     report["choice"] = choiceJson(options);
+    std::string rendezvous = master;
+    const std::string& storeAddr = config::environment().storeAddr;
+    if (rendezvous.empty() && !storeAddr.empty()) {
+      rendezvous = net::splitHostPort(storeAddr, "RINGLET_STORE_ADDR").first;
+    }
+    report["choice"]["between_hosts"] = betweenHostsJson(report["transports"], rendezvous);
     json forced = json::object();
     for (const auto& [collective, algorithm] : options.algorithms) forced[collective] = algorithm;
     report["choice"]["forced_algorithms"] = forced;
@@ -212,6 +250,17 @@ std::string renderText(const json& r) {
   } else {
     out += fmt::format("  between local ranks: {} ({})\n", str(c["local_transport"]),
                        str(c["local_transport_reason"]));
+    const json& hosts = c["between_hosts"];
+    if (hosts.contains("error")) {
+      out += fmt::format("  between hosts: tcp; no usable interface: {}\n", str(hosts["error"]));
+    } else if (hosts.contains("address")) {
+      out += fmt::format("  between hosts: tcp on {} ({}), because {}\n", str(hosts["address"]),
+                         str(hosts["interface"]).empty() ? "no interface holds it"
+                                                         : "interface " + str(hosts["interface"]),
+                         str(hosts["reason"]));
+    } else {
+      out += fmt::format("  between hosts: tcp on {}\n", str(hosts["reason"]));
+    }
     for (const auto& [collective, algorithm] : c["forced_algorithms"].items()) {
       out += fmt::format("  {}: {} (forced by RINGLET_ALGO)\n", collective, str(algorithm));
     }

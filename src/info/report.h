@@ -9,7 +9,9 @@
 namespace ringlet::info {
 
 // Never throws for a missing piece: a part that cannot be read holds {"error": "..."}.
-nlohmann::ordered_json hostReport();
+// `master`: the rendezvous host a job across hosts would use (empty: RINGLET_STORE_ADDR's host,
+// if set), to say which interface the TCP transport would pick to reach the other hosts.
+nlohmann::ordered_json hostReport(const std::string& master = "");
 
 // The human-readable form of hostReport().
 std::string renderText(const nlohmann::ordered_json& report);

@@ -44,7 +44,7 @@ std::string hostPort(const std::string& host, uint16_t port) {
   return fmt::format("{}:{}", host, port);
 }
 
-std::vector<std::string> rankEnvironment(int rank, int size, const StoreEndpoint& store,
+std::vector<std::string> rankEnvironment(const RankPlacement& placement, const StoreEndpoint& store,
                                          const JobIdentity& job) {
   // Ordered by name so every rank sees the same, predictable environment.
   std::map<std::string, std::string> vars;
@@ -54,18 +54,21 @@ std::vector<std::string> rankEnvironment(int rank, int size, const StoreEndpoint
     if (eq == std::string_view::npos || eq == 0) continue;
     vars.emplace(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
   }
-  vars["RANK"] = std::to_string(rank);
-  vars["LOCAL_RANK"] = std::to_string(rank);
-  vars["WORLD_SIZE"] = std::to_string(size);
-  vars["LOCAL_WORLD_SIZE"] = std::to_string(size);
+  vars["RANK"] = std::to_string(placement.globalRank());
+  vars["LOCAL_RANK"] = std::to_string(placement.localRank);
+  vars["WORLD_SIZE"] = std::to_string(placement.worldSize());
+  vars["LOCAL_WORLD_SIZE"] = std::to_string(placement.localSize);
+  vars["GROUP_RANK"] = std::to_string(placement.nodeRank);
+  vars["NODE_RANK"] = std::to_string(placement.nodeRank);
   vars["MASTER_ADDR"] = store.host;
   vars["MASTER_PORT"] = std::to_string(store.masterPort);
   vars["RINGLET_STORE_ADDR"] = hostPort(store.host, store.port);
   vars["RINGLET_JOB_ID"] = job.id;
   vars["RINGLET_JOB_SECRET"] = job.secret;
+  vars.erase("RINGLET_JOB_SECRET_FILE");  // its secret is the one above (or replaced by it)
   // Like torchrun: several ranks on one host each get one OpenMP/BLAS thread unless the user
   // says otherwise, so N ranks do not start N thread pools that fight over the cores.
-  if (size > 1) {
+  if (placement.localSize > 1) {
     vars.emplace("OMP_NUM_THREADS", "1");
     vars.emplace("OPENBLAS_NUM_THREADS", "1");
   }

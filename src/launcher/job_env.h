@@ -21,10 +21,26 @@ struct StoreEndpoint {
   uint16_t masterPort = 0;  // MASTER_PORT: free for the program's own rendezvous
 };
 
-// ringlet-run's environment with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT, RINGLET_STORE_ADDR, RINGLET_JOB_ID and RINGLET_JOB_SECRET set (or replaced) for
-// `rank` of `size`. Entries are "NAME=value".
-std::vector<std::string> rankEnvironment(int rank, int size, const StoreEndpoint& store,
+// Where one rank sits: its local rank on this node, and the node among the job's nodes.
+struct RankPlacement {
+  int localRank = 0;
+  int localSize = 1;  // ranks per node
+  int nodeRank = 0;
+  int nodes = 1;
+  bool cyclic = false;  // global ranks dealt round-robin over the nodes instead of in blocks
+
+  int worldSize() const { return localSize * nodes; }
+  // Block: nodeRank*localSize + localRank (torchrun's order); cyclic: localRank*nodes + nodeRank.
+  int globalRank() const {
+    return cyclic ? localRank * nodes + nodeRank : nodeRank * localSize + localRank;
+  }
+};
+
+// ringlet-run's environment with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+// NODE_RANK, MASTER_ADDR, MASTER_PORT, RINGLET_STORE_ADDR, RINGLET_JOB_ID and RINGLET_JOB_SECRET
+// set (or replaced) for the rank at `placement`; RINGLET_JOB_SECRET_FILE is removed (the secret
+// is in RINGLET_JOB_SECRET). Entries are "NAME=value".
+std::vector<std::string> rankEnvironment(const RankPlacement& placement, const StoreEndpoint& store,
                                          const JobIdentity& job);
 
 // "host:port", with IPv6 hosts in brackets.

@@ -1,9 +1,12 @@
-// ringlet-run: starts N local ranks of a program, the way `torchrun --nproc-per-node N` does.
+// ringlet-run: starts N local ranks of a program, the way `torchrun --nproc-per-node N` does;
+// with --nnodes, one ringlet-run per host joins the others through node 0's store (node_job.h).
 // It hosts the rendezvous store, gives each rank its identity in the environment, forwards and
 // prefixes their output, and stops every rank when one fails. See --help for the details.
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -11,9 +14,11 @@
 #include "ringlet/error.h"
 #include "ringlet/store.h"
 #include "src/auth.h"
+#include "src/config.h"
 #include "src/info/topology.h"
 #include "src/launcher/guardian.h"
 #include "src/launcher/job_env.h"
+#include "src/launcher/node_job.h"
 #include "src/launcher/options.h"
 #include "src/launcher/shm_cleanup.h"
 #include "src/launcher/spawn.h"
@@ -37,21 +42,24 @@ std::vector<std::vector<int>> planBinding(const LaunchOptions& options) {
   return plan;
 }
 
-int launch(const LaunchOptions& options) {
-  std::string program = resolveProgram(options.command.front());
-  std::vector<std::vector<int>> binding = planBinding(options);
-  // Before the store's thread: the guardian is forked from a single-threaded launcher.
-  Guardian guardian = Guardian::start();
+// One host: ringlet-run hosts the store on a free port of --master-addr, with a fresh secret.
+struct LocalJob {
+  std::unique_ptr<TcpStoreServer> store;
+  StoreEndpoint endpoint;
+  JobIdentity identity;
+};
 
-  JobIdentity job = makeJobIdentity();
+LocalJob startLocalJob(const LaunchOptions& options) {
+  LocalJob job;
+  job.identity = makeJobIdentity();
   // ringlet's own store listens on a port of its own; MASTER_PORT stays free for the program
   // (PyTorch's env:// rendezvous starts its TCPStore there, as under torchrun).
-  std::unique_ptr<TcpStoreServer> store;
   uint16_t masterPort = options.masterPort;
   try {
-    store = TcpStoreServer::start({.host = options.masterAddr,
-                                   .port = 0,
-                                   .secret = auth::decodeHexSecret(job.secret, "the job secret")});
+    job.store = TcpStoreServer::start(
+        {.host = options.masterAddr,
+         .port = 0,
+         .secret = auth::decodeHexSecret(job.identity.secret, "the job secret")});
     if (masterPort == 0) {
       net::Fd probe = net::listenTcp(options.masterAddr, 0);
       masterPort = net::SocketAddress::local(probe.get()).port();
@@ -60,19 +68,81 @@ int launch(const LaunchOptions& options) {
     throw LaunchError(kExitRankFailed, fmt::format("cannot start the rendezvous store on {}: {}",
                                                    options.masterAddr, e.what()));
   }
-  StoreEndpoint endpoint{store->host(), store->port(), masterPort};
+  job.endpoint = {job.store->host(), job.store->port(), masterPort};
+  return job;
+}
 
-  Supervisor supervisor({.grace = options.grace, .timeout = options.timeout}, std::move(guardian));
+// Several hosts: every node must hold the same secret, given by the user.
+std::string sharedSecret(const LaunchOptions& options) {
+  const config::Environment& cfg = config::environment();
+  std::string secret = auth::readJobSecret(cfg.jobSecret, cfg.jobSecretFile);
+  if (secret.empty()) {
+    throw LaunchError(kExitUsage,
+                      fmt::format("--nnodes {} needs the same job secret on every node: set "
+                                  "RINGLET_JOB_SECRET (at least 32 hex digits, e.g. from `openssl "
+                                  "rand -hex 32`) or RINGLET_JOB_SECRET_FILE (a 0600 file holding "
+                                  "it) in each ringlet-run's environment",
+                                  options.nnodes));
+  }
+  return secret;
+}
+
+// The SIGINT/SIGTERM/SIGHUP pending now, taken (the launcher's signals are blocked), or 0.
+int takeStopSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+  const timespec zero{};
+  return std::max(sigtimedwait(&set, nullptr, &zero), 0);
+}
+
+int launch(const LaunchOptions& options) {
+  std::string program = resolveProgram(options.command.front());
+  std::vector<std::vector<int>> binding = planBinding(options);
+  // Before the store's thread: the guardian is forked from a single-threaded launcher.
+  Guardian guardian = Guardian::start();
+
+  LocalJob local;
+  std::unique_ptr<NodeJob> nodes;
+  Supervisor::Options supervision;
+  supervision.grace = options.grace;
+  supervision.timeout = options.timeout;
+  if (options.nnodes == 1) {
+    local = startLocalJob(options);
+  } else {
+    const std::string secret = sharedSecret(options);
+    const auto& cfg = config::environment();
+    nodes = NodeJob::join({.masterAddr = options.masterAddr,
+                           .masterPort = options.masterPort,
+                           .nodeRank = options.nodeRank,
+                           .nodes = options.nnodes,
+                           .ranksPerNode = options.nproc,
+                           .secret = secret,
+                           .joinTimeout = cfg.timeout.value_or(std::chrono::seconds(300))});
+    local.identity = {nodes->jobId(), auth::encodeHex(secret)};
+    local.endpoint = {options.masterAddr, options.masterPort, nodes->programPort()};
+    supervision.remoteStopFd = nodes->stopFd();
+    supervision.remoteStopReason = [&] { return nodes->stopReason(); };
+    supervision.onLocalStop = [&](const std::string& why) { nodes->reportLocalStop(why); };
+    nodes->startWatching();
+  }
+
+  Supervisor supervisor(supervision, std::move(guardian));
   bool stdinIsTerminal = isatty(STDIN_FILENO) != 0;
-  for (int rank = 0; rank < options.nproc; ++rank) {
+  for (int localRank = 0; localRank < options.nproc; ++localRank) {
+    const RankPlacement placement{.localRank = localRank,
+                                  .localSize = options.nproc,
+                                  .nodeRank = options.nodeRank,
+                                  .nodes = options.nnodes,
+                                  .cyclic = options.rankOrder == RankOrder::kCyclic};
     SpawnSpec spec;
-    spec.rank = rank;
+    spec.rank = placement.globalRank();
     spec.path = program;
     spec.argv = options.command;
-    spec.env = rankEnvironment(rank, options.nproc, endpoint, job);
-    spec.cpus = binding[static_cast<size_t>(rank)];
+    spec.env = rankEnvironment(placement, local.endpoint, local.identity);
+    spec.cpus = binding[static_cast<size_t>(localRank)];
     spec.captureOutput = options.prefixOutput;
-    spec.inheritStdin = rank == 0 && !stdinIsTerminal;
+    spec.inheritStdin = spec.rank == 0 && !stdinIsTerminal;
     try {
       supervisor.add(spawnRank(spec));
     } catch (const LaunchError& e) {
@@ -81,10 +151,23 @@ int launch(const LaunchOptions& options) {
     }
   }
   const std::string segmentDir = jobSegmentDir();
-  return supervisor.run([&] {
+  int status = supervisor.run([&] {
     // Ranks stopped while they set up shared memory leave their segments behind.
-    removeJobSegments(segmentDir, job.id);
+    removeJobSegments(segmentDir, local.identity.id);
   });
+  if (nodes) {
+    int signal = 0;
+    const std::string elsewhere = nodes->finish([&] { return (signal = takeStopSignal()) != 0; });
+    if (status == kExitOk && signal != 0) {
+      std::fprintf(stderr, "ringlet: received %s while waiting for the other nodes to finish\n",
+                   signalName(signal).c_str());
+      status = 128 + signal;
+    } else if (status == kExitOk && !elsewhere.empty()) {
+      std::fprintf(stderr, "ringlet: %s\n", elsewhere.c_str());
+      status = kExitRankFailed;
+    }
+  }
+  return status;
 }
 
 }  // namespace

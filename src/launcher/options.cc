@@ -3,23 +3,37 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace ringlet::launcher {
 namespace {
 
 constexpr const char* kFooter = R"(
+Several hosts: run one ringlet-run per host with the same --nnodes M, --master-addr A and
+--master-port P (or --rdzv-endpoint A:P) and its own --node-rank I (0..M-1). Node 0 hosts the
+rendezvous store on A:P (bound to A); the others connect to it. Every node needs the same job
+secret in RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE. When a rank fails on one node, or a
+node's ringlet-run stops answering, every node stops its ranks.
+
 Each rank gets in its environment:
-  RANK, LOCAL_RANK          this rank (0..n-1; one host, so both are equal)
+  RANK                      global rank: I*n + local rank (--rank-order block, as torchrun) or
+                            local rank*M + I (cyclic)
+  LOCAL_RANK                0..n-1 on this host
   WORLD_SIZE, LOCAL_WORLD_SIZE
-                            n
+                            M*n, n
+  GROUP_RANK, NODE_RANK     I (0 on one host)
   MASTER_ADDR, MASTER_PORT  a free port for the program's own rendezvous (PyTorch's env://
-                            starts its TCPStore there, as under torchrun); --master-port
-  RINGLET_STORE_ADDR        the rendezvous store that ringlet-run hosts, as host:port
-  RINGLET_JOB_ID            unique per launch
-  RINGLET_JOB_SECRET        64 hex digits (32 random bytes), shared by the ranks of this job
-Every other variable of ringlet-run's environment is passed on unchanged.
+                            starts its TCPStore there, as under torchrun); on one host
+                            --master-port picks it, on several node 0 picks it and tells the others
+  RINGLET_STORE_ADDR        the rendezvous store, as host:port
+  RINGLET_JOB_ID            unique per launch, the same on every node
+  RINGLET_JOB_SECRET        on one host 64 fresh hex digits (32 random bytes); on several the
+                            secret of RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE
+Every other variable of ringlet-run's environment is passed on unchanged (but
+RINGLET_JOB_SECRET_FILE, replaced by RINGLET_JOB_SECRET).
 
 Output: with prefixing (the default) every line a rank writes is prefixed with "[rank] "; stdout
 and stderr stay apart. Partial lines are held until their newline or until the rank exits.
@@ -53,9 +67,10 @@ ParseResult usageError(const std::string& message) {
 
 ParseResult parseOptions(int argc, char** argv) {
   CLI::App app{
-      "ringlet-run -n N [options] [--] program [args...]\n\n"
+      "ringlet-run -n N [--nnodes M --node-rank I --master-addr A] [options] [--] program "
+      "[args...]\n\n"
       "Starts N local ranks of a program, hosts their rendezvous store, forwards their output\n"
-      "and stops them all when one fails.",
+      "and stops them all when one fails; with --nnodes, one such command per host.",
       "ringlet-run"};
   app.footer(kFooter);
   app.prefix_command();  // the first positional and everything after it belong to the program
@@ -65,12 +80,26 @@ ParseResult parseOptions(int argc, char** argv) {
   double timeoutSeconds = 0;
   double graceSeconds = 5;
   bool noPrefix = false;
-  int port = 0;
-  app.add_option("-n,--nproc,--nproc-per-node", options.nproc, "Number of ranks to start")
+  int port = -1;
+  std::string rdzvEndpoint;
+  std::string rankOrder = "block";
+  app.add_option("-n,--nproc,--nproc-per-node,--nproc_per_node", options.nproc,
+                 "Number of ranks to start on this host")
       ->required();
-  app.add_option("--master-addr", options.masterAddr,
-                 "Address the rendezvous store listens on (default 127.0.0.1)");
-  app.add_option("--master-port", port, "MASTER_PORT for the ranks (default 0: a free port)");
+  app.add_option("--nnodes", options.nnodes, "Number of hosts, one ringlet-run each (default 1)");
+  app.add_option("--node-rank,--node_rank", options.nodeRank,
+                 "This host's place among the --nnodes hosts, 0..M-1 (default 0)");
+  app.add_option("--master-addr,--master_addr", options.masterAddr,
+                 "Address the rendezvous store listens on (default 127.0.0.1; with several hosts "
+                 "node 0's address, which every host must reach)");
+  app.add_option("--master-port,--master_port", port,
+                 "One host: MASTER_PORT for the ranks (default: a free port). Several: the "
+                 "rendezvous store's port on the master (default 29500)");
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", rdzvEndpoint,
+                 "host:port, the same as --master-addr host --master-port port");
+  app.add_option("--rank-order", rankOrder,
+                 "block (node I holds ranks I*n..I*n+n-1, as torchrun) | cyclic (node I holds "
+                 "ranks I, I+M, I+2M, ...)");
   app.add_flag("--no-prefix", noPrefix,
                "Do not prefix output lines; ranks inherit stdout and stderr directly");
   app.add_option("--bind", bind, "none | cores: pin rank r to core r mod (number of cores)");
@@ -98,11 +127,54 @@ ParseResult parseOptions(int argc, char** argv) {
     return usageError(fmt::format("-n {}: the number of ranks must be between 1 and {}",
                                   options.nproc, kMaxRanks));
   }
-  if (port < 0 || port > 65535) {
-    return usageError(fmt::format("--master-port {} is not a port (0..65535)", port));
+  if (options.nnodes < 1 || options.nnodes > kMaxNodes) {
+    return usageError(fmt::format("--nnodes {}: the number of hosts must be between 1 and {}",
+                                  options.nnodes, kMaxNodes));
+  }
+  if (options.nodeRank < 0 || options.nodeRank >= options.nnodes) {
+    return usageError(fmt::format("--node-rank {} is outside 0..{} (--nnodes {})", options.nodeRank,
+                                  options.nnodes - 1, options.nnodes));
+  }
+  if (static_cast<int64_t>(options.nproc) * options.nnodes > (int64_t{1} << 24)) {
+    return usageError(fmt::format("-n {} times --nnodes {} is more ranks than ringlet allows",
+                                  options.nproc, options.nnodes));
+  }
+  if (!rdzvEndpoint.empty()) {
+    if (app.count("--master-addr") > 0 || app.count("--master-port") > 0) {
+      return usageError("give either --rdzv-endpoint or --master-addr/--master-port, not both");
+    }
+    const size_t colon = rdzvEndpoint.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == rdzvEndpoint.size()) {
+      return usageError(fmt::format("--rdzv-endpoint '{}' is not host:port", rdzvEndpoint));
+    }
+    options.masterAddr = rdzvEndpoint.substr(0, colon);
+    if (options.masterAddr.front() == '[' && options.masterAddr.back() == ']') {
+      options.masterAddr = options.masterAddr.substr(1, options.masterAddr.size() - 2);
+    }
+    const std::string portText = rdzvEndpoint.substr(colon + 1);
+    char* end = nullptr;
+    const long value = std::strtol(portText.c_str(), &end, 10);
+    port = *end == '\0' && value >= 0 ? static_cast<int>(std::min(value, 65536L)) : 65536;
+  }
+  if (port == -1) port = options.nnodes > 1 ? kDefaultMultiNodePort : 0;
+  if (port < 0 || port > 65535 || (options.nnodes > 1 && port == 0)) {
+    return usageError(fmt::format("--master-port {} is not a port ({}..65535)", port,
+                                  options.nnodes > 1 ? 1 : 0));
   }
   options.masterPort = static_cast<uint16_t>(port);
   if (options.masterAddr.empty()) return usageError("--master-addr is empty");
+  if (options.nnodes > 1 && app.count("--master-addr") == 0 && rdzvEndpoint.empty()) {
+    return usageError(fmt::format(
+        "--nnodes {} needs --master-addr (node 0's address) or --rdzv-endpoint host:port",
+        options.nnodes));
+  }
+  if (rankOrder == "block") {
+    options.rankOrder = RankOrder::kBlock;
+  } else if (rankOrder == "cyclic") {
+    options.rankOrder = RankOrder::kCyclic;
+  } else {
+    return usageError(fmt::format("--rank-order '{}' is not one of: block, cyclic", rankOrder));
+  }
   if (bind == "none") {
     options.bind = BindMode::kNone;
   } else if (bind == "cores") {

@@ -10,11 +10,17 @@
 namespace ringlet::launcher {
 
 enum class BindMode { kNone, kCores };
+// How global ranks are dealt to nodes: node i holds ranks i*K .. i*K+K-1 (block, as torchrun) or
+// ranks i, i+M, i+2M, ... (cyclic).
+enum class RankOrder { kBlock, kCyclic };
 
 struct LaunchOptions {
-  int nproc = 1;                         // -n: ranks on this host
+  int nproc = 1;     // -n: ranks on this host
+  int nnodes = 1;    // --nnodes: hosts, one ringlet-run on each
+  int nodeRank = 0;  // --node-rank: this host's place among them
+  RankOrder rankOrder = RankOrder::kBlock;
   std::string masterAddr = "127.0.0.1";  // where the rendezvous store listens
-  uint16_t masterPort = 0;               // 0: any free port
+  uint16_t masterPort = 0;               // 0: any free port (one node); the store's port (several)
   bool prefixOutput = true;              // "[rank] " before every output line
   BindMode bind = BindMode::kNone;
   std::optional<std::chrono::milliseconds> timeout;  // whole-job wall-clock limit
@@ -22,7 +28,9 @@ struct LaunchOptions {
   std::vector<std::string> command;                  // program and its arguments
 };
 
-inline constexpr int kMaxRanks = 4096;  // most ranks -n may ask for
+inline constexpr int kMaxRanks = 4096;                    // most ranks -n may ask for
+inline constexpr int kMaxNodes = 4096;                    // most hosts --nnodes may ask for
+inline constexpr uint16_t kDefaultMultiNodePort = 29500;  // torchrun's MASTER_PORT default
 
 // Exit statuses of ringlet-run (also listed in --help).
 inline constexpr int kExitOk = 0;

@@ -107,7 +107,9 @@ void Supervisor::beginStop(StopKind kind, int exitStatus, std::string message) {
   stopKind_ = kind;
   exitStatus_ = exitStatus;
   stopMessage_ = std::move(message);
-  if (kind == StopKind::kRankFailed) {
+  if (kind != StopKind::kRemote && options_.onLocalStop) options_.onLocalStop(stopMessage_);
+  // A rank that failed here or on another node: the others usually fail on their own, naming it.
+  if (kind == StopKind::kRankFailed || kind == StopKind::kRemote) {
     termAt_ = Clock::now() + std::min<std::chrono::milliseconds>(kFailureSettle, options_.grace);
   } else {
     terminateRunning();
@@ -207,6 +209,7 @@ std::string Supervisor::finalLine() const {
       break;
     case StopKind::kSignal:
     case StopKind::kTimeout:
+    case StopKind::kRemote:
     case StopKind::kStartup:
       stopped = stoppedCount_ == 0 ? "" : fmt::format("stopped {}", plural(stoppedCount_, "rank"));
       break;
@@ -275,6 +278,8 @@ int Supervisor::run(const std::function<void()>& afterRanks) {
 
     fds.clear();
     fds.push_back({signalFd_.get(), POLLIN, 0});
+    const bool watchRemote = options_.remoteStopFd >= 0 && stopKind_ == StopKind::kNone;
+    if (watchRemote) fds.push_back({options_.remoteStopFd, POLLIN, 0});
     for (const OutputSink* sink : {&stdout_, &stderr_}) {
       if (sink->pending()) fds.push_back({sink->pollFd(), POLLOUT, 0});
     }
@@ -290,6 +295,10 @@ int Supervisor::run(const std::function<void()>& afterRanks) {
     stderr_.flush();
     if (n <= 0) continue;
     if (fds[0].revents != 0) readSignals();
+    if (watchRemote && fds[1].revents != 0 && stopKind_ == StopKind::kNone) {
+      beginStop(StopKind::kRemote, kExitRankFailed,
+                options_.remoteStopReason ? options_.remoteStopReason() : "another node failed");
+    }
     for (auto& o : outputs_) {
       if (!o.open()) continue;
       auto it =

@@ -3,9 +3,10 @@
 // fails, when the job's time is up, or when the launcher is told to stop (SIGINT/SIGTERM/SIGHUP).
 //
 // Stopping: SIGTERM to every running rank and its process group, then SIGKILL after the grace
-// period; a second SIGINT/SIGTERM/SIGHUP sends SIGKILL at once. When a rank fails, the others
-// first get up to kFailureSettle to end on their own (they usually fail too, naming the rank, and
-// a rank that reports why it failed must not be cut off while it writes that). Every wait has a
+// period; a second SIGINT/SIGTERM/SIGHUP sends SIGKILL at once. When a rank fails (here, or on
+// another node of a job across hosts), the others first get up to kFailureSettle to end on their
+// own (they usually fail too, naming the rank, and a rank that reports why it failed must not be
+// cut off while it writes that). Every wait has a
 // deadline: ranks that survive SIGKILL for 5 s, and output pipes still open 2 s after the last
 // rank exited (held by the rank's own children), are given up on with a message. When the job
 // ends, whatever is left in the ranks' process groups is SIGKILLed; the guardian (guardian.h)
@@ -38,6 +39,11 @@ class Supervisor {
   struct Options {
     std::chrono::milliseconds grace{5000};
     std::optional<std::chrono::milliseconds> timeout;  // whole job, from construction
+    // Several hosts: a descriptor that becomes readable when another node failed (-1: none),
+    // what to say then, and whom to tell when this node starts stopping its ranks.
+    int remoteStopFd = -1;
+    std::function<std::string()> remoteStopReason;
+    std::function<void(const std::string&)> onLocalStop;
   };
   // How long the other ranks may take to end on their own after one failed, before SIGTERM.
   static constexpr std::chrono::milliseconds kFailureSettle{1000};
@@ -58,7 +64,7 @@ class Supervisor {
   int run(const std::function<void()>& afterRanks = {});
 
  private:
-  enum class StopKind { kNone, kRankFailed, kSignal, kTimeout, kStartup };
+  enum class StopKind { kNone, kRankFailed, kSignal, kTimeout, kStartup, kRemote };
   struct Rank {
     int rank = 0;
     pid_t pid = -1;

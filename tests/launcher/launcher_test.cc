@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "src/launcher/options.h"
+#include "src/net/socket.h"
 #include "tests/launcher/tool_process.h"
 #include "tests/support/ranks.h"
 
@@ -301,6 +302,18 @@ TEST(Launcher, BadOptionsAreOneClearError) {
            {{"-n", "2", "--timeout", "0", kProbe, "env"}, "--timeout 0"},
            {{"-n", "2", "--grace", "-1", kProbe, "env"}, "--grace -1"},
            {{"-n", "2", "--master-port", "70000", kProbe, "env"}, "--master-port 70000"},
+           {{"-n", "1", "--nnodes", "0", kProbe, "env"}, "--nnodes 0"},
+           {{"-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1", kProbe,
+             "env"},
+            "--node-rank 2 is outside 0..1"},
+           {{"-n", "1", "--nnodes", "2", kProbe, "env"}, "needs --master-addr"},
+           {{"-n", "1", "--nnodes", "2", "--rdzv-endpoint", "10.0.0.1", kProbe, "env"},
+            "--rdzv-endpoint '10.0.0.1' is not host:port"},
+           {{"-n", "1", "--nnodes", "2", "--rdzv_endpoint", "10.0.0.1:-5", kProbe, "env"},
+            "--master-port 65536"},
+           {{"-n", "1", "--rdzv-endpoint", "a:1", "--master-addr", "b", kProbe, "env"},
+            "either --rdzv-endpoint or --master-addr"},
+           {{"-n", "1", "--rank-order", "random", kProbe, "env"}, "--rank-order 'random'"},
        }) {
     ToolResult r = runTool(run(c.args));
     EXPECT_EQ(r.exitCode, launcher::kExitUsage) << c.mentions << ": " << r.err;
@@ -312,6 +325,74 @@ TEST(Launcher, BadOptionsAreOneClearError) {
   ToolResult help = runTool(run({"--help"}));
   EXPECT_EQ(help.exitCode, 0);
   EXPECT_NE(help.out.find("Exit status"), std::string::npos);
+}
+
+// Several nodes need a shared secret; torchrun's spellings are accepted on the way.
+TEST(Launcher, SeveralNodesWithoutASecretIsOneClearError) {
+  ToolResult r = runTool(run({"--nproc_per_node", "1", "--nnodes", "2", "--node_rank", "1",
+                              "--master_addr", "127.0.0.1", "--master_port", "1", kProbe, "env"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitUsage) << r.err;
+  auto lines = splitLines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("ringlet: --nnodes 2 needs the same job secret on every node", 0), 0u)
+      << lines[0];
+}
+
+// A port that was free a moment ago, for a store that node 0 hosts.
+uint16_t freeLoopbackPort() {
+  net::Fd fd = net::listenTcp("127.0.0.1", 0);
+  return net::SocketAddress::local(fd.get()).port();
+}
+
+// Two nodes on one machine (both on loopback): block rank order, one job id, one secret.
+TEST(Launcher, TwoNodesShareOneJob) {
+  const std::string secret(64, 'a');
+  const std::string endpoint = fmt::format("127.0.0.1:{}", freeLoopbackPort());
+  auto node = [&](int rank) {
+    return std::vector<std::string>{"/usr/bin/env",
+                                    "RINGLET_JOB_SECRET=" + secret,
+                                    kRun,
+                                    "--nnodes",
+                                    "2",
+                                    "--node-rank",
+                                    std::to_string(rank),
+                                    "--rdzv-endpoint",
+                                    endpoint,
+                                    "-n",
+                                    "2",
+                                    kProbe,
+                                    "env"};
+  };
+  ToolProcess node1(node(1));
+  ToolResult r0 = runTool(node(0), std::chrono::seconds(30));
+  ToolResult r1 = node1.finish(std::chrono::seconds(30));
+  ASSERT_EQ(r0.exitCode, 0) << r0.err;
+  ASSERT_EQ(r1.exitCode, 0) << r1.err;
+  const std::string common = fmt::format("WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1");
+  std::set<std::string> jobs;
+  for (const auto& [out, first] : {std::pair{r0.out, 0}, std::pair{r1.out, 2}}) {
+    for (int local = 0; local < 2; ++local) {
+      std::smatch m;
+      const std::regex line(fmt::format(
+          R"(\[{0}\] RANK={0} LOCAL_RANK={1} {2} MASTER_PORT=\d+ RINGLET_STORE_ADDR={3} )"
+          R"(RINGLET_JOB_ID=(\S+) RINGLET_JOB_SECRET={4}\n)",
+          first + local, local, common, endpoint, secret));
+      ASSERT_TRUE(std::regex_search(out, m, line)) << "rank " << first + local << ":\n" << out;
+      jobs.insert(m[1]);
+    }
+  }
+  EXPECT_EQ(jobs.size(), 1u) << "the nodes' ranks were given different job ids";
+}
+
+// Node 0 whose partner never comes: it ends, bounded, naming the node.
+TEST(Launcher, NodeThatNeverJoinsEndsTheJob) {
+  const std::string endpoint = fmt::format("127.0.0.1:{}", freeLoopbackPort());
+  ToolResult r = runTool({"/usr/bin/env", "RINGLET_JOB_SECRET=" + std::string(64, 'b'), kRun,
+                          "--nnodes", "2", "--rdzv-endpoint", endpoint, "-n", "1", "true"},
+                         std::chrono::seconds(30));
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
+  EXPECT_NE(r.err.find("ringlet: node 1 never joined the job"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
 }
 
 TEST(Launcher, ProgramArgumentsThatLookLikeOptionsAreLeftAlone) {

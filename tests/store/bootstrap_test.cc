@@ -13,9 +13,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ringlet/error.h"
 #include "src/bootstrap/launcher_env.h"
+#include "src/bootstrap/slurm_hostlist.h"
 #include "src/config.h"
 #include "tests/store/env_guard.h"
 #include "tests/support/ranks.h"
@@ -197,6 +199,46 @@ TEST(BootstrapEnvironment, SlurmTaskListGivesLocalSize) {
   EXPECT_EQ(launcher.launcherJobId, "1234.0");
   env.set("SLURM_TASKS_PER_NODE", "2(x3");
   expectInvalid({"SLURM_TASKS_PER_NODE", "2(x3"});
+}
+
+TEST(SlurmHostlist, ExpandsRangesListsAndPadding) {
+  using V = std::vector<std::string>;
+  const std::string what = "SLURM_NODELIST";
+  EXPECT_EQ(bootstrap::expandSlurmHostlist("node[01-04],gpu7", what),
+            (V{"node01", "node02", "node03", "node04", "gpu7"}));
+  EXPECT_EQ(bootstrap::expandSlurmHostlist("a[8-10,3]b", what), (V{"a8b", "a9b", "a10b", "a3b"}));
+  EXPECT_EQ(bootstrap::expandSlurmHostlist("r[1-2]n[1-2]", what),
+            (V{"r1n1", "r1n2", "r2n1", "r2n2"}));
+  EXPECT_EQ(bootstrap::expandSlurmHostlist("single", what), (V{"single"}));
+  for (const char* bad : {"", "node[1-", "node[3-1]", "a,,b", "x]", "n[a-b]", "n[1-99999999]"}) {
+    EXPECT_THROW(bootstrap::expandSlurmHostlist(bad, what), InvalidArgument) << bad;
+  }
+}
+
+// Across hosts without MASTER_ADDR, the first host of the step's node list hosts the store.
+TEST(BootstrapEnvironment, SlurmNodeListNamesTheMaster) {
+  EnvGuard env;
+  env.set("SLURM_PROCID", "3");
+  env.set("SLURM_NTASKS", "4");
+  env.set("SLURM_LOCALID", "1");
+  env.set("SLURM_TASKS_PER_NODE", "2(x2)");
+  env.set("SLURM_NODEID", "1");
+  env.set("SLURM_JOB_ID", "77");
+  env.set("SLURM_STEP_ID", "2");
+  env.set("SLURM_NODELIST", "node[07-08],gpu1");
+  config::reloadEnvironment();
+  auto launcher = bootstrap::readLauncherEnvironment(false);
+  EXPECT_EQ(launcher.masterAddr, "node07");
+  EXPECT_EQ(launcher.masterPort, bootstrap::derivePort("77.2"));
+  env.set("SLURM_STEP_NODELIST", "gpu[3-4]");  // the step's own list wins
+  config::reloadEnvironment();
+  EXPECT_EQ(bootstrap::readLauncherEnvironment(false).masterAddr, "gpu3");
+  env.set("MASTER_ADDR", "10.1.2.3");  // and MASTER_ADDR over both
+  config::reloadEnvironment();
+  EXPECT_EQ(bootstrap::readLauncherEnvironment(false).masterAddr, "10.1.2.3");
+  env.set("MASTER_ADDR", "");
+  env.set("SLURM_STEP_NODELIST", "gpu[3-");
+  expectInvalid({"SLURM_STEP_NODELIST", "gpu[3-"});
 }
 
 // RINGLET_JOB_SECRET_FILE: a 0600 regular file of this user holding hex; anything else is refused

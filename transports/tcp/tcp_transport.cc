@@ -10,6 +10,7 @@
 
 #include "ringlet/error.h"
 #include "src/log.h"
+#include "src/net/interface_choice.h"
 
 namespace ringlet::transport::tcp {
 
@@ -53,12 +54,18 @@ std::string TcpTransport::chooseListenHost() const {
     return p.hostId == context_.peers.front().hostId;
   });
   if (oneHost) return "127.0.0.1";
-  if (!context_.rendezvousHost.empty()) return net::addressRoutingTo(context_.rendezvousHost);
-  char hostname[256] = {};
-  if (gethostname(hostname, sizeof(hostname) - 1) != 0) {
-    throw IoError("tcp transport: gethostname failed while choosing a listen address");
+  std::string rendezvous = context_.rendezvousHost;
+  if (rendezvous.empty()) {
+    char hostname[256] = {};
+    if (gethostname(hostname, sizeof(hostname) - 1) != 0) {
+      throw IoError("tcp transport: gethostname failed while choosing a listen address");
+    }
+    rendezvous = hostname;
   }
-  return net::SocketAddress::resolve(hostname, 0).host();
+  const net::InterfaceChoice choice = net::chooseInterface("", "", rendezvous);
+  log::info("rank {}: tcp transport listens on {} ({}), because {}", context_.rank, choice.address,
+            choice.interface.empty() ? "no interface" : choice.interface, choice.reason);
+  return choice.address;
 }
 
 void TcpTransport::startListening() {

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# ringlet-run across emulated hosts (scripts/emulated-hosts.sh: network namespaces on a bridge,
+# each with its own hostname). Exits 77 (skip) when namespaces cannot be made here.
+#
+#   multi_host_test.sh BIN_DIR collectives HOSTS RANKS_PER_HOST ORDER
+#       every collective (ringlet-bench --ops all, small sizes, each checked: #wrong) across
+#       HOSTS hosts with RANKS_PER_HOST ranks each, ranks dealt in ORDER (block or cyclic)
+#   multi_host_test.sh BIN_DIR launcher      the variables each rank gets, one MASTER_PORT and job
+#       id for all, a rank failing on one node stopping the others, and the missing-secret error
+#   multi_host_test.sh BIN_DIR link-down     host 1's link cut mid-run: every rank ends with a
+#       named error, every launcher exits non-zero, nothing hangs
+#   multi_host_test.sh BIN_DIR kill-host     host 2's ranks SIGKILLed mid-run: the same
+#   multi_host_test.sh BIN_DIR slurm         ranks started as srun starts them (SLURM_* only, no
+#       MASTER_ADDR): the first host of SLURM_NODELIST hosts the store
+set -u
+bin="$1"
+mode="$2"
+shift 2
+here="$(cd "$(dirname "$0")" && pwd)"
+emulate="$here/../../scripts/emulated-hosts.sh"
+work="$(mktemp -d /tmp/ringlet-multihost.XXXXXX)"
+[[ -n "${KEEP_WORK:-}" ]] || trap 'rm -rf "$work"' EXIT
+secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+export RINGLET_JOB_SECRET="$secret" BIN="$bin" WORK="$work"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Runs scripts/emulated-hosts.sh; a skip there skips this test.
+emulate() {
+  "$emulate" "$@"
+  local status=$?
+  if (( status == 77 )); then echo "skipped: emulated hosts unavailable" >&2; exit 77; fi
+  return "$status"
+}
+
+# Each host's ringlet-run, output to $WORK/host<i>.log. $1: ranks per host, rest: its options.
+run_line='"$BIN/ringlet-run" --nnodes "$EMU_HOSTS" --node-rank "$EMU_NODE" \
+  --master-addr "$EMU_MASTER_ADDR" --master-port 29511 --grace 2'
+
+# Every rank 0..N-1 has a line in the logs naming an error ("[r] ringlet: ..." with a cause).
+expect_named_error_on_every_rank() {
+  local world="$1" r
+  for ((r = 0; r < world; r++)); do
+    grep -hE "^\[$r\] ringlet: .*(rank [0-9]+|peer|timed out|connection)" "$work"/host*.log \
+      >/dev/null || { cat "$work"/host*.log >&2; fail "rank $r did not report a named error"; }
+  done
+}
+
+case "$mode" in
+collectives)
+  hosts="$1" ranks="$2" order="$3"
+  start=$(date +%s)
+  emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
+    $run_line -n $ranks --rank-order $order \"\$BIN/ringlet-bench\" --ops all -b 8 -e 32K -f 8 \
+    -n 2 -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
+  status=$?
+  cat "$work"/host0.log
+  (( status == 0 )) || { cat "$work"/host*.log >&2; fail "a host exited with status $status"; }
+  world=$((hosts * ranks))
+  grep -q "world $world\b\|nranks $world\b\|$world ranks" "$work/host0.log" ||
+    grep -qE "(ranks|size)[ :=]+$world\b" "$work/host0.log" ||
+    fail "ringlet-bench did not report a world of $world"
+  # Ranks on different hosts talk TCP; ranks on one host (RANKS_PER_HOST 2) shared memory.
+  grep -hq "tcp" "$work"/host*.log || fail "no rank reported a tcp link"
+  if (( ranks > 1 )); then grep -hq "shm" "$work"/host*.log || fail "no shm link on one host"; fi
+  if [[ "$order" == cyclic && "$ranks" -gt 1 ]]; then
+    # Dealt cyclically, the ring all-reduce runs in host order (each host entered once).
+    emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
+      $run_line -n $ranks --rank-order cyclic \"\$BIN/ringlet-bench\" --ops allreduce \
+      --algo ring -b 8 -e 1M -f 16 -n 2 -w 1 >\"\$WORK/ring\$EMU_NODE.log\" 2>&1" ||
+      { cat "$work"/ring*.log >&2; fail "the host-ordered ring all-reduce failed"; }
+    expected=""
+    for ((h = 0; h < hosts; h++)); do
+      for ((l = 0; l < ranks; l++)); do expected+="$((l * hosts + h)) "; done
+    done
+    grep -q "ring all-reduce in host order (ranks ${expected% })" "$work/ring0.log" ||
+      { cat "$work/ring0.log" >&2; fail "the ring all-reduce is not in host order (${expected% })"; }
+  fi
+  echo "ok: ${hosts} hosts x ${ranks} ranks ($order) in $(( $(date +%s) - start )) s"
+  ;;
+launcher)
+  # 1. The variables: block order, 2 hosts x 2 ranks.
+  emulate --hosts 2 --timeout 30 -- "$run_line -n 2 sh -c 'echo \"vars RANK=\$RANK \
+LOCAL_RANK=\$LOCAL_RANK WORLD_SIZE=\$WORLD_SIZE LOCAL_WORLD_SIZE=\$LOCAL_WORLD_SIZE \
+GROUP_RANK=\$GROUP_RANK NODE_RANK=\$NODE_RANK HOST=\$(hostname) MASTER=\$MASTER_ADDR:\$MASTER_PORT \
+STORE=\$RINGLET_STORE_ADDR JOB=\$RINGLET_JOB_ID SECRET=\$RINGLET_JOB_SECRET\"' \
+    >\"\$WORK/host\$EMU_NODE.log\" 2>&1" || { cat "$work"/host*.log >&2; fail "env run failed"; }
+  cat "$work"/host*.log
+  for spec in "0 0 0" "1 1 0" "2 0 1" "3 1 1"; do
+    read -r rank local node <<<"$spec"
+    grep -q "^\[$rank\] vars RANK=$rank LOCAL_RANK=$local WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 \
+GROUP_RANK=$node NODE_RANK=$node HOST=emuhost$node MASTER=10.231.0.1:[0-9]* \
+STORE=10.231.0.1:29511 JOB=[^ ]* SECRET=$secret$" "$work/host$node.log" ||
+      fail "rank $rank's variables are wrong"
+  done
+  (( $(grep -ho "MASTER=[^ ]*" "$work"/host*.log | sort -u | wc -l) == 1 )) ||
+    fail "the ranks were given different MASTER_PORTs"
+  (( $(grep -ho "JOB=[^ ]*" "$work"/host*.log | sort -u | wc -l) == 1 )) ||
+    fail "the ranks were given different job ids"
+  # 2. Cyclic order: node i holds ranks i, i+M.
+  emulate --hosts 2 --timeout 30 -- "$run_line -n 2 --rank-order cyclic sh -c 'echo \
+\"cyclic RANK=\$RANK LOCAL_RANK=\$LOCAL_RANK GROUP_RANK=\$GROUP_RANK\"' \
+    >\"\$WORK/host\$EMU_NODE.log\" 2>&1" || fail "cyclic run failed"
+  grep -q "^\[2\] cyclic RANK=2 LOCAL_RANK=1 GROUP_RANK=0$" "$work/host0.log" ||
+    { cat "$work"/host*.log >&2; fail "cyclic order: rank 2 is not node 0's second rank"; }
+  # 3. A rank failing on node 1 stops node 0's sleeping ranks within seconds.
+  start=$(date +%s)
+  emulate --hosts 2 --timeout 60 -- "$run_line -n 1 sh -c 'if [ \$GROUP_RANK = 1 ]; then \
+sleep 1; exit 3; fi; exec sleep 50' >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
+  status=$?
+  took=$(( $(date +%s) - start ))
+  cat "$work"/host*.log
+  (( status != 0 )) || fail "the job succeeded although a rank failed"
+  grep -q "ringlet: rank 1 (pid [0-9]*) exited with status 3" "$work/host1.log" ||
+    fail "node 1 did not name its failed rank"
+  grep -q "ringlet: the job failed on node 1: rank 1 (pid [0-9]*) exited with status 3; stopped 1 rank" \
+    "$work/host0.log" || fail "node 0 did not stop its rank naming node 1's failure"
+  (( took < 20 )) || fail "stopping across nodes took $took s"
+  # 4. Several nodes without a shared secret: a clear error, before anything starts.
+  out="$(env -u RINGLET_JOB_SECRET "$bin/ringlet-run" --nnodes 2 --node-rank 0 \
+    --master-addr 127.0.0.1 -n 1 true 2>&1)"
+  status=$?
+  (( status == 2 )) || fail "missing secret: exit status $status, expected 2"
+  [[ "$out" == "ringlet: --nnodes 2 needs the same job secret on every node"* ]] ||
+    fail "missing secret: unexpected message: $out"
+  # 5. The interface: chosen by the route to the master, or RINGLET_SOCKET_IFNAME; ringlet-info
+  #    says which and why, and links between hosts use it.
+  emulate --hosts 2 --timeout 30 -- "\"\$BIN/ringlet-info\" --master \$EMU_MASTER_ADDR \
+    >\"\$WORK/info\$EMU_NODE.txt\" 2>&1; RINGLET_SOCKET_IFNAME=eth0 \"\$BIN/ringlet-info\" \
+    >>\"\$WORK/info\$EMU_NODE.txt\" 2>&1; RINGLET_SOCKET_IFNAME=nosuch0 \"\$BIN/ringlet-info\" \
+    >>\"\$WORK/info\$EMU_NODE.txt\" 2>&1; RINGLET_SOCKET_IFNAME=eth0 RINGLET_DEBUG=INFO \
+    $run_line -n 1 \"\$BIN/ringlet-bench\" -b 4K -e 4K -n 1 -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1" ||
+    { cat "$work"/host*.log >&2; fail "RINGLET_SOCKET_IFNAME=eth0 run failed"; }
+  grep -q "between hosts: tcp on 10.231.0.2 (interface eth0), because it routes to the \
+rendezvous address 10.231.0.1" "$work/info1.txt" || { cat "$work/info1.txt" >&2; fail "info: route"; }
+  grep -q "between hosts: tcp on 10.231.0.1 (interface eth0), because RINGLET_SOCKET_IFNAME=eth0" \
+    "$work/info0.txt" || fail "ringlet-info does not name RINGLET_SOCKET_IFNAME"
+  grep -q "between hosts: tcp; no usable interface: .*nosuch0" "$work/info0.txt" ||
+    fail "ringlet-info does not name the missing interface"
+  grep -q "rank 1: tcp (.*): tcp 10.231.0.1:[0-9]* -> 10.231.0.2:[0-9]*" "$work/host0.log" ||
+    { cat "$work/host0.log" >&2; fail "the link between hosts is not on eth0's addresses"; }
+  echo "ok: launcher across hosts"
+  ;;
+slurm)
+  # 2 hosts x 2 tasks, with the variables srun gives each task; no MASTER_ADDR or MASTER_PORT.
+  emulate --hosts 2 --timeout 60 -- 'pids=""; for l in 0 1; do \
+    SLURM_PROCID=$((EMU_NODE * 2 + l)) SLURM_NTASKS=4 SLURM_LOCALID=$l SLURM_NODEID=$EMU_NODE \
+    SLURM_TASKS_PER_NODE="2(x2)" SLURM_NODELIST="emuhost[0-1]" SLURM_JOB_ID=4242 \
+    SLURM_STEP_ID=0 RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO "$BIN/ringlet-bench" \
+    --ops allreduce,allgather -b 8 -e 4K -f 8 -n 2 -w 1 \
+    >"$WORK/task$((EMU_NODE * 2 + l)).log" 2>&1 & pids="$pids $!"; done; \
+    for p in $pids; do wait $p || exit 1; done'
+  status=$?
+  cat "$work"/task*.log
+  (( status == 0 )) || fail "a host exited with status $status"
+  grep -q "rank 0 of 4 (slurm) hosts the store on emuhost0:" "$work/task0.log" ||
+    fail "rank 0 did not host the store on the node list's first host"
+  grep -q "world size 4, bootstrap slurm" "$work/task0.log" || fail "not a world of 4 from slurm"
+  grep -q "rank 0 -> rank 2: tcp" "$work/task0.log" || fail "no tcp link between the hosts"
+  echo "ok: slurm across hosts"
+  ;;
+link-down | kill-host)
+  hosts=3
+  ranks=$([[ "$mode" == link-down ]] && echo 1 || echo 2)
+  if [[ "$mode" == link-down ]]; then
+    control='sleep 3; ip netns exec "$EMU_SWITCH_NS" ip link set p1 down'
+  else
+    control='sleep 3; for p in $(ip netns pids "${EMU_NS_PREFIX}h2"); do
+      [ "$(cat /proc/$p/comm 2>/dev/null)" = ringlet-bench ] && kill -KILL "$p"; done'
+  fi
+  start=$(date +%s)
+  emulate --hosts "$hosts" --timeout 60 --control "$control" -- "RINGLET_TIMEOUT=3 \
+    $run_line -n $ranks \"\$BIN/ringlet-bench\" --ops allreduce -b 64K -e 64K -n 1000000 -w 1 \
+    >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
+  status=$?
+  took=$(( $(date +%s) - start ))
+  cat "$work"/host*.log
+  (( status != 0 && status != 124 )) || fail "status $status: expected a failure, not a hang"
+  (( took < 40 )) || fail "the job took $took s to end"
+  for ((i = 0; i < hosts; i++)); do
+    grep -q "^ringlet: " "$work/host$i.log" || fail "host $i's ringlet-run said nothing"
+  done
+  if [[ "$mode" == kill-host ]]; then
+    grep -q "ringlet: rank [45] (pid [0-9]*) was killed by signal 9" "$work/host2.log" ||
+      fail "node 2 did not name its killed rank"
+    expect_named_error_on_every_rank 4  # the ranks of hosts 0 and 1
+  else
+    expect_named_error_on_every_rank "$hosts"
+  fi
+  echo "ok: $mode ended in $took s"
+  ;;
+*)
+  fail "unknown mode '$mode'"
+  ;;
+esac
