@@ -127,9 +127,11 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
                        blockBytes * impl.size(), blockBytes * rank);
   OpHeader header{.kind = OpKind::kReduceScatter, .type = type, .op = op, .count = recvCount};
   // Two ranks: the other rank's block of send rides in the header.
-  const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kReduceScatter, blockBytes * impl.size(),
-                     static_cast<const std::byte*>(send) + (1 - rank) * blockBytes);
+  const auto* otherBlock = impl.size() == 2 ? static_cast<const std::byte*>(send) +
+                                                  static_cast<size_t>(1 - rank) * blockBytes
+                                            : nullptr;
+  const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduceScatter,
+                                        blockBytes * impl.size(), otherBlock);
   collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
                                       .recv = static_cast<std::byte*>(recv),
                                       .recvCount = recvCount,

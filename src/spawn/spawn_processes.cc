@@ -45,7 +45,8 @@ class PrivateDir {
  public:
   PrivateDir() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/ringlet-spawn-XXXXXX";
+    std::string pattern =
+        fmt::format("{}/ringlet-spawn-{}-XXXXXX", tmp && *tmp ? tmp : "/tmp", ::getpid());
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw IoError(
           fmt::format("spawn: cannot make a store directory from '{}': {}", pattern, errnoText()));

@@ -227,7 +227,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     out[8] = static_cast<std::byte>(status);
     wire::putU16(out.data() + 9, static_cast<uint16_t>(text.size()));
     std::memcpy(out.data() + 11, nonce.data(), nonce.size());
-    std::memcpy(out.data() + wire::kGreetingBytes, text.data(), text.size());
+    if (!text.empty()) std::memcpy(out.data() + wire::kGreetingBytes, text.data(), text.size());
     return out;
   }
 
@@ -379,7 +379,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     p[0] = static_cast<std::byte>(status);
     wire::putU16(p + 1, static_cast<uint16_t>(text.size()));
     std::memcpy(p + 3, mac.data(), mac.size());
-    std::memcpy(p + wire::kAnswerBytes, text.data(), text.size());
+    if (!text.empty()) std::memcpy(p + wire::kAnswerBytes, text.data(), text.size());
   }
 
   static void checkRequest(Command command, uint32_t keyBytes, uint64_t payloadBytes) {

@@ -18,7 +18,8 @@ std::vector<transport::PeerInfo> onHosts(const std::string& hosts) {
     infos.push_back({.rank = static_cast<int>(rank),
                      .hostname = std::string(1, hosts[rank]),
                      .hostId = std::string(1, hosts[rank]) + "/boot/shm",
-                     .pid = 100 + static_cast<int>(rank)});
+                     .pid = 100 + static_cast<int>(rank),
+                     .pidNamespace = "pid:[1]"});
   }
   return infos;
 }

@@ -68,16 +68,16 @@ class NothingLeft : public ::testing::Test {
  protected:
   void SetUp() override {
     children_ = childrenOfThisProcess();
-    storeDirs_ = entriesStartingWith("/tmp", "ringlet-spawn-");
-    segments_ = entriesStartingWith("/dev/shm", "ringlet-spawn-" + std::to_string(getpid()));
+    storeDirs_ = entriesStartingWith("/tmp", mine());
+    segments_ = entriesStartingWith("/dev/shm", mine());
   }
   void TearDown() override {
     EXPECT_EQ(childrenOfThisProcess(), children_) << "a child process outlived the call";
-    EXPECT_EQ(entriesStartingWith("/tmp", "ringlet-spawn-"), storeDirs_) << "store dir left";
-    EXPECT_EQ(entriesStartingWith("/dev/shm", "ringlet-spawn-" + std::to_string(getpid())),
-              segments_)
-        << "shared-memory segment left";
+    EXPECT_EQ(entriesStartingWith("/tmp", mine()), storeDirs_) << "store dir left";
+    EXPECT_EQ(entriesStartingWith("/dev/shm", mine()), segments_) << "shared-memory segment left";
   }
+  // Names of this process's jobs (other tests may run spawn() at the same time).
+  static std::string mine() { return "ringlet-spawn-" + std::to_string(getpid()) + "-"; }
   std::set<int> children_;
   size_t storeDirs_ = 0;
   size_t segments_ = 0;

@@ -235,7 +235,9 @@ void TcpLink::sendAbortFrame(int origin, std::string_view reason) {
   std::vector<uint8_t> frame(kFrameHeaderBytes + 4 + reason.size());
   encodeFrameHeader(frame.data(), kFrameAbort, static_cast<uint32_t>(4 + reason.size()));
   put32(frame.data() + kFrameHeaderBytes, static_cast<uint32_t>(origin));
-  std::memcpy(frame.data() + kFrameHeaderBytes + 4, reason.data(), reason.size());
+  if (!reason.empty()) {
+    std::memcpy(frame.data() + kFrameHeaderBytes + 4, reason.data(), reason.size());
+  }
 
   iovec iov[3];
   size_t count = 0;

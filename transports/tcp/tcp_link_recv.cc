@@ -118,6 +118,14 @@ const std::byte* TcpLink::recv(size_t bytes, const WaitContext& wait) {
     if (buffered() < need) fill(need, &wait);
     return buffered() >= need;
   });
+  // Frames follow each other in the stream, so after a message whose length is not a multiple
+  // of 8 the next one starts misaligned; the caller reduces straight out of it (as int64 or
+  // double), so it must be aligned: move what is buffered to the start (nothing is held now).
+  if (start_ % kMessageAlignment != 0) {
+    std::memmove(buffer_.data.get(), buffer_.data.get() + start_, end_ - start_);
+    end_ -= start_;
+    start_ = 0;
+  }
   const std::byte* message = buffer_.data.get() + start_ + kFrameHeaderBytes;
   start_ += need;
   held_ = true;

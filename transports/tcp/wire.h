@@ -53,6 +53,10 @@ using Mac = std::array<uint8_t, kMacBytes>;
 inline constexpr uint32_t kFrameData = 0x41544144;   // "DATA"
 inline constexpr uint32_t kFrameAbort = 0x54524241;  // "ABRT"
 inline constexpr size_t kFrameHeaderBytes = 8;
+// recv() hands out messages aligned to this (the widest element a reduction reads): the
+// buffer is allocated at least this aligned, and so is the header before each message.
+inline constexpr size_t kMessageAlignment = 8;
+static_assert(kFrameHeaderBytes % kMessageAlignment == 0);
 // Largest DATA payload; collectives cut their segments to fit.
 inline constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 // Largest reason text carried by an ABORT frame.
