@@ -173,7 +173,8 @@ class CommunicatorImpl {
   collectives::Group hostRing_;
   bool ringReordered_ = false;  // ringOrder_ is not rank order
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
-  std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};
+  // Reduced straight out of (as int64 or double): aligned like any allocation.
+  alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
 

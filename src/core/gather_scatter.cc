@@ -79,9 +79,12 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
   const size_t block = checkRooted("scatter", impl, send, "send", recv, "recv", count, type, root);
   OpHeader header{.kind = OpKind::kScatter, .type = type, .root = root, .count = count};
   // Two ranks: the root's block for the other rides in the header (the other's is unused).
-  const auto algorithm = impl.chooseFor(
-      header, collectives::Collective::kScatter, block * impl.size(),
-      impl.rank() == root ? static_cast<const std::byte*>(send) + (1 - root) * block : recv);
+  const void* inlined = recv;
+  if (impl.size() == 2 && impl.rank() == root) {
+    inlined = static_cast<const std::byte*>(send) + static_cast<size_t>(1 - root) * block;
+  }
+  const auto algorithm =
+      impl.chooseFor(header, collectives::Collective::kScatter, block * impl.size(), inlined);
   collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,
@@ -111,9 +114,11 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
   detail::checkBuffers("alltoall", rank, send, recv, count * impl.size(), type);
   OpHeader header{.kind = OpKind::kAllToAll, .type = type, .count = count};
   // Two ranks: the block for the other rides in the header.
+  const auto* otherBlock =
+      impl.size() == 2 ? static_cast<const std::byte*>(send) + static_cast<size_t>(1 - rank) * block
+                       : nullptr;
   const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kAllToAll, block * impl.size(),
-                     static_cast<const std::byte*>(send) + (1 - rank) * block);
+      impl.chooseFor(header, collectives::Collective::kAllToAll, block * impl.size(), otherBlock);
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};
