@@ -123,7 +123,7 @@ void printRow(std::FILE* out, const RunInfo& info, const Row& row) {
   if (bandwidth) {
     if (row.copyGBs && *row.copyGBs > 0) {
       line +=
-          fmt::format(" {:>8.1f} {:>8.3f}", *row.copyGBs, row.outOfPlace.busbwGBs / *row.copyGBs);
+          fmt::format(" {:>8.3g} {:>8.3f}", *row.copyGBs, row.outOfPlace.busbwGBs / *row.copyGBs);
     } else {
       line += fmt::format(" {:>8} {:>8}", "-", "-");
     }

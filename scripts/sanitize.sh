@@ -47,7 +47,11 @@ configure() {  # dir, extra cmake args...
 run_asan() {
   configure build-asan -DRINGLET_SANITIZE=address,undefined -DRINGLET_FUZZ=$fuzz
   ninja -C build-asan -j "$jobs"
-  (cd build-asan && ctest --output-on-failure --timeout 900 -j 2 -LE "gpu|build" "$@")
+  # Left out: install_downstream (a downstream program built without the sanitizer runtime
+  # cannot link the sanitized library) and the tests that start Open MPI (its plugins leak
+  # from modules unloaded before exit, which LeakSanitizer can neither name nor suppress).
+  (cd build-asan && ctest --output-on-failure --timeout 900 -j 2 -LE "gpu|build" \
+    -E "install_downstream|Mpirun|mpirun" "$@")
 }
 
 # The tests whose code runs several threads at once in one process.
