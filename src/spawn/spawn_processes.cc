@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -269,9 +270,13 @@ class ProcessJob {
         signalRunning(SIGKILL);
       }
     }
-    // What the children wrote just before they ended.
-    for (Child& c : children_) {
-      while (c.reportFd >= 0) readReports(children_, std::chrono::milliseconds(20));
+    // What the children wrote just before they ended. A descendant that left the rank's process
+    // group (forked, not exec'd) may still hold a pipe open: read for a bounded time only.
+    const auto drainUntil = Clock::now() + std::max(options_.grace, std::chrono::milliseconds(100));
+    while (std::any_of(children_.begin(), children_.end(),
+                       [](const Child& c) { return c.reportFd >= 0; }) &&
+           Clock::now() < drainUntil) {
+      readReports(children_, std::chrono::milliseconds(20));
     }
     if (timedOut_) return Failure{.rank = -1, .how = "deadline", .message = ""};
     return firstFailure();
