@@ -28,6 +28,7 @@ struct Environment {
   std::string cudaPath;                            // RINGLET_CUDA_PATH: auto|ipc|staged
   std::optional<size_t> cudaSlotBytes;             // RINGLET_CUDA_SLOT_BYTES
   std::string trace;                               // RINGLET_TRACE: path of the trace files
+  std::string wait;                                // RINGLET_WAIT: adaptive|fixed
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed or out-of-range variable, its

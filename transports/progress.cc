@@ -39,8 +39,9 @@ int Backoff::usableCpus() {
   return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
-Backoff Backoff::forHost(int ranksOnHost) {
+Backoff Backoff::forHost(int ranksOnHost, bool adapt) {
   Backoff backoff;
+  backoff.adapt = adapt;
   if (ranksOnHost > usableCpus()) {
     // More ranks than cores: no spinning (an 8-rank ring on 2 cores, 8-byte steps: ~12 us with
     // no spin against ~23 us with 100 spins); yields hand the core to the ranks we wait for.
@@ -52,6 +53,41 @@ Backoff Backoff::forHost(int ranksOnHost) {
     backoff.yields = 64;
   }
   return backoff;
+}
+
+int Waiter::nextSpinBudget() {
+  if (!limits_.adapt || credit_ > 0) return limits_.spins;
+  if (++sinceProbe_ >= kProbeEvery) {
+    sinceProbe_ = 0;
+    return limits_.spins;
+  }
+  return std::min(limits_.spins, kFloorSpins);
+}
+
+void Waiter::endedAfterSpin(int spins, Deadline start, Deadline spun, Deadline end, bool slept) {
+  const Deadline arrival = arrival_;
+  arrival_ = Deadline{};
+  if (!limits_.adapt || limits_.spins <= 0) return;
+  if (spins == limits_.spins)
+    spinTime_ = std::min<std::chrono::nanoseconds>(spinTime_, spun - start);
+  // When did the data come? Without a sleep, about when the wait ended; after one, only the
+  // writer's stamp tells (a stamp outside the wait is someone else's, or another clock's).
+  Deadline came = end;
+  if (slept) {
+    if (arrival < start || arrival > end) return;  // unknown: learn nothing
+    came = arrival;
+  }
+  if (came - start <= spinTime_) {
+    credit_ = std::min(credit_ + 2, kMaxCredit);
+  } else {
+    credit_ = std::max(credit_ - 1, 0);
+  }
+}
+
+void Waiter::yielded(Deadline before, Deadline after) {
+  if (limits_.adapt && after - before > limits_.slowYield) {
+    noYieldUntil_ = after + limits_.yieldPenalty;
+  }
 }
 
 bool pumpOthersForWait(const Link& self, const WaitContext& wait) {

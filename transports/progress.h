@@ -15,16 +15,31 @@
 // one waits), and between attempts the link checks that waiting can still succeed (a peer that
 // aborted, closed its end or exited ends the wait with its error at once).
 //
-// The policy (Backoff) is chosen once per communicator from how many of its ranks share this
-// host and how many CPUs they have (Backoff::forHost): with a core per rank, spin ~40 us and
+// The limits (Backoff) are chosen once per communicator from how many of its ranks share this
+// host and how many CPUs they have (Backoff::forHost): with a core per rank, spin up to ~40 us and
 // yield ~60 us before sleeping (a futex wake-up costs tens of microseconds, more than most
-// pipeline waits); with more ranks than cores, never spin (every spin steals the core of a rank
-// we wait for) and yield up to 256 times first. A link only says how it blocks and whether its
-// wake-up is slow (a socket: poll wake-ups cost more than a futex), in which case the yield phase
-// lasts at least Backoff::slowWakeAwake.
+// pipeline waits); with more ranks than cores, never spin (every spin steals the core of a rank we
+// wait for) and yield up to 256 times first. A link only says how it blocks and whether its wake-up
+// is slow (a socket: poll wake-ups cost more than a futex), in which case the yield phase lasts at
+// least Backoff::slowWakeAwake.
+//
+// Within those limits each link adapts (Waiter) to what its own recent waits say, because a core
+// shared with someone else's busy thread (backward's BLAS, a compile) turns both phases against
+// us (docs/busy-cores.md):
+//   - spinning pays only when the peer answers within the spin; a wait that outlasted the spin
+//     by more than a wake-up costs (the peer was descheduled, or busy with a large reduction)
+//     halves the spin budget, and one that ended soon after the spin doubles it back. Under load
+//     the budget falls to nothing within a few waits: the rank sleeps at once, and its peer's
+//     wake-up preempts the busy thread (a woken sleeper runs before a CPU hog), where a spinner
+//     would have burnt its share of the core;
+//   - a sched_yield() that kept us off the core for longer than Backoff::slowYield gave it to a
+//     process that does not give it back (a busy loop runs its whole time slice, milliseconds,
+//     while our data sits there): yields stop for this link for Backoff::yieldPenalty, after which
+//     one slow yield again is all it costs to find out.
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -44,10 +59,14 @@ inline void cpuRelax() {
 }
 
 struct Backoff {
-  // Pause-spins before the first yield (one pause is ~40 ns on current x86).
+  // Pause-spins before the first yield (one pause is ~40 ns on current x86); with `adapt`, the
+  // most a link spins.
   int spins = 100;
   // sched_yield rounds before blocking.
   int yields = 16;
+  // Adapt the spin budget and the yields to the link's recent waits (Waiter); false: always the
+  // numbers above (tests and sweeps that measure one policy).
+  bool adapt = false;
   // Links whose wake-up is slow (TCP) keep yielding at least this long after the wait started.
   // Measured: 4 oversubscribed ranks, 256 KiB-16 MiB TCP all-reduce 10-30 % faster with 200 us
   // than with an immediate poll.
@@ -56,14 +75,67 @@ struct Backoff {
   // that this link's wake-up would not notice.
   std::chrono::nanoseconds idleSlice = std::chrono::milliseconds(20);
   std::chrono::nanoseconds busySlice = std::chrono::microseconds(50);
+  // What blocking costs over spinning: a sleep plus the wake-up by the writer, a few to tens of
+  // microseconds. A wait that ended within this of its spin phase would have been cheaper to spin
+  // through; one that ended later would have been cheaper to sleep through.
+  std::chrono::nanoseconds wakeCost = std::chrono::microseconds(20);
+  // A sched_yield() that took longer than this handed the core to a busy process (adapt: stop
+  // yielding for yieldPenalty).
+  std::chrono::nanoseconds slowYield = std::chrono::microseconds(500);
+  std::chrono::nanoseconds yieldPenalty = std::chrono::milliseconds(500);
 
-  // The policy for a rank whose host runs `ranksOnHost` ranks of its communicator. Numbers from
-  // tests/shm/shm_link_perf's sweep (transports/shm/README.md).
-  static Backoff forHost(int ranksOnHost);
+  // The policy for a rank whose host runs `ranksOnHost` ranks of its communicator; `adapt` as
+  // above. Numbers from tests/shm/shm_link_perf's sweep (transports/shm/README.md) and
+  // docs/busy-cores.md.
+  static Backoff forHost(int ranksOnHost, bool adapt = true);
   // CPUs this host's ranks may share. A rank pinned to one core (mpirun binds each rank;
   // ringlet-run --bind cores) sees an affinity of one CPU, which says nothing about how many the
   // job has: count the online CPUs then.
   static int usableCpus();
+};
+
+// One link's wait policy: the limits, and with Backoff::adapt what its recent waits taught it
+// (see the top of this file). Used by one thread at a time, like its link.
+//
+// The spin phase runs in full while spinning has recently paid (a credit that a wait ended by
+// the spin, or one whose data arrived within a spin's time, raises by 2, and any other lowers
+// by 1), else it shrinks to a few pauses, with one full spin in every kProbeEvery waits to
+// notice that the peer answers quickly again. When the waiter slept, when its data arrived comes
+// from the writer, where the link can tell (shm: the writer stamps the time it published before
+// it wakes a sleeper; arrived()); a sleep's wake-up latency (tens of microseconds under load)
+// must not count, or a rank that once stopped spinning would never start again.
+class Waiter {
+ public:
+  explicit Waiter(const Backoff& limits) : limits_(limits) {}
+
+  const Backoff& limits() const { return limits_; }
+  // Spins the next wait may use (counts the waits between probes).
+  int nextSpinBudget();
+  // Whether the next yield may be made (false for a while after a slow one).
+  bool mayYield(Deadline now) const { return !limits_.adapt || now >= noYieldUntil_; }
+
+  // The wait ended while spinning.
+  void endedSpinning() { credit_ = std::min(credit_ + 2, kMaxCredit); }
+  // The wait began at `start`, spun `spins` times until `spun`, ended at `end`, and blocked
+  // (`slept`) or only yielded.
+  void endedAfterSpin(int spins, Deadline start, Deadline spun, Deadline end, bool slept);
+  // One sched_yield() took from `before` to `after`.
+  void yielded(Deadline before, Deadline after);
+  // From a block: the writer published what this wait waits for at `when`.
+  void arrived(Deadline when) { arrival_ = when; }
+
+ private:
+  static constexpr int kMaxCredit = 8;
+  static constexpr int kFloorSpins = 8;
+  static constexpr int kProbeEvery = 16;
+
+  Backoff limits_;
+  int credit_ = kMaxCredit;
+  int sinceProbe_ = 0;
+  // The fastest full spin phase seen: what a spin can catch.
+  std::chrono::nanoseconds spinTime_ = std::chrono::nanoseconds::max();
+  Deadline arrival_{};
+  Deadline noYieldUntil_{};
 };
 
 // Blocks on `fd` (for `events`) and on every other link of `wait` that has a descriptor (for
@@ -84,35 +156,47 @@ void pollLinks(const Link& self, int fd, short events, const WaitContext& wait,
 bool pumpOthersForWait(const Link& self, const WaitContext& wait);
 
 template <typename Ready, typename Check, typename Block, typename What>
-void waitFor(const Link& self, const WaitContext& wait, const Backoff& backoff, bool slowWake,
+void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slowWake,
              Ready&& ready, Check&& check, Block&& block, What&& what) {
   if (ready()) return;
+  const Backoff& limits = waiter.limits();
   const Deadline start = Clock::now();
-  for (int i = 0; i < backoff.spins; ++i) {
+  const int spins = waiter.nextSpinBudget();
+  for (int i = 0; i < spins; ++i) {
     if ((i & 127) == 127) pumpOthersForWait(self, wait);
     cpuRelax();
-    if (ready()) return;
+    if (ready()) {
+      waiter.endedSpinning();
+      return;
+    }
   }
-  const Deadline awakeUntil = slowWake ? start + backoff.slowWakeAwake : start;
+  const Deadline spun = spins > 0 ? Clock::now() : start;
+  const Deadline awakeUntil = slowWake ? start + limits.slowWakeAwake : start;
   int yields = 0;
+  bool slept = false;
   for (;;) {
     const bool othersBusy = pumpOthersForWait(self, wait);
-    if (ready()) return;
+    if (ready()) break;
     check();
     if (wait.expired()) {  // the deadline passed, or Communicator::abort() cancelled the wait
-      if (ready()) return;
+      if (ready()) break;
       wait.throwTimeout(what(), self.peer());
     }
     const Deadline now = Clock::now();
-    if (yields < backoff.yields || now < awakeUntil) {
+    if ((yields < limits.yields || now < awakeUntil) && waiter.mayYield(now)) {
       ++yields;
       ::sched_yield();
+      waiter.yielded(now, Clock::now());
       continue;
     }
     const std::chrono::nanoseconds slice = std::min<std::chrono::nanoseconds>(
-        othersBusy ? backoff.busySlice : backoff.idleSlice, wait.deadline - now);
-    if (slice.count() > 0) block(slice, othersBusy);
+        othersBusy ? limits.busySlice : limits.idleSlice, wait.deadline - now);
+    if (slice.count() > 0) {
+      block(slice, othersBusy);
+      slept = true;
+    }
   }
+  waiter.endedAfterSpin(spins, start, spun, Clock::now(), slept);
 }
 
 }  // namespace ringlet::transport

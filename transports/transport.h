@@ -172,6 +172,8 @@ struct TransportContext {
   // Ranks of this communicator on this rank's host (this one included): sets the back-off of
   // every wait (progress.h, Backoff::forHost).
   int ranksOnHost = 1;
+  // CommunicatorOptions::wait == "adaptive": links adapt their waits (progress.h, Waiter).
+  bool adaptiveWait = true;
   std::vector<PeerInfo> peers;  // indexed by rank, including this one
   // Host of the rendezvous store; a multi-host job listens on the interface that routes there.
   // Empty when unknown (in-process store, file store).

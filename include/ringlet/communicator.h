@@ -94,6 +94,11 @@ struct CommunicatorOptions {
   // the communicator is destroyed: to the path with "{rank}" replaced by the rank, or to
   // path.rank<r>.json. Sub-communicators (split, dup) are not traced.
   std::string trace;
+  // How a waiting rank uses its core: "adaptive" spins, yields and sleeps as far as its recent
+  // waits on that link say it pays (a core shared with busy threads: sleep at once and be woken
+  // by the peer); "fixed" always spins and yields as long as the host's rank count allows
+  // before sleeping (the policy before adapting; for comparisons). docs/busy-cores.md.
+  std::string wait = "adaptive";
 
   // Defaults overridden by RINGLET_* variables (the README lists them all).
   static CommunicatorOptions fromEnvironment();

@@ -232,6 +232,7 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .ranksOnHost = static_cast<int>(
             std::count_if(infos_.begin(), infos_.end(),
                           [&](const PeerInfo& info) { return info.hostId == self_.hostId; })),
+        .adaptiveWait = options_.wait == "adaptive",
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,
     });

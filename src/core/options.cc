@@ -22,6 +22,7 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   if (!env.transport.empty()) options.transport = env.transport;
   if (env.segmentBytes) options.segmentBytes = *env.segmentBytes;
   options.trace = env.trace;
+  if (!env.wait.empty()) options.wait = env.wait;
   options.algorithms = collectives::parseAlgorithmList(env.algorithms, "RINGLET_ALGO");
   if (env.costModel) {
     const auto& v = *env.costModel;
@@ -51,6 +52,11 @@ void checkOptions(const CommunicatorOptions& options) {
             v));
       }
     }
+  }
+  if (options.wait != "adaptive" && options.wait != "fixed") {
+    throw InvalidArgument(fmt::format(
+        "CommunicatorOptions::wait (RINGLET_WAIT) is '{}': it must be adaptive or fixed",
+        options.wait));
   }
   if (options.transport != "auto" && transport::findTransport(options.transport) == nullptr) {
     throw InvalidArgument(fmt::format("transport '{}' (RINGLET_TRANSPORT) is not one of auto, {}",

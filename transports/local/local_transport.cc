@@ -46,7 +46,7 @@ class LocalLink final : public Link {
   LocalLink(int rank, int peer, std::shared_ptr<Channel> channel, Backoff backoff)
       : Link(peer),
         rank_(rank),
-        backoff_(backoff),
+        waiter_(backoff),
         channel_(std::move(channel)),
         out_(rank < peer ? &channel_->toHigh : &channel_->toLow),
         in_(rank < peer ? &channel_->toLow : &channel_->toHigh) {}
@@ -118,7 +118,7 @@ class LocalLink final : public Link {
     if (!in_->messages.empty()) return;
     lock.unlock();
     waitFor(
-        *this, wait, backoff_, /*slowWake=*/false,
+        *this, wait, waiter_, /*slowWake=*/false,
         [&] {
           std::lock_guard guard(channel_->mutex);
           return !in_->messages.empty();
@@ -144,7 +144,7 @@ class LocalLink final : public Link {
   }
 
   int rank_;
-  Backoff backoff_;
+  Waiter waiter_;
   std::shared_ptr<Channel> channel_;
   Queue* out_;
   Queue* in_;
@@ -190,8 +190,9 @@ class LocalTransport final : public Transport {
         channel = it->second;
         gPending.erase(it);
       }
-      links.push_back(std::make_unique<LocalLink>(context_.rank, peer, std::move(channel),
-                                                  Backoff::forHost(context_.ranksOnHost)));
+      links.push_back(std::make_unique<LocalLink>(
+          context_.rank, peer, std::move(channel),
+          Backoff::forHost(context_.ranksOnHost, context_.adaptiveWait)));
     }
     return links;
   }

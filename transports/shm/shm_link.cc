@@ -14,9 +14,11 @@ namespace {
 // Publishing side of the sleep handshake: the store that makes the waiter's condition true has
 // happened; wake the waiter only if it announced it sleeps. The fence pairs with the one in
 // waitUntil(): either the waiter sees the new state or this side sees its flag.
-void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping) {
+void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
+            std::atomic<int64_t>* published) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (sleeping->load(std::memory_order_relaxed) != 0) {
+    published->store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     word->fetch_add(1, std::memory_order_seq_cst);
     futexWake(word);
   }
@@ -29,7 +31,7 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       rank_(rank),
       segment_(std::move(segment)),
       watch_(std::move(watch)),
-      backoff_(backoff),
+      waiter_(backoff),
       slotCount_(segment_.geometry().slotCount),
       slotBytes_(segment_.geometry().slotBytes),
       self_(segment_.endpoint(side)),
@@ -105,8 +107,8 @@ void ShmLink::checkPeerFlags(WaitFor what, size_t bytes, const WaitContext& wait
 
 template <typename Ready>
 void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
-                        std::atomic<uint32_t>* sleeping, WaitFor what, size_t bytes,
-                        const WaitContext& wait) {
+                        std::atomic<uint32_t>* sleeping, std::atomic<int64_t>* published,
+                        WaitFor what, size_t bytes, const WaitContext& wait) {
   // The wait engine (transports/progress.h) spins, yields, then blocks on the futex; between
   // rounds the peer's flags, and every kLivenessInterval its process, are checked.
   auto nextLiveness = Clock::now() + kLivenessInterval;
@@ -130,8 +132,9 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
       futexWait(word, seen, std::min<std::chrono::nanoseconds>(slice, nextLiveness - Clock::now()));
     }
     sleeping->store(0, std::memory_order_relaxed);
+    waiter_.arrived(Deadline(Clock::duration(published->load(std::memory_order_relaxed))));
   };
-  waitFor(*this, wait, backoff_, /*slowWake=*/false, ready, check, block,
+  waitFor(*this, wait, waiter_, /*slowWake=*/false, ready, check, block,
           [&] { return describeWait(what, bytes); });
 }
 
@@ -143,7 +146,8 @@ std::byte* ShmLink::claimSlot(size_t bytes, const WaitContext& wait) {
       return outHead_ - outTailSeen_ < slotCount_;
     };
     if (!ready()) {
-      waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, WaitFor::kSlot, bytes, wait);
+      waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, &out_->spacePublished,
+                WaitFor::kSlot, bytes, wait);
     }
   }
   claimed_ = outSlots_ + (outHead_ % slotCount_) * slotBytes_;
@@ -178,7 +182,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
   ++outHead_;
   claimed_ = nullptr;
   out_->head.store(outHead_, std::memory_order_release);
-  notify(&out_->dataWord, &out_->consumerSleeping);
+  notify(&out_->dataWord, &out_->consumerSleeping, &out_->dataPublished);
 }
 
 void ShmLink::flush(const WaitContext& /*wait*/) {
@@ -200,7 +204,8 @@ const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
       return inHeadSeen_ > inNext_;
     };
     if (!ready()) {
-      waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, WaitFor::kMessage, bytes, wait);
+      waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, &in_->dataPublished,
+                WaitFor::kMessage, bytes, wait);
     }
   }
   size_t index = inNext_ % slotCount_;
@@ -222,7 +227,7 @@ void ShmLink::release() {
   }
   ++inTail_;
   in_->tail.store(inTail_, std::memory_order_release);
-  notify(&in_->spaceWord, &in_->producerSleeping);
+  notify(&in_->spaceWord, &in_->producerSleeping, &in_->spacePublished);
 }
 
 void ShmLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {

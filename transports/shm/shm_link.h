@@ -49,10 +49,12 @@ class ShmLink final : public Link {
   enum class WaitFor { kMessage, kSlot };
   // "a message of 64 bytes from rank 3 over shm"
   std::string describeWait(WaitFor what, size_t bytes) const;
-  // Spin, then yield, then sleep on `word` (announcing it in `sleeping`) until ready() holds.
+  // Spin, then yield, then sleep on `word` (announcing it in `sleeping`; the waker stamps
+  // `published`) until ready() holds.
   template <typename Ready>
   void waitUntil(const Ready& ready, std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
-                 WaitFor what, size_t bytes, const WaitContext& wait);
+                 std::atomic<int64_t>* published, WaitFor what, size_t bytes,
+                 const WaitContext& wait);
   // Throws PeerError if the peer aborted or closed its end.
   void checkPeerFlags(WaitFor what, size_t bytes, const WaitContext& wait) const;
   [[noreturn]] void throwPeerGone(const std::string& how, WaitFor what, size_t bytes,
@@ -66,7 +68,7 @@ class ShmLink final : public Link {
   int rank_;
   Segment segment_;
   PeerWatch watch_;
-  Backoff backoff_;
+  Waiter waiter_;
   size_t slotCount_;
   size_t slotBytes_;
   Endpoint* self_;

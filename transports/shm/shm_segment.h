@@ -32,7 +32,7 @@
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;
 inline constexpr size_t kMaxSlots = 64;
 inline constexpr size_t kMaxReasonBytes = 240;
 inline constexpr size_t kCacheLine = 64;
@@ -68,10 +68,14 @@ struct Fifo {
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // consumer: messages released
   // The consumer sleeps on dataWord when it finds no message; the producer bumps and wakes it
   // only when consumerSleeping is set. Likewise the producer sleeps on spaceWord for a free slot.
+  // Before waking a sleeper the waker stamps when it published (Clock nanoseconds), so the
+  // sleeper's wait policy can tell how long the data took apart from how long its wake-up took.
   alignas(kCacheLine) std::atomic<uint32_t> dataWord;
   std::atomic<uint32_t> consumerSleeping;
+  std::atomic<int64_t> dataPublished;
   alignas(kCacheLine) std::atomic<uint32_t> spaceWord;
   std::atomic<uint32_t> producerSleeping;
+  std::atomic<int64_t> spacePublished;
   alignas(kCacheLine) uint64_t lengths[kMaxSlots];  // written by the producer before head
 };
 

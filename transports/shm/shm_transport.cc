@@ -67,7 +67,9 @@ class ShmTransport final : public Transport {
   ShmTransport(TransportContext context, ShmOptions options)
       : context_(std::move(context)),
         options_(std::move(options)),
-        backoff_(options_.backoff ? *options_.backoff : Backoff::forHost(context_.ranksOnHost)) {}
+        backoff_(options_.backoff ? *options_.backoff
+                                  : Backoff::forHost(context_.ranksOnHost, context_.adaptiveWait)) {
+  }
 
   std::string_view name() const override { return "shm"; }
 

@@ -23,7 +23,7 @@ constexpr std::chrono::milliseconds kAbortSendBudget{50};
 }  // namespace
 
 TcpLink::TcpLink(int rank, int peer, net::Fd fd, Backoff backoff)
-    : Link(peer), rank_(rank), fd_(std::move(fd)), backoff_(backoff) {
+    : Link(peer), rank_(rank), fd_(std::move(fd)), waiter_(backoff) {
   try {
     description_ = fmt::format("tcp {} -> {}", net::SocketAddress::local(fd_.get()).toString(),
                                net::SocketAddress::remote(fd_.get()).toString());

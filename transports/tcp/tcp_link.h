@@ -126,7 +126,7 @@ class TcpLink final : public Link {
 
   const int rank_;
   net::Fd fd_;
-  Backoff backoff_;
+  Waiter waiter_;
   std::string description_;
 
   std::mutex sendMutex_;  // guards queue_ against a concurrent abort()

@@ -19,7 +19,7 @@ template <typename Events, typename What, typename Attempt>
 void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const What& what,
                         Attempt&& attempt) {
   waitFor(
-      *this, wait, backoff_, /*slowWake=*/true, attempt,
+      *this, wait, waiter_, /*slowWake=*/true, attempt,
       [&] {
         if (aborted_.load(std::memory_order_acquire)) checkUsable();
       },

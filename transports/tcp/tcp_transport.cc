@@ -25,7 +25,7 @@ std::chrono::milliseconds remaining(Deadline deadline) {
 
 TcpTransport::TcpTransport(TransportContext context, std::optional<Backoff> backoff)
     : context_(std::move(context)),
-      backoff_(backoff ? *backoff : Backoff::forHost(context_.ranksOnHost)) {
+      backoff_(backoff ? *backoff : Backoff::forHost(context_.ranksOnHost, context_.adaptiveWait)) {
   if (!context_.store) throw InvalidArgument("tcp transport: the context has no store");
   if (context_.rank < 0 || context_.rank >= context_.size) {
     throw InvalidArgument(
