@@ -5,10 +5,12 @@
 
 The model is the trainer's small BERT (hidden 128, 4 heads, FFN 512, 2 layers, sequence 64,
 batch 32 per rank, AdamW). Each rank uses one thread (torch.set_num_threads(1)), like the ranks
-of ringlet-run and torchrun. Reports samples/s over all ranks, from the median step time of the
+of ringlet-run and torchrun (which sets OMP_NUM_THREADS=1); --threads changes it. --no-sync runs
+every step under DDP's no_sync() (no gradient all-reduce): the step's time without communication. Reports samples/s over all ranks, from the median step time of the
 timed steps, after warm-up steps.
 """
 import argparse
+import contextlib
 import datetime
 import json
 import statistics
@@ -40,9 +42,12 @@ def main():
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--no-sync", action="store_true",
+                   help="every step under DDP's no_sync(): no gradient all-reduce (its cost)")
     p.add_argument("--json", default="")
     a = p.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     rank, n = 0, 1
     if a.backend != "none":
         if a.backend == "ringlet":
@@ -62,7 +67,8 @@ def main():
         y = torch.randint(0, 4, (a.batch,), generator=g)
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(model(ids), y).backward()
+        with model.no_sync() if a.no_sync and n > 1 else contextlib.nullcontext():
+            torch.nn.functional.cross_entropy(model(ids), y).backward()
         opt.step()
         if step >= a.warmup:
             times.append(time.perf_counter() - start)
@@ -71,7 +77,7 @@ def main():
         t = torch.tensor([step_s], dtype=torch.float64)
         dist.all_reduce(t, dist.ReduceOp.MAX)
         step_s = t.item()
-    out = {"backend": a.backend, "ranks": n, "params": params, "batch_per_rank": a.batch,
+    out = {"backend": a.backend, "ranks": n, "threads": a.threads, "no_sync": a.no_sync, "params": params, "batch_per_rank": a.batch,
            "step_ms": step_s * 1e3, "samples_per_s": n * a.batch / step_s}
     if rank == 0:
         print(json.dumps(out), flush=True)

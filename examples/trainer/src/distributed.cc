@@ -68,7 +68,7 @@ StepStats DataParallel::step() {
     total.correct += trainer_.lastBatchStats().correct;
     const int64_t n = countedTargets(batches[m]);
     const double weight = global > 0 ? double(comm_.size()) * double(n) / double(global) : 0.0;
-    sync_->setSyncEnabled(last);
+    sync_->setSyncEnabled(last && !options_.noSync);
     t0 = Clock::now();
     if (options_.overlap) {
       trainer_.backward([this](int i) { sync_->markReady(size_t(i)); }, weight);

@@ -23,6 +23,9 @@ struct DataParallelOptions {
   int64_t accumulation = 1;  // micro-batches per optimizer step
   ringlet::ddp::SynchronizerOptions buckets;
   bool overlap = true;  // false: no bucket launches before backward has finished
+  // Never all-reduce gradients (PyTorch's no_sync on every step): the ranks train apart. Only to
+  // measure what the synchronization costs a step (bench/busy/ddp_overhead.py).
+  bool noSync = false;
 };
 
 // Milliseconds spent in the last step's phases on this rank.

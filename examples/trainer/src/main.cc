@@ -26,7 +26,7 @@ struct CliOptions {
   int threadsAsRanks = 0;
   bool noProgress = false;
   // Data parallel
-  bool splitBatches = false, noOverlap = false, timing = false;
+  bool splitBatches = false, noOverlap = false, noSync = false, timing = false;
   int64_t accumulate = 1;
   double bucketMb = 25, firstBucketMb = 1;
 };
@@ -110,6 +110,9 @@ int run(int argc, char** argv) {
   app.add_option("--bucket-mb", o.bucketMb, "gradient bucket cap in MiB");
   app.add_option("--first-bucket-mb", o.firstBucketMb, "first gradient bucket cap in MiB");
   app.add_flag("--no-overlap", o.noOverlap, "all-reduce gradients only after backward");
+  app.add_flag("--no-sync", o.noSync,
+               "never all-reduce gradients (ranks train apart): a step's time without the "
+               "synchronization, to measure its cost");
   app.add_flag("--timing", o.timing, "print forward/backward/sync/optimizer ms per logged step");
   try {
     app.parse(argc, argv);
@@ -219,13 +222,16 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     trainer::DataParallelOptions dpo;
     dpo.accumulation = o.accumulate;
     dpo.overlap = !o.noOverlap;
+    dpo.noSync = o.noSync;
     dpo.buckets.bucketCapBytes = static_cast<size_t>(o.bucketMb * (1 << 20));
     dpo.buckets.firstBucketCapBytes = static_cast<size_t>(o.firstBucketMb * (1 << 20));
     dp = std::make_unique<trainer::DataParallel>(tr, *comm, dpo);
     say(fmt::format("data parallel over {} {} ({}), {} gradient buckets, {}", world,
                     o.threadsAsRanks > 0 ? "thread ranks" : "ranks", comm->describeLinks(),
                     dp->synchronizer().buckets().size(),
-                    o.noOverlap ? "all-reduce after backward" : "all-reduce overlapping backward"));
+                    o.noSync      ? "no gradient all-reduce (--no-sync)"
+                    : o.noOverlap ? "all-reduce after backward"
+                                  : "all-reduce overlapping backward"));
   }
 
   std::optional<trainer::CsvLog> csv;

@@ -1,0 +1,118 @@
+"""What gradient synchronization costs a DDP step when compute keeps every core busy.
+
+    /usr/bin/python3 bench/busy/ddp_overhead.py [--repeats 5] [--threads 1,2] [--steps 60]
+                                                [--out bench/results/busy-ddp]
+
+Two ranks on this host (ringlet-run -n 2) train the small BERT (hidden 128, 4 heads, FFN 512,
+2 layers, sequence 64, batch 32 per rank, AdamW, classification) with and without gradient
+synchronization, alternating, --repeats times:
+  - ringlet-train --model bert --task cls, and the same with --no-sync;
+  - PyTorch DDP (bench/torch/ddp_bert.py) over gloo and over the ringlet backend, and the same
+    under no_sync() (needs the PyTorch backend: build/python).
+Threads per rank: 1 is what a user gets by default (ringlet-train: cores / ranks; torchrun sets
+OMP_NUM_THREADS=1), so the two ranks' compute fills both cores; 2 makes each rank's BLAS use
+every core (oversubscribed). Overhead = step time with sync / step time without - 1, from the
+medians; the table also gives min-max of the step times.
+
+Writes OUT.json and OUT.md.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
+PY = "/usr/bin/python3"
+RUN = os.path.join(BUILD, "bin", "ringlet-run")
+
+
+def check(p, cmd):
+    if p.returncode != 0:
+        sys.exit(f"ringlet: ddp overhead bench: {' '.join(cmd)} failed:\n{p.stdout[-3000:]}")
+
+
+def trainer_step_ms(threads, steps, no_sync):
+    cmd = [RUN, "-n", "2", os.path.join(BUILD, "bin", "ringlet-train"), "--model", "bert",
+           "--task", "cls", "--steps", str(steps), "--log-every", str(steps // 4),
+           "--eval-every", str(steps * 10), "--threads", str(threads), "--no-progress",
+           "--csv", os.devnull]
+    if no_sync:
+        cmd.append("--no-sync")
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       cwd=tempfile.gettempdir(), timeout=900)
+    check(p, cmd)
+    windows = [float(x) for x in re.findall(r"([0-9.]+) ms/step", p.stdout)]
+    if len(windows) < 2:
+        sys.exit(f"ringlet: ddp overhead bench: no step times in:\n{p.stdout[-2000:]}")
+    return statistics.median(windows[1:])  # the first window holds the warm-up
+
+
+def torch_step_ms(backend, threads, steps, no_sync, tmp):
+    out = os.path.join(tmp, "ddp.json")
+    cmd = [RUN, "-n", "2", PY, os.path.join(ROOT, "bench", "torch", "ddp_bert.py"), "--backend",
+           backend, "--threads", str(threads), "--steps", str(steps), "--json", out]
+    if no_sync:
+        cmd.append("--no-sync")
+    env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                       timeout=900)
+    check(p, cmd)
+    return json.load(open(out))["step_ms"]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "busy-ddp"))
+    a = p.parse_args()
+    torch_ok = os.path.isdir(os.path.join(BUILD, "python", "ringlet_torch"))
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(a.repeats):
+            for threads in [int(t) for t in a.threads.split(",")]:
+                for no_sync in (False, True):
+                    tag = "no sync" if no_sync else "sync"
+                    key = f"ringlet-train threads={threads} {tag}"
+                    runs.setdefault(key, []).append(trainer_step_ms(threads, a.steps, no_sync))
+                    print(f"[{rep + 1}/{a.repeats}] {key}: {runs[key][-1]:.1f} ms", flush=True)
+                    if not torch_ok:
+                        continue
+                    for backend in ("gloo", "ringlet"):
+                        key = f"PyTorch DDP {backend} threads={threads} {tag}"
+                        runs.setdefault(key, []).append(
+                            torch_step_ms(backend, threads, a.steps, no_sync, tmp))
+                        print(f"[{rep + 1}/{a.repeats}] {key}: {runs[key][-1]:.1f} ms",
+                              flush=True)
+    with open(a.out + ".json", "w") as f:
+        json.dump({"cpus": os.cpu_count(), "repeats": a.repeats, "steps": a.steps, "runs": runs},
+                  f, indent=1)
+    lines = ["# DDP step time with and without gradient synchronization", "",
+             f"`bench/busy/ddp_overhead.py`, {a.repeats} repeats, {os.cpu_count()} CPUs, 2 ranks, "
+             "small BERT (batch 32 per rank). Step times in ms: median (min-max).", "",
+             "| trainer | threads/rank | with sync | no sync | overhead | max/median (sync) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for key, values in runs.items():
+        if not key.endswith(" sync") or key.endswith("no sync"):
+            continue
+        base = key[: -len(" sync")]
+        name, threads = base.rsplit(" threads=", 1)
+        free = runs[base + " no sync"]
+        m, f = statistics.median(values), statistics.median(free)
+        lines.append(f"| {name} | {threads} | {m:.1f} ({min(values):.1f}-{max(values):.1f}) | "
+                     f"{f:.1f} ({min(free):.1f}-{max(free):.1f}) | {100 * (m / f - 1):+.1f}% | "
+                     f"{max(values) / m:.2f} |")
+    text = "\n".join(lines) + "\n"
+    with open(a.out + ".md", "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
