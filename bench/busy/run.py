@@ -1,7 +1,7 @@
 """All-reduce on busy cores: ringlet against Open MPI and Gloo under the same load, repeated.
 
     /usr/bin/python3 bench/busy/run.py [--repeats 5] [--ranks 2,4] [--transports shm,tcp]
-                                        [--waits adaptive,fixed] [--no-gloo] [--idle]
+                                        [--waits adaptive,fixed] [--no-gloo] [--loads busy,idle]
                                         [--out bench/results/busy-cores]
 
 Every measurement runs under scripts/with-cpu-hogs.sh (one busy loop per core, started before
@@ -12,8 +12,9 @@ phases of a shared machine hit them all alike:
     against Open MPI's shared memory (vader), tcp against its TCP BTL on loopback; once per wait
     policy (RINGLET_WAIT);
   - bench/torch/allreduce_vs_gloo.py under ringlet-run: torch.distributed.all_reduce through
-    the ringlet backend and through gloo in the same processes (needs the PyTorch backend).
-With --idle the same runs are made without the load too (the regression check).
+    the ringlet backend and through gloo in the same processes (needs the PyTorch backend);
+    with --gloo-bind also under ringlet-run --bind cores.
+With --loads idle (or busy,idle) the runs are made without the load (the regression check).
 
 Writes OUT.json (every run) and OUT.md: per configuration and size the median busbw (time at
 8 B) with min and max over the repeats, the ratios of the medians, and max/median.
@@ -66,13 +67,14 @@ def mpi_run(n, transport, wait, load, min_ms, tmp):
     return rows
 
 
-def gloo_run(n, transport, load, tmp):
+def gloo_run(n, transport, load, bind, tmp):
     out = os.path.join(tmp, "g.json")
     env = dict(os.environ, RINGLET_TRANSPORT=transport, RINGLET_DEBUG="NONE",
                PYTHONPATH=os.path.join(BUILD, "python"))
     rows = []
     for lo, hi in (("8", "8"), ("64K", "64M")):
-        run([os.path.join(BUILD, "bin", "ringlet-run"), "-n", str(n), PY,
+        run([os.path.join(BUILD, "bin", "ringlet-run"), "-n", str(n)] +
+            (["--bind", "cores"] if bind else []) + [PY,
              os.path.join(ROOT, "bench", "torch", "allreduce_vs_gloo.py"), "--min-bytes", lo,
              "--max-bytes", hi, "--batches", "3", "--batch-ms", "60", "--json", out],
             env=env, load=load)
@@ -127,14 +129,20 @@ def main():
     p.add_argument("--waits", default="adaptive,fixed")
     p.add_argument("--min-time-ms", type=int, default=200)
     p.add_argument("--no-gloo", action="store_true")
-    p.add_argument("--idle", action="store_true", help="also run every configuration unloaded")
+    p.add_argument("--loads", default="busy", help="busy, idle, or busy,idle")
+    p.add_argument("--gloo-bind", action="store_true",
+                   help="also run the Gloo comparison with ringlet-run --bind cores (n <= CPUs)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "busy-cores"))
     a = p.parse_args()
     ranks = [int(x) for x in a.ranks.split(",")]
     transports = a.transports.split(",")
     waits = a.waits.split(",")
     gloo = not a.no_gloo and os.path.isdir(os.path.join(BUILD, "python", "ringlet_torch"))
-    loads = [True, False] if a.idle else [True]
+    loads = []
+    for load in a.loads.split(","):
+        if load not in ("busy", "idle"):
+            sys.exit(f"ringlet: busy-cores bench: --loads takes busy and/or idle, not {load!r}")
+        loads.append(load == "busy")
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.repeats):
@@ -149,10 +157,11 @@ def main():
                                                                     tmp))
                             print(f"[{rep + 1}/{a.repeats}] {key}: {time.time() - t0:.0f} s",
                                   flush=True)
-                        if gloo:
-                            key = f"gloo {tag} n{n} {t}"
+                        binds = [False, True] if a.gloo_bind and n <= os.cpu_count() else [False]
+                        for bind in binds if gloo else []:
+                            key = f"gloo {tag} n{n} {t}" + (" bound" if bind else "")
                             t0 = time.time()
-                            runs.setdefault(key, []).append(gloo_run(n, t, load, tmp))
+                            runs.setdefault(key, []).append(gloo_run(n, t, load, bind, tmp))
                             print(f"[{rep + 1}/{a.repeats}] {key}: {time.time() - t0:.0f} s",
                                   flush=True)
     with open(a.out + ".json", "w") as f:

@@ -1,0 +1,122 @@
+// The adaptive wait policy (transports/progress.h, Waiter) on made-up timelines: what each kind
+// of wait teaches it. Times are synthetic, so nothing here depends on the machine's speed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "transports/progress.h"
+
+namespace {
+
+using ringlet::transport::Backoff;
+using ringlet::transport::Clock;
+using ringlet::transport::Deadline;
+using ringlet::transport::Waiter;
+using namespace std::chrono_literals;
+
+Backoff adaptive() {
+  Backoff b;
+  b.spins = 1000;
+  b.yields = 64;
+  b.adapt = true;
+  return b;
+}
+
+// One wait that spun its whole budget (40 us), then slept, and whose data the writer published
+// `arrivedAfter` after the wait began; the wake-up came `wokeAfter` after the start.
+void sleptWait(Waiter& w, Deadline start, std::chrono::nanoseconds arrivedAfter,
+               std::chrono::nanoseconds wokeAfter) {
+  const int spins = w.nextSpinBudget();
+  const auto spun = start + (spins == w.limits().spins ? 40us : 1us);
+  w.arrived(start + arrivedAfter);
+  w.endedAfterSpin(spins, start, spun, start + wokeAfter, /*slept=*/true);
+}
+
+TEST(WaitPolicy, FixedPolicyNeverChanges) {
+  Backoff b = adaptive();
+  b.adapt = false;
+  Waiter w(b);
+  const Deadline t0 = Clock::now();
+  for (int i = 0; i < 50; ++i) sleptWait(w, t0 + i * 10ms, 5ms, 5ms);
+  w.yielded(t0, t0 + 10ms);
+  EXPECT_EQ(w.nextSpinBudget(), 1000);
+  EXPECT_TRUE(w.mayYield(t0 + 10ms + 1us));
+}
+
+TEST(WaitPolicy, ASlowYieldStopsYieldingForThePenalty) {
+  Waiter w(adaptive());
+  const Deadline t0 = Clock::now();
+  w.yielded(t0, t0 + 20us);  // fast: the core was idle or a rank of ours ran briefly
+  EXPECT_TRUE(w.mayYield(t0 + 21us));
+  w.yielded(t0 + 1ms, t0 + 5ms);  // slow: a busy process ran its time slice
+  EXPECT_FALSE(w.mayYield(t0 + 5ms + 1us));
+  EXPECT_FALSE(w.mayYield(t0 + 5ms + adaptive().yieldPenalty - 1us));
+  EXPECT_TRUE(w.mayYield(t0 + 5ms + adaptive().yieldPenalty));
+}
+
+TEST(WaitPolicy, DataThatComesLateShrinksTheSpinThenProbes) {
+  Waiter w(adaptive());
+  const Deadline t0 = Clock::now();
+  int waits = 0;
+  while (w.nextSpinBudget() == 1000) {
+    // nextSpinBudget() above counted as a wait's budget: give it its outcome.
+    w.arrived(t0 + waits * 1ms + 500us);
+    w.endedAfterSpin(1000, t0 + waits * 1ms, t0 + waits * 1ms + 40us, t0 + waits * 1ms + 520us,
+                     true);
+    ASSERT_LT(++waits, 100) << "the spin budget never shrank";
+  }
+  EXPECT_GE(waits, 4);  // not on the first miss: a few slow waits are normal
+  // At the floor, one wait in every 16 spins in full, to notice a peer that answers fast again.
+  int full = 0;
+  for (int i = 0; i < 64; ++i) {
+    const int spins = w.nextSpinBudget();
+    if (spins == 1000) ++full;
+    const Deadline start = t0 + 1s + i * 1ms;
+    w.arrived(start + 500us);
+    w.endedAfterSpin(spins, start, start + (spins == 1000 ? 40us : 1us), start + 520us, true);
+  }
+  EXPECT_EQ(full, 4);
+}
+
+TEST(WaitPolicy, AWakeUpThatTookLongDoesNotHideDataThatCameEarly) {
+  Waiter w(adaptive());
+  const Deadline t0 = Clock::now();
+  for (int i = 0; i < 20; ++i) sleptWait(w, t0 + i * 1ms, 600us, 650us);
+  ASSERT_LT(w.nextSpinBudget(), 1000);
+  // Now the data comes 3 us after the wait starts, but under load the sleeper is woken only
+  // 45 us later: the spin would have caught it, so spinning comes back.
+  sleptWait(w, t0 + 100ms, 3us, 48us);
+  EXPECT_EQ(w.nextSpinBudget(), 1000);
+}
+
+TEST(WaitPolicy, ASleepWithoutAStampTeachesNothing) {
+  Waiter w(adaptive());
+  const Deadline t0 = Clock::now();
+  for (int i = 0; i < 20; ++i) sleptWait(w, t0 + i * 1ms, 600us, 650us);
+  ASSERT_LT(w.nextSpinBudget(), 1000);
+  for (int i = 0; i < 5; ++i) {
+    const Deadline start = t0 + 100ms + i * 1ms;
+    const int spins = w.nextSpinBudget();
+    // No arrived(): a transport that cannot tell (TCP), or a stamp from before this wait.
+    w.arrived(start - 1ms);
+    w.endedAfterSpin(spins, start, start + (spins == 1000 ? 40us : 1us), start + 5us, true);
+  }
+  EXPECT_LT(w.nextSpinBudget(), 1000);
+}
+
+TEST(WaitPolicy, WaitsThatEndWhileSpinningKeepTheSpin) {
+  Waiter w(adaptive());
+  const Deadline t0 = Clock::now();
+  for (int i = 0; i < 20; ++i) sleptWait(w, t0 + i * 1ms, 600us, 650us);
+  ASSERT_LT(w.nextSpinBudget(), 1000);
+  // A wait that ended while yielding (no sleep) within a spin's time counts as caught.
+  Deadline start = t0 + 100ms;
+  int spins = w.nextSpinBudget();
+  w.endedAfterSpin(spins, start, start + 1us, start + 10us, /*slept=*/false);
+  EXPECT_EQ(w.nextSpinBudget(), 1000);
+  // Then every wait ends while spinning: the budget stays in full.
+  for (int i = 0; i < 20; ++i) w.endedSpinning();
+  EXPECT_EQ(w.nextSpinBudget(), 1000);
+}
+
+}  // namespace
