@@ -84,10 +84,13 @@ void Waiter::endedAfterSpin(int spins, Deadline start, Deadline spun, Deadline e
   }
 }
 
-void Waiter::yielded(Deadline before, Deadline after) {
-  if (limits_.adapt && after - before > limits_.slowYield) {
-    noYieldUntil_ = after + limits_.yieldPenalty;
+void Waiter::slowYield(Deadline start, Deadline /*before*/, Deadline after, bool done) {
+  if (!limits_.adapt) return;
+  if (stampsArrivals_) {
+    if (!done) return;
+    if (arrival_ >= start && arrival_ <= after && after - arrival_ <= limits_.slowYield) return;
   }
+  noYieldUntil_ = after + limits_.yieldPenalty;
 }
 
 bool pumpOthersForWait(const Link& self, const WaitContext& wait) {

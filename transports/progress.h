@@ -106,7 +106,10 @@ struct Backoff {
 // must not count, or a rank that once stopped spinning would never start again.
 class Waiter {
  public:
-  explicit Waiter(const Backoff& limits) : limits_(limits) {}
+  // `stampsArrivals`: the link reports when its data was published (arrived()) after a yield
+  // or a sleep (shm); a slow yield then counts against yielding only if the data sat unread.
+  explicit Waiter(const Backoff& limits, bool stampsArrivals = false)
+      : limits_(limits), stampsArrivals_(stampsArrivals) {}
 
   const Backoff& limits() const { return limits_; }
   // Spins the next wait may use (counts the waits between probes).
@@ -119,8 +122,12 @@ class Waiter {
   // The wait began at `start`, spun `spins` times until `spun`, ended at `end`, and blocked
   // (`slept`) or only yielded.
   void endedAfterSpin(int spins, Deadline start, Deadline spun, Deadline end, bool slept);
-  // One sched_yield() took from `before` to `after`.
-  void yielded(Deadline before, Deadline after);
+  // A sched_yield() in the wait that began at `start` kept the rank off its core from `before`
+  // to `after` (longer than Backoff::slowYield); `done`: the data had come by then. Stops the
+  // yields for Backoff::yieldPenalty, except where the link stamps arrivals and the data did not
+  // sit there for longer than slowYield (or has not come): then the core went to a rank of ours
+  // that produced it, or that had its own work (an oversubscribed host), not to a busy process.
+  void slowYield(Deadline start, Deadline before, Deadline after, bool done);
   // From a block: the writer published what this wait waits for at `when`.
   void arrived(Deadline when) { arrival_ = when; }
 
@@ -130,6 +137,7 @@ class Waiter {
   static constexpr int kProbeEvery = 16;
 
   Backoff limits_;
+  bool stampsArrivals_ = false;
   int credit_ = kMaxCredit;
   int sinceProbe_ = 0;
   // The fastest full spin phase seen: what a spin can catch.
@@ -186,7 +194,12 @@ void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slo
     if ((yields < limits.yields || now < awakeUntil) && waiter.mayYield(now)) {
       ++yields;
       ::sched_yield();
-      waiter.yielded(now, Clock::now());
+      const Deadline after = Clock::now();
+      if (after - now > limits.slowYield) {
+        const bool done = ready();
+        waiter.slowYield(start, now, after, done);
+        if (done) break;
+      }
       continue;
     }
     const std::chrono::nanoseconds slice = std::min<std::chrono::nanoseconds>(

@@ -11,14 +11,21 @@
 namespace ringlet::transport::shm {
 namespace {
 
+// The waiter's flag: kAwake while it spins (or does not wait), kYielding once it yields (the
+// writer stamps when it published), kSleeping while it sleeps on the futex (stamp and wake).
+constexpr uint32_t kAwake = 0, kSleeping = 1, kYielding = 2;
+
 // Publishing side of the sleep handshake: the store that makes the waiter's condition true has
-// happened; wake the waiter only if it announced it sleeps. The fence pairs with the one in
-// waitUntil(): either the waiter sees the new state or this side sees its flag.
+// happened; stamp the time if the waiter yields or sleeps, and wake it if it sleeps. The fence
+// pairs with the one in waitUntil(): either the waiter sees the new state or this side sees its
+// flag.
 void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
             std::atomic<int64_t>* published) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping->load(std::memory_order_relaxed) != 0) {
-    published->store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  const uint32_t flag = sleeping->load(std::memory_order_relaxed);
+  if (flag == kAwake) return;
+  published->store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  if (flag == kSleeping) {
     word->fetch_add(1, std::memory_order_seq_cst);
     futexWake(word);
   }
@@ -31,7 +38,7 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       rank_(rank),
       segment_(std::move(segment)),
       watch_(std::move(watch)),
-      waiter_(backoff),
+      waiter_(backoff, /*stampsArrivals=*/true),
       slotCount_(segment_.geometry().slotCount),
       slotBytes_(segment_.geometry().slotBytes),
       self_(segment_.endpoint(side)),
@@ -111,8 +118,27 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
                         WaitFor what, size_t bytes, const WaitContext& wait) {
   // The wait engine (transports/progress.h) spins, yields, then blocks on the futex; between
   // rounds the peer's flags, and every kLivenessInterval its process, are checked.
+  // Past the spin phase the flag asks the writer for its stamp (kYielding), which the wait policy
+  // reads once the data is there (Waiter::arrived: did the data sit while we yielded or slept?).
   auto nextLiveness = Clock::now() + kLivenessInterval;
+  bool stamping = false;
+  struct ClearFlag {
+    std::atomic<uint32_t>* flag;
+    ~ClearFlag() { flag->store(kAwake, std::memory_order_relaxed); }
+  } clearFlag{sleeping};
+  auto readyStamped = [&] {
+    if (!ready()) return false;
+    if (stamping) {
+      waiter_.arrived(Deadline(Clock::duration(published->load(std::memory_order_relaxed))));
+    }
+    return true;
+  };
   auto check = [&] {
+    if (!stamping) {  // the first call comes right after the spin phase
+      stamping = true;
+      sleeping->store(kYielding, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
     checkPeerFlags(what, bytes, wait);
     const auto now = Clock::now();
     if (now < nextLiveness) return;
@@ -124,17 +150,16 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
     nextLiveness = now + kLivenessInterval;
   };
   auto block = [&](std::chrono::nanoseconds slice, bool) {
-    sleeping->store(1, std::memory_order_relaxed);
+    sleeping->store(kSleeping, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint32_t seen = word->load(std::memory_order_acquire);
     if (!ready() && other_->state.load(std::memory_order_acquire) ==
                         static_cast<uint32_t>(EndpointState::kOpen)) {
       futexWait(word, seen, std::min<std::chrono::nanoseconds>(slice, nextLiveness - Clock::now()));
     }
-    sleeping->store(0, std::memory_order_relaxed);
-    waiter_.arrived(Deadline(Clock::duration(published->load(std::memory_order_relaxed))));
+    sleeping->store(kYielding, std::memory_order_relaxed);
   };
-  waitFor(*this, wait, waiter_, /*slowWake=*/false, ready, check, block,
+  waitFor(*this, wait, waiter_, /*slowWake=*/false, readyStamped, check, block,
           [&] { return describeWait(what, bytes); });
 }
 
