@@ -32,6 +32,13 @@ void sleptWait(Waiter& w, Deadline start, std::chrono::nanoseconds arrivedAfter,
   w.endedAfterSpin(spins, start, spun, start + wokeAfter, /*slept=*/true);
 }
 
+// A waiter whose last 20 waits (from t0, 1 ms apart) all got their data long after a spin.
+Waiter stoppedSpinning(Deadline t0) {
+  Waiter w(adaptive());
+  for (int i = 0; i < 20; ++i) sleptWait(w, t0 + i * 1ms, 600us, 650us);
+  return w;
+}
+
 TEST(WaitPolicy, FixedPolicyNeverChanges) {
   Backoff b = adaptive();
   b.adapt = false;
@@ -100,9 +107,8 @@ TEST(WaitPolicy, DataThatComesLateShrinksTheSpinThenProbes) {
 }
 
 TEST(WaitPolicy, AWakeUpThatTookLongDoesNotHideDataThatCameEarly) {
-  Waiter w(adaptive());
   const Deadline t0 = Clock::now();
-  for (int i = 0; i < 20; ++i) sleptWait(w, t0 + i * 1ms, 600us, 650us);
+  Waiter w = stoppedSpinning(t0);
   ASSERT_LT(w.nextSpinBudget(), 1000);
   // Now the data comes 3 us after the wait starts, but under load the sleeper is woken only
   // 45 us later: the spin would have caught it, so spinning comes back.
@@ -111,9 +117,8 @@ TEST(WaitPolicy, AWakeUpThatTookLongDoesNotHideDataThatCameEarly) {
 }
 
 TEST(WaitPolicy, ASleepWithoutAStampTeachesNothing) {
-  Waiter w(adaptive());
   const Deadline t0 = Clock::now();
-  for (int i = 0; i < 20; ++i) sleptWait(w, t0 + i * 1ms, 600us, 650us);
+  Waiter w = stoppedSpinning(t0);
   ASSERT_LT(w.nextSpinBudget(), 1000);
   for (int i = 0; i < 5; ++i) {
     const Deadline start = t0 + 100ms + i * 1ms;
@@ -126,9 +131,8 @@ TEST(WaitPolicy, ASleepWithoutAStampTeachesNothing) {
 }
 
 TEST(WaitPolicy, WaitsThatEndWhileSpinningKeepTheSpin) {
-  Waiter w(adaptive());
   const Deadline t0 = Clock::now();
-  for (int i = 0; i < 20; ++i) sleptWait(w, t0 + i * 1ms, 600us, 650us);
+  Waiter w = stoppedSpinning(t0);
   ASSERT_LT(w.nextSpinBudget(), 1000);
   // A wait that ended while yielding (no sleep) within a spin's time counts as caught.
   Deadline start = t0 + 100ms;
