@@ -61,12 +61,8 @@ Environment parse() {
   if (auto v = getenv("RINGLET_COST_MODEL"))
     env.costModel = parseCostModel(*v, "RINGLET_COST_MODEL");
   if (auto v = getenv("RINGLET_TRACE")) env.trace = *v;
-  if (auto v = getenv("RINGLET_WAIT")) {
-    if (*v != "adaptive" && *v != "fixed") {
-      throw InvalidArgument(fmt::format("RINGLET_WAIT={} is not one of adaptive, fixed", *v));
-    }
-    env.wait = *v;
-  }
+  // Checked with the other options when a communicator is made (core).
+  if (auto v = getenv("RINGLET_WAIT")) env.wait = *v;
   if (auto v = getenv("RINGLET_STORE_ADDR")) env.storeAddr = *v;
   if (auto v = getenv("RINGLET_JOB_ID")) {
     if (v->size() > kMaxJobIdBytes) {

@@ -84,7 +84,7 @@ void Waiter::endedAfterSpin(int spins, Deadline start, Deadline spun, Deadline e
   }
 }
 
-void Waiter::slowYield(Deadline start, Deadline /*before*/, Deadline after, bool done) {
+void Waiter::slowYield(Deadline start, Deadline after, bool done) {
   if (!limits_.adapt) return;
   if (stampsArrivals_) {
     if (!done) return;

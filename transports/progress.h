@@ -26,16 +26,15 @@
 // Within those limits each link adapts (Waiter) to what its own recent waits say, because a core
 // shared with someone else's busy thread (backward's BLAS, a compile) turns both phases against
 // us (docs/busy-cores.md):
-//   - spinning pays only when the peer answers within the spin; a wait that outlasted the spin
-//     by more than a wake-up costs (the peer was descheduled, or busy with a large reduction)
-//     halves the spin budget, and one that ended soon after the spin doubles it back. Under load
-//     the budget falls to nothing within a few waits: the rank sleeps at once, and its peer's
-//     wake-up preempts the busy thread (a woken sleeper runs before a CPU hog), where a spinner
-//     would have burnt its share of the core;
-//   - a sched_yield() that kept us off the core for longer than Backoff::slowYield gave it to a
-//     process that does not give it back (a busy loop runs its whole time slice, milliseconds,
-//     while our data sits there): yields stop for this link for Backoff::yieldPenalty, after which
-//     one slow yield again is all it costs to find out.
+//   - spinning pays only when the peer answers within the spin; while recent waits got their data
+//     later than a spin could have caught it (the peer was descheduled, or busy with a large
+//     reduction), the spin shrinks to a few pauses (Waiter below). Under load that happens within
+//     a few waits: the rank sleeps at once, and its peer's wake-up preempts the busy thread (a
+//     woken sleeper runs before a CPU hog), where a spinner would have burnt its share of the core;
+//   - a sched_yield() that kept us off the core for longer than Backoff::slowYield may have given
+//     it to a process that does not give it back (a busy loop runs its whole time slice,
+//     milliseconds, while our data sits there): yields stop for this link for
+//     Backoff::yieldPenalty, after which one slow yield again is all it costs to find out.
 
 #include <sched.h>
 
@@ -75,10 +74,6 @@ struct Backoff {
   // that this link's wake-up would not notice.
   std::chrono::nanoseconds idleSlice = std::chrono::milliseconds(20);
   std::chrono::nanoseconds busySlice = std::chrono::microseconds(50);
-  // What blocking costs over spinning: a sleep plus the wake-up by the writer, a few to tens of
-  // microseconds. A wait that ended within this of its spin phase would have been cheaper to spin
-  // through; one that ended later would have been cheaper to sleep through.
-  std::chrono::nanoseconds wakeCost = std::chrono::microseconds(20);
   // A sched_yield() that took longer than this handed the core to a busy process (adapt: stop
   // yielding for yieldPenalty).
   std::chrono::nanoseconds slowYield = std::chrono::microseconds(500);
@@ -122,13 +117,14 @@ class Waiter {
   // The wait began at `start`, spun `spins` times until `spun`, ended at `end`, and blocked
   // (`slept`) or only yielded.
   void endedAfterSpin(int spins, Deadline start, Deadline spun, Deadline end, bool slept);
-  // A sched_yield() in the wait that began at `start` kept the rank off its core from `before`
-  // to `after` (longer than Backoff::slowYield); `done`: the data had come by then. Stops the
+  // A sched_yield() in the wait that began at `start` kept the rank off its core until `after`
+  // for longer than Backoff::slowYield; `done`: the data had come by then. Stops the
   // yields for Backoff::yieldPenalty, except where the link stamps arrivals and the data did not
   // sit there for longer than slowYield (or has not come): then the core went to a rank of ours
   // that produced it, or that had its own work (an oversubscribed host), not to a busy process.
-  void slowYield(Deadline start, Deadline before, Deadline after, bool done);
-  // From a block: the writer published what this wait waits for at `when`.
+  void slowYield(Deadline start, Deadline after, bool done);
+  // From the link, once the data is there after the spin phase: the writer published it at
+  // `when` (stamped links only).
   void arrived(Deadline when) { arrival_ = when; }
 
  private:
@@ -197,7 +193,7 @@ void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slo
       const Deadline after = Clock::now();
       if (after - now > limits.slowYield) {
         const bool done = ready();
-        waiter.slowYield(start, now, after, done);
+        waiter.slowYield(start, after, done);
         if (done) break;
       }
       continue;

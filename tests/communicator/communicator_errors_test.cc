@@ -25,6 +25,17 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
   return Communicator::create(Bootstrap::forThread(rank, size, store), o);
 }
 
+TEST(CommunicatorErrors, AnUnknownWaitPolicyIsRefusedByName) {
+  runThreadRanks(1, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o;
+    o.transport = "local";
+    o.wait = "sometimes";
+    expectThrowWith<InvalidArgument>(
+        [&] { Communicator::create(Bootstrap::forThread(rank, size, store), o); },
+        {"RINGLET_WAIT", "'sometimes'", "adaptive or fixed"});
+  });
+}
+
 TEST(CommunicatorErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);

@@ -45,7 +45,7 @@ TEST(WaitPolicy, FixedPolicyNeverChanges) {
   Waiter w(b);
   const Deadline t0 = Clock::now();
   for (int i = 0; i < 50; ++i) sleptWait(w, t0 + i * 10ms, 5ms, 5ms);
-  w.slowYield(t0, t0, t0 + 10ms, false);
+  w.slowYield(t0, t0 + 10ms, false);
   EXPECT_EQ(w.nextSpinBudget(), 1000);
   EXPECT_TRUE(w.mayYield(t0 + 10ms + 1us));
 }
@@ -54,7 +54,7 @@ TEST(WaitPolicy, ASlowYieldStopsYieldingForThePenalty) {
   Waiter w(adaptive());  // a link that cannot say when its data came (TCP)
   const Deadline t0 = Clock::now();
   EXPECT_TRUE(w.mayYield(t0));
-  w.slowYield(t0, t0 + 1ms, t0 + 5ms, false);  // a busy process ran its time slice
+  w.slowYield(t0, t0 + 5ms, false);  // a busy process ran its time slice
   EXPECT_FALSE(w.mayYield(t0 + 5ms + 1us));
   EXPECT_FALSE(w.mayYield(t0 + 5ms + adaptive().yieldPenalty - 1us));
   EXPECT_TRUE(w.mayYield(t0 + 5ms + adaptive().yieldPenalty));
@@ -67,17 +67,17 @@ TEST(WaitPolicy, WithStampsOnlyASlowYieldWhileTheDataSatCounts) {
     // published it just before handing the core back. Yielding goes on.
     Waiter w(adaptive(), /*stampsArrivals=*/true);
     w.arrived(t0 + 2900us);
-    w.slowYield(t0, t0 + 1ms, t0 + 3ms, true);
+    w.slowYield(t0, t0 + 3ms, true);
     EXPECT_TRUE(w.mayYield(t0 + 3ms + 1us));
     // Nothing came during a slow yield: the core went to other work of ours.
-    w.slowYield(t0, t0 + 4ms, t0 + 6ms, false);
+    w.slowYield(t0, t0 + 6ms, false);
     EXPECT_TRUE(w.mayYield(t0 + 6ms + 1us));
   }
   {
     // The data came 2 ms before the yield returned: it sat while a busy process held the core.
     Waiter w(adaptive(), /*stampsArrivals=*/true);
     w.arrived(t0 + 1ms);
-    w.slowYield(t0, t0 + 500us, t0 + 3ms, true);
+    w.slowYield(t0, t0 + 3ms, true);
     EXPECT_FALSE(w.mayYield(t0 + 3ms + 1us));
   }
 }
