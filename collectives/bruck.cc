@@ -10,7 +10,6 @@
 // k set go to rank r+2^k, and the same indices come back from rank r-2^k. After the last round
 // tmp[i] is the block rank r-i sent to r; a final rotation puts it in place.
 #include <cstring>
-#include <memory>
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
@@ -21,20 +20,20 @@ void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceB
   const int n = group.size;
   const int r = group.rank;
   const size_t block = args.sendCount * elementSize(args.type);
-  auto tmp = temporaryBytes(block * n);
-  if (block > 0) std::memcpy(tmp.get(), args.send, block);
+  std::byte* tmp = scratchBytes(0, block * n);
+  if (block > 0) std::memcpy(tmp, args.send, block);
   for (int dist = 1; dist < n; dist <<= 1) {
     const size_t bytes = static_cast<size_t>(std::min(dist, n - dist)) * block;
     exchange({.out = &group.link(wrap(r - dist, n)),
-              .send = tmp.get(),
+              .send = tmp,
               .sendBytes = bytes,
               .in = &group.link(wrap(r + dist, n)),
-              .recv = tmp.get() + dist * block,
+              .recv = tmp + dist * block,
               .recvBytes = bytes},
              sliceBytes, wait);
   }
   for (int i = 0; i < n && block > 0; ++i) {
-    std::memcpy(args.recv + wrap(r + i, n) * block, tmp.get() + i * block, block);
+    std::memcpy(args.recv + wrap(r + i, n) * block, tmp + i * block, block);
   }
 }
 
@@ -43,37 +42,37 @@ void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceByt
   const int n = group.size;
   const int r = group.rank;
   const size_t block = args.blockBytes;
-  auto tmp = temporaryBytes(block * n);
+  std::byte* tmp = scratchBytes(0, block * n);
   for (int i = 0; i < n && block > 0; ++i) {
-    std::memcpy(tmp.get() + i * block, args.send + wrap(r + i, n) * block, block);
+    std::memcpy(tmp + i * block, args.send + wrap(r + i, n) * block, block);
   }
-  auto packed = temporaryBytes(block * n);
-  auto unpacked = temporaryBytes(block * n);
+  std::byte* packed = scratchBytes(1, block * n);
+  std::byte* unpacked = scratchBytes(2, block * n);
   for (int dist = 1; dist < n; dist <<= 1) {
     size_t bytes = 0;
     for (int i = dist; i < n && block > 0; ++i) {
       if (i & dist) {
-        std::memcpy(packed.get() + bytes, tmp.get() + i * block, block);
+        std::memcpy(packed + bytes, tmp + i * block, block);
         bytes += block;
       }
     }
     exchange({.out = &group.link(wrap(r + dist, n)),
-              .send = packed.get(),
+              .send = packed,
               .sendBytes = bytes,
               .in = &group.link(wrap(r - dist, n)),
-              .recv = unpacked.get(),
+              .recv = unpacked,
               .recvBytes = bytes},
              sliceBytes, wait);
     bytes = 0;
     for (int i = dist; i < n && block > 0; ++i) {
       if (i & dist) {
-        std::memcpy(tmp.get() + i * block, unpacked.get() + bytes, block);
+        std::memcpy(tmp + i * block, unpacked + bytes, block);
         bytes += block;
       }
     }
   }
   for (int j = 0; j < n && block > 0; ++j) {
-    std::memcpy(args.recv + j * block, tmp.get() + wrap(r - j, n) * block, block);
+    std::memcpy(args.recv + j * block, tmp + wrap(r - j, n) * block, block);
   }
 }
 

@@ -2,6 +2,8 @@
 // Messages are cut to the slice and to the link's largest message, which both ends of a link
 // compute alike, so sender and receiver cut the same way.
 #include <algorithm>
+#include <array>
+#include <memory>
 
 #include "collectives/collectives.h"
 #include "kernels/reduce.h"
@@ -19,8 +21,19 @@ size_t messageBytes(const Link& link, size_t slice) {
 
 }  // namespace
 
-std::unique_ptr<std::byte[]> temporaryBytes(size_t bytes) {
-  return std::make_unique_for_overwrite<std::byte[]>(std::max<size_t>(bytes, 1));
+std::byte* scratchBytes(int slot, size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<std::byte[]> memory;
+    size_t capacity = 0;
+  };
+  thread_local std::array<Buffer, kScratchSlots> buffers;
+  Buffer& buffer = buffers.at(static_cast<size_t>(slot));
+  if (bytes > buffer.capacity || !buffer.memory) {
+    buffer.memory.reset();
+    buffer.capacity = std::max<size_t>(bytes, 1);
+    buffer.memory = std::make_unique_for_overwrite<std::byte[]>(buffer.capacity);
+  }
+  return buffer.memory.get();
 }
 
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
@@ -66,7 +79,8 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
       const size_t bytes = std::min(recvStep, x.recvBytes - received);
       if (x.reduce) {
         const std::byte* in = x.in->recv(bytes, wait);
-        kernels::reduce(x.recv + received, x.recv + received, in, bytes / element, x.type, x.op);
+        const std::byte* local = x.local != nullptr ? x.local : x.recv;
+        kernels::reduce(x.recv + received, local + received, in, bytes / element, x.type, x.op);
         x.in->release();
       } else {
         x.in->recvInto(x.recv + received, bytes, wait);

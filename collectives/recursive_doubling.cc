@@ -14,7 +14,6 @@
 // communicator's tiny all-reduce, the data inside a call header that every receiver checks.
 #include <cstdint>
 #include <cstring>
-#include <memory>
 
 #include "collectives/collectives.h"
 #include "kernels/reduce.h"
@@ -50,15 +49,16 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   const size_t wire = framing.messageBytes(bytes);
   int p = 1;
   while (p * 2 <= n) p *= 2;
-
-  std::byte* out = args.recv;
-  if (out != args.send && bytes > 0) std::memcpy(out, args.send, bytes);
+  const bool foldIn = r < n - p;
 
   bool sentOnce = false;
-  auto sendTo = [&](Link& link) {
-    sendFrom(link, framing.wrap(out, bytes), wire, wait);
+  auto firstSendDone = [&] {
     if (!sentOnce && afterFirstSend) afterFirstSend();
     sentOnce = true;
+  };
+  auto sendTo = [&](Link& link, const std::byte* data) {
+    sendFrom(link, framing.wrap(data, bytes), wire, wait);
+    firstSendDone();
   };
   // The partner's data, checked by the framing; release() the link after use.
   auto receive = [&](Link& link) -> const std::byte* {
@@ -70,18 +70,9 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
       throw;
     }
   };
-
-  // A buffer larger than a link's largest message (only when this algorithm is forced for large
-  // data; framed messages always fit) goes in slices: sent whole, received into scratch, then
-  // reduced. Both ends of a link decide alike.
-  std::unique_ptr<std::byte[]> scratch;
-  auto sliced = [&](Link& link) {
-    if (wire <= link.maxMessageBytes()) return false;
-    if (!sentOnce && afterFirstSend) afterFirstSend();
-    sentOnce = true;
-    if (!scratch) scratch = temporaryBytes(bytes);
-    return true;
-  };
+  // A buffer larger than a link's largest message (framed messages always fit) goes in slices,
+  // each reduced as it arrives. Both ends of a link decide alike.
+  auto sliced = [&](const Link& link) { return wire > link.maxMessageBytes(); };
   constexpr size_t kWholeLink = SIZE_MAX;  // slices of the link's largest message
 
   // Trace mode: each exchange, fold and unfold is a step.
@@ -95,63 +86,104 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     trace::StepScope traced(wait.trace, step("foldOut", r - p, r - p));
     Link& link = group.link(r - p);
     if (sliced(link)) {
-      sendSliced(link, out, bytes, kWholeLink, wait);
-      recvSliced(link, out, bytes, kWholeLink, wait);
+      firstSendDone();
+      sendSliced(link, args.send, bytes, kWholeLink, wait);
+      recvSliced(link, args.recv, bytes, kWholeLink, wait);
       return;
     }
-    sendTo(link);
+    sendTo(link, args.send);
     link.flush(wait);
     const std::byte* in = receive(link);
-    if (bytes > 0) std::memcpy(out, in, bytes);
+    if (bytes > 0) std::memcpy(args.recv, in, bytes);
     link.release();
     return;
   }
-  if (r < n - p) {  // fold the extra rank's input in
+
+  // Each stage (the fold, then each exchange) reads `current` and writes `into(stage)`. Whole
+  // messages reduce in place in recv: the send has left (flush) before the reduction. Slices
+  // reduce as they arrive while later ones are still being sent, so a sliced exchange writes a
+  // buffer other than the one it sends: recv and scratch take turns, recv last.
+  int stages = foldIn ? 1 : 0;
+  for (int mask = 1; mask < p; mask <<= 1) ++stages;
+  bool anySliced = foldIn && sliced(group.link(r + p));
+  for (int mask = 1; mask < p; mask <<= 1) anySliced = anySliced || sliced(group.link(r ^ mask));
+  const std::byte* current = args.recv;
+  std::byte* other = args.recv;
+  if (anySliced) {
+    current = args.send;
+    other = scratchBytes(0, bytes);
+    // The first exchange (no fold) must not write the buffer it sends: in place, start from a copy.
+    if (!foldIn && stages % 2 == 1 && args.send == args.recv) {
+      std::byte* copy = scratchBytes(1, bytes);
+      std::memcpy(copy, args.send, bytes);
+      current = copy;
+    }
+  } else if (args.recv != args.send && bytes > 0) {
+    std::memcpy(args.recv, args.send, bytes);
+  }
+  auto into = [&](int stage) { return (stages - 1 - stage) % 2 == 0 ? args.recv : other; };
+
+  int stage = 0;
+  if (foldIn) {  // fold the extra rank's input in
     trace::StepScope traced(wait.trace, step("foldIn", -1, r + p));
     Link& link = group.link(r + p);
+    std::byte* out = into(stage++);
     if (sliced(link)) {
-      recvSliced(link, scratch.get(), bytes, kWholeLink, wait);
-      reduce(out, out, scratch.get(), args.count, args.type, args.op);
+      exchange({.out = &link,
+                .in = &link,
+                .recv = out,
+                .recvBytes = bytes,
+                .reduce = true,
+                .local = current,
+                .type = args.type,
+                .op = args.op},
+               kWholeLink, wait);
     } else {
       const std::byte* in = receive(link);
-      reduce(out, out, in, args.count, args.type, args.op);
+      reduce(out, current, in, args.count, args.type, args.op);
       link.release();
     }
+    current = out;
   }
-  // Exchange with r^mask and combine: send first, then receive and reduce. The send must have
-  // left `out` (flush) before the reduction overwrites it.
+  // Exchange with r^mask and combine.
   for (int mask = 1; mask < p; mask <<= 1) {
     trace::StepScope traced(wait.trace, step("exchangeReduce", r ^ mask, r ^ mask));
     Link& link = group.link(r ^ mask);
+    std::byte* out = into(stage++);
     if (sliced(link)) {
+      firstSendDone();
       exchange({.out = &link,
-                .send = out,
+                .send = current,
                 .sendBytes = bytes,
                 .in = &link,
-                .recv = scratch.get(),
-                .recvBytes = bytes},
+                .recv = out,
+                .recvBytes = bytes,
+                .reduce = true,
+                .local = current,
+                .type = args.type,
+                .op = args.op},
                kWholeLink, wait);
-      reduce(out, out, scratch.get(), args.count, args.type, args.op);
-      continue;
+    } else {
+      sendTo(link, current);
+      const std::byte* in = receive(link);
+      link.flush(wait);
+      reduce(out, current, in, args.count, args.type, args.op);
+      link.release();
     }
-    sendTo(link);
-    const std::byte* in = receive(link);
-    link.flush(wait);
-    reduce(out, out, in, args.count, args.type, args.op);
-    link.release();
+    current = out;
   }
-  if (args.op == ReduceOp::kAvg) finishAverage(out, args.count, args.type, n);
-  if (r < n - p) {
+  if (args.op == ReduceOp::kAvg) finishAverage(args.recv, args.count, args.type, n);
+  if (foldIn) {
     trace::StepScope traced(wait.trace, step("unfold", r + p, -1));
     Link& link = group.link(r + p);
     if (sliced(link)) {
-      sendSliced(link, out, bytes, kWholeLink, wait);
+      sendSliced(link, args.recv, bytes, kWholeLink, wait);
     } else {
-      sendTo(link);
+      sendTo(link, args.recv);
       link.flush(wait);
     }
   }
-  if (!sentOnce && afterFirstSend) afterFirstSend();
+  firstSendDone();
 }
 
 }  // namespace ringlet::collectives

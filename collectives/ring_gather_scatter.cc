@@ -31,21 +31,8 @@ size_t sliceElements(size_t sliceBytes, size_t elementBytes) {
 }
 
 // Memory for partial results that a rank passes on but does not keep (over TCP a send leaves
-// from caller memory, which must stay unchanged until the flush). Not zero-filled. Kept per
-// thread and reused by the next call: a fresh buffer per call costs a page fault per 4 KiB, and
-// from 32 MiB on the allocator maps new pages every time (a 32 MiB reduce-scatter on two ranks
-// took 59 ms instead of about 2). The largest size used stays allocated, as with the scratch
-// buffers of other collective libraries. One user at a time per thread.
-std::byte* scratch(size_t bytes) {
-  thread_local std::unique_ptr<std::byte[]> buffer;
-  thread_local size_t capacity = 0;
-  if (bytes > capacity || !buffer) {
-    buffer.reset();
-    capacity = std::max<size_t>(bytes, 1);
-    buffer = std::make_unique_for_overwrite<std::byte[]>(capacity);
-  }
-  return buffer.get();
-}
+// from caller memory, which must stay unchanged until the flush).
+std::byte* scratch(size_t bytes) { return scratchBytes(0, bytes); }
 
 // Trace mode: ring chunks are named in each step; the v-forms' blocks by their offset only.
 void traceLayout(LinkPrims& prims, const RingPieces& piece) {

@@ -56,7 +56,7 @@ void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
   if (v == 0) {  // the root: every child's subtree lands in rank order
     std::byte* own = args.recv + static_cast<size_t>(args.root) * block;
     if (block > 0 && own != args.send) std::memcpy(own, args.send, block);
-    std::unique_ptr<std::byte[]> staging;
+    std::byte* staging = nullptr;
     for (int mask = 1; mask < n; mask <<= 1) {
       const int blocks = std::min(mask, n - mask);
       Link& child = group.link(wrap(group.rank + mask, n));
@@ -64,9 +64,9 @@ void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
         recvSliced(child, run, blocks * block, sliceBytes, wait);
         continue;
       }
-      if (!staging) staging = temporaryBytes(block * n);
-      recvSliced(child, staging.get(), blocks * block, sliceBytes, wait);
-      copyRelative(args.recv, staging.get(), true, args.root, mask, blocks, n, block);
+      if (!staging) staging = scratchBytes(0, block * n);
+      recvSliced(child, staging, blocks * block, sliceBytes, wait);
+      copyRelative(args.recv, staging, true, args.root, mask, blocks, n, block);
     }
     return;
   }
@@ -78,14 +78,14 @@ void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
     return;
   }
   // This rank's subtree, in relative order.
-  auto held = temporaryBytes(block * subtree);
-  if (block > 0) std::memcpy(held.get(), args.send, block);
+  std::byte* held = scratchBytes(0, block * subtree);
+  if (block > 0) std::memcpy(held, args.send, block);
   for (int mask = 1; mask < parentMask && v + mask < n; mask <<= 1) {
     const int blocks = std::min(mask, n - v - mask);
-    recvSliced(group.link(wrap(group.rank + mask, n)), held.get() + mask * block, blocks * block,
+    recvSliced(group.link(wrap(group.rank + mask, n)), held + mask * block, blocks * block,
                sliceBytes, wait);
   }
-  sendSliced(parent, held.get(), subtree * block, sliceBytes, wait);
+  sendSliced(parent, held, subtree * block, sliceBytes, wait);
 }
 
 void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
@@ -96,7 +96,7 @@ void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
   int top = 1;
   while (top < n) top <<= 1;
   if (v == 0) {  // the root: every child's subtree leaves from rank order
-    std::unique_ptr<std::byte[]> staging;
+    std::byte* staging = nullptr;
     auto* all = const_cast<std::byte*>(args.send);  // only read
     for (int mask = top >> 1; mask > 0; mask >>= 1) {
       if (mask >= n) continue;
@@ -106,9 +106,9 @@ void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
         sendSliced(child, run, blocks * block, sliceBytes, wait);
         continue;
       }
-      if (!staging) staging = temporaryBytes(block * n);
-      copyRelative(all, staging.get(), false, args.root, mask, blocks, n, block);
-      sendSliced(child, staging.get(), blocks * block, sliceBytes, wait);
+      if (!staging) staging = scratchBytes(0, block * n);
+      copyRelative(all, staging, false, args.root, mask, blocks, n, block);
+      sendSliced(child, staging, blocks * block, sliceBytes, wait);
     }
     const std::byte* own = args.send + static_cast<size_t>(args.root) * block;
     if (block > 0 && own != args.recv) std::memcpy(args.recv, own, block);
@@ -121,15 +121,15 @@ void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
     recvSliced(parent, args.recv, block, sliceBytes, wait);
     return;
   }
-  auto held = temporaryBytes(block * subtree);
-  recvSliced(parent, held.get(), subtree * block, sliceBytes, wait);
+  std::byte* held = scratchBytes(0, block * subtree);
+  recvSliced(parent, held, subtree * block, sliceBytes, wait);
   for (int mask = parentMask >> 1; mask > 0; mask >>= 1) {
     if (v + mask < n) {
-      sendSliced(group.link(wrap(group.rank + mask, n)), held.get() + mask * block,
+      sendSliced(group.link(wrap(group.rank + mask, n)), held + mask * block,
                  std::min(mask, n - v - mask) * block, sliceBytes, wait);
     }
   }
-  if (block > 0) std::memcpy(args.recv, held.get(), block);
+  if (block > 0) std::memcpy(args.recv, held, block);
 }
 
 }  // namespace ringlet::collectives

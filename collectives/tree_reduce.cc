@@ -22,7 +22,6 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
   const int n = group.size;
   const int v = wrap(group.rank - args.root, n);
   const size_t bytes = args.count * elementSize(args.type);
-  std::unique_ptr<std::byte[]> partial;
   const std::byte* held = args.send;  // what this rank passes on
   for (int mask = 1; mask < n; mask <<= 1) {
     if (v & mask) {
@@ -33,8 +32,7 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
     if (held == args.send) {  // first child: start accumulating
       std::byte* acc = args.recv;
       if (v != 0) {
-        partial = temporaryBytes(bytes);
-        acc = partial.get();
+        acc = scratchBytes(0, bytes);
       }
       if (acc != args.send && bytes > 0) std::memcpy(acc, args.send, bytes);
       held = acc;

@@ -359,6 +359,23 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     // Past kernels::kStreamingBytes (8 MiB): final results take the non-temporal path.
     allreduceCase(comm, DataType::kFloat32, ReduceOp::kAvg, 2200003, false);
     allreduceCase(comm, DataType::kInt64, ReduceOp::kSum, 1100003, true);
+
+    // The log-step algorithms with buffers larger than a link's largest message (shm slots of
+    // 8 KiB; the in-process transport's 1 MiB): sliced exchanges that reduce as slices arrive,
+    // scratch buffers reused across calls.
+    o.algorithms = algorithmSets[1];
+    o.transportOptions["shm_bytes"] = "64K";
+    Communicator sliced = Communicator::create(bootstrap, o);
+    const size_t count = 300007;  // 1.2 MB of float32
+    for (bool inPlace : {false, true}) {
+      allreduceCase(sliced, DataType::kFloat32, ReduceOp::kSum, count, inPlace);
+      allreduceCase(sliced, DataType::kFloat32, ReduceOp::kAvg, count, inPlace);
+      allreduceCase(sliced, DataType::kInt64, ReduceOp::kMax, count, inPlace);
+      allgatherCase(sliced, DataType::kFloat32, count / size + 1, inPlace);
+      reduceCase(sliced, DataType::kFloat32, ReduceOp::kSum, count, size - 1, inPlace);
+      gatherScatterCase(sliced, DataType::kFloat32, count / size + 1, 0, inPlace);
+      allToAllCase(sliced, DataType::kFloat32, count / size + 1, inPlace);
+    }
   }
 }
 
