@@ -16,15 +16,23 @@
 //               rabenseifner        (2L+2e) a  + (2(p-1)/p + 2e) m b + ((p-1)/p + e) m g
 //                                   + 2(p-1)/p m d  (each step copies what it sends; the ring's
 //                                   primitives reduce straight into the next rank's slot)
-//   broadcast   tree                ceil(log2 n) (a + m b)
-//               chain               (n-2+k) (a + m/k b)
-//   reduce      tree                ceil(log2 n) (a + m b + m g)
-//               chain               (n-2+k) (a + m/k (b + g))
-//   all-gather  ring                (n-1+k-1) a + (n-1)/n m b
-//               bruck               ceil(log2 n) a + (n-1)/n m b + m d      (final rotation)
+//   broadcast   tree                ceil(log2 n) (a + (m+s) b1)
+//               chain               (n-2+k) (a + m/k c) + s b1        (c = (b+b1)/2; b1, n = 2)
+//   reduce      tree                ceil(log2 n) (a + (m+s) b1 + m g)
+//               chain               (n-2+k) (a + m/k (c + g)) + s b1
+//   all-gather  ring                (n-1+k-1) a + (n-1)/n m b + m/n d       (own block)
+//               bruck               ceil(log2 n) a + (n-1)/n m b + (1+1/n) m d  (own block,
+//                                   final rotation)
 //   reduce-sc.  ring                (n-1+k-1) a + (n-1)/n m (b + g)
 //   all-to-all  pairwise            (n-1) (a + m/n b)
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
+//   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1
+//
+// b1 is the one-way rate (a rank that only sends or only receives; about b/2 on shared memory
+// and loopback, where both ends copy); s = min(m, slice): one way, a slice is copied in at one
+// end before it is copied out at the other, which fills the pipeline. b, b1, g and d are scaled by the size of a rank's working
+// set (its send and receive buffers; memoryScale): cheaper in the core's own caches, dearer
+// past its share of the last-level cache.
 //
 // The parameters are measured by the communicator on its own links when it is created
 // (src/core/calibrate.cc) and agreed by all ranks, so the choice is the same everywhere.
@@ -172,14 +180,56 @@ std::map<std::string, std::string> parseAlgorithmList(std::string_view text,
   return out;
 }
 
+namespace {
+
+// Bytes one rank's buffers span in `collective` (send and receive): what must fit its share of
+// the cache.
+double workingSetBytes(Collective collective, double m, double n) {
+  switch (collective) {
+    case Collective::kAllreduce:
+    case Collective::kReduce:
+    case Collective::kAllToAll:
+      return 2 * m;
+    case Collective::kAllgather:
+    case Collective::kReduceScatter:
+    case Collective::kGather:
+    case Collective::kScatter:
+      return m + m / n;
+    case Collective::kBroadcast:
+      return m;
+    case Collective::kBarrier:
+      break;
+  }
+  return 0;
+}
+
+}  // namespace
+
+double memoryScale(const CostModel& model, double workingSetBytes) {
+  // (log2 working set, factor), piecewise linear between the points, flat outside.
+  constexpr double kSmall = 18;       // 256 KiB: the small calibration shift's buffers
+  constexpr double kCalibrated = 21;  // 2 MiB: the 1 MiB shift's
+  const double x = std::log2(std::max(workingSetBytes, 1.0));
+  auto between = [](double x, double x0, double y0, double x1, double y1) {
+    return y0 + (y1 - y0) * std::clamp((x - x0) / (x1 - x0), 0.0, 1.0);
+  };
+  if (x <= kCalibrated) return between(x, kSmall, model.smallFactor, kCalibrated, 1.0);
+  if (model.cacheBytes <= 0) return 1;
+  const double cache = std::max(std::log2(model.cacheBytes), kCalibrated);
+  return between(x, cache, 1.0, cache + 1, model.memoryFactor);
+}
+
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
                       size_t sliceBytes, const CostModel& model) {
+  if (size <= 1) return 0;
   const double n = size;
   const double m = static_cast<double>(bytes);
+  const double scale = memoryScale(model, workingSetBytes(collective, m, n));
   const double a = model.alpha;
-  const double b = model.beta;
-  const double g = model.gamma;
-  const double d = model.delta;
+  const double b = model.beta * scale;
+  const double b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * scale;
+  const double g = model.gamma * scale;
+  const double d = model.delta * scale;
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
   // Slices of one ring step (1/n of the data), and of the whole buffer.
   const double stepSlices = std::max(1.0, std::ceil(m / n / slice));
@@ -189,7 +239,6 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   while (p * 2 <= size) p *= 2;
   const double L = ceilLog2(p);
   const double e = size != p ? 1.0 : 0.0;
-  if (size <= 1) return 0;
   switch (collective) {
     case Collective::kAllreduce:
       switch (algorithm) {
@@ -207,15 +256,27 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     case Collective::kBroadcast:
     case Collective::kReduce: {
       const double reduce = collective == Collective::kReduce ? g : 0.0;
-      if (algorithm == Algorithm::kTree) return rounds * (a + m * (b + reduce));
+      // A tree's ranks send or receive in turn: one way. A chain's inner ranks receive and pass
+      // on at once; a chain of two is one way.
+      // One way, a slice is copied in at one end and out at the other, so the pipeline fills
+      // with one slice more. A chain's inner ranks read each slice once and write it twice (their
+      // output, the next rank's slot): between one way and both ways.
+      if (algorithm == Algorithm::kTree) {
+        return rounds * (a + (m + std::min(m, slice)) * b1 + m * reduce);
+      }
       if (algorithm == Algorithm::kChain) {
-        return (n - 2 + slices) * (a + m / slices * (b + reduce));
+        const double link = size == 2 ? b1 : (b + b1) / 2;
+        return (n - 2 + slices) * (a + m / slices * (link + reduce)) + std::min(m, slice) * b1;
       }
       break;
     }
-    case Collective::kAllgather:
-      if (algorithm == Algorithm::kRing) return (n - 2 + stepSlices) * a + (n - 1) / n * m * b;
-      if (algorithm == Algorithm::kBruck) return rounds * a + (n - 1) / n * m * b + m * d;
+    case Collective::kAllgather:  // plus the copy of the rank's own block into place
+      if (algorithm == Algorithm::kRing) {
+        return (n - 2 + stepSlices) * a + (n - 1) / n * m * b + m / n * d;
+      }
+      if (algorithm == Algorithm::kBruck) {
+        return rounds * a + (n - 1) / n * m * b + (1 + 1 / n) * m * d;
+      }
       break;
     case Collective::kReduceScatter:
       if (algorithm == Algorithm::kRing) {
@@ -228,7 +289,9 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       break;
     case Collective::kGather:
     case Collective::kScatter:
-      if (algorithm == Algorithm::kTree) return rounds * a + (n - 1) / n * m * b;
+      if (algorithm == Algorithm::kTree) {
+        return rounds * a + ((n - 1) / n * m + std::min(m / n, slice)) * b1;
+      }
       break;
     case Collective::kBarrier:
       if (algorithm == Algorithm::kDissemination) return rounds * a;

@@ -74,6 +74,9 @@ using CostModel = ringlet::CostModel;
 // `sliceBytes`: the pipeline slice of the ring and chain.
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
                       size_t sliceBytes, const CostModel& model);
+// What a byte costs, relative to the calibrated rates, when a rank's buffers span
+// `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes).
+double memoryScale(const CostModel& model, double workingSetBytes);
 // `forced` when it is not kAuto; else the algorithm the model predicts fastest (ties: the first
 // in algorithmsOf order).
 Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceBytes,

@@ -94,11 +94,25 @@ Environment parse() {
 
 }  // namespace
 
-std::array<double, 4> parseCostModel(std::string_view text, std::string_view what) {
+std::array<double, 8> parseCostModel(std::string_view text, std::string_view what) {
+  struct Key {
+    std::string_view name;
+    double low, high;  // the accepted range
+    bool required;
+    double otherwise;  // when not given
+  };
   constexpr double kMaxCostSeconds = 1.0;  // per message or byte: anything above is a typo
-  constexpr std::string_view kNames[] = {"alpha", "beta", "gamma", "delta"};
-  std::array<double, 4> values{};
-  std::array<bool, 4> seen{};
+  constexpr Key kKeys[] = {{"alpha", 0, kMaxCostSeconds, true, 0},
+                           {"beta", 0, kMaxCostSeconds, true, 0},
+                           {"gamma", 0, kMaxCostSeconds, true, 0},
+                           {"delta", 0, kMaxCostSeconds, true, 0},
+                           {"oneway", 0, kMaxCostSeconds, false, 0},
+                           {"memory", 1, 1000, false, 1},
+                           {"cache", 0, 1e15, false, 0},
+                           {"small", 0.01, 1, false, 1}};
+  constexpr size_t kCount = std::size(kKeys);
+  std::array<double, kCount> values{};
+  std::array<bool, kCount> seen{};
   const std::string all(text);
   size_t start = 0;
   while (start <= all.size()) {
@@ -109,21 +123,28 @@ std::array<double, 4> parseCostModel(std::string_view text, std::string_view wha
     const size_t eq = entry.find('=');
     const std::string key = entry.substr(0, std::min(eq, entry.size()));
     size_t index = 0;
-    while (index < 4 && kNames[index] != key) ++index;
+    while (index < kCount && kKeys[index].name != key) ++index;
     char* end = nullptr;
     const double value = eq == std::string::npos ? -1 : std::strtod(entry.c_str() + eq + 1, &end);
-    if (index == 4 || eq == std::string::npos || end == entry.c_str() + eq + 1 || *end != '\0' ||
-        !std::isfinite(value) || value < 0 || value > kMaxCostSeconds) {
+    if (index == kCount || eq == std::string::npos || end == entry.c_str() + eq + 1 ||
+        *end != '\0' || !std::isfinite(value) || value < kKeys[index].low ||
+        value > kKeys[index].high) {
       throw InvalidArgument(fmt::format(
-          "{}={}: '{}' is not name=seconds with name alpha, beta, gamma or delta and seconds "
-          "from 0 to {:g} (example: alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",
+          "{}={}: '{}' is not name=value with name alpha, beta, gamma, delta, oneway (seconds "
+          "from 0 to {:g}), memory (a factor from 1 to 1000), small (a factor from 0.01 to 1) or "
+          "cache (bytes) (example: "
+          "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",
           what, text, entry, kMaxCostSeconds));
     }
     values[index] = value;
     seen[index] = true;
   }
-  for (size_t i = 0; i < 4; ++i) {
-    if (!seen[i]) throw InvalidArgument(fmt::format("{}={}: {} is missing", what, text, kNames[i]));
+  for (size_t i = 0; i < kCount; ++i) {
+    if (seen[i]) continue;
+    if (kKeys[i].required) {
+      throw InvalidArgument(fmt::format("{}={}: {} is missing", what, text, kKeys[i].name));
+    }
+    values[i] = kKeys[i].otherwise;
   }
   return values;
 }

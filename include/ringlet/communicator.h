@@ -41,13 +41,26 @@ namespace ringlet {
 // What the algorithm choice assumes about the machine, in seconds: every message costs alpha,
 // every byte sent over a link beta, every byte reduced gamma, every byte copied in local memory
 // delta. Communicator::create measures them on the links it made (a few short exchanges with
-// the ring neighbours and a local reduce and copy; the slowest rank's values, so all ranks
-// agree) unless options give them.
+// the ring neighbours, a one-way stream, a local reduce and copy; the slowest rank's values, so
+// all ranks agree) unless options give them.
 struct CostModel {
   double alpha = 2e-6;
   double beta = 1.0 / 4e9;
   double gamma = 1.0 / 8e9;
   double delta = 1.0 / 16e9;
+  // Per byte sent when the ranks only send or only receive (trees, a chain of two): 0 means
+  // beta. On shared memory and loopback TCP a byte costs a copy at each end, and beta is
+  // measured with every rank sending and receiving at once, so one way costs about half.
+  double betaOneWay = 0;
+  // beta, gamma and delta are measured with 1 MiB buffers (a working set of 2 MiB). Smaller
+  // buffers stay in the core's own caches: their bytes cost `smallFactor` times as much from a
+  // working set of 256 KiB down. Buffers that outgrow the cache cost up to `memoryFactor` times
+  // as much, reached when a rank's working set is twice `cacheBytes`, the last-level cache's
+  // share of one rank. Between these points the factor is linear in log2(working set).
+  // 1, 1 and cacheBytes 0: bytes cost the same at every size.
+  double smallFactor = 1;
+  double memoryFactor = 1;
+  double cacheBytes = 0;
 };
 
 // The algorithms of one collective, as CommunicatorOptions::algorithms names them.

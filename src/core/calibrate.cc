@@ -1,20 +1,36 @@
 // The cost model's parameters, measured once per communicator inside create(), on the links the
 // collectives will use (collectives/select.cc has the model):
 //
-//   alpha  one message: an 8-byte shift around the ring (every rank sends to the next and
-//          receives from the previous at once, as a ring step does)
-//   beta   one byte over a link: the same shift with 1 MiB, less alpha, per byte
-//   gamma  one byte reduced: a float32 sum of 1 MiB into a buffer, per byte
-//   delta  one byte copied: a memcpy of 1 MiB, per byte
+//   alpha         one message: an 8-byte shift around the ring (every rank sends to the next
+//                 and receives from the previous at once, as a ring step does)
+//   beta          one byte over a link: the same shift with 1 MiB, less alpha, per byte
+//   betaOneWay    one byte when ranks only send or only receive: pairs of ring neighbours, one
+//                 sends 1 MiB, the other answers with 8 bytes; less that 8-byte round trip
+//   gamma         one byte reduced: a float32 sum of 1 MiB into a buffer, per byte; on shared
+//                 memory, where a received byte is reduced from the slot in place of its copy,
+//                 what that sum costs over a memcpy (at least a tenth of the sum)
+//   delta         one byte copied: a memcpy of 1 MiB, per byte
+//   smallFactor   beta from a 128 KiB shift (buffers in the core's own caches) over beta
+//   memoryFactor  a memcpy's time per byte from a source twice this rank's share of the
+//                 last-level cache, over one within the cache (once per process: the host's)
+//   cacheBytes    the last-level cache (sysfs) over the communicator's ranks on this host
 //
-// Each is the fastest of a few batches (other processes only ever slow a batch down). Each rank
-// measures, then all take the largest value of each (a max all-reduce), so the model and every
-// choice made from it is the same on every rank. 33 small and 5 large shifts: about a
-// millisecond on one idle host, tens of milliseconds over TCP or with more ranks than cores.
-// CommunicatorOptions::calibrationEffort multiplies the batches (ringlet-model uses more).
+// Each is the median of a few batches: the fastest batch is the luckiest, and it made the model
+// up to twice too optimistic on a machine shared with others. Each rank measures, then all take
+// the largest value of each (a max all-reduce; the smallest cacheBytes), so the model and every
+// choice made from it is the same on every rank. About a millisecond on one idle host, tens of
+// milliseconds over TCP or with more ranks than cores, plus the memory measurement once per
+// process. CommunicatorOptions::calibrationEffort multiplies the batches (ringlet-model uses
+// more).
+#include <fmt/format.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "collectives/collectives.h"
@@ -27,21 +43,68 @@ namespace {
 using Seconds = std::chrono::duration<double>;
 constexpr size_t kLargeBytes = size_t{1} << 20;
 
-// The fastest of `batches` batches of `reps` runs, per run: the machine's cost without the
-// noise of other processes (a busy core stretches some batches, never shortens one).
+// The median of `batches` batches of `reps` runs, per run.
 template <typename F>
-double bestSeconds(int batches, int reps, F&& run) {
+double medianSeconds(int batches, int reps, F&& run) {
   run();  // warm: caches, pages, the peer's arrival
-  double best = 1e30;
+  std::vector<double> times;
   for (int b = 0; b < batches; ++b) {
     const auto start = transport::Clock::now();
     for (int i = 0; i < reps; ++i) run();
-    best = std::min(best, Seconds(transport::Clock::now() - start).count() / reps);
+    times.push_back(Seconds(transport::Clock::now() - start).count() / reps);
   }
-  return best;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
 }
 
-CostModel measure(const collectives::Group& group, size_t slice, int effort,
+// Bytes of the largest cache of the CPU this thread runs on (sysfs; 0 when unknown).
+double lastLevelCacheBytes() {
+  const int cpu = std::max(0, sched_getcpu());
+  double largest = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream file(fmt::format("/sys/devices/system/cpu/cpu{}/cache/index{}/size", cpu, index));
+    double size = 0;
+    std::string unit;
+    if (!(file >> size)) continue;
+    file >> unit;  // "32768K"
+    if (!unit.empty() && unit[0] == 'K') size *= 1024;
+    if (!unit.empty() && unit[0] == 'M') size *= 1024 * 1024;
+    largest = std::max(largest, size);
+  }
+  return largest;
+}
+
+// Memory's time per byte over the cache's: a copy from a source that spans twice this rank's
+// share of the last-level cache into a 1 MiB destination (a collective's step reads or writes
+// its user buffer in memory and the link's slot in cache) against a copy between two 1 MiB
+// buffers. The host's: measured by the first communicator of the process (every rank of the
+// host at once) and kept.
+double memoryFactor(double cacheShare, int effort) {
+  static std::mutex mutex;
+  static double factor = 0;
+  std::lock_guard lock(mutex);
+  if (factor > 0) return factor;
+  if (cacheShare <= 0) return factor = 1;
+  const size_t bytes =
+      std::clamp<size_t>(static_cast<size_t>(2 * cacheShare) / kLargeBytes, 4, 128) * kLargeBytes;
+  std::vector<std::byte> from(bytes, std::byte{1});
+  std::vector<std::byte> to(kLargeBytes, std::byte{2});
+  const double large =
+      medianSeconds(2 + effort, 1,
+                    [&] {
+                      for (size_t offset = 0; offset < bytes; offset += kLargeBytes) {
+                        std::memcpy(to.data(), from.data() + offset, kLargeBytes);
+                      }
+                    }) /
+      static_cast<double>(bytes);
+  const double cached =
+      medianSeconds(3 * effort, 4, [&] { std::memcpy(to.data(), from.data(), kLargeBytes); }) /
+      static_cast<double>(kLargeBytes);
+  factor = std::max(1.0, large / cached);
+  return factor;
+}
+
+CostModel measure(const collectives::Group& group, size_t slice, int effort, int hostRanks,
                   const transport::WaitContext& wait) {
   std::vector<std::byte> out(kLargeBytes, std::byte{1});
   std::vector<std::byte> in(kLargeBytes);
@@ -54,35 +117,83 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort,
                            .recvBytes = bytes},
                           slice, wait);
   };
-  const double small = bestSeconds(8 * effort, 4, [&] { shift(8); });
-  const double large = bestSeconds(4 * effort, 1, [&] { shift(kLargeBytes); });
+  const double small = medianSeconds(8 * effort, 4, [&] { shift(8); });
+  const double large = medianSeconds(4 * effort, 1, [&] { shift(kLargeBytes); });
+  constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
+  const double cached = medianSeconds(4 * effort, 2, [&] { shift(kCachedBytes); });
+  // One way: even ring positions send to the next, which answers; an odd last one sits out.
+  const int position = group.rank;
+  const bool sender = position % 2 == 0 && position + 1 < group.size;
+  const bool receiver = position % 2 == 1;
+  const size_t oneWaySlice = std::min<size_t>(slice, 128 << 10);  // a short pipeline's fill
+  auto pingPong = [&](size_t bytes) {
+    if (sender) {
+      collectives::sendSliced(group.next(), out.data(), bytes, oneWaySlice, wait);
+      group.next().recvInto(in.data(), 8, wait);
+    } else if (receiver) {
+      collectives::recvSliced(group.prev(), in.data(), bytes, oneWaySlice, wait);
+      collectives::sendSliced(group.prev(), out.data(), 8, oneWaySlice, wait);
+    }
+  };
+  double oneWay = 0;
+  if (sender || receiver) {
+    const double roundTrip = medianSeconds(4 * effort, 4, [&] { pingPong(8); });
+    const double stream = medianSeconds(4 * effort, 1, [&] { pingPong(kLargeBytes); });
+    oneWay = std::max(stream - roundTrip, 0.0) / static_cast<double>(kLargeBytes);
+  }
   const size_t floats = kLargeBytes / sizeof(float);
-  const double reduce = bestSeconds(3 * effort, 1, [&] {
+  const double reduce = medianSeconds(3 * effort, 1, [&] {
     kernels::reduce(in.data(), in.data(), out.data(), floats, DataType::kFloat32, ReduceOp::kSum);
   });
   const double copy =
-      bestSeconds(3 * effort, 1, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
+      medianSeconds(3 * effort, 1, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
+  const double cacheShare = lastLevelCacheBytes() / std::max(1, hostRanks);
   const double bytes = static_cast<double>(kLargeBytes);
-  double values[4] = {small, std::max(large - small, 0.0) / bytes, reduce / bytes, copy / bytes};
+  const double beta = std::max(large - small, 0.0) / bytes;
+  const double cachedBeta = std::max(cached - small, 0.0) / static_cast<double>(kCachedBytes);
+  // On shared memory a received byte is reduced straight from the link's slot instead of being
+  // copied out of it: what a reduction adds to a transfer is its cost over a copy's.
+  const bool fused = group.next().sharesMemory() && group.prev().sharesMemory();
+  const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
+  double values[8] = {small,
+                      beta,
+                      gamma / bytes,
+                      copy / bytes,
+                      oneWay,
+                      memoryFactor(cacheShare, effort),
+                      -cacheShare,  // the max of its negation: the smallest share
+                      beta > 0 ? std::clamp(cachedBeta / beta, 0.05, 1.0) : 1.0};
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
-                                           .count = 4,
+                                           .count = 8,
                                            .type = DataType::kFloat64,
                                            .op = ReduceOp::kMax},
                                           wait);
-  return {.alpha = values[0], .beta = values[1], .gamma = values[2], .delta = values[3]};
+  return {.alpha = values[0],
+          .beta = values[1],
+          .gamma = values[2],
+          .delta = values[3],
+          .betaOneWay = values[4],
+          .smallFactor = values[7],
+          .memoryFactor = values[5],
+          .cacheBytes = -values[6]};
 }
 
 }  // namespace
 
 void CommunicatorImpl::calibrate() {
   if (options_.costModel || size_ == 1) return;
-  runBlocking(OpHeader{.kind = OpKind::kCalibrate},
-              [this](const collectives::Group& group, const transport::WaitContext& wait) {
-                model_ = measure(group, sliceBytes({&group.next(), &group.prev()}),
-                                 std::max(1, options_.calibrationEffort), wait);
-              });
+  int hostRanks = 0;
+  for (const transport::PeerInfo& info : infos_) {
+    if (!info.hostId.empty() && info.hostId == infos_[rank_].hostId) ++hostRanks;
+  }
+  runBlocking(
+      OpHeader{.kind = OpKind::kCalibrate},
+      [this, hostRanks](const collectives::Group& group, const transport::WaitContext& wait) {
+        model_ = measure(group, sliceBytes({&group.next(), &group.prev()}),
+                         std::max(1, options_.calibrationEffort), hostRanks, wait);
+      });
   nextSeq_ = 0;  // the caller's calls are numbered from 0, as without calibration
 }
 

@@ -26,7 +26,14 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
   options.algorithms = collectives::parseAlgorithmList(env.algorithms, "RINGLET_ALGO");
   if (env.costModel) {
     const auto& v = *env.costModel;
-    options.costModel = CostModel{.alpha = v[0], .beta = v[1], .gamma = v[2], .delta = v[3]};
+    options.costModel = CostModel{.alpha = v[0],
+                                  .beta = v[1],
+                                  .gamma = v[2],
+                                  .delta = v[3],
+                                  .betaOneWay = v[4],
+                                  .smallFactor = v[7],
+                                  .memoryFactor = v[5],
+                                  .cacheBytes = v[6]};
   }
   for (const auto& entry : transport::registry()) {
     for (auto& [key, value] : transport::readSettings(entry)) options.transportOptions[key] = value;
@@ -44,13 +51,22 @@ void checkOptions(const CommunicatorOptions& options) {
   }
   collectives::parseForced(options.algorithms);  // throws naming an unknown name
   if (const auto& m = options.costModel) {
-    for (double v : {m->alpha, m->beta, m->gamma, m->delta}) {
+    for (double v : {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes}) {
       if (!std::isfinite(v) || v < 0) {
         throw InvalidArgument(fmt::format(
-            "CommunicatorOptions::costModel has {}: every parameter must be a finite number of "
-            "seconds >= 0",
+            "CommunicatorOptions::costModel has {}: every parameter must be a finite number >= 0",
             v));
       }
+    }
+    if (!std::isfinite(m->memoryFactor) || m->memoryFactor < 1) {
+      throw InvalidArgument(fmt::format(
+          "CommunicatorOptions::costModel has memoryFactor {}: it must be a finite number >= 1",
+          m->memoryFactor));
+    }
+    if (!(m->smallFactor > 0 && m->smallFactor <= 1)) {
+      throw InvalidArgument(fmt::format(
+          "CommunicatorOptions::costModel has smallFactor {}: it must be above 0 and at most 1",
+          m->smallFactor));
     }
   }
   if (options.wait != "adaptive" && options.wait != "fixed") {

@@ -26,7 +26,11 @@ json modelReport() {
   report["model"] = {{"alpha_s", m.alpha},
                      {"beta_s_per_byte", m.beta},
                      {"gamma_s_per_byte", m.gamma},
-                     {"delta_s_per_byte", m.delta}};
+                     {"delta_s_per_byte", m.delta},
+                     {"beta_one_way_s_per_byte", m.betaOneWay},
+                     {"small_factor", m.smallFactor},
+                     {"memory_factor", m.memoryFactor},
+                     {"cache_bytes", m.cacheBytes}};
   json rows = json::array();
   for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 4) {
     json row;
@@ -45,12 +49,15 @@ std::string renderModelText(const json& r) {
   const json& m = r["model"];
   std::string out = fmt::format(
       "cost model measured on {} ranks (links: {})\n"
-      "  alpha {:.3g} us per message, beta {:.3g} GB/s per link, gamma {:.3g} GB/s reduced, "
-      "delta {:.3g} GB/s copied\n\n",
+      "  alpha {:.3g} us per message, beta {:.3g} GB/s per link ({:.3g} one way), gamma {:.3g} "
+      "GB/s reduced, delta {:.3g} GB/s copied; {:.2g}x slower past {:.3g} MiB of cache per "
+      "rank\n\n",
       r["ranks"].get<int>(), r["links"].get<std::string>(), m["alpha_s"].get<double>() * 1e6,
       1e-9 / std::max(m["beta_s_per_byte"].get<double>(), 1e-15),
+      1e-9 / std::max(m["beta_one_way_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["gamma_s_per_byte"].get<double>(), 1e-15),
-      1e-9 / std::max(m["delta_s_per_byte"].get<double>(), 1e-15));
+      1e-9 / std::max(m["delta_s_per_byte"].get<double>(), 1e-15), m["memory_factor"].get<double>(),
+      m["cache_bytes"].get<double>() / (1 << 20));
   std::vector<std::string> names;
   for (const auto& [key, value] : r["choice"][0].items()) {
     if (key != "bytes") names.push_back(key);

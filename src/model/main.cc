@@ -48,12 +48,15 @@ int relaunch(int ranks, int argc, char** argv) {
 std::string text(const json& report) {
   const json& m = report["model"];
   std::string out = fmt::format(
-      "cost model measured on {} ranks (links: {})\n  alpha {:.3g} us, beta {:.3g} GB/s, gamma "
-      "{:.3g} GB/s, delta {:.3g} GB/s\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9}\n",
+      "cost model measured on {} ranks (links: {})\n  alpha {:.3g} us, beta {:.3g} GB/s ({:.3g} "
+      "one way), gamma {:.3g} GB/s, delta {:.3g} GB/s; {:.2g}x slower past {:.3g} MiB of cache "
+      "per rank\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9}\n",
       report["ranks"].get<int>(), report["links"].get<std::string>(),
       m["alpha_s"].get<double>() * 1e6, 1e-9 / m["beta_s_per_byte"].get<double>(),
-      1e-9 / m["gamma_s_per_byte"].get<double>(), 1e-9 / m["delta_s_per_byte"].get<double>(),
-      "collective", "algorithm", "bytes", "measured us", "predicted us", "error", "busbw GB/s");
+      1e-9 / m["beta_one_way_s_per_byte"].get<double>(), 1e-9 / m["gamma_s_per_byte"].get<double>(),
+      1e-9 / m["delta_s_per_byte"].get<double>(), m["memory_factor"].get<double>(),
+      m["cache_bytes"].get<double>() / (1 << 20), "collective", "algorithm", "bytes", "measured us",
+      "predicted us", "error", "busbw GB/s");
   for (const json& row : report["rows"]) {
     const double measured = row["measured_s"];
     const double predicted = row["predicted_s"];

@@ -92,7 +92,11 @@ json describe(const Communicator& comm) {
   out["model"] = {{"alpha_s", m.alpha},
                   {"beta_s_per_byte", m.beta},
                   {"gamma_s_per_byte", m.gamma},
-                  {"delta_s_per_byte", m.delta}};
+                  {"delta_s_per_byte", m.delta},
+                  {"beta_one_way_s_per_byte", m.betaOneWay},
+                  {"small_factor", m.smallFactor},
+                  {"memory_factor", m.memoryFactor},
+                  {"cache_bytes", m.cacheBytes}};
   return out;
 }
 
@@ -122,14 +126,19 @@ json measure(Communicator& comm, const MeasureOptions& options) {
         row["fastest_s"] = t.fastest;
         row["predicted_s"] =
             predictSeconds(model, info.collective, algorithm, comm.size(), call.bytes());
-        // The model is linear in its parameters: the time per unit of alpha, beta, gamma and
-        // delta, so that other parameters (fitted ones, other links) can be tried without a run.
+        // For a given memory scale the model is linear in its parameters: the time per unit
+        // of alpha, beta, gamma, delta and betaOneWay, so that other parameters (fitted ones,
+        // other links) can be tried without a run.
         json terms = json::array();
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < 5; ++i) {
           CostModel unit{.alpha = i == 0 ? 1.0 : 0.0,
                          .beta = i == 1 ? 1.0 : 0.0,
                          .gamma = i == 2 ? 1.0 : 0.0,
-                         .delta = i == 3 ? 1.0 : 0.0};
+                         .delta = i == 3 ? 1.0 : 0.0,
+                         .betaOneWay = i == 4 ? 1.0 : 1e-300,  // not 0, which means beta
+                         .smallFactor = model.smallFactor,
+                         .memoryFactor = model.memoryFactor,
+                         .cacheBytes = model.cacheBytes};
           terms.push_back(
               predictSeconds(unit, info.collective, algorithm, comm.size(), call.bytes()));
         }

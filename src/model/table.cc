@@ -51,7 +51,11 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
                                     : m["alpha_s"].get<double>(),
                        .beta = m["beta_s_per_byte"].get<double>(),
                        .gamma = m["gamma_s_per_byte"].get<double>(),
-                       .delta = m["delta_s_per_byte"].get<double>()};
+                       .delta = m["delta_s_per_byte"].get<double>(),
+                       .betaOneWay = m.value("beta_one_way_s_per_byte", 0.0),
+                       .smallFactor = m.value("small_factor", 1.0),
+                       .memoryFactor = m.value("memory_factor", 1.0),
+                       .cacheBytes = m.value("cache_bytes", 0.0)};
   std::vector<std::string> names;
   for (const auto& info : algorithms()) {
     if (info.collective == "allreduce") names = info.algorithms;
@@ -74,6 +78,7 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
         CostModel link = here;
         link.alpha = options.linkAlpha;
         link.beta = 8.0 / (g * 1e9);
+        link.betaOneWay = 0;  // a network link is full duplex: one way costs beta too
         links.emplace_back(fmt::format("{:g} Gbit/s", g), link);
       }
       for (const auto& [label, model] : links) {
