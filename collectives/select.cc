@@ -30,9 +30,9 @@
 //
 // b1 is the one-way rate (a rank that only sends or only receives; about b/2 on shared memory
 // and loopback, where both ends copy); s = min(m, slice): one way, a slice is copied in at one
-// end before it is copied out at the other, which fills the pipeline. b, b1, g and d are scaled by the size of a rank's working
-// set (its send and receive buffers; memoryScale): cheaper in the core's own caches, dearer
-// past its share of the last-level cache.
+// end before it is copied out at the other, which fills the pipeline. b, b1, g and d are scaled by
+// the size of a rank's working set (its send and receive buffers; memoryScale): cheaper in the
+// core's own caches, dearer past its share of the last-level cache.
 //
 // The parameters are measured by the communicator on its own links when it is created
 // (src/core/calibrate.cc) and agreed by all ranks, so the choice is the same everywhere.

@@ -15,21 +15,21 @@ namespace ringlet::config {
 
 struct Environment {
   std::optional<std::chrono::milliseconds> timeout;  // RINGLET_TIMEOUT (seconds, may be fractional)
-  std::string debug;                               // RINGLET_DEBUG: NONE|OFF|WARN|INFO|DEBUG|TRACE
-  std::string transport;                           // RINGLET_TRANSPORT: auto or a built-in name
-  std::optional<size_t> segmentBytes;              // RINGLET_SEGMENT_BYTES (e.g. 512K)
-  std::string algorithms;                          // RINGLET_ALGO: allreduce:ring,allgather:bruck
+  std::string debug;                   // RINGLET_DEBUG: NONE|OFF|WARN|INFO|DEBUG|TRACE
+  std::string transport;               // RINGLET_TRANSPORT: auto or a built-in name
+  std::optional<size_t> segmentBytes;  // RINGLET_SEGMENT_BYTES (e.g. 512K)
+  std::string algorithms;              // RINGLET_ALGO: allreduce:ring,allgather:bruck
   // RINGLET_COST_MODEL: alpha, beta, gamma, delta, and optionally oneway, memory, cache, small
   std::optional<std::array<double, 8>> costModel;
-  std::string storeAddr;                           // RINGLET_STORE_ADDR host:port (launcher)
-  std::string storeKind;                           // RINGLET_STORE: auto|ringlet|c10d
-  std::string jobId;                               // RINGLET_JOB_ID (launcher)
-  std::string jobSecret;                           // RINGLET_JOB_SECRET hex (launcher)
-  std::string jobSecretFile;                       // RINGLET_JOB_SECRET_FILE: 0600 file, hex
-  std::string cudaPath;                            // RINGLET_CUDA_PATH: auto|ipc|staged
-  std::optional<size_t> cudaSlotBytes;             // RINGLET_CUDA_SLOT_BYTES
-  std::string trace;                               // RINGLET_TRACE: path of the trace files
-  std::string wait;                                // RINGLET_WAIT: adaptive|fixed
+  std::string storeAddr;                // RINGLET_STORE_ADDR host:port (launcher)
+  std::string storeKind;                // RINGLET_STORE: auto|ringlet|c10d
+  std::string jobId;                    // RINGLET_JOB_ID (launcher)
+  std::string jobSecret;                // RINGLET_JOB_SECRET hex (launcher)
+  std::string jobSecretFile;            // RINGLET_JOB_SECRET_FILE: 0600 file, hex
+  std::string cudaPath;                 // RINGLET_CUDA_PATH: auto|ipc|staged
+  std::optional<size_t> cudaSlotBytes;  // RINGLET_CUDA_SLOT_BYTES
+  std::string trace;                    // RINGLET_TRACE: path of the trace files
+  std::string wait;                     // RINGLET_WAIT: adaptive|fixed
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed or out-of-range variable, its
