@@ -69,6 +69,42 @@ TEST(CostModel, EveryAlgorithmHasAFinitePositivePrediction) {
   }
 }
 
+TEST(CostModel, ByteCostsFollowTheCaches) {
+  const CostModel model{.smallFactor = 0.5, .memoryFactor = 3, .cacheBytes = 16 << 20};
+  EXPECT_DOUBLE_EQ(memoryScale(model, 64 << 10), 0.5);  // the core's own caches
+  EXPECT_DOUBLE_EQ(memoryScale(model, 256 << 10), 0.5);
+  EXPECT_DOUBLE_EQ(memoryScale(model, 2 << 20), 1.0);   // the calibrated size
+  EXPECT_DOUBLE_EQ(memoryScale(model, 16 << 20), 1.0);  // the rank's share of the cache
+  EXPECT_NEAR(memoryScale(model, 24 << 20), 1 + 2 * std::log2(1.5), 1e-12);
+  EXPECT_DOUBLE_EQ(memoryScale(model, 32 << 20), 3.0);  // memory
+  EXPECT_DOUBLE_EQ(memoryScale(model, 1 << 30), 3.0);
+  EXPECT_DOUBLE_EQ(memoryScale(CostModel{}, 1 << 30), 1.0);  // defaults: no effect
+  // A 64 MiB ring all-reduce (working set 128 MiB) costs memory's rate per byte.
+  const CostModel flat{.alpha = 0};
+  CostModel scaled = flat;
+  scaled.memoryFactor = 3;
+  scaled.cacheBytes = 16 << 20;
+  const size_t big = size_t{64} << 20;
+  EXPECT_DOUBLE_EQ(
+      predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, scaled),
+      3 * predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, flat));
+}
+
+TEST(CostModel, OneWayRateDrivesTreesNotRings) {
+  CostModel model{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
+  const double ringBoth =
+      predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, 1 << 20, 512 << 10, model);
+  const double treeBoth =
+      predictSeconds(Collective::kBroadcast, Algorithm::kTree, 4, 1 << 20, 512 << 10, model);
+  model.betaOneWay = 0.5e-9;
+  EXPECT_DOUBLE_EQ(
+      predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, 1 << 20, 512 << 10, model),
+      ringBoth);
+  EXPECT_DOUBLE_EQ(
+      predictSeconds(Collective::kBroadcast, Algorithm::kTree, 4, 1 << 20, 512 << 10, model),
+      treeBoth / 2);
+}
+
 TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
   const CostModel slowMessages{.alpha = 1e-3, .beta = 1e-12, .gamma = 1e-12, .delta = 1e-12};
   const CostModel freeMessages{.alpha = 0, .beta = 1e-9, .gamma = 1e-9, .delta = 1e-9};

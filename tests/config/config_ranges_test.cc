@@ -96,6 +96,15 @@ TEST(ConfigRanges, CostModelSecondsAreBounded) {
                     {"RINGLET_COST_MODEL", "'alpha=5'", "from 0 to 1"});
 }
 
+TEST(ConfigRanges, CostModelFactorsAreBounded) {
+  expectCoreRejects("RINGLET_COST_MODEL", "alpha=0,beta=0,gamma=0,delta=0,memory=0.5",
+                    {"RINGLET_COST_MODEL", "'memory=0.5'", "from 1 to 1000"});
+  expectCoreRejects("RINGLET_COST_MODEL", "alpha=0,beta=0,gamma=0,delta=0,small=2",
+                    {"RINGLET_COST_MODEL", "'small=2'", "from 0.01 to 1"});
+  expectCoreRejects("RINGLET_COST_MODEL", "alpha=0,beta=0,gamma=0,delta=0,cache=-1",
+                    {"RINGLET_COST_MODEL", "'cache=-1'"});
+}
+
 // 2^63 per direction made the segment size wrap to almost nothing (and the first write crashed).
 TEST(ConfigRanges, ShmBytesAreBoundedSoTheSegmentSizeCannotOverflow) {
   auto shm = [] { transport::shm::ShmOptions::fromEnvironment(); };
