@@ -123,21 +123,28 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   }
   auto into = [&](int stage) { return (stages - 1 - stage) % 2 == 0 ? args.recv : other; };
 
+  // A sliced stage: out = current op incoming, each slice reduced as it arrives while this
+  // rank's own slices (sendBytes of current; none when folding in) go out.
+  auto slicedStage = [&](Link& link, std::byte* out, size_t sendBytes) {
+    exchange({.out = &link,
+              .send = current,
+              .sendBytes = sendBytes,
+              .in = &link,
+              .recv = out,
+              .recvBytes = bytes,
+              .reduce = true,
+              .local = current,
+              .type = args.type,
+              .op = args.op},
+             kWholeLink, wait);
+  };
   int stage = 0;
   if (foldIn) {  // fold the extra rank's input in
     trace::StepScope traced(wait.trace, step("foldIn", -1, r + p));
     Link& link = group.link(r + p);
     std::byte* out = into(stage++);
     if (sliced(link)) {
-      exchange({.out = &link,
-                .in = &link,
-                .recv = out,
-                .recvBytes = bytes,
-                .reduce = true,
-                .local = current,
-                .type = args.type,
-                .op = args.op},
-               kWholeLink, wait);
+      slicedStage(link, out, /*sendBytes=*/0);
     } else {
       const std::byte* in = receive(link);
       reduce(out, current, in, args.count, args.type, args.op);
@@ -152,17 +159,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     std::byte* out = into(stage++);
     if (sliced(link)) {
       firstSendDone();
-      exchange({.out = &link,
-                .send = current,
-                .sendBytes = bytes,
-                .in = &link,
-                .recv = out,
-                .recvBytes = bytes,
-                .reduce = true,
-                .local = current,
-                .type = args.type,
-                .op = args.op},
-               kWholeLink, wait);
+      slicedStage(link, out, bytes);
     } else {
       sendTo(link, current);
       const std::byte* in = receive(link);
