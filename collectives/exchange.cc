@@ -67,6 +67,7 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const size_t element = x.reduce ? elementSize(x.type) : 1;
   const size_t sendStep = messageBytes(*x.out, slice);
   const size_t recvStep = messageBytes(*x.in, slice);
+  const std::byte* local = x.local != nullptr ? x.local : x.recv;
   size_t sent = 0;
   size_t received = 0;
   while (sent < x.sendBytes || received < x.recvBytes) {
@@ -79,7 +80,6 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
       const size_t bytes = std::min(recvStep, x.recvBytes - received);
       if (x.reduce) {
         const std::byte* in = x.in->recv(bytes, wait);
-        const std::byte* local = x.local != nullptr ? x.local : x.recv;
         kernels::reduce(x.recv + received, local + received, in, bytes / element, x.type, x.op);
         x.in->release();
       } else {

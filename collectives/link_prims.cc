@@ -51,9 +51,9 @@ void LinkPrims::recvReduceCopySend(const Piece& p) {
     if (streaming_) {
       reduceStreaming(output(p), out, input(p), in, p.count, type_, op_, divisor_);
     } else {
-      reduce(output(p), input(p), in, p.count, type_, op_);
-      if (op_ == ReduceOp::kAvg) finishAverage(output(p), p.count, type_, divisor_);
-      std::memcpy(out, output(p), bytes(p));
+      reduce(out, input(p), in, p.count, type_, op_);
+      if (op_ == ReduceOp::kAvg) finishAverage(out, p.count, type_, divisor_);
+      std::memcpy(output(p), out, bytes(p));
     }
     prev_.release();
     next_.send(out, bytes(p), wait_);
