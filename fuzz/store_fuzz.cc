@@ -1,30 +1,45 @@
 // Fuzz target: the TCP store server fed hostile requests by one client.
 //
-// Per input, a fresh server (so an input's outcome does not depend on the ones before it):
-// connect, open a session
-// (openSession: the only part that knows how a connection starts, so a change in the protocol's
-// opening touches one function), send the rest of the input, close the sending side, read the
-// answers until the server closes or 50 ms pass. Byte 0 bit 0 set: send the input raw, without
-// opening a session (the server's check of the opening is fuzzed too). A crash or an overrun in
-// the server is a finding, and so is a server that does not accept the connection.
+// One server (with a job secret) serves the inputs one connection each, and is replaced every
+// kInputsPerServer inputs so that the keys earlier inputs left behind stay few. Per input:
+// connect, read the greeting, prove the secret (openSession: the only part that knows how a
+// connection starts, so a change in the protocol's opening touches one function), send the rest
+// of the input, close the sending side, and read the answers until the server closes. Byte 0
+// bit 0 set: send the input raw instead of proving the secret (the server's check of the opening
+// is fuzzed too). A crash or an overrun in the server is a finding, and so is a server that stops
+// accepting, fails its own proof, or does not close the connection within kCloseBudget of the
+// client's end of input (it must read the EOF and drop the client, parked GET or not).
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
 #include "ringlet/error.h"
 #include "ringlet/store.h"
+#include "src/auth.h"
 #include "src/store/tcp_store_protocol.h"
 
 using namespace ringlet;
+namespace wire = ringlet::store::wire;
 
 namespace {
+
+constexpr int kInputsPerServer = 1000;
+constexpr auto kCloseBudget = std::chrono::seconds(5);
+constexpr std::string_view kSecret = "fuzz-job-secret-of-32-bytes-long";
+
+[[noreturn]] void finding(const char* what) {
+  std::fprintf(stderr, "store fuzz: %s\n", what);
+  std::abort();
+}
 
 net::Fd connectToServer(const TcpStoreServer& server) {
   net::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -33,31 +48,111 @@ net::Fd connectToServer(const TcpStoreServer& server) {
   addr.sin_port = htons(server.port());
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::abort();  // the server stopped accepting
+    finding("the server stopped accepting");
   }
   return fd;
 }
 
-// What a client sends first on a new connection.
-std::vector<uint8_t> openSession() {
-  return {std::begin(store::wire::kHello), std::end(store::wire::kHello)};
-}
-
-// Reads until EOF or the deadline; returns the bytes read.
-size_t drain(int fd, std::chrono::milliseconds budget) {
-  const auto deadline = std::chrono::steady_clock::now() + budget;
-  size_t total = 0;
-  uint8_t buffer[4096];
-  while (true) {
+// Reads exactly `bytes` (blocking, bounded by kCloseBudget); false if the server closed first.
+bool readExactly(int fd, uint8_t* out, size_t bytes) {
+  const auto deadline = std::chrono::steady_clock::now() + kCloseBudget;
+  size_t got = 0;
+  while (got < bytes) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return total;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return total;
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) return total;
-    total += static_cast<size_t>(n);
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      finding("the server did not greet or answer in time");
+    }
+    const ssize_t n = ::recv(fd, out + got, bytes - got, 0);
+    if (n <= 0) return false;
+    got += static_cast<size_t>(n);
   }
+  return true;
+}
+
+// What a client does first on a new connection: reads the greeting, proves the secret over the
+// server's nonce, and checks the server's answer (so that it proves the secret back).
+void openSession(int fd) {
+  uint8_t greeting[wire::kGreetingBytes];
+  if (!readExactly(fd, greeting, sizeof(greeting))) finding("the server closed before greeting");
+  if (greeting[sizeof(wire::kHello)] != static_cast<uint8_t>(wire::GreetStatus::kOk)) {
+    finding("the server refused a fresh connection");
+  }
+  const std::span<const uint8_t> serverNonce(greeting + sizeof(wire::kHello) + 3,
+                                             wire::kNonceBytes);
+  const auth::Nonce clientNonce{};  // fixed: only the server's nonce must be fresh here
+  const auth::Mac proof = auth::hmac(kSecret, wire::kClientLabel, {serverNonce, clientNonce});
+  std::vector<uint8_t> out(std::begin(wire::kHello), std::end(wire::kHello));
+  out.insert(out.end(), clientNonce.begin(), clientNonce.end());
+  out.insert(out.end(), proof.begin(), proof.end());
+  if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
+    finding("the server closed before the proof");
+  }
+  uint8_t answer[wire::kAnswerBytes];
+  if (!readExactly(fd, answer, sizeof(answer))) finding("the server closed instead of answering");
+  if (answer[0] != static_cast<uint8_t>(wire::GreetStatus::kOk)) {
+    finding("the server refused a correct proof");
+  }
+  const auth::Mac expected = auth::hmac(kSecret, wire::kServerLabel, {clientNonce, serverNonce});
+  if (!auth::macEquals({answer + 3, wire::kMacBytes}, expected)) {
+    finding("the server's proof of the secret is wrong");
+  }
+}
+
+// Sends `request` while reading (and dropping) what the server sends back, then closes the
+// sending side and reads until the server closes.
+void exchange(int fd, std::span<const uint8_t> request) {
+  const auto deadline = std::chrono::steady_clock::now() + kCloseBudget;
+  size_t sent = 0;
+  bool shut = false;
+  uint8_t buffer[64 * 1024];
+  while (true) {
+    if (!shut && sent == request.size()) {
+      ::shutdown(fd, SHUT_WR);
+      shut = true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) finding("the server kept the connection open after the client's EOF");
+    pollfd p{fd, static_cast<short>(POLLIN | (shut ? 0 : POLLOUT)), 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+      const ssize_t n = ::recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;  // the server closed
+    }
+    if (!shut && (p.revents & POLLOUT)) {
+      const ssize_t n =
+          ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+      } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        sent = request.size();  // the server closed on a bad request
+      }
+    }
+  }
+}
+
+std::unique_ptr<TcpStoreServer> gServer;
+
+// Stops the server at exit, before OpenSSL cleans up (its exit handler was registered first): a
+// server thread still running then would leave OpenSSL's per-thread state behind, which
+// LeakSanitizer reports. (A static's destructor does not do: it ran too late here.)
+void stopServer() { gServer.reset(); }
+
+TcpStoreServer& server() {
+  static int served = 0;
+  if (!gServer) {
+    auth::freshNonce("the fuzz target");  // OpenSSL's exit handler first
+    std::atexit(stopServer);
+  }
+  if (!gServer || ++served % kInputsPerServer == 0) {
+    gServer.reset();
+    TcpStoreServer::Options options;
+    options.secret = std::string(kSecret);
+    gServer = TcpStoreServer::start(options);
+  }
+  return *gServer;
 }
 
 }  // namespace
@@ -65,18 +160,9 @@ size_t drain(int fd, std::chrono::milliseconds budget) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::InputReader in({data, size});
   const bool raw = (in.u8() & 1) != 0;
-  std::vector<uint8_t> request = raw ? std::vector<uint8_t>{} : openSession();
-  request.insert(request.end(), in.rest().begin(), in.rest().end());
-  const std::unique_ptr<TcpStoreServer> server = TcpStoreServer::start({"127.0.0.1", 0});
-  net::Fd fd = connectToServer(*server);
-  size_t sent = 0;
-  while (sent < request.size()) {
-    const ssize_t n =
-        ::send(fd.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n <= 0) break;  // the server closed on a bad request, or its buffer is full
-    sent += static_cast<size_t>(n);
-  }
-  ::shutdown(fd.get(), SHUT_WR);
-  drain(fd.get(), std::chrono::milliseconds(50));
+  net::Fd fd = connectToServer(server());
+  if (!raw) openSession(fd.get());
+  const std::span<const uint8_t> request = in.rest();
+  exchange(fd.get(), request);
   return 0;
 }
