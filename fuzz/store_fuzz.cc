@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <vector>
 
 #include "fuzz/fuzz_support.h"
 #include "ringlet/error.h"
@@ -83,10 +82,11 @@ void openSession(int fd) {
                                              wire::kNonceBytes);
   const auth::Nonce clientNonce{};  // fixed: only the server's nonce must be fresh here
   const auth::Mac proof = auth::hmac(kSecret, wire::kClientLabel, {serverNonce, clientNonce});
-  std::vector<uint8_t> out(std::begin(wire::kHello), std::end(wire::kHello));
-  out.insert(out.end(), clientNonce.begin(), clientNonce.end());
-  out.insert(out.end(), proof.begin(), proof.end());
-  if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
+  uint8_t out[wire::kProofBytes];
+  std::memcpy(out, wire::kHello, sizeof(wire::kHello));
+  std::memcpy(out + sizeof(wire::kHello), clientNonce.data(), clientNonce.size());
+  std::memcpy(out + sizeof(wire::kHello) + wire::kNonceBytes, proof.data(), proof.size());
+  if (::send(fd, out, sizeof(out), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(out))) {
     finding("the server closed before the proof");
   }
   uint8_t answer[wire::kAnswerBytes];

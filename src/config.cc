@@ -24,6 +24,11 @@ constexpr size_t kMaxSegmentBytes = size_t{1} << 30;
 constexpr size_t kMinCudaSlotBytes = 64;
 constexpr size_t kMaxCudaSlotBytes = size_t{1} << 30;
 constexpr size_t kMaxJobIdBytes = 256;  // what the link handshake carries
+// Store quotas: below these a job cannot start; above, a limit stops being one.
+constexpr size_t kMaxStoreKeys = size_t{1} << 30;
+constexpr size_t kMinStoreBytes = 64 * 1024;
+constexpr size_t kMaxStoreBytes = size_t{1} << 40;
+constexpr size_t kMaxStoreConnections = size_t{1} << 20;
 constexpr std::string_view kDebugLevels[] = {"NONE", "OFF", "WARN", "INFO", "DEBUG", "TRACE"};
 
 std::string checkDebugLevel(const std::string& text) {
@@ -88,6 +93,16 @@ Environment parse() {
   if (auto v = getenv("RINGLET_CUDA_SLOT_BYTES")) {
     env.cudaSlotBytes =
         parseSize(*v, "RINGLET_CUDA_SLOT_BYTES", kMinCudaSlotBytes, kMaxCudaSlotBytes);
+  }
+  if (auto v = getenv("RINGLET_STORE_MAX_KEYS")) {
+    env.storeMaxKeys = parseCount(*v, "RINGLET_STORE_MAX_KEYS", 1, kMaxStoreKeys);
+  }
+  if (auto v = getenv("RINGLET_STORE_MAX_BYTES")) {
+    env.storeMaxBytes = parseSize(*v, "RINGLET_STORE_MAX_BYTES", kMinStoreBytes, kMaxStoreBytes);
+  }
+  if (auto v = getenv("RINGLET_STORE_MAX_CONNECTIONS")) {
+    env.storeMaxConnections =
+        parseCount(*v, "RINGLET_STORE_MAX_CONNECTIONS", 1, kMaxStoreConnections);
   }
   return env;
 }
@@ -205,6 +220,30 @@ size_t parseSize(std::string_view text, std::string_view what, size_t min, size_
                                       text, sizeText(min), sizeText(max)));
   }
   return value;
+}
+
+size_t parseCount(std::string_view text, std::string_view what, size_t min, size_t max) {
+  size_t value = 0;
+  try {
+    value = parseSize(text, what);
+  } catch (const InvalidArgument&) {
+    throw InvalidArgument(
+        fmt::format("{}='{}' is not a whole number (allowed: {} to {})", what, text, min, max));
+  }
+  if (value < min || value > max) {
+    throw InvalidArgument(
+        fmt::format("{}='{}' is out of range (allowed: {} to {})", what, text, min, max));
+  }
+  return value;
+}
+
+TcpStoreQuotas storeQuotas() {
+  const Environment& env = environment();
+  TcpStoreQuotas quotas;
+  quotas.maxKeys = env.storeMaxKeys.value_or(quotas.maxKeys);
+  quotas.maxBytes = env.storeMaxBytes.value_or(quotas.maxBytes);
+  quotas.maxConnectionsPerHost = env.storeMaxConnections.value_or(quotas.maxConnectionsPerHost);
+  return quotas;
 }
 
 std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view what) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "ringlet/store.h"
+
 namespace ringlet::config {
 
 struct Environment {
@@ -30,6 +32,10 @@ struct Environment {
   std::optional<size_t> cudaSlotBytes;  // RINGLET_CUDA_SLOT_BYTES
   std::string trace;                    // RINGLET_TRACE: path of the trace files
   std::string wait;                     // RINGLET_WAIT: adaptive|fixed
+  // RINGLET_STORE_MAX_KEYS, _BYTES, _CONNECTIONS: quotas of a TCP store server started here
+  std::optional<size_t> storeMaxKeys;
+  std::optional<size_t> storeMaxBytes;
+  std::optional<size_t> storeMaxConnections;
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed or out-of-range variable, its
@@ -52,6 +58,12 @@ std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view w
 // "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11" (seconds; all four). Throws
 // InvalidArgument with `what` in the message.
 std::array<double, 8> parseCostModel(std::string_view text, std::string_view what);
+// A whole number from `min` to `max` ("1000"; also with a K/M/G suffix, binary multiples).
+// Throws InvalidArgument with `what` and the range in the message.
+size_t parseCount(std::string_view text, std::string_view what, size_t min, size_t max);
+// The quotas a TCP store server started by this process enforces: TcpStoreQuotas' defaults,
+// each replaced by its RINGLET_STORE_MAX_* variable when set.
+TcpStoreQuotas storeQuotas();
 // Reads a variable; nullopt when unset or empty.
 std::optional<std::string> getenv(const char* name);
 

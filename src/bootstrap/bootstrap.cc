@@ -126,8 +126,11 @@ Bootstrap Bootstrap::fromEnvironment() {
       }
     }
     if (b.rank == 0) {
-      std::shared_ptr<TcpStoreServer> server = TcpStoreServer::start(
-          {.host = env.masterAddr, .port = env.masterPort, .secret = b.secret});
+      std::shared_ptr<TcpStoreServer> server =
+          TcpStoreServer::start({.host = env.masterAddr,
+                                 .port = env.masterPort,
+                                 .secret = b.secret,
+                                 .quotas = config::storeQuotas()});
       log::info("rank 0 of {} ({}) hosts the store on {}:{}", b.size, b.source, env.masterAddr,
                 env.masterPort);
       b.keepAlive = server;

@@ -59,7 +59,8 @@ LocalJob startLocalJob(const LaunchOptions& options) {
     job.store = TcpStoreServer::start(
         {.host = options.masterAddr,
          .port = 0,
-         .secret = auth::decodeHexSecret(job.identity.secret, "the job secret")});
+         .secret = auth::decodeHexSecret(job.identity.secret, "the job secret"),
+         .quotas = config::storeQuotas()});
     if (masterPort == 0) {
       net::Fd probe = net::listenTcp(options.masterAddr, 0);
       masterPort = net::SocketAddress::local(probe.get()).port();

@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "ringlet/error.h"
+#include "src/config.h"
 #include "src/launcher/job_env.h"
 #include "src/launcher/options.h"
 #include "src/launcher/spawn.h"
@@ -56,8 +57,10 @@ std::unique_ptr<NodeJob> NodeJob::join(const NodeJobOptions& options) {
   const int node = options.nodeRank;
   if (node == 0) {
     try {
-      job->server_ = TcpStoreServer::start(
-          {.host = options.masterAddr, .port = options.masterPort, .secret = options.secret});
+      job->server_ = TcpStoreServer::start({.host = options.masterAddr,
+                                            .port = options.masterPort,
+                                            .secret = options.secret,
+                                            .quotas = config::storeQuotas()});
       // MASTER_PORT stays free for the program's own rendezvous (PyTorch's env://).
       net::Fd probe = net::listenTcp(options.masterAddr, 0);
       job->programPort_ = net::SocketAddress::local(probe.get()).port();

@@ -86,6 +86,23 @@ TEST(ConfigRanges, SegmentAndSlotSizesAreBounded) {
   expectCoreRejects("RINGLET_CUDA_SLOT_BYTES", "8", {"RINGLET_CUDA_SLOT_BYTES", "64 to 1G"});
 }
 
+TEST(ConfigRanges, StoreQuotasAreBounded) {
+  expectCoreRejects("RINGLET_STORE_MAX_KEYS", "0",
+                    {"RINGLET_STORE_MAX_KEYS='0'", "allowed: 1 to 1073741824"});
+  expectCoreRejects("RINGLET_STORE_MAX_KEYS", "many", {"RINGLET_STORE_MAX_KEYS", "whole number"});
+  expectCoreRejects("RINGLET_STORE_MAX_CONNECTIONS", "2G",
+                    {"RINGLET_STORE_MAX_CONNECTIONS", "out of range"});
+  expectCoreRejects("RINGLET_STORE_MAX_BYTES", "1K",
+                    {"RINGLET_STORE_MAX_BYTES='1K'", "allowed: 64K to 1T bytes"});
+  EXPECT_EQ(config::storeQuotas().maxKeys, TcpStoreQuotas{}.maxKeys);
+  ScopedVariable keys("RINGLET_STORE_MAX_KEYS", "1K");
+  ScopedVariable bytes("RINGLET_STORE_MAX_BYTES", "64M");
+  config::reloadEnvironment();
+  EXPECT_EQ(config::storeQuotas().maxKeys, 1024u);
+  EXPECT_EQ(config::storeQuotas().maxBytes, size_t{64} << 20);
+  EXPECT_EQ(config::storeQuotas().maxConnectionsPerHost, TcpStoreQuotas{}.maxConnectionsPerHost);
+}
+
 TEST(ConfigRanges, JobIdLongerThanTheHandshakeCarriesIsRejected) {
   const std::string id(257, 'j');
   expectCoreRejects("RINGLET_JOB_ID", id.c_str(), {"RINGLET_JOB_ID is 257 bytes", "1 to 256"});

@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "ringlet/error.h"
 #include "ringlet/store.h"
 #include "src/auth.h"
 #include "src/info/topology.h"
@@ -99,6 +100,26 @@ int storeMode() {
   return 4;
 }
 
+// Sets `count` keys of its own in the launcher's store; prints how many were stored, and the
+// error that stopped it.
+int storeKeysMode(int count) {
+  auto [host, port] = ringlet::net::splitHostPort(env("RINGLET_STORE_ADDR"), "RINGLET_STORE_ADDR");
+  auto store = ringlet::connectTcpStore(
+      host, port,
+      {.timeout = 5s,
+       .connectTimeout = 5s,
+       .secret = ringlet::auth::decodeHexSecret(env("RINGLET_JOB_SECRET"), "RINGLET_JOB_SECRET")});
+  int stored = 0;
+  try {
+    for (; stored < count; ++stored) store->set("probe/key" + std::to_string(stored), {});
+  } catch (const ringlet::Error& e) {
+    say("stored " + std::to_string(stored) + ": " + e.what());
+    return 5;
+  }
+  say("stored " + std::to_string(stored));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,6 +177,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "store") return storeMode();
+  if (mode == "store-keys" && argc == 3) return storeKeysMode(std::atoi(argv[2]));
   std::fprintf(stderr, "probe: unknown mode or arguments: %s\n", mode.c_str());
   return 64;
 }

@@ -108,6 +108,30 @@ TEST(Launcher, RanksReachTheStoreItHosts) {
   }
 }
 
+// RINGLET_STORE_MAX_* reach the store the launcher hosts: past the quota a rank gets an error
+// naming it; a value out of range is one clear error before any rank starts.
+TEST(Launcher, StoreQuotasComeFromTheEnvironment) {
+  ToolResult r = runTool(
+      {"/usr/bin/env", "RINGLET_STORE_MAX_KEYS=5", kRun, "-n", "1", kProbe, "store-keys", "20"});
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_NE(r.out.find("[0] stored 5: "), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("key quota reached"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("limit 5"), std::string::npos) << r.out;
+
+  ToolResult fits = runTool(
+      {"/usr/bin/env", "RINGLET_STORE_MAX_KEYS=64", kRun, "-n", "1", kProbe, "store-keys", "20"});
+  EXPECT_EQ(fits.exitCode, 0) << fits.out << fits.err;
+  EXPECT_NE(fits.out.find("[0] stored 20"), std::string::npos) << fits.out;
+
+  ToolResult bad = runTool(
+      {"/usr/bin/env", "RINGLET_STORE_MAX_BYTES=1K", kRun, "-n", "1", kProbe, "store-keys", "1"});
+  EXPECT_NE(bad.exitCode, 0);
+  EXPECT_NE(bad.err.find("ringlet: "), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("RINGLET_STORE_MAX_BYTES='1K' is out of range"), std::string::npos)
+      << bad.err;
+  EXPECT_EQ(bad.out.find("stored"), std::string::npos) << bad.out;
+}
+
 TEST(Launcher, FailingRankStopsTheOthers) {
   std::string dir = makeTempDir("launcher-fail");
   ToolResult r = runTool(run({"-n", "4", "--grace", "2", kProbe, "fail", dir, "2", "1"}));
