@@ -3,13 +3,17 @@
 # of them are present; otherwise runs apt-get update and installs the missing ones.
 #   --torch (or RINGLET_WITH_TORCH=1)  also PyTorch (CPU), its C++ headers, pybind11 and pytest,
 #                                      for the PyTorch backend (python/ringlet_torch) and its tests
+#   --fuzz                             also clang 14 and libFuzzer, for scripts/fuzz.sh and
+#                                      scripts/sanitize.sh
 set -euo pipefail
 
 with_torch="${RINGLET_WITH_TORCH:-0}"
+with_fuzz=0
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
-    *) echo "ringlet: install-deps.sh: unknown option '$arg' (known: --torch)" >&2; exit 2 ;;
+    --fuzz) with_fuzz=1 ;;
+    *) echo "ringlet: install-deps.sh: unknown option '$arg' (known: --torch, --fuzz)" >&2; exit 2 ;;
   esac
 done
 
@@ -22,6 +26,9 @@ packages=(
 )
 if [ "$with_torch" = "1" ]; then
   packages+=(python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest)
+fi
+if [ "$with_fuzz" = "1" ]; then
+  packages+=(clang-14 libfuzzer-14-dev)
 fi
 
 missing=()
