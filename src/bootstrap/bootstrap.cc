@@ -60,6 +60,24 @@ Bootstrap Bootstrap::forThread(int rank, int size, std::shared_ptr<Store> store,
   return b;
 }
 
+namespace {
+
+// Rank 0 hosts the store on MASTER_ADDR. When that name resolves to a loopback address here
+// (Debian's /etc/hosts maps a host's own name to 127.0.1.1) but ranks run on other hosts, they
+// could never reach it and would time out naming nothing useful: say so now.
+void checkMasterReachable(const bootstrap::LauncherEnvironment& env, const Bootstrap& b) {
+  const std::string address = net::SocketAddress::resolve(env.masterAddr, env.masterPort).host();
+  if (!net::isLoopback(address)) return;
+  throw InvalidArgument(fmt::format(
+      "MASTER_ADDR={} resolves to {} (loopback) on rank 0's host, but {} of the {} ranks ({}) "
+      "run on other hosts and cannot reach a store listening there: set MASTER_ADDR to this "
+      "host's address on the network the hosts share (`ringlet-info --master` lists them), or "
+      "map the name to it in /etc/hosts",
+      env.masterAddr, address, b.size - b.localSize, b.size, b.source));
+}
+
+}  // namespace
+
 Bootstrap Bootstrap::fromEnvironment() {
   const config::Environment& cfg = config::environment();
   const bool launcherStore = !cfg.storeAddr.empty();
@@ -107,6 +125,7 @@ Bootstrap Bootstrap::fromEnvironment() {
     // torchrun with WORLD_SIZE=1 and no MASTER_*: nobody to meet.
     b.store = makeInProcessStore({.timeout = timeout});
   } else {
+    if (b.rank == 0 && b.localSize < b.size) checkMasterReachable(env, b);
     if (b.secret.empty()) {
       // Every rank checks, so none waits for a rank 0 that refused to start.
       if (!net::isLoopback(env.masterAddr)) {

@@ -2,6 +2,7 @@
 
 #include "ringlet/bootstrap.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -177,6 +178,39 @@ TEST(BootstrapEnvironment, OpenMpiDerivesAddressPortAndJobId) {
   config::reloadEnvironment();
   launcher = bootstrap::readLauncherEnvironment(false);
   EXPECT_EQ(launcher.masterAddr, "10.0.0.1");
+}
+
+// A master that resolves to loopback on rank 0's host while ranks run elsewhere (Debian maps a
+// host's own name to 127.0.1.1): rank 0 says so instead of hosting a store nobody can reach.
+TEST(BootstrapEnvironment, LoopbackMasterWithRanksOnOtherHostsIsNamed) {
+  EnvGuard env;
+  env.set("OMPI_COMM_WORLD_RANK", "0");
+  env.set("OMPI_COMM_WORLD_SIZE", "4");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "0");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  env.set("MASTER_PORT", std::to_string(testing::freePort()));
+  env.set("RINGLET_JOB_SECRET", std::string(32, 'c'));
+  env.set("RINGLET_TIMEOUT", "0.3");
+  for (const char* master : {"localhost", "127.0.1.1"}) {
+    env.set("MASTER_ADDR", master);
+    config::reloadEnvironment();
+    try {
+      Bootstrap::fromEnvironment();
+      ADD_FAILURE() << "MASTER_ADDR=" << master << " was accepted";
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(fmt::format("MASTER_ADDR={} resolves to 127.", master)),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find("2 of the 4 ranks (openmpi) run on other hosts"), std::string::npos)
+          << what;
+    }
+  }
+  // Every rank on one host: loopback is right, and rank 0 hosts the store.
+  env.set("OMPI_COMM_WORLD_SIZE", "1");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "1");
+  config::reloadEnvironment();
+  EXPECT_TRUE(Bootstrap::fromEnvironment().keepAlive);
 }
 
 TEST(BootstrapEnvironment, SlurmTaskListGivesLocalSize) {
