@@ -119,7 +119,8 @@ int launch(const LaunchOptions& options) {
                            .nodes = options.nnodes,
                            .ranksPerNode = options.nproc,
                            .secret = secret,
-                           .joinTimeout = cfg.timeout.value_or(std::chrono::seconds(300))});
+                           .joinTimeout = cfg.timeout.value_or(std::chrono::seconds(300)),
+                           .heartbeatTimeout = options.heartbeatTimeout});
     local.identity = {nodes->jobId(), auth::encodeHex(secret)};
     local.endpoint = {options.masterAddr, options.masterPort, nodes->programPort()};
     supervision.remoteStopFd = nodes->stopFd();

@@ -23,6 +23,8 @@ constexpr const char* kRanksPerNodeKey = "launcher/ranks_per_node";
 constexpr const char* kNodesKey = "launcher/nodes";
 constexpr const char* kAbortKey = "launcher/abort";
 
+double seconds(std::chrono::milliseconds t) { return static_cast<double>(t.count()) / 1000.0; }
+
 std::string nodeKey(const char* what, int node) {
   return fmt::format("launcher/{}/{}", what, node);
 }
@@ -45,6 +47,10 @@ NodeJob::NodeJob(const NodeJobOptions& options)
       lastBeat_(static_cast<size_t>(options.nodes), 0),
       lastBeatAt_(static_cast<size_t>(options.nodes), Clock::now()),
       silent_(static_cast<size_t>(options.nodes), false) {
+  if (options.heartbeatTimeout < kMinHeartbeatTimeout) {
+    throw LaunchError(kExitUsage, fmt::format("the heartbeat timeout must be at least {:g} s",
+                                              seconds(kMinHeartbeatTimeout)));
+  }
   stopEvent_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!stopEvent_.valid()) {
     throw LaunchError(kExitRankFailed, fmt::format("eventfd failed: {}", net::errorText(errno)));
@@ -72,7 +78,7 @@ std::unique_ptr<NodeJob> NodeJob::join(const NodeJobOptions& options) {
   }
   try {
     job->store_ = connectTcpStore(options.masterAddr, options.masterPort,
-                                  {.timeout = kStoreTimeout,
+                                  {.timeout = options.heartbeatTimeout / 2,
                                    .connectTimeout = options.joinTimeout,
                                    .secret = options.secret});
     if (node == 0) {
@@ -203,12 +209,12 @@ void NodeJob::checkSilence() {
     if (beats != lastBeat_[i]) {
       lastBeat_[i] = beats;
       lastBeatAt_[i] = now;
-    } else if (beats > 0 && now - lastBeatAt_[i] >= kSilenceLimit) {
+    } else if (beats > 0 && now - lastBeatAt_[i] >= options_.heartbeatTimeout) {
       silent_[i] = true;
       trigger(
-          fmt::format("node {}'s ringlet-run has not been heard from for {} s (its host is "
-                      "down or cut off)",
-                      node, kSilenceLimit.count() / 1000));
+          fmt::format("node {}'s ringlet-run has not been heard from for {:g} s (its host is "
+                      "down or cut off; --heartbeat-timeout)",
+                      node, seconds(options_.heartbeatTimeout)));
     }
   }
 }
@@ -252,8 +258,8 @@ std::string NodeJob::finish(const std::function<bool()>& interrupted) {
 
 void NodeJob::waitForOtherNodes(const std::function<bool()>& interrupted) {
   // The store must outlive every node's ranks: wait for each node to be done, as long as its
-  // heartbeat moves (a node that never joined, or fell silent, is given up on after
-  // kSilenceLimit).
+  // heartbeat moves (a node that never joined, or fell silent, is given up on after the
+  // heartbeat timeout).
   for (int node = 1; node < options_.nodes; ++node) {
     if (silent_[static_cast<size_t>(node)]) continue;  // the watching thread gave up on it
     // Where the watching thread left off (node 0 watches every node's heartbeat).
@@ -270,11 +276,11 @@ void NodeJob::waitForOtherNodes(const std::function<bool()>& interrupted) {
       } catch (const std::exception&) {
         return;
       }
-      if (Clock::now() - lastChange >= kSilenceLimit) {
+      if (Clock::now() - lastChange >= options_.heartbeatTimeout) {
         trigger(beats <= 0 ? fmt::format("node {} never joined the job", node)
-                           : fmt::format("node {}'s ringlet-run has not been heard from for {} "
+                           : fmt::format("node {}'s ringlet-run has not been heard from for {:g} "
                                          "s and never said its ranks were done",
-                                         node, kSilenceLimit.count() / 1000));
+                                         node, seconds(options_.heartbeatTimeout)));
         break;
       }
       std::this_thread::sleep_for(kHeartbeat);

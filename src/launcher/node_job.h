@@ -12,10 +12,11 @@
 //   launcher/done/<i>                       node i's ranks are gone
 //
 // While the ranks run, a thread beats the heartbeat and watches the store: the abort key (another
-// node failed), node 0's store itself (unreachable for kStoreTimeout: node 0 is gone or cut off)
-// and, on node 0, the other nodes' heartbeats (silent for kSilenceLimit: that launcher is gone or
-// cut off). Any of them makes stopFd() readable, so every node stops its ranks within about
-// kSilenceLimit of a failure anywhere. Node 0 keeps the store up until every node is done.
+// node failed), node 0's store itself (unanswered for half the heartbeat timeout: node 0 is gone
+// or cut off) and, on node 0, the other nodes' heartbeats (silent for the heartbeat timeout: that
+// launcher is gone or cut off). Any of them makes stopFd() readable, so every node stops its ranks
+// within about the heartbeat timeout of a failure anywhere. Node 0 keeps the store up until every
+// node is done.
 
 #include <atomic>
 #include <chrono>
@@ -40,13 +41,16 @@ struct NodeJobOptions {
   int ranksPerNode = 1;
   std::string secret;                             // raw bytes, the same on every node (never empty)
   std::chrono::milliseconds joinTimeout{300000};  // to reach node 0's store and read its keys
+  // A node silent this long is given up on; a store request unanswered for half of it means node
+  // 0 is gone (ringlet-run --heartbeat-timeout). At least kMinHeartbeatTimeout.
+  std::chrono::milliseconds heartbeatTimeout{10000};
 };
+
+inline constexpr std::chrono::milliseconds kMinHeartbeatTimeout{1000};
 
 class NodeJob {
  public:
   static constexpr std::chrono::milliseconds kHeartbeat{250};
-  static constexpr std::chrono::milliseconds kStoreTimeout{5000};
-  static constexpr std::chrono::milliseconds kSilenceLimit{10000};
 
   // Node 0 starts the store; every node connects, checks the others agree and claims its node
   // rank. Throws LaunchError (exit status 1) saying what failed.
@@ -65,8 +69,8 @@ class NodeJob {
   // This node is stopping its ranks for `why`: the other nodes are told (from the thread).
   void reportLocalStop(const std::string& why);
   // This node's ranks are gone. Tells the others; node 0 then waits until every node is done,
-  // falls silent for kSilenceLimit, or `interrupted()` says so (asked every kHeartbeat). Returns
-  // why the job failed elsewhere, or "" when no node reported a failure.
+  // falls silent for the heartbeat timeout, or `interrupted()` says so (asked every kHeartbeat).
+  // Returns why the job failed elsewhere, or "" when no node reported a failure.
   std::string finish(const std::function<bool()>& interrupted);
 
  private:
@@ -92,7 +96,7 @@ class NodeJob {
   bool localStopSent_ = false;
   std::vector<int64_t> lastBeat_;  // node 0: each node's last heartbeat count
   std::vector<std::chrono::steady_clock::time_point> lastBeatAt_;
-  std::vector<bool> silent_;  // node 0: nodes silent for kSilenceLimit (no longer waited for)
+  std::vector<bool> silent_;  // node 0: nodes silent too long (no longer waited for)
   std::thread thread_;
 };
 

@@ -16,7 +16,7 @@ Several hosts: run one ringlet-run per host with the same --nnodes M, --master-a
 --master-port P (or --rdzv-endpoint A:P) and its own --node-rank I (0..M-1). Node 0 hosts the
 rendezvous store on A:P (bound to A); the others connect to it. Every node needs the same job
 secret in RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE. When a rank fails on one node, or a
-node's ringlet-run stops answering, every node stops its ranks.
+node's ringlet-run stops answering for --heartbeat-timeout seconds, every node stops its ranks.
 
 Each rank gets in its environment:
   RANK                      global rank: I*n + local rank (--rank-order block, as torchrun) or
@@ -79,6 +79,7 @@ ParseResult parseOptions(int argc, char** argv) {
   std::string bind = "none";
   double timeoutSeconds = 0;
   double graceSeconds = 5;
+  double heartbeatSeconds = 10;
   bool noPrefix = false;
   int port = -1;
   std::string rdzvEndpoint;
@@ -107,6 +108,10 @@ ParseResult parseOptions(int argc, char** argv) {
                  "Whole-job wall-clock limit in seconds; on expiry every rank is stopped");
   app.add_option("--grace", graceSeconds,
                  "Seconds between SIGTERM and SIGKILL when stopping ranks (default 5)");
+  app.add_option("--heartbeat-timeout", heartbeatSeconds,
+                 "Several hosts: seconds a node's ringlet-run may stay silent before every node "
+                 "stops its ranks; node 0's store unanswered for half of it stops the others "
+                 "(default 10; 1 to 3600; longer for slow or congested networks)");
 
   try {
     app.parse(argc, argv);
@@ -194,6 +199,11 @@ ParseResult parseOptions(int argc, char** argv) {
         fmt::format("--grace {} is not a number of seconds between 0 and 3600", graceSeconds));
   }
   options.grace = toMillis(graceSeconds);
+  if (!std::isfinite(heartbeatSeconds) || heartbeatSeconds < 1 || heartbeatSeconds > 3600) {
+    return usageError(fmt::format(
+        "--heartbeat-timeout {} is not a number of seconds between 1 and 3600", heartbeatSeconds));
+  }
+  options.heartbeatTimeout = toMillis(heartbeatSeconds);
   options.prefixOutput = !noPrefix;
   return {std::move(options), kExitOk};
 }

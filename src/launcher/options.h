@@ -25,7 +25,9 @@ struct LaunchOptions {
   BindMode bind = BindMode::kNone;
   std::optional<std::chrono::milliseconds> timeout;  // whole-job wall-clock limit
   std::chrono::milliseconds grace{5000};             // SIGTERM -> SIGKILL
-  std::vector<std::string> command;                  // program and its arguments
+  // Several hosts: a node silent this long is taken for gone (--heartbeat-timeout).
+  std::chrono::milliseconds heartbeatTimeout{10000};
+  std::vector<std::string> command;  // program and its arguments
 };
 
 inline constexpr int kMaxRanks = 4096;                    // most ranks -n may ask for

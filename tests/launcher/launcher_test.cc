@@ -325,6 +325,7 @@ TEST(Launcher, BadOptionsAreOneClearError) {
            {{"-n", "2", "--bind", "sockets", kProbe, "env"}, "--bind 'sockets'"},
            {{"-n", "2", "--timeout", "0", kProbe, "env"}, "--timeout 0"},
            {{"-n", "2", "--grace", "-1", kProbe, "env"}, "--grace -1"},
+           {{"-n", "2", "--heartbeat-timeout", "0.5", kProbe, "env"}, "--heartbeat-timeout 0.5"},
            {{"-n", "2", "--master-port", "70000", kProbe, "env"}, "--master-port 70000"},
            {{"-n", "1", "--nnodes", "0", kProbe, "env"}, "--nnodes 0"},
            {{"-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1", kProbe,
@@ -408,15 +409,18 @@ TEST(Launcher, TwoNodesShareOneJob) {
   EXPECT_EQ(jobs.size(), 1u) << "the nodes' ranks were given different job ids";
 }
 
-// Node 0 whose partner never comes: it ends, bounded, naming the node.
+// Node 0 whose partner never comes: it ends, bounded by --heartbeat-timeout (the default is
+// 10 s), naming the node.
 TEST(Launcher, NodeThatNeverJoinsEndsTheJob) {
   const std::string endpoint = fmt::format("127.0.0.1:{}", freeLoopbackPort());
-  ToolResult r = runTool({"/usr/bin/env", "RINGLET_JOB_SECRET=" + std::string(64, 'b'), kRun,
-                          "--nnodes", "2", "--rdzv-endpoint", endpoint, "-n", "1", "true"},
-                         std::chrono::seconds(30));
+  ToolResult r =
+      runTool({"/usr/bin/env", "RINGLET_JOB_SECRET=" + std::string(64, 'b'), kRun, "--nnodes", "2",
+               "--rdzv-endpoint", endpoint, "--heartbeat-timeout", "2", "-n", "1", "true"},
+              std::chrono::seconds(30));
   EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
   EXPECT_NE(r.err.find("ringlet: node 1 never joined the job"), std::string::npos) << r.err;
-  EXPECT_LT(r.seconds, 20.0);
+  EXPECT_GE(r.seconds, 1.9);
+  EXPECT_LT(r.seconds, 8.0);
 }
 
 TEST(Launcher, ProgramArgumentsThatLookLikeOptionsAreLeftAlone) {
