@@ -123,6 +123,8 @@ class CommunicatorImpl {
   // rank's place in that ring. The same as the rank-order group unless ranksReordered().
   const collectives::Group& hostRing() const { return hostRing_; }
   bool ringReordered() const { return ringReordered_; }
+  // Ring place -> rank of hostRing().
+  const std::vector<int>& ringOrder() const { return ringOrder_; }
   // Every link of this communicator (grows when connectAllPeers adds some).
   std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/select.h"
@@ -30,6 +31,18 @@ void checkOp(const char* name, int rank, DataType type, ReduceOp op) {
 
 size_t slice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
   return impl.sliceBytes({&group.next(), &group.prev()});
+}
+
+// The blocks of `blockCount` elements by place on the host-ordered ring (host_ring.h): place p
+// carries rank ringOrder[p]'s block, so the ring enters and leaves each host once and every rank
+// still ends with its own block.
+std::vector<collectives::Piece> blocksByRingPlace(const detail::CommunicatorImpl& impl,
+                                                  size_t blockCount) {
+  std::vector<collectives::Piece> blocks;
+  for (int rank : impl.ringOrder()) {
+    blocks.push_back({static_cast<size_t>(rank) * blockCount, blockCount});
+  }
+  return blocks;
 }
 
 Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
@@ -109,6 +122,13 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
     if (algorithm == collectives::Algorithm::kBruck) {
       return collectives::bruckAllgather(group, args, impl.sliceBytes({}), wait);
     }
+    if (impl.ringReordered()) {
+      const collectives::Group& ring = impl.hostRing();
+      const std::vector<collectives::Piece> blocks = blocksByRingPlace(impl, args.sendCount);
+      return collectives::ringAllgatherv(
+          ring, {.send = args.send, .recv = args.recv, .blocks = blocks, .type = args.type},
+          slice(impl, ring), wait);
+    }
     collectives::ringAllgather(group, args, slice(impl, group), wait);
   };
   return {header, body};
@@ -151,6 +171,17 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
         kernels::finishAverage(args.recv, args.recvCount, args.type, 2);
       }
       return;
+    }
+    if (impl.ringReordered()) {
+      const collectives::Group& ring = impl.hostRing();
+      const std::vector<collectives::Piece> blocks = blocksByRingPlace(impl, args.recvCount);
+      return collectives::ringReduceScatterv(ring,
+                                             {.send = args.send,
+                                              .recv = args.recv,
+                                              .blocks = blocks,
+                                              .type = args.type,
+                                              .op = args.op},
+                                             slice(impl, ring), wait);
     }
     collectives::ringReduceScatter(group, args, slice(impl, group), wait);
   };

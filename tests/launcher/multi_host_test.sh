@@ -64,11 +64,13 @@ collectives)
   grep -hq "tcp" "$work"/host*.log || fail "no rank reported a tcp link"
   if (( ranks > 1 )); then grep -hq "shm" "$work"/host*.log || fail "no shm link on one host"; fi
   if [[ "$order" == cyclic && "$ranks" -gt 1 ]]; then
-    # Dealt cyclically, the ring all-reduce runs in host order (each host entered once).
+    # Dealt cyclically, the rings of all-reduce, reduce-scatter and all-gather run in host order
+    # (each host entered once); ringlet-bench checks every result.
     emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
-      $run_line -n $ranks --rank-order cyclic \"\$BIN/ringlet-bench\" --ops allreduce \
-      --algo ring -b 8 -e 1M -f 16 -n 2 -w 1 >\"\$WORK/ring\$EMU_NODE.log\" 2>&1" ||
-      { cat "$work"/ring*.log >&2; fail "the host-ordered ring all-reduce failed"; }
+      $run_line -n $ranks --rank-order cyclic \"\$BIN/ringlet-bench\" \
+      --ops allreduce,reducescatter,allgather --algo ring -b 8 -e 1M -f 16 -n 2 -w 1 \
+      >\"\$WORK/ring\$EMU_NODE.log\" 2>&1" ||
+      { cat "$work"/ring*.log >&2; fail "the host-ordered rings failed"; }
     expected=""
     for ((h = 0; h < hosts; h++)); do
       for ((l = 0; l < ranks; l++)); do expected+="$((l * hosts + h)) "; done
