@@ -47,6 +47,9 @@ constexpr const char* kVariables[] = {
     "SLURM_NTASKS",
     "SLURM_TASKS_PER_NODE",
     "SLURM_NODEID",
+    "RINGLET_STORE_MAX_KEYS",
+    "RINGLET_STORE_MAX_BYTES",
+    "RINGLET_STORE_MAX_CONNECTIONS",
 };
 constexpr size_t kVariableCount = std::size(kVariables);
 
@@ -83,6 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     expectNamedError([&] { config::parseCostModel(value, "fuzz"); });
   }
   expectNamedError([] { config::reloadEnvironment(); });
+  expectNamedError([] { config::storeQuotas(); });
   expectNamedError([] { CommunicatorOptions::fromEnvironment(); });
   expectNamedError([] { transport::shm::ShmOptions::fromEnvironment(); });
   expectNamedError([] { bootstrap::readLauncherEnvironment(false); });
