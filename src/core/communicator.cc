@@ -209,8 +209,10 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
     if (algorithm == collectives::Algorithm::kTree) {
       collectives::treeBroadcast(group, data, bytes, root, impl.sliceBytes({}), wait);
     } else {
-      collectives::chainBroadcast(group, data, bytes, root,
-                                  impl.sliceBytes({&group.next(), &group.prev()}), wait);
+      // Along the ring in host order (host_ring.h), so it enters and leaves each host once.
+      const collectives::Group& ring = impl.hostRing();
+      collectives::chainBroadcast(ring, data, bytes, impl.ringPlaceOf(root),
+                                  impl.sliceBytes({&ring.next(), &ring.prev()}), wait);
     }
   };
   return {header, body};

@@ -125,6 +125,12 @@ class CommunicatorImpl {
   bool ringReordered() const { return ringReordered_; }
   // Ring place -> rank of hostRing().
   const std::vector<int>& ringOrder() const { return ringOrder_; }
+  // The place of `rank` on hostRing() (`rank` itself when the ring is in rank order).
+  int ringPlaceOf(int rank) const {
+    if (!ringReordered_) return rank;
+    return static_cast<int>(std::find(ringOrder_.begin(), ringOrder_.end(), rank) -
+                            ringOrder_.begin());
+  }
   // Every link of this communicator (grows when connectAllPeers adds some).
   std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.

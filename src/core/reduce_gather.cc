@@ -83,7 +83,11 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
     if (algorithm == collectives::Algorithm::kTree) {
       return collectives::treeReduce(group, args, impl.sliceBytes({}), wait);
     }
-    collectives::chainReduce(group, args, slice(impl, group), wait);
+    // Along the ring in host order (host_ring.h), so it enters and leaves each host once.
+    const collectives::Group& ring = impl.hostRing();
+    collectives::ReduceArgs onRing = args;
+    onRing.root = impl.ringPlaceOf(args.root);
+    collectives::chainReduce(ring, onRing, slice(impl, ring), wait);
   };
   return {header, body};
 }
