@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -59,9 +60,21 @@ net::Fd connectToServer(const TcpStoreServer& server) {
   if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
     finding("cannot bind a client socket to a loopback address");
   }
-  if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    std::fprintf(stderr, "store fuzz: connect: %s\n", std::strerror(errno));
-    finding("the server stopped accepting");
+  // libFuzzer's timer (SIGALRM) interrupts blocking calls now and then: an interrupted connect
+  // goes on in the background, and is waited for.
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    int error = errno;
+    if (error == EINTR) {
+      pollfd p{fd.get(), POLLOUT, 0};
+      while (::poll(&p, 1, static_cast<int>(kCloseBudget.count() * 1000)) < 0 && errno == EINTR) {
+      }
+      socklen_t length = sizeof(error);
+      if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
+    }
+    if (error != 0) {
+      std::fprintf(stderr, "store fuzz: connect: %s\n", std::strerror(error));
+      finding("the server stopped accepting");
+    }
   }
   return fd;
 }
@@ -73,11 +86,13 @@ bool readExactly(int fd, uint8_t* out, size_t bytes) {
   while (got < bytes) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) finding("the server did not greet or answer in time");
     pollfd p{fd, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-      finding("the server did not greet or answer in time");
-    }
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;  // libFuzzer's timer
+    if (ready <= 0) finding("the server did not greet or answer in time");
     const ssize_t n = ::recv(fd, out + got, bytes - got, 0);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     got += static_cast<size_t>(n);
   }
@@ -100,7 +115,11 @@ void openSession(int fd) {
   std::memcpy(out, wire::kHello, sizeof(wire::kHello));
   std::memcpy(out + sizeof(wire::kHello), clientNonce.data(), clientNonce.size());
   std::memcpy(out + sizeof(wire::kHello) + wire::kNonceBytes, proof.data(), proof.size());
-  if (::send(fd, out, sizeof(out), MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(out))) {
+  ssize_t sent = -1;
+  do {
+    sent = ::send(fd, out, sizeof(out), MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent != static_cast<ssize_t>(sizeof(out))) {
     finding("the server closed before the proof");
   }
   uint8_t answer[wire::kAnswerBytes];
