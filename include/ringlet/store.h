@@ -79,7 +79,7 @@ struct TcpStoreQuotas {
 // refused before any request is read, and the server proves the same to the client. The secret
 // itself never crosses the wire. With an empty secret nothing is proven: start() then accepts
 // only a loopback host (127.0.0.0/8, ::1), and admits only connections whose socket belongs to
-// the server's own user (the kernel's /proc/net/tcp), so every process of this user on this host
+// the server's own user (the kernel's sock_diag), so every process of this user on this host
 // is trusted (docs/security.md).
 //
 // When accept() fails for lack of descriptors (EMFILE, ENFILE) the server stops accepting for a

@@ -1,6 +1,7 @@
 #pragma once
-// Who opened a loopback TCP connection: the uid that owns the client's socket, as the kernel
-// lists it in /proc/net/tcp (IPv4) and /proc/net/tcp6. A store without a job secret admits only
+// Who opened a loopback TCP connection: the uid that owns the client's socket, as the kernel's
+// sock_diag netlink interface tells for that one socket (or, where it is missing, as
+// /proc/net/tcp and /proc/net/tcp6 list it). A store without a job secret admits only
 // connections of its own user this way, so its weak mode trusts "this user on this host", as a
 // file store in a 0700 directory does.
 
