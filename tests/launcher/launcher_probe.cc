@@ -77,14 +77,18 @@ void checkInAndWait(const std::string& dir) {
   std::_Exit(3);
 }
 
-int storeMode() {
+// The launcher's store; it admits only clients that prove the job secret it handed out.
+std::shared_ptr<ringlet::Store> launcherStore() {
   auto [host, port] = ringlet::net::splitHostPort(env("RINGLET_STORE_ADDR"), "RINGLET_STORE_ADDR");
-  // The launcher's store admits only clients that prove the job secret it handed out.
-  auto store = ringlet::connectTcpStore(
+  return ringlet::connectTcpStore(
       host, port,
       {.timeout = 5s,
        .connectTimeout = 5s,
        .secret = ringlet::auth::decodeHexSecret(env("RINGLET_JOB_SECRET"), "RINGLET_JOB_SECRET")});
+}
+
+int storeMode() {
+  auto store = launcherStore();
   int size = envInt("WORLD_SIZE");
   store->add("probe/arrived", 1);
   auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -103,12 +107,7 @@ int storeMode() {
 // Sets `count` keys of its own in the launcher's store; prints how many were stored, and the
 // error that stopped it.
 int storeKeysMode(int count) {
-  auto [host, port] = ringlet::net::splitHostPort(env("RINGLET_STORE_ADDR"), "RINGLET_STORE_ADDR");
-  auto store = ringlet::connectTcpStore(
-      host, port,
-      {.timeout = 5s,
-       .connectTimeout = 5s,
-       .secret = ringlet::auth::decodeHexSecret(env("RINGLET_JOB_SECRET"), "RINGLET_JOB_SECRET")});
+  auto store = launcherStore();
   int stored = 0;
   try {
     for (; stored < count; ++stored) store->set("probe/key" + std::to_string(stored), {});
