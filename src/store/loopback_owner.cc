@@ -6,6 +6,7 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -57,6 +58,9 @@ struct DiagAnswer {
 DiagAnswer askSockDiag(const sockaddr_storage& client, const sockaddr_storage& server) {
   const int nl = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (nl < 0) return {};
+  // The kernel answers at once; a bound on the wait all the same (then: the /proc fallback).
+  const timeval bound{.tv_sec = 1, .tv_usec = 0};
+  ::setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
   struct Request {
     nlmsghdr header;
     inet_diag_req_v2 body;
