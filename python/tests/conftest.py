@@ -5,6 +5,7 @@ ringlet_torch from the build tree (PYTHONPATH set by the ctest entry or RINGLET_
 """
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -17,6 +18,22 @@ WORKERS = os.path.join(HERE, "workers.py")
 
 
 def free_port():
+    """A port free now and outside the kernel's ephemeral range, so that no connect() on this
+    machine takes it as its local port while the ranks import torch (as ringlet-run picks)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999
+    candidates = list(range(20000, max(20000, lo))) + list(range(max(hi + 1, 20000), 65536))
+    for port in random.sample(candidates, min(64, len(candidates))):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

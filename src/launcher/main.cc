@@ -62,8 +62,7 @@ LocalJob startLocalJob(const LaunchOptions& options) {
          .secret = auth::decodeHexSecret(job.identity.secret, "the job secret"),
          .quotas = config::storeQuotas()});
     if (masterPort == 0) {
-      net::Fd probe = net::listenTcp(options.masterAddr, 0);
-      masterPort = net::SocketAddress::local(probe.get()).port();
+      masterPort = net::unusedPort(options.masterAddr);
     }
   } catch (const Error& e) {
     throw LaunchError(kExitRankFailed, fmt::format("cannot start the rendezvous store on {}: {}",

@@ -68,8 +68,7 @@ std::unique_ptr<NodeJob> NodeJob::join(const NodeJobOptions& options) {
                                             .secret = options.secret,
                                             .quotas = config::storeQuotas()});
       // MASTER_PORT stays free for the program's own rendezvous (PyTorch's env://).
-      net::Fd probe = net::listenTcp(options.masterAddr, 0);
-      job->programPort_ = net::SocketAddress::local(probe.get()).port();
+      job->programPort_ = net::unusedPort(options.masterAddr);
     } catch (const Error& e) {
       throw LaunchError(
           kExitRankFailed,

@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -160,6 +162,47 @@ Fd listenTcp(const std::string& host, uint16_t port, int backlog) {
   }
   setNonBlocking(fd.get());
   return fd;
+}
+
+namespace {
+
+// The ephemeral range connect() draws local ports from; Linux's default when unreadable.
+std::pair<int, int> ephemeralPortRange() {
+  std::pair<int, int> range{32768, 60999};
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "re")) {
+    int lo = 0, hi = 0;
+    if (std::fscanf(f, "%d %d", &lo, &hi) == 2 && 0 < lo && lo <= hi && hi <= 65535) {
+      range = {lo, hi};
+    }
+    std::fclose(f);
+  }
+  return range;
+}
+
+}  // namespace
+
+uint16_t unusedPort(const std::string& host) {
+  // Candidates: [20000, lo) and (hi, 65535], clear of the well-known services below 20000.
+  constexpr int kFirst = 20000, kLast = 65535;
+  const auto [lo, hi] = ephemeralPortRange();
+  const int below = std::max(0, std::min(lo, kLast + 1) - kFirst);
+  const int above = std::max(0, kLast - std::max(hi, kFirst - 1));
+  if (below + above > 0) {
+    std::mt19937 pick(std::random_device{}());
+    std::uniform_int_distribution<int> draw(0, below + above - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      const int k = draw(pick);
+      const int port = k < below ? kFirst + k : hi + 1 + (k - below);
+      try {
+        Fd probe = listenTcp(host, static_cast<uint16_t>(port), 1);
+        return static_cast<uint16_t>(port);
+      } catch (const IoError&) {
+        // In use: draw again.
+      }
+    }
+  }
+  Fd probe = listenTcp(host, 0, 1);
+  return SocketAddress::local(probe.get()).port();
 }
 
 Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::string_view what) {

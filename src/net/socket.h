@@ -59,6 +59,13 @@ std::pair<std::string, uint16_t> splitHostPort(std::string_view text, std::strin
 // A listening TCP socket bound to host:port (port 0: any free port), SO_REUSEADDR, nonblocking.
 Fd listenTcp(const std::string& host, uint16_t port, int backlog = 128);
 
+// A port of `host` that is free now and lies outside the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so that no connect() on this machine takes it as its local port
+// before the program it is meant for binds it (a port from listenTcp(host, 0) is an ephemeral one:
+// while a Python rank imports its libraries for seconds, any outgoing connection may take it).
+// Falls back to any free port when the range leaves no room outside it.
+uint16_t unusedPort(const std::string& host);
+
 // Connects to host:port, retrying refused/unreachable attempts with backoff until the deadline.
 // The socket comes back nonblocking with TCP_NODELAY. Throws TimeoutError naming the address.
 Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::string_view what);

@@ -57,6 +57,28 @@ std::vector<std::string> launcherLines(const std::string& err) {
   return lines;
 }
 
+// Whether connect() may draw `port` as a local port (net.ipv4.ip_local_port_range).
+bool isEphemeral(int port) {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int lo = 32768, hi = 60999;
+  range >> lo >> hi;
+  return lo <= port && port <= hi;
+}
+
+// MASTER_PORT is bound by the program only after it imports its libraries (seconds for PyTorch):
+// an ephemeral port could meanwhile be taken by any connect() on the machine.
+TEST(Launcher, UnusedPortsLieOutsideTheEphemeralRangeAndAreFree) {
+  std::set<uint16_t> ports;
+  for (int i = 0; i < 20; ++i) {
+    const uint16_t port = net::unusedPort("127.0.0.1");
+    EXPECT_FALSE(isEphemeral(port)) << port;
+    EXPECT_GE(port, 20000);
+    EXPECT_NO_THROW(net::listenTcp("127.0.0.1", port)) << port;
+    ports.insert(port);
+  }
+  EXPECT_GT(ports.size(), 10u);  // drawn at random: concurrent launches rarely meet
+}
+
 TEST(Launcher, EveryRankSeesItsIdentityAndTheJobsStore) {
   ToolResult r = runTool(run({"-n", "4", kProbe, "env"}));
   ASSERT_EQ(r.exitCode, 0) << r.err;
@@ -80,6 +102,7 @@ TEST(Launcher, EveryRankSeesItsIdentityAndTheJobsStore) {
     EXPECT_TRUE(m[8].str().starts_with("127.0.0.1:")) << m[8];
     EXPECT_NE(m[8], "127.0.0.1:" + m[7].str());
     EXPECT_NE(m[7], "0");
+    EXPECT_FALSE(isEphemeral(std::stoi(m[7]))) << "MASTER_PORT " << m[7];
     EXPECT_TRUE(std::regex_match(m[10].str(), std::regex("[0-9a-f]{64}"))) << m[10];
     seen.insert(prefixRank);
     secrets.insert(m[10]);
@@ -364,10 +387,7 @@ TEST(Launcher, SeveralNodesWithoutASecretIsOneClearError) {
 }
 
 // A port that was free a moment ago, for a store that node 0 hosts.
-uint16_t freeLoopbackPort() {
-  net::Fd fd = net::listenTcp("127.0.0.1", 0);
-  return net::SocketAddress::local(fd.get()).port();
-}
+uint16_t freeLoopbackPort() { return net::unusedPort("127.0.0.1"); }
 
 // Two nodes on one machine (both on loopback): block rank order, one job id, one secret.
 TEST(Launcher, TwoNodesShareOneJob) {

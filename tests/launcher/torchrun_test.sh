@@ -20,8 +20,25 @@ trap 'rm -rf "$work"' EXIT
 bench_args=(-b 8 -e 64K -f 16 -n 3 -w 1 --ops allreduce,broadcast,allgather,barrier)
 export RINGLET_DEBUG=INFO RINGLET_TIMEOUT=30
 
+# A port free now and outside the ephemeral range: torchrun's agent binds it only after importing
+# torch, and meanwhile any connect() on the machine could take an ephemeral one.
 free_port() {
-  "$python" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+  "$python" - <<'PY'
+import random, socket
+lo, hi = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+ports = [p for p in range(20000, 65536) if p < lo or p > hi]
+for port in random.sample(ports, 64):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        print(port)
+        break
+    except OSError:
+        pass
+    finally:
+        s.close()
+PY
 }
 
 # torchrun [ARGS...]: runs it with a deadline, output in $work/log.

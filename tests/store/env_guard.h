@@ -71,10 +71,7 @@ class EnvGuard {
   std::map<std::string, std::string> saved_;
 };
 
-// A port that was free a moment ago (bound and released).
-inline uint16_t freePort() {
-  net::Fd fd = net::listenTcp("127.0.0.1", 0);
-  return net::SocketAddress::local(fd.get()).port();
-}
+// A port that was free a moment ago, outside the ephemeral range (see net::unusedPort).
+inline uint16_t freePort() { return net::unusedPort("127.0.0.1"); }
 
 }  // namespace ringlet::testing
