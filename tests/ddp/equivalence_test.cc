@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "blas_setup.h"
-#include "distributed.h"
 #include "tests/support/ranks.h"
+#include "train_loop.h"
 
 namespace trainer {
 namespace {
@@ -85,6 +85,7 @@ struct Case {
   size_t firstBucketCap = size_t(1) << 20;
   int64_t steps = 5;
   bool seedPerRank = false;
+  bool splitBatches = false;  // the trainer is given the global batch
 };
 
 // Runs the case; returns rank 0's parameters and checks that all ranks agree bit for bit.
@@ -98,18 +99,18 @@ std::vector<float> distributed(const Case& c, size_t* bucketsOut = nullptr) {
     co.transport = "local";
     auto comm = ringlet::Communicator::create(ringlet::Bootstrap::forThread(rank, size, store), co);
     TrainOptions o = c.options;
-    o.batch = c.batch;
-    o.rank = rank;
-    o.world = size;
+    o.batch = c.splitBatches ? c.batch * size : c.batch;
     if (c.seedPerRank) o.seed = 100 + rank;
-    Trainer t(o);
-    DataParallelOptions dpo;
-    dpo.accumulation = c.accumulation;
-    dpo.buckets.bucketCapBytes = c.bucketCap;
-    dpo.buckets.firstBucketCapBytes = c.firstBucketCap;
-    DataParallel dp(t, comm, dpo);
-    if (bucketsOut && rank == 0) *bucketsOut = dp.synchronizer().buckets().size();
-    while (t.step() < c.steps) dp.step();
+    Trainer t(o);  // built as one process would; prepare() places it on its rank
+    AcceleratorOptions ao;
+    ao.gradientAccumulationSteps = c.accumulation;
+    ao.splitBatches = c.splitBatches;
+    ao.buckets.bucketCapBytes = c.bucketCap;
+    ao.buckets.firstBucketCapBytes = c.firstBucketCap;
+    Accelerator accelerator(&comm, ao);
+    accelerator.prepare(t);
+    if (bucketsOut && rank == 0) *bucketsOut = accelerator.synchronizer()->buckets().size();
+    while (t.step() < c.steps) trainStep(accelerator, t);
     std::lock_guard lock(mu);
     finals[rank].assign(t.params().data(), t.params().data() + t.params().numel());
   });
@@ -179,6 +180,12 @@ TEST_F(Equivalence, GradientAccumulationTwoMicroSteps) {
     b.options.optimizer = opt;
     expectEquivalent(b, 1e-4, std::string("bert accumulate ") + opt);
   }
+}
+
+TEST_F(Equivalence, SplitBatchesTrainLikeTheGlobalBatch) {
+  Case c{mlpOptions(), 4, 8};
+  c.splitBatches = true;
+  expectEquivalent(c, 1e-5, "mlp split batches");
 }
 
 TEST_F(Equivalence, RanksSeededDifferentlyEndEqual) {

@@ -20,6 +20,7 @@ struct Batch {
   std::vector<int32_t> ids;       // [B, T]
   std::vector<int32_t> keyValid;  // [B, T]: 1 for real tokens, 0 for padding
   std::vector<int32_t> labels;    // [B] (classification) or [B, T] (masked-LM, -100 = ignore)
+  int64_t padding = 0;            // trailing examples that repeat others (even eval shards)
 };
 
 // Interleaved spirals: `classes` arms of `perClass` points each in 2-D, with Gaussian noise.

@@ -11,9 +11,10 @@
 #include <optional>
 #include <thread>
 
+#include "accelerator.h"
 #include "blas_setup.h"
-#include "distributed.h"
 #include "report.h"
+#include "train_loop.h"
 #include "trainer.h"
 
 namespace {
@@ -157,23 +158,18 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
   trainer::TrainOptions& t = o.train;
   trainer::ModelOptions& m = t.model;
   const int world = place.world;
-  const bool leader = place.rank == 0;
-  t.rank = place.rank;
-  t.world = world;
   if (t.sampler.empty()) t.sampler = world > 1 ? "epoch" : "random";
   if (world > 1 && t.sampler != "epoch") {
     throw ringlet::InvalidArgument(
         fmt::format("--sampler {} with {} ranks: data-parallel training needs --sampler epoch",
                     t.sampler, world));
   }
-  const int64_t globalBatch = o.splitBatches ? t.batch : t.batch * world;
-  if (o.splitBatches) {
-    if (t.batch % world != 0) {
-      throw ringlet::InvalidArgument(
-          fmt::format("--split-batches: --batch {} does not divide over {} ranks", t.batch, world));
-    }
-    t.batch /= world;
+  if (o.splitBatches && t.batch % world != 0) {
+    throw ringlet::InvalidArgument(
+        fmt::format("--split-batches: --batch {} does not divide over {} ranks", t.batch, world));
   }
+  const int64_t globalBatch = o.splitBatches ? t.batch : t.batch * world;
+  // k micro-batches of b train like one batch of k*b only when drawn from one epoch order.
   if (o.accumulate > 1 && world == 1 && t.sampler == "random") t.sampler = "epoch";
   if (o.bucketMb <= 0 || o.firstBucketMb <= 0) {
     throw ringlet::InvalidArgument(fmt::format(
@@ -194,64 +190,65 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     trainer::setBlasThreads(std::max(1, threads));
   }
 
-  trainer::Trainer tr(t);
-  // Rank 0 alone talks; every rank still reports its own errors.
-  auto say = [&](const std::string& line) {
-    if (leader) fmt::print("ringlet-train: {}\n", line);
-  };
-  say(tr.workload().describe());
-  say(
-      fmt::format("{} parameters, {} steps, batch {} ({} per rank x {} ranks{}), {} lr {:g}, "
-                  "warm-up {}, seed {}, sampler {}",
-                  tr.params().numel(), t.steps, globalBatch * o.accumulate, t.batch, world,
-                  o.accumulate > 1 ? fmt::format(" x {} micro-batches", o.accumulate) : "",
-                  t.optimizer, t.lr, t.warmup, t.seed, t.sampler));
-  say(fmt::format("{}, {} BLAS threads per rank", blasNote, trainer::blasThreads()));
+  trainer::AcceleratorOptions ao;
+  ao.gradientAccumulationSteps = o.accumulate;
+  ao.splitBatches = o.splitBatches;
+  ao.overlap = !o.noOverlap;
+  ao.noSync = o.noSync;
+  ao.buckets.bucketCapBytes = static_cast<size_t>(o.bucketMb * (1 << 20));
+  ao.buckets.firstBucketCapBytes = static_cast<size_t>(o.firstBucketMb * (1 << 20));
+  trainer::Accelerator accelerator(world > 1 ? &communicator() : nullptr, ao);
+
+  // The model with its optimizer, schedule and training data, built alike on every rank;
+  // prepare() shards the data and starts every rank from rank 0's parameters.
+  trainer::Trainer model(t);
+  accelerator.prepare(model);
+  trainer::EvalLoader evalData(model.workload(), model.options().batch,
+                               o.evalBatches < 0 ? -1 : o.evalBatches * globalBatch);
+  accelerator.prepare(evalData);
+
+  accelerator.print("ringlet-train: {}", model.workload().describe());
+  accelerator.print(
+      "ringlet-train: {} parameters, {} steps, batch {} ({} per rank x {} ranks{}), {} lr {:g}, "
+      "warm-up {}, seed {}, sampler {}",
+      model.params().numel(), t.steps, globalBatch * o.accumulate, model.options().batch, world,
+      o.accumulate > 1 ? fmt::format(" x {} micro-batches", o.accumulate) : "", t.optimizer, t.lr,
+      t.warmup, t.seed, model.options().sampler);
+  accelerator.print("ringlet-train: {}, {} BLAS threads per rank", blasNote,
+                    trainer::blasThreads());
   if (!o.resume.empty()) {
-    tr.loadCheckpoint(o.resume);  // every rank reads the same file
-    say(fmt::format("resumed from {} at step {}", o.resume, tr.step()));
+    accelerator.loadState(model, o.resume);
+    accelerator.print("ringlet-train: resumed from {} at step {}", o.resume, model.step());
   }
-  if (double base = tr.workload().baselineLoss(); !std::isnan(base)) {
-    say(fmt::format("baseline (unigram entropy) {:.4f}", base));
+  if (double base = model.workload().baselineLoss(); !std::isnan(base)) {
+    accelerator.print("ringlet-train: baseline (unigram entropy) {:.4f}", base);
   }
-
-  ringlet::Communicator* comm = nullptr;
-  std::unique_ptr<trainer::DataParallel> dp;
-  if (world > 1 || o.accumulate > 1) {
-    comm = &communicator();
-    trainer::DataParallelOptions dpo;
-    dpo.accumulation = o.accumulate;
-    dpo.overlap = !o.noOverlap;
-    dpo.noSync = o.noSync;
-    dpo.buckets.bucketCapBytes = static_cast<size_t>(o.bucketMb * (1 << 20));
-    dpo.buckets.firstBucketCapBytes = static_cast<size_t>(o.firstBucketMb * (1 << 20));
-    dp = std::make_unique<trainer::DataParallel>(tr, *comm, dpo);
-    say(fmt::format("data parallel over {} {} ({}), {} gradient buckets, {}", world,
-                    o.threadsAsRanks > 0 ? "thread ranks" : "ranks", comm->describeLinks(),
-                    dp->synchronizer().buckets().size(),
-                    o.noSync      ? "no gradient all-reduce (--no-sync)"
-                    : o.noOverlap ? "all-reduce after backward"
-                                  : "all-reduce overlapping backward"));
+  if (auto* sync = accelerator.synchronizer()) {
+    accelerator.print("ringlet-train: data parallel over {} {} ({}), {} gradient buckets, {}",
+                      world, o.threadsAsRanks > 0 ? "thread ranks" : "ranks",
+                      accelerator.communicator()->describeLinks(), sync->buckets().size(),
+                      o.noSync      ? "no gradient all-reduce (--no-sync)"
+                      : o.noOverlap ? "all-reduce after backward"
+                                    : "all-reduce overlapping backward");
   }
 
+  const bool leader = accelerator.isMainProcess();
   std::optional<trainer::CsvLog> csv;
   if (leader) csv.emplace(o.csv, !o.resume.empty());
   trainer::Progress progress(t.steps, leader && !o.noProgress && ::isatty(STDERR_FILENO));
   const int64_t samplesPerStep = globalBatch * o.accumulate;
-  const int64_t tokensPerStep = samplesPerStep * tr.workload().tokensPerExample();
+  const int64_t tokensPerStep = samplesPerStep * model.workload().tokensPerExample();
   trainer::StepTimes phase;
   double lossSum = 0;
   int64_t lossCount = 0, correct = 0, seen = 0, windowSteps = 0;
   auto windowStart = std::chrono::steady_clock::now();
-  while (tr.step() < t.steps) {
-    trainer::StepStats s = dp ? dp->step() : tr.trainStep();
-    if (dp) {
-      const trainer::StepTimes& p = dp->lastTimes();
-      phase.forward += p.forward;
-      phase.backward += p.backward;
-      phase.syncWait += p.syncWait;
-      phase.optimizer += p.optimizer;
-    }
+  while (model.step() < t.steps) {
+    trainer::StepStats s = trainer::trainStep(accelerator, model);
+    const trainer::StepTimes& p = accelerator.times();
+    phase.forward += p.forward;
+    phase.backward += p.backward;
+    phase.syncWait += p.syncWait;
+    phase.optimizer += p.optimizer;
     lossSum += s.loss;
     windowSteps++;
     correct += s.counts.correct;
@@ -259,9 +256,7 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     lossCount++;
     double evalLoss = std::nan(""), evalAcc = std::nan("");
     if (s.step % o.evalEvery == 0 || s.step == t.steps) {
-      trainer::EvalResult e =
-          dp ? dp->evaluate(o.evalBatches < 0 ? -1 : o.evalBatches * globalBatch)
-             : tr.evaluate(o.evalBatches);
+      trainer::EvalResult e = trainer::evaluate(accelerator, model, evalData);
       evalLoss = e.meanLoss();
       evalAcc = e.accuracy();
       if (leader)
@@ -282,7 +277,7 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
             s.step, lossSum / double(lossCount), seen > 0 ? 100.0 * correct / seen : 0.0, s.lr,
             s.gradNorm, double(tokensPerStep * windowSteps) / secs,
             double(samplesPerStep * windowSteps) / secs, 1000 * secs / windowSteps));
-      if (o.timing && dp && leader) {
+      if (o.timing && leader) {
         progress.line(
             fmt::format("step {:>6}  ms/step: forward {:.2f}  backward {:.2f}  "
                         "sync wait {:.2f}  optimizer {:.2f}",
@@ -295,18 +290,18 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
       windowStart = std::chrono::steady_clock::now();
     }
     progress.update(s.step, fmt::format("loss {:.4f}", s.loss));
-    if (leader && !o.checkpoint.empty() && o.checkpointEvery > 0 &&
-        s.step % o.checkpointEvery == 0) {
-      tr.saveCheckpoint(o.checkpoint);
+    if (!o.checkpoint.empty() && o.checkpointEvery > 0 && s.step % o.checkpointEvery == 0) {
+      accelerator.saveState(model, o.checkpoint);
     }
   }
   progress.finish();
+  if (!o.checkpoint.empty()) {
+    accelerator.saveState(model, o.checkpoint);
+    accelerator.print("ringlet-train: checkpoint at step {} written to {}", model.step(),
+                      o.checkpoint);
+  }
   if (!leader) return 0;
   csv.reset();
-  if (!o.checkpoint.empty()) {
-    tr.saveCheckpoint(o.checkpoint);
-    fmt::print("ringlet-train: checkpoint at step {} written to {}\n", tr.step(), o.checkpoint);
-  }
   if (!o.plot.empty()) {
     std::string why;
     if (trainer::plotLossCurve(o.csv, o.plot, fmt::format("ringlet-train --model {}", m.model),

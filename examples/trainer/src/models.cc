@@ -34,10 +34,9 @@ class SpiralsMlp final : public Workload {
   Batch evalExamples(const std::vector<int64_t>& indices) const override {
     return spiralRows(test_, indices);
   }
-  Tensor<float> loss(Context<float>& ctx, const Batch& batch,
-                     CrossEntropyStats* stats) const override {
+  Tensor<float> logits(Context<float>& ctx, const Batch& batch) const override {
     auto x = Tensor<float>::fromVector({batch.size, 2}, batch.features, false);
-    return crossEntropy(mlp_.forward(ctx, x), batch.labels, kIgnoreIndex, stats);
+    return mlp_.forward(ctx, x);
   }
 
  private:
@@ -98,10 +97,9 @@ class BertMlm final : public Workload {
     maskTokens(b, model_.config().vocab, rng);
     return b;
   }
-  Tensor<float> loss(Context<float>& ctx, const Batch& batch,
-                     CrossEntropyStats* stats) const override {
+  Tensor<float> logits(Context<float>& ctx, const Batch& batch) const override {
     Tensor<float> h = model_.encode(ctx, batch.ids, batch.keyValid, batch.size, batch.seqLen);
-    return crossEntropy(model_.mlmLogits(ctx, h), batch.labels, kIgnoreIndex, stats);
+    return model_.mlmLogits(ctx, h);
   }
   double baselineLoss() const override { return corpus_.unigramEntropy; }
   int64_t tokensPerExample() const override { return model_.config().maxSeq; }
@@ -156,10 +154,9 @@ class BertCls final : public Workload {
     Rng rng(2000003 + index);
     return syntheticClassification(B, model_.config().maxSeq, rng);
   }
-  Tensor<float> loss(Context<float>& ctx, const Batch& batch,
-                     CrossEntropyStats* stats) const override {
+  Tensor<float> logits(Context<float>& ctx, const Batch& batch) const override {
     Tensor<float> h = model_.encode(ctx, batch.ids, batch.keyValid, batch.size, batch.seqLen);
-    return crossEntropy(model_.clsLogits(ctx, h), batch.labels, kIgnoreIndex, stats);
+    return model_.clsLogits(ctx, h);
   }
   int64_t tokensPerExample() const override { return model_.config().maxSeq; }
   // A fixed synthetic set: example i is drawn from its own seed.

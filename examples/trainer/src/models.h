@@ -42,9 +42,12 @@ class Workload {
   // The held-out set as numbered batches (deterministic).
   virtual int64_t evalBatchCount(int64_t B) const = 0;
   virtual Batch evalBatch(int64_t index, int64_t B) const = 0;
-  // Mean loss over the batch's counted targets; stats gets sums and counts.
-  virtual Tensor<float> loss(Context<float>& ctx, const Batch& batch,
-                             CrossEntropyStats* stats) const = 0;
+  // Logits [rows, classes], one row per entry of batch.labels (B rows, or B*T for masked-LM).
+  virtual Tensor<float> logits(Context<float>& ctx, const Batch& batch) const = 0;
+  // Mean cross-entropy over the batch's counted targets; stats gets sums and counts.
+  Tensor<float> loss(Context<float>& ctx, const Batch& batch, CrossEntropyStats* stats) const {
+    return crossEntropy(logits(ctx, batch), batch.labels, kIgnoreIndex, stats);
+  }
   // A loss a model without learning reaches (unigram entropy for masked-LM), NaN if none.
   virtual double baselineLoss() const { return std::nan(""); }
   // Tokens per example (for tokens/s), 1 for the MLP.

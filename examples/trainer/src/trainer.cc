@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels.h"
 #include "ringlet/error.h"
 
 namespace trainer {
@@ -27,14 +28,47 @@ Trainer::Trainer(const TrainOptions& options)
     throw ringlet::InvalidArgument(
         fmt::format("--optimizer {} is not adamw or sgd", options.optimizer));
   }
-  if (options.sampler == "epoch") {
-    sampler_ = std::make_unique<DistributedSampler>(workload_->trainSize(), options.rank,
-                                                    options.world, options.seed,
-                                                    /*shuffle=*/true, options.dropLast);
-  } else if (options.sampler != "random") {
+  makeSampler();
+}
+
+void Trainer::makeSampler() {
+  sampler_.reset();
+  if (options_.sampler == "epoch") {
+    sampler_ = std::make_unique<DistributedSampler>(workload_->trainSize(), options_.rank,
+                                                    options_.world, options_.seed,
+                                                    /*shuffle=*/true, options_.dropLast);
+  } else if (options_.sampler != "random") {
     throw ringlet::InvalidArgument(
-        fmt::format("--sampler {} is not random or epoch", options.sampler));
+        fmt::format("--sampler {} is not random or epoch", options_.sampler));
   }
+}
+
+void Trainer::place(int rank, int world, int64_t batch) {
+  if (world <= 0 || rank < 0 || rank >= world || batch <= 0) {
+    throw ringlet::InvalidArgument(fmt::format(
+        "Trainer::place: need 0 <= rank < world and batch > 0 (got rank {}, world {}, batch {})",
+        rank, world, batch));
+  }
+  if (batchesDrawn_ != 0 || step_ != 0) {
+    throw ringlet::InvalidArgument(
+        fmt::format("Trainer::place after {} batches and {} steps: place (prepare) the trainer "
+                    "before it trains; load a checkpoint after",
+                    batchesDrawn_, step_));
+  }
+  if (rank == options_.rank && world == options_.world && batch == options_.batch) return;
+  options_.rank = rank;
+  options_.world = world;
+  options_.batch = batch;
+  // Several ranks draw disjoint shards: the random sampler would give each the same batches.
+  if (world > 1) options_.sampler = "epoch";
+  dropoutRng_ = Rng(options_.seed * 3 + 2 + 7919 * static_cast<uint64_t>(rank));
+  makeSampler();
+}
+
+std::vector<Batch> Trainer::nextBatches(int64_t k) {
+  std::vector<Batch> batches;
+  for (int64_t i = 0; i < k; i++) batches.push_back(nextBatch());
+  return batches;
 }
 
 Batch Trainer::nextBatch() {
@@ -109,6 +143,34 @@ EvalResult Trainer::evaluate(int64_t maxBatches) {
     result.correct += s.correct;
   }
   return result;
+}
+
+Trainer::RowMetrics Trainer::evaluateRows(const Batch& batch) {
+  NoGradGuard noGrad;
+  Rng unused(0);
+  Context<float> ctx{params(), false, unused};
+  const Tensor<float> logits = workload_->logits(ctx, batch);
+  const int64_t rows = logits.dim(0), classes = logits.dim(1);
+  if (rows != int64_t(batch.labels.size())) {
+    throw ringlet::InvalidArgument(
+        fmt::format("evaluateRows: {} logit rows for {} labels", rows, batch.labels.size()));
+  }
+  RowMetrics m;
+  m.loss.resize(rows);
+  m.counted.resize(rows);
+  m.correct.resize(rows);
+  for (int64_t i = 0; i < rows; i++) {
+    if (batch.labels[i] != kIgnoreIndex && (batch.labels[i] < 0 || batch.labels[i] >= classes)) {
+      throw ringlet::InvalidArgument(fmt::format(
+          "evaluateRows: label {} of row {} is outside [0, {})", batch.labels[i], i, classes));
+    }
+    int64_t counted = 0, correct = 0;
+    m.loss[i] = crossEntropySum(logits.data() + i * classes, &batch.labels[i], 1, classes,
+                                kIgnoreIndex, &counted, &correct);
+    m.counted[i] = int32_t(counted);
+    m.correct[i] = int32_t(correct);
+  }
+  return m;
 }
 
 EvalResult Trainer::evaluateShard(int rank, int world, int64_t maxExamples) {

@@ -59,7 +59,15 @@ class Trainer {
   Optimizer& optimizer() { return *optimizer_; }
   int64_t step() const { return step_; }
 
+  // Places the trainer on rank `rank` of `world` with `batch` examples per rank (what
+  // Accelerator::prepare does): the data shard (the epoch sampler when world > 1) and the
+  // dropout stream. Only before the first batch is drawn.
+  void place(int rank, int world, int64_t batch);
+
   double forward();  // zeroes gradients, draws the next batch; returns its mean loss
+  // The next k training batches (the micro-batches of one optimizer step).
+  std::vector<Batch> nextBatches(int64_t k);
+  void zeroGrad() { params().zeroGrads(); }
   // The next training batch from the sampler (advances the data position).
   Batch nextBatch();
   // Builds the graph for `batch`; with accumulate the gradients are not zeroed first.
@@ -76,6 +84,13 @@ class Trainer {
   // Shard `rank` of `world` of the first maxExamples held-out examples (-1 = all): examples
   // rank, rank + world, ... with no padding, so the sums of all shards count every example once.
   EvalResult evaluateShard(int rank, int world, int64_t maxExamples = -1);
+  // Per target row of `batch` (evaluation mode): its loss, whether it counts (not the ignore
+  // index) and whether the arg-max hits it; for per-example metrics across ranks.
+  struct RowMetrics {
+    std::vector<double> loss;
+    std::vector<int32_t> counted, correct;
+  };
+  RowMetrics evaluateRows(const Batch& batch);
   // Loss sum and counts of the batch of the last forwardOn().
   const CrossEntropyStats& lastBatchStats() const { return pendingStats_; }
   // Batches drawn so far (the sampler position; saved in checkpoints).
@@ -87,6 +102,8 @@ class Trainer {
   void loadCheckpoint(const std::string& path);
 
  private:
+  void makeSampler();
+
   TrainOptions options_;
   std::unique_ptr<Workload> workload_;
   std::unique_ptr<Optimizer> optimizer_;

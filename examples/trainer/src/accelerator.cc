@@ -1,0 +1,167 @@
+#include "accelerator.h"
+
+#include <chrono>
+
+namespace trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+EvalLoader::EvalLoader(const Workload& workload, int64_t batch, int64_t limit)
+    : workload_(workload), batch_(batch), examples_(workload.evalSize()) {
+  if (batch <= 0) {
+    throw ringlet::InvalidArgument(fmt::format("EvalLoader: batch {} must be > 0", batch));
+  }
+  if (limit >= 0) examples_ = std::min(examples_, limit);
+}
+
+int64_t EvalLoader::size() const {
+  const int64_t global = batch_ * world_;
+  return (examples_ + global - 1) / global;
+}
+
+Batch EvalLoader::operator[](int64_t i) const {
+  const int64_t n = size();
+  if (i < 0 || i >= n) {
+    throw ringlet::InvalidArgument(
+        fmt::format("EvalLoader: batch {} of {} (the loader has {} per rank)", i, n, n));
+  }
+  // Global batch i holds examples [i*G, i*G + G); the last one may hold fewer, r: it is cut to
+  // ceil(r / world) per rank, the missing ones taken from the start of the set.
+  const int64_t global = batch_ * world_;
+  const int64_t first = i * global;
+  const int64_t real = std::min(global, examples_ - first);
+  const int64_t perRank = (real + world_ - 1) / world_;
+  std::vector<int64_t> indices;
+  int64_t padding = 0;
+  for (int64_t j = rank_ * perRank; j < (rank_ + 1) * perRank; j++) {
+    if (j < real) {
+      indices.push_back(first + j);
+    } else {
+      indices.push_back((j - real) % examples_);
+      padding++;
+    }
+  }
+  Batch b = workload_.evalExamples(indices);
+  b.padding = padding;
+  return b;
+}
+
+Accelerator::Accelerator(ringlet::Communicator* comm, AcceleratorOptions options)
+    : comm_(comm), options_(options) {
+  if (options_.gradientAccumulationSteps < 1) {
+    throw ringlet::InvalidArgument(fmt::format("gradient accumulation steps must be >= 1, got {}",
+                                               options_.gradientAccumulationSteps));
+  }
+  if (comm_ != nullptr) {
+    rank_ = comm_->rank();
+    world_ = comm_->size();
+  }
+}
+
+Accelerator::~Accelerator() = default;
+
+void Accelerator::prepare(Trainer& trainer) {
+  if (sync_) throw ringlet::InvalidArgument("Accelerator::prepare: a trainer is already prepared");
+  int64_t batch = trainer.options().batch;
+  if (options_.splitBatches) {
+    if (batch % world_ != 0) {
+      throw ringlet::InvalidArgument(fmt::format(
+          "split batches: the global batch {} does not divide over {} ranks", batch, world_));
+    }
+    batch /= world_;
+  }
+  trainer.place(rank_, world_, batch);
+  if (comm_ == nullptr) return;
+  ParameterStore<float>& params = trainer.params();
+  ringlet::ddp::GradientSynchronizer::broadcastParameters(
+      *comm_, {{params.data(), size_t(params.numel()), ringlet::DataType::kFloat32}}, 0);
+  std::vector<ringlet::ddp::Slice> grads;
+  for (const ParamInfo& p : params.infos()) {
+    grads.push_back({params.grads() + p.offset, size_t(p.count), ringlet::DataType::kFloat32});
+  }
+  sync_ = std::make_unique<ringlet::ddp::GradientSynchronizer>(*comm_, std::move(grads),
+                                                               options_.buckets);
+}
+
+void Accelerator::prepare(EvalLoader& loader) const {
+  loader.rank_ = rank_;
+  loader.world_ = world_;
+}
+
+Accelerator::AccumulateScope Accelerator::accumulate() {
+  if (inScope_) {
+    throw ringlet::InvalidArgument("Accelerator::accumulate: the scopes of micro-batches nest");
+  }
+  inScope_ = true;
+  microStep_++;
+  syncGradients_ = microStep_ == options_.gradientAccumulationSteps;
+  if (syncGradients_) microStep_ = 0;
+  return AccumulateScope(*this);
+}
+
+Accelerator::AccumulateScope::~AccumulateScope() { owner_.endMicroStep(); }
+
+void Accelerator::endMicroStep() {
+  inScope_ = false;
+  syncGradients_ = true;
+}
+
+void Accelerator::backward(Trainer& trainer) {
+  backward(trainer, 1.0 / double(options_.gradientAccumulationSteps));
+}
+
+void Accelerator::backward(Trainer& trainer, double lossWeight) {
+  const bool sync = syncGradients_ && !options_.noSync;
+  auto t0 = Clock::now();
+  if (!sync_) {
+    trainer.backward({}, lossWeight);
+    times_.backward += msSince(t0);
+    return;
+  }
+  sync_->setSyncEnabled(sync);
+  if (options_.overlap) {
+    trainer.backward([this](int i) { sync_->markReady(size_t(i)); }, lossWeight);
+  } else {
+    trainer.backward({}, lossWeight);
+    for (int i = trainer.params().size() - 1; i >= 0; i--) sync_->markReady(size_t(i));
+  }
+  times_.backward += msSince(t0);
+  t0 = Clock::now();
+  sync_->finish();
+  if (sync) times_.syncWait += msSince(t0);
+}
+
+void Accelerator::waitForEveryone() const {
+  if (distributed()) comm_->barrier();
+}
+
+void Accelerator::saveState(const Trainer& trainer, const std::string& path) const {
+  // Rank 0 writes; a failure there reaches every rank, so none waits for a file never written.
+  int8_t ok = 1;
+  std::string why;
+  if (isMainProcess()) {
+    try {
+      trainer.saveCheckpoint(path);
+    } catch (const std::exception& e) {
+      ok = 0;
+      why = e.what();
+    }
+  }
+  ok = reduce(ok, ringlet::ReduceOp::kMin);
+  if (!ok) {
+    throw ringlet::IoError(
+        isMainProcess() ? why : fmt::format("rank 0 could not write the state to {}", path));
+  }
+}
+
+void Accelerator::loadState(Trainer& trainer, const std::string& path) const {
+  trainer.loadCheckpoint(path);
+}
+
+}  // namespace trainer

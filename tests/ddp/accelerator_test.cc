@@ -1,0 +1,277 @@
+// The Accelerate-style front of the trainer on thread ranks: gradient accumulation keeps the
+// gradients of non-final micro-batches local, gatherForMetrics returns every held-out example
+// once and in order, evaluation over N ranks equals one process's, the state saved mid-run
+// resumes to the same parameters, and misuse is a clear error on every rank.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "blas_setup.h"
+#include "tests/support/ranks.h"
+#include "train_loop.h"
+
+namespace trainer {
+namespace {
+
+using namespace std::chrono_literals;
+
+TrainOptions mlpOptions() {
+  TrainOptions o;
+  o.model.model = "mlp";
+  o.model.mlpHidden = 16;
+  o.steps = 100;
+  o.lr = 1e-2;
+  o.warmup = 0;
+  o.batch = 8;
+  o.sampler = "epoch";
+  return o;
+}
+
+// Runs body(accelerator) on `world` thread ranks, each with a fresh communicator.
+void onRanks(int world, const std::function<void(ringlet::Communicator&)>& body) {
+  ringlet::testing::runThreadRanks(world, [&](int rank, int size,
+                                              std::shared_ptr<ringlet::Store> store) {
+    ringlet::CommunicatorOptions co;
+    co.timeout = 20s;
+    co.transport = "local";
+    auto comm = ringlet::Communicator::create(ringlet::Bootstrap::forThread(rank, size, store), co);
+    body(comm);
+  });
+}
+
+AcceleratorOptions accumulating(int64_t k) {
+  AcceleratorOptions o;
+  o.gradientAccumulationSteps = k;
+  return o;
+}
+
+std::vector<float> grads(Trainer& t) {
+  return {t.params().grads(), t.params().grads() + t.params().numel()};
+}
+
+class AcceleratorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { setBlasThreads(1); }
+};
+
+// no_sync: after a micro-batch that does not end the step each rank holds its own gradients
+// (different data, so they differ); after the last one every rank holds the same average.
+TEST_F(AcceleratorTest, OnlyTheLastMicroBatchAllReduces) {
+  constexpr int kWorld = 3, kMicro = 3;
+  std::mutex mu;
+  std::vector<std::vector<std::vector<float>>> seen(kMicro,
+                                                    std::vector<std::vector<float>>(kWorld));
+  std::vector<std::vector<bool>> syncFlags(kWorld);
+  onRanks(kWorld, [&](ringlet::Communicator& comm) {
+    Accelerator acc(&comm, accumulating(kMicro));
+    Trainer t(mlpOptions());
+    acc.prepare(t);
+    EXPECT_TRUE(acc.syncGradients());  // outside accumulate(): every backward synchronizes
+    int m = 0;
+    for (const Batch& batch : t.nextBatches(kMicro)) {
+      auto scope = acc.accumulate();
+      t.forwardOn(batch, true);
+      acc.backward(t);
+      std::lock_guard lock(mu);
+      syncFlags[comm.rank()].push_back(acc.syncGradients());
+      seen[m++][comm.rank()] = grads(t);
+    }
+    EXPECT_TRUE(acc.syncGradients());
+  });
+  for (int r = 0; r < kWorld; r++) {
+    EXPECT_EQ(syncFlags[r], (std::vector<bool>{false, false, true})) << "rank " << r;
+  }
+  for (int m = 0; m < kMicro - 1; m++) {
+    EXPECT_NE(seen[m][0], seen[m][1]) << "micro-batch " << m << " was all-reduced";
+    EXPECT_NE(seen[m][1], seen[m][2]) << "micro-batch " << m << " was all-reduced";
+  }
+  EXPECT_EQ(seen[kMicro - 1][0], seen[kMicro - 1][1]);
+  EXPECT_EQ(seen[kMicro - 1][0], seen[kMicro - 1][2]);
+}
+
+// gatherForMetrics over an uneven last batch: every held-out example exactly once, in order.
+TEST_F(AcceleratorTest, GatherForMetricsDropsThePaddingOfTheLastBatch) {
+  for (int world : {1, 2, 3, 4}) {
+    for (int64_t limit : {23, 24, 7, 2}) {
+      std::mutex mu;
+      std::vector<std::vector<float>> gathered(world);
+      Trainer reference(mlpOptions());
+      const int64_t examples = limit;
+      std::vector<int64_t> all(examples);
+      for (int64_t i = 0; i < examples; i++) all[i] = i;
+      const Batch want = reference.workload().evalExamples(all);
+      onRanks(world, [&](ringlet::Communicator& comm) {
+        Accelerator acc(&comm);
+        Trainer t(mlpOptions());
+        EvalLoader data(t.workload(), 4, limit);
+        acc.prepare(data);
+        std::vector<float> mine;
+        for (int64_t i = 0; i < data.size(); i++) {
+          const Batch b = data[i];
+          const std::vector<float> rows = acc.gatherForMetrics(b.features, b);
+          mine.insert(mine.end(), rows.begin(), rows.end());
+        }
+        std::lock_guard lock(mu);
+        gathered[comm.rank()] = mine;
+      });
+      for (int r = 0; r < world; r++) {
+        EXPECT_EQ(gathered[r], want.features)
+            << "world " << world << ", " << limit << " examples, rank " << r;
+      }
+    }
+  }
+}
+
+// Every rank runs the same batches of the same size (no rank leaves a collective early).
+TEST_F(AcceleratorTest, EvalShardsAreEvenAcrossRanks) {
+  for (int world : {2, 3, 5}) {
+    std::mutex mu;
+    std::vector<std::vector<int64_t>> sizes(world);
+    std::vector<int64_t> padding(world);
+    onRanks(world, [&](ringlet::Communicator& comm) {
+      Accelerator acc(&comm);
+      Trainer t(mlpOptions());
+      EvalLoader data(t.workload(), 4, 13);
+      acc.prepare(data);
+      std::lock_guard lock(mu);
+      for (int64_t i = 0; i < data.size(); i++) {
+        sizes[comm.rank()].push_back(data[i].size);
+        padding[comm.rank()] += data[i].padding;
+      }
+    });
+    int64_t total = 0;
+    for (int r = 0; r < world; r++) {
+      EXPECT_EQ(sizes[r], sizes[0]) << "world " << world << ", rank " << r;
+      for (int64_t s : sizes[r]) total += s;
+      total -= padding[r];
+    }
+    EXPECT_EQ(total, 13) << "world " << world;
+  }
+}
+
+// Held-out metrics over N ranks are those of one process (each example once).
+TEST_F(AcceleratorTest, EvaluationOverRanksEqualsOneProcess) {
+  TrainOptions o = mlpOptions();
+  EvalResult one;
+  {
+    Accelerator acc(nullptr);
+    Trainer t(o);
+    acc.prepare(t);
+    EvalLoader data(t.workload(), 16, 301);
+    acc.prepare(data);
+    one = evaluate(acc, t, data);
+  }
+  EXPECT_EQ(one.count, 301);
+  for (int world : {2, 3}) {
+    std::mutex mu;
+    std::vector<EvalResult> results(world);
+    onRanks(world, [&](ringlet::Communicator& comm) {
+      Accelerator acc(&comm);
+      Trainer t(o);
+      acc.prepare(t);
+      EvalLoader data(t.workload(), 16, 301);
+      acc.prepare(data);
+      EvalResult e = evaluate(acc, t, data);
+      std::lock_guard lock(mu);
+      results[comm.rank()] = e;
+    });
+    for (const EvalResult& e : results) {
+      EXPECT_EQ(e.count, one.count) << "world " << world;
+      EXPECT_EQ(e.correct, one.correct) << "world " << world;
+      EXPECT_NEAR(e.lossSum, one.lossSum, 1e-9 * std::abs(one.lossSum)) << "world " << world;
+    }
+  }
+}
+
+// saveState at step 3 then loadState in a fresh run continues exactly as the uninterrupted run.
+TEST_F(AcceleratorTest, SavedStateResumesToTheSameParameters) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ringlet::testing::uniqueJobId("accelerator-state"))
+          .string() +
+      ".ckpt";
+  constexpr int kWorld = 2;
+  std::mutex mu;
+  std::vector<std::vector<float>> straight(kWorld), resumed(kWorld);
+  auto train = [&](bool save, bool load, std::vector<std::vector<float>>& out) {
+    onRanks(kWorld, [&](ringlet::Communicator& comm) {
+      Accelerator acc(&comm, accumulating(2));
+      Trainer t(mlpOptions());
+      acc.prepare(t);
+      if (load) acc.loadState(t, path);
+      if (load) {
+        EXPECT_EQ(t.step(), 3);
+      }
+      while (t.step() < 6) {
+        trainStep(acc, t);
+        if (save && t.step() == 3) acc.saveState(t, path);
+      }
+      std::lock_guard lock(mu);
+      out[comm.rank()].assign(t.params().data(), t.params().data() + t.params().numel());
+    });
+  };
+  train(true, false, straight);
+  train(false, true, resumed);
+  std::filesystem::remove(path);
+  EXPECT_EQ(resumed[0], straight[0]);
+  EXPECT_EQ(resumed[1], straight[1]);
+  EXPECT_EQ(straight[0], straight[1]);
+}
+
+// Rank 0 cannot write: every rank gets an error (none waits for the file).
+TEST_F(AcceleratorTest, StateThatCannotBeWrittenFailsOnEveryRank) {
+  std::mutex mu;
+  std::vector<std::string> errors(2);
+  onRanks(2, [&](ringlet::Communicator& comm) {
+    Accelerator acc(&comm);
+    Trainer t(mlpOptions());
+    acc.prepare(t);
+    try {
+      acc.saveState(t, "/nonexistent-dir/state.ckpt");
+    } catch (const ringlet::IoError& e) {
+      std::lock_guard lock(mu);
+      errors[comm.rank()] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("/nonexistent-dir/state.ckpt"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("rank 0 could not write"), std::string::npos) << errors[1];
+}
+
+TEST_F(AcceleratorTest, MisuseIsAClearError) {
+  onRanks(3, [&](ringlet::Communicator& comm) {
+    AcceleratorOptions split;
+    split.splitBatches = true;
+    Accelerator acc(&comm, split);
+    Trainer t(mlpOptions());  // batch 8 does not split over 3 ranks
+    try {
+      acc.prepare(t);
+      ADD_FAILURE() << "batch 8 over 3 ranks was split";
+    } catch (const ringlet::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("global batch 8 does not divide over 3 ranks"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+  Accelerator one(nullptr);
+  Trainer t(mlpOptions());
+  t.trainStep();
+  EXPECT_THROW(one.prepare(t), ringlet::InvalidArgument);  // after training
+  EXPECT_THROW(Accelerator(nullptr, accumulating(0)), ringlet::InvalidArgument);
+  Accelerator acc(nullptr);
+  auto scope = acc.accumulate();
+  EXPECT_THROW((void)acc.accumulate(), ringlet::InvalidArgument);  // scopes do not nest
+}
+
+// print(): the main process alone writes.
+TEST_F(AcceleratorTest, OnlyTheMainProcessPrints) {
+  ::testing::internal::CaptureStdout();
+  onRanks(3, [&](ringlet::Communicator& comm) {
+    Accelerator acc(&comm);
+    acc.print("hello from rank {}", comm.rank());
+    acc.waitForEveryone();
+  });
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "hello from rank 0\n");
+}
+
+}  // namespace
+}  // namespace trainer
