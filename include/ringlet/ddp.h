@@ -59,6 +59,12 @@ struct Slice {
 struct SynchronizerOptions {
   size_t bucketCapBytes = size_t(25) << 20;      // PyTorch's bucket_cap_mb = 25
   size_t firstBucketCapBytes = size_t(1) << 20;  // the first (last layers') bucket launches early
+  // The type gradients travel in. kFloat32 (default): their own type. kBFloat16 or kFloat16:
+  // float32 gradients are divided by the ranks and rounded to 16 bits into the bucket, summed
+  // as such, and widened back (PyTorch's bf16_compress_hook / fp16_compress_hook): half the
+  // bytes on the wire, gradients good to ~3 significant digits (bf16) or ~3.3 within fp16's
+  // range (dividing first keeps the sum of N in range when each gradient is).
+  DataType wireType = DataType::kFloat32;
 };
 
 // One bucket, for tools and tests.
@@ -66,7 +72,8 @@ struct BucketInfo {
   std::vector<size_t> slices;  // gradient indices, in the order they are expected ready
   size_t bytes = 0;
   DataType type = DataType::kFloat32;
-  bool inPlace = false;  // adjacent in memory: reduced without a staging copy
+  bool inPlace = false;                // adjacent in memory: reduced without a staging copy
+  DataType wire = DataType::kFloat32;  // the type all-reduced (type, or the 16-bit wireType)
 };
 
 // When each bucket's all-reduce was launched and when the synchronizer first saw it complete

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "ringlet/ddp.h"
@@ -12,6 +13,21 @@
 namespace ringlet::ddp {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// out[k] = bfloat16(scale * g[k]), rounded to nearest even (NaN kept quiet); branch-free so the
+// loop vectorises.
+void roundToBFloat16(const float* g, float scale, size_t n, uint16_t* out) {
+  for (size_t k = 0; k < n; k++) {
+    const uint32_t f = std::bit_cast<uint32_t>(g[k] * scale);
+    const uint32_t rounded = (f + 0x7fffu + ((f >> 16) & 1u)) >> 16;
+    const bool nan = (f & 0x7fffffffu) > 0x7f800000u;
+    out[k] = static_cast<uint16_t>(nan ? ((f >> 16) | 0x40u) : rounded);
+  }
+}
+
+}  // namespace
 
 GradientSynchronizer::GradientSynchronizer(Communicator& comm, std::vector<Slice> grads,
                                            SynchronizerOptions options)
@@ -36,12 +52,29 @@ GradientSynchronizer::GradientSynchronizer(Communicator& comm, std::vector<Slice
           i, toString(s.type)));
     }
   }
+  const DataType wire = options_.wireType;
+  const bool compress = wire != DataType::kFloat32;
+  if (compress && wire != DataType::kBFloat16 && wire != DataType::kFloat16) {
+    throw InvalidArgument(fmt::format(
+        "GradientSynchronizer: wireType {} is not float32, bfloat16 or float16", toString(wire)));
+  }
+  for (size_t i = 0; compress && i < grads_.size(); i++) {
+    if (grads_[i].type != DataType::kFloat32) {
+      throw InvalidArgument(fmt::format(
+          "GradientSynchronizer: wireType {} rounds float32 gradients; gradient {} is {}",
+          toString(wire), i, toString(grads_[i].type)));
+    }
+  }
   buckets_ = detail::planBuckets(grads_, options_.firstBucketCapBytes, options_.bucketCapBytes);
   bucketOf_.assign(grads_.size(), 0);
   staging_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); b++) {
-    for (size_t i : buckets_[b].slices) bucketOf_[i] = b;
-    if (!buckets_[b].inPlace) staging_[b].resize(buckets_[b].bytes);
+    BucketInfo& bucket = buckets_[b];
+    for (size_t i : bucket.slices) bucketOf_[i] = b;
+    bucket.wire = compress ? wire : bucket.type;
+    if (compress) bucket.inPlace = false;
+    const size_t count = bucket.bytes / elementSize(bucket.type);
+    if (!bucket.inPlace) staging_[b].resize(count * elementSize(bucket.wire));
   }
   readyThisStep_.assign(grads_.size(), 0);
   producedSinceSync_.assign(grads_.size(), 0);
@@ -64,14 +97,16 @@ GradientSynchronizer::~GradientSynchronizer() {
 
 void GradientSynchronizer::checkLayoutAcrossRanks() {
   // max(x) == min(x) over ranks iff every rank has the same fingerprint; 62 bits so -x fits.
-  const int64_t x = static_cast<int64_t>(detail::layoutFingerprint(grads_, buckets_) >> 2);
+  const uint64_t wire = static_cast<uint64_t>(options_.wireType) * 0x9e3779b97f4a7c15ULL;
+  const int64_t x = static_cast<int64_t>((detail::layoutFingerprint(grads_, buckets_) ^ wire) >> 2);
   int64_t both[2] = {x, -x};
   comm_.allreduce(both, 2, DataType::kInt64, ReduceOp::kMax);
   if (both[0] != -both[1]) {
     throw MismatchError(fmt::format(
-        "GradientSynchronizer: ranks registered different gradients (layout fingerprints range "
-        "over [{}, {}]); rank {} has {} gradients in {}",
-        -both[1], both[0], comm_.rank(), grads_.size(), detail::describeLayout(buckets_)));
+        "GradientSynchronizer: ranks registered different gradients or wire types (layout "
+        "fingerprints range over [{}, {}]); rank {} has {} gradients in {}, wire type {}",
+        -both[1], both[0], comm_.rank(), grads_.size(), detail::describeLayout(buckets_),
+        toString(options_.wireType)));
   }
 }
 
@@ -111,6 +146,24 @@ void GradientSynchronizer::launch(size_t b) {
     return;
   }
   std::byte* out = staging_[b].data();
+  if (bucket.wire != bucket.type) {
+    // Divided by the ranks before rounding, then summed: the sum stays in range.
+    const float scale = 1.0f / static_cast<float>(comm_.size());
+    for (size_t i : bucket.slices) {
+      const float* g = static_cast<const float*>(grads_[i].data);
+      const size_t n = grads_[i].count;
+      if (bucket.wire == DataType::kBFloat16) {
+        roundToBFloat16(g, scale, n, reinterpret_cast<uint16_t*>(out));
+      } else {
+        auto* h = reinterpret_cast<Float16*>(out);
+        for (size_t k = 0; k < n; k++) h[k] = Float16(g[k] * scale);
+      }
+      out += n * elementSize(bucket.wire);
+    }
+    works_[b] = comm_.allreduceAsync(staging_[b].data(), staging_[b].data(), count, bucket.wire,
+                                     ReduceOp::kSum);
+    return;
+  }
   for (size_t i : bucket.slices) {
     const size_t bytes = grads_[i].count * elementSize(grads_[i].type);
     std::memcpy(out, grads_[i].data, bytes);
@@ -159,6 +212,21 @@ void GradientSynchronizer::finish() {
   for (size_t b = 0; b < buckets_.size(); b++) {
     if (buckets_[b].inPlace) continue;
     const std::byte* in = staging_[b].data();
+    if (buckets_[b].wire != buckets_[b].type) {
+      for (size_t i : buckets_[b].slices) {
+        float* g = static_cast<float*>(grads_[i].data);
+        const size_t n = grads_[i].count;
+        if (buckets_[b].wire == DataType::kBFloat16) {
+          const auto* h = reinterpret_cast<const uint16_t*>(in);
+          for (size_t k = 0; k < n; k++) g[k] = std::bit_cast<float>(uint32_t(h[k]) << 16);
+        } else {
+          const auto* h = reinterpret_cast<const Float16*>(in);
+          for (size_t k = 0; k < n; k++) g[k] = static_cast<float>(h[k]);
+        }
+        in += n * elementSize(buckets_[b].wire);
+      }
+      continue;
+    }
     for (size_t i : buckets_[b].slices) {
       const size_t bytes = grads_[i].count * elementSize(grads_[i].type);
       std::memcpy(grads_[i].data, in, bytes);

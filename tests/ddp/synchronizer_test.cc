@@ -2,6 +2,8 @@
 // out of place, launch order, unmarked gradients, accumulation, overlap timestamps and errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ringlet/ddp.h"
 #include "ringlet/ringlet.h"
 #include "src/ddp/bucket_layout.h"
@@ -191,6 +193,87 @@ TEST(GradientSynchronizer, BadArgumentsAndLayoutMismatch) {
     sync.markReady(0);
     EXPECT_THROW(sync.markReady(0), InvalidArgument);
     sync.finish();
+  });
+}
+
+// 16-bit wire types: the average arrives within the type's rounding of the exact one, is not the
+// float32 average (it really travelled in 16 bits), and half the bytes are staged.
+TEST(GradientSynchronizer, SixteenBitWireTypesAverageWithinTheirRounding) {
+  for (DataType wire : {DataType::kBFloat16, DataType::kFloat16}) {
+    for (int n : {2, 3}) {
+      runThreadRanks(n, [wire](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        // Values spread over magnitudes 1e-4 .. 1e2, different per rank.
+        std::vector<std::vector<float>> grads = {std::vector<float>(3000), std::vector<float>(777)};
+        std::vector<std::vector<double>> exact = {std::vector<double>(3000),
+                                                  std::vector<double>(777)};
+        auto value = [](int r, size_t j, size_t e) {
+          const double mag = std::pow(10.0, double((e * 7 + j) % 7) - 4.0);
+          return mag * (1.0 + 0.37 * double(r) + 0.001 * double(e % 113)) * ((e % 3) ? 1 : -1);
+        };
+        for (size_t j = 0; j < grads.size(); j++) {
+          for (size_t e = 0; e < grads[j].size(); e++) {
+            grads[j][e] = float(value(rank, j, e));
+            for (int r = 0; r < size; r++) exact[j][e] += value(r, j, e) / size;
+          }
+        }
+        SynchronizerOptions options;
+        options.wireType = wire;
+        options.bucketCapBytes = options.firstBucketCapBytes = 4000;  // several buckets
+        GradientSynchronizer sync(comm, slicesOf(grads), options);
+        ASSERT_GT(sync.buckets().size(), 1u);
+        for (const BucketInfo& b : sync.buckets()) {
+          EXPECT_EQ(b.wire, wire);
+          EXPECT_FALSE(b.inPlace);
+        }
+        sync.markReady(1);
+        sync.markReady(0);
+        sync.finish();
+        // bf16 keeps 8 significant bits, fp16 11: each of N rounded terms and each partial sum
+        // adds at most half an ulp.
+        const double ulp = wire == DataType::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+        size_t differs = 0;
+        for (size_t j = 0; j < grads.size(); j++) {
+          for (size_t e = 0; e < grads[j].size(); e++) {
+            const double want = exact[j][e];
+            double bound = ulp * size * std::abs(want) + 1e-12;
+            // fp16 subnormals (below 6.1e-5) have an absolute step of 6e-8.
+            if (wire == DataType::kFloat16) bound += 6e-8 * size;
+            ASSERT_NEAR(grads[j][e], want, bound) << toString(wire) << " j=" << j << " e=" << e;
+            differs += float(want) != grads[j][e];
+          }
+        }
+        EXPECT_GT(differs, 100u) << "the average looks like a float32 one";
+      });
+    }
+  }
+}
+
+TEST(GradientSynchronizer, WireTypeMustSuitTheGradientsAndAgreeAcrossRanks) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<double> d(4);
+    SynchronizerOptions bf16;
+    bf16.wireType = DataType::kBFloat16;
+    try {
+      GradientSynchronizer sync(comm, {{d.data(), 4, DataType::kFloat64}}, bf16);
+      ADD_FAILURE() << "float64 gradients were rounded to bfloat16";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("gradient 0 is float64"), std::string::npos) << e.what();
+    }
+    std::vector<float> g(8);
+    SynchronizerOptions int8;
+    int8.wireType = DataType::kInt8;
+    EXPECT_THROW(GradientSynchronizer(comm, {{g.data(), 8, DataType::kFloat32}}, int8),
+                 InvalidArgument);
+    SynchronizerOptions mine;
+    if (rank == 1) mine.wireType = DataType::kBFloat16;
+    try {
+      GradientSynchronizer sync(comm, {{g.data(), 8, DataType::kFloat32}}, mine);
+      ADD_FAILURE() << "ranks with float32 and bfloat16 wire types were accepted";
+    } catch (const MismatchError& e) {
+      EXPECT_NE(std::string(e.what()).find("wire type"), std::string::npos) << e.what();
+    }
   });
 }
 
