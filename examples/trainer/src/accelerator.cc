@@ -1,6 +1,7 @@
 #include "accelerator.h"
 
 #include <chrono>
+#include <cmath>
 
 namespace trainer {
 namespace {
@@ -62,6 +63,50 @@ Accelerator::Accelerator(ringlet::Communicator* comm, AcceleratorOptions options
     rank_ = comm_->rank();
     world_ = comm_->size();
   }
+  const std::string& mp = options_.mixedPrecision;
+  if (mp == "bf16") {
+    options_.buckets.wireType = ringlet::DataType::kBFloat16;
+  } else if (mp == "fp16") {
+    options_.buckets.wireType = ringlet::DataType::kFloat16;
+    if (!(options_.initialLossScale >= 1)) {
+      throw ringlet::InvalidArgument(
+          fmt::format("initial loss scale {} must be >= 1", options_.initialLossScale));
+    }
+    scaler_ = std::make_unique<GradScaler>(options_.initialLossScale);
+  } else if (mp != "no") {
+    throw ringlet::InvalidArgument(fmt::format("mixed precision '{}' is not no, bf16 or fp16", mp));
+  }
+}
+
+void GradScaler::update(bool finite) {
+  if (!finite) {
+    scale_ = std::max(1.0, scale_ / 2);
+    goodSteps_ = 0;
+    skipped_++;
+    return;
+  }
+  if (++goodSteps_ == growthInterval_) {
+    scale_ = std::min(scale_ * 2, 16777216.0 * 65536.0);
+    goodSteps_ = 0;
+  }
+}
+
+bool Accelerator::unscaleGradients(Trainer& trainer) {
+  if (!scaler_) return true;
+  ParameterStore<float>& params = trainer.params();
+  float* g = params.grads();
+  const float inverse = float(1.0 / scaler_->scale());
+  int8_t finite = 1;
+  for (int64_t i = 0; i < params.numel(); i++) {
+    g[i] *= inverse;
+    finite &= std::isfinite(g[i]) ? 1 : 0;
+  }
+  // Every rank holds the same averaged gradients, but a rank that trained apart (no sync)
+  // must agree too: the step is skipped everywhere or nowhere.
+  finite = reduce(finite, ringlet::ReduceOp::kMin);
+  scaler_->update(finite != 0);
+  if (!finite) trainer.zeroGrad();
+  return finite != 0;
 }
 
 Accelerator::~Accelerator() = default;
@@ -117,6 +162,7 @@ void Accelerator::backward(Trainer& trainer) {
 }
 
 void Accelerator::backward(Trainer& trainer, double lossWeight) {
+  if (scaler_) lossWeight *= scaler_->scale();
   const bool sync = syncGradients_ && !options_.noSync;
   auto t0 = Clock::now();
   if (!sync_) {

@@ -53,6 +53,30 @@ struct AcceleratorOptions {
   // Never all-reduce gradients (no_sync on every step): the ranks train apart. Only to measure
   // what synchronizing costs a step.
   bool noSync = false;
+  // "no" | "bf16" | "fp16". Gradients are all-reduced in that 16-bit type (half the bytes on
+  // the wire); parameters, optimizer state and the update stay float32 (master weights). fp16
+  // adds dynamic loss scaling (a GradScaler): the loss is scaled so that small gradients stay
+  // above fp16's subnormals, and a step whose gradients overflow is skipped with the scale
+  // halved. The kernels compute in float32 either way (see the README).
+  std::string mixedPrecision = "no";
+  double initialLossScale = 65536.0;  // fp16: where the dynamic loss scale starts
+};
+
+// Dynamic loss scaling (PyTorch's GradScaler): scale starts at 2^16, halves when a step's
+// gradients hold an inf or NaN (that step is skipped), doubles after `growthInterval` good steps.
+class GradScaler {
+ public:
+  explicit GradScaler(double initialScale = 65536.0, int64_t growthInterval = 2000)
+      : scale_(initialScale), growthInterval_(growthInterval) {}
+  double scale() const { return scale_; }
+  // After a step: whether its gradients were finite.
+  void update(bool finite);
+  int64_t skippedSteps() const { return skipped_; }
+
+ private:
+  double scale_;
+  int64_t growthInterval_;
+  int64_t goodSteps_ = 0, skipped_ = 0;
 };
 
 // Milliseconds spent in the phases of the last optimizer step on this rank.
@@ -162,6 +186,12 @@ class Accelerator {
   void saveState(const Trainer& trainer, const std::string& path) const;
   void loadState(Trainer& trainer, const std::string& path) const;
 
+  // Before the optimizer step (every rank): with loss scaling, divides the gradients by the
+  // scale and says whether they are finite on every rank; false: skip this update (the scale
+  // has been lowered). Without scaling: true.
+  bool unscaleGradients(Trainer& trainer);
+  const GradScaler* scaler() const { return scaler_.get(); }
+
   // Times of the phases around the optimizer step (forward time is the caller's to add).
   StepTimes& times() { return times_; }
   ringlet::ddp::GradientSynchronizer* synchronizer() { return sync_.get(); }
@@ -173,6 +203,7 @@ class Accelerator {
   AcceleratorOptions options_;
   int rank_ = 0, world_ = 1;
   std::unique_ptr<ringlet::ddp::GradientSynchronizer> sync_;
+  std::unique_ptr<GradScaler> scaler_;
   int64_t microStep_ = 0;  // micro-batches begun in the current optimizer step
   bool syncGradients_ = true;
   bool inScope_ = false;

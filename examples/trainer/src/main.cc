@@ -30,6 +30,7 @@ struct CliOptions {
   bool splitBatches = false, noOverlap = false, noSync = false, timing = false;
   int64_t accumulate = 1;
   double bucketMb = 25, firstBucketMb = 1;
+  std::string mixedPrecision = "no";
 };
 
 // Who this rank is: from the launcher's environment, or a thread of --threads-as-ranks.
@@ -114,6 +115,10 @@ int run(int argc, char** argv) {
   app.add_flag("--no-sync", o.noSync,
                "never all-reduce gradients (ranks train apart): a step's time without the "
                "synchronization, to measure its cost");
+  app.add_option("--mixed-precision", o.mixedPrecision,
+                 "no | bf16 | fp16: gradients all-reduced in 16 bits (fp32 master weights and "
+                 "update); fp16 adds dynamic loss scaling")
+      ->check(CLI::IsMember({"no", "bf16", "fp16"}));
   app.add_flag("--timing", o.timing, "print forward/backward/sync/optimizer ms per logged step");
   try {
     app.parse(argc, argv);
@@ -195,6 +200,7 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
   ao.splitBatches = o.splitBatches;
   ao.overlap = !o.noOverlap;
   ao.noSync = o.noSync;
+  ao.mixedPrecision = o.mixedPrecision;
   ao.buckets.bucketCapBytes = static_cast<size_t>(o.bucketMb * (1 << 20));
   ao.buckets.firstBucketCapBytes = static_cast<size_t>(o.firstBucketMb * (1 << 20));
   trainer::Accelerator accelerator(world > 1 ? &communicator() : nullptr, ao);
@@ -224,9 +230,10 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     accelerator.print("ringlet-train: baseline (unigram entropy) {:.4f}", base);
   }
   if (auto* sync = accelerator.synchronizer()) {
-    accelerator.print("ringlet-train: data parallel over {} {} ({}), {} gradient buckets, {}",
+    accelerator.print("ringlet-train: data parallel over {} {} ({}), {} gradient buckets in {}, {}",
                       world, o.threadsAsRanks > 0 ? "thread ranks" : "ranks",
                       accelerator.communicator()->describeLinks(), sync->buckets().size(),
+                      ringlet::toString(sync->buckets().front().wire),
                       o.noSync      ? "no gradient all-reduce (--no-sync)"
                       : o.noOverlap ? "all-reduce after backward"
                                     : "all-reduce overlapping backward");
@@ -295,6 +302,10 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     }
   }
   progress.finish();
+  if (const trainer::GradScaler* scaler = accelerator.scaler()) {
+    accelerator.print("ringlet-train: fp16 loss scale {:g}, {} steps skipped for overflow",
+                      scaler->scale(), scaler->skippedSteps());
+  }
   if (!o.checkpoint.empty()) {
     accelerator.saveState(model, o.checkpoint);
     accelerator.print("ringlet-train: checkpoint at step {} written to {}", model.step(),

@@ -39,7 +39,9 @@ StepStats trainStep(Accelerator& accelerator, Trainer& model) {
     seen.correct += model.lastBatchStats().correct;
   }
   auto t0 = Clock::now();
-  StepStats stats = model.optimizerStep();
+  // fp16 loss scaling: a step whose gradients overflowed is skipped (the schedule moves on).
+  const bool apply = accelerator.unscaleGradients(model);
+  StepStats stats = model.optimizerStep(apply);
   model.zeroGrad();
   times.optimizer = msSince(t0);
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "kernels.h"
 #include "ringlet/error.h"
 
@@ -110,11 +112,15 @@ void Trainer::backward(const GradReadyHook& onGradReady, double lossWeight) {
   pendingLoss_ = Tensor<float>();  // frees the graph
 }
 
-StepStats Trainer::optimizerStep() {
+StepStats Trainer::optimizerStep(bool apply) {
   StepStats stats;
-  stats.gradNorm = clipGradNorm(params(), options_.clip);
   stats.lr = learningRate(options_.lr, step_, options_.warmup, options_.steps);
-  optimizer_->step(params(), stats.lr);
+  if (apply) {
+    stats.gradNorm = clipGradNorm(params(), options_.clip);
+    optimizer_->step(params(), stats.lr);
+  } else {
+    stats.gradNorm = std::nan("");
+  }
   step_++;
   stats.step = step_;
   stats.counts = pendingStats_;

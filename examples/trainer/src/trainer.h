@@ -76,7 +76,9 @@ class Trainer {
   // gradient completes, the rest (zero gradient) at the end. The gradient added is lossWeight
   // times d(mean loss of the batch).
   void backward(const GradReadyHook& onGradReady = {}, double lossWeight = 1.0);
-  StepStats optimizerStep();
+  // Clips, takes the scheduled learning rate and updates; apply == false: the step and the
+  // schedule advance without an update (a step skipped by loss scaling).
+  StepStats optimizerStep(bool apply = true);
   StepStats trainStep();  // forward + backward + optimizerStep
 
   // Evaluation mode (no dropout, no graph) over up to maxBatches held-out batches (-1 = all).
