@@ -179,33 +179,4 @@ Trainer::RowMetrics Trainer::evaluateRows(const Batch& batch) {
   return m;
 }
 
-EvalResult Trainer::evaluateShard(int rank, int world, int64_t maxExamples) {
-  if (world <= 0 || rank < 0 || rank >= world) {
-    throw ringlet::InvalidArgument(
-        fmt::format("evaluateShard: rank {} is not in [0, world {})", rank, world));
-  }
-  NoGradGuard noGrad;
-  EvalResult result;
-  Rng unused(0);
-  Context<float> ctx{params(), false, unused};
-  int64_t n = workload_->evalSize();
-  if (maxExamples >= 0) n = std::min(n, maxExamples);
-  std::vector<int64_t> chunk;
-  auto flush = [&] {
-    if (chunk.empty()) return;
-    CrossEntropyStats s;
-    workload_->loss(ctx, workload_->evalExamples(chunk), &s);
-    result.lossSum += s.lossSum;
-    result.count += s.count;
-    result.correct += s.correct;
-    chunk.clear();
-  };
-  for (int64_t i = rank; i < n; i += world) {
-    chunk.push_back(i);
-    if (int64_t(chunk.size()) == options_.batch) flush();
-  }
-  flush();
-  return result;
-}
-
 }  // namespace trainer

@@ -83,9 +83,6 @@ class Trainer {
 
   // Evaluation mode (no dropout, no graph) over up to maxBatches held-out batches (-1 = all).
   EvalResult evaluate(int64_t maxBatches = -1);
-  // Shard `rank` of `world` of the first maxExamples held-out examples (-1 = all): examples
-  // rank, rank + world, ... with no padding, so the sums of all shards count every example once.
-  EvalResult evaluateShard(int rank, int world, int64_t maxExamples = -1);
   // Per target row of `batch` (evaluation mode): its loss, whether it counts (not the ignore
   // index) and whether the arg-max hits it; for per-example metrics across ranks.
   struct RowMetrics {
