@@ -43,6 +43,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    p.add_argument("--vocab", type=int, default=1000,
+                   help="token ids drawn from [0, vocab) (ringlet-train --task cls: 21)")
+    p.add_argument("--classes", type=int, default=4, help="classes (ringlet-train --task cls: 2)")
     p.add_argument("--no-sync", action="store_true",
                    help="every step under DDP's no_sync(): no gradient all-reduce (its cost)")
     p.add_argument("--json", default="")
@@ -55,7 +58,7 @@ def main():
         dist.init_process_group(a.backend, timeout=datetime.timedelta(seconds=120))
         rank, n = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
-    model = Encoder()
+    model = Encoder(vocab=a.vocab, classes=a.classes)
     params = sum(p.numel() for p in model.parameters())
     if n > 1 or a.backend != "none":
         model = torch.nn.parallel.DistributedDataParallel(model)
@@ -63,8 +66,8 @@ def main():
     g = torch.Generator().manual_seed(rank)
     times = []
     for step in range(a.warmup + a.steps):
-        ids = torch.randint(0, 1000, (a.batch, 64), generator=g)
-        y = torch.randint(0, 4, (a.batch,), generator=g)
+        ids = torch.randint(0, a.vocab, (a.batch, 64), generator=g)
+        y = torch.randint(0, a.classes, (a.batch,), generator=g)
         start = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with model.no_sync() if a.no_sync and n > 1 else contextlib.nullcontext():

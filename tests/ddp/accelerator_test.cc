@@ -219,6 +219,83 @@ TEST_F(AcceleratorTest, SavedStateResumesToTheSameParameters) {
   EXPECT_EQ(straight[0], straight[1]);
 }
 
+// A small encoder with dropout, so that every rank's random stream matters.
+TrainOptions tinyBertOptions() {
+  TrainOptions o;
+  o.model.model = "bert";
+  o.model.task = "cls";
+  o.model.hidden = 16;
+  o.model.heads = 2;
+  o.model.ffn = 32;
+  o.model.layers = 1;
+  o.model.seqLen = 8;
+  o.model.dropout = 0.2;
+  o.steps = 100;
+  o.lr = 1e-3;
+  o.warmup = 0;
+  o.batch = 4;
+  o.sampler = "epoch";
+  return o;
+}
+
+// With dropout and fp16 loss scaling, 2 ranks resume bit-exactly: the state holds every rank's
+// dropout stream (not only rank 0's) and the loss scale with its skipped-step count.
+TEST_F(AcceleratorTest, SavedStateKeepsEveryRanksDropoutStreamAndTheLossScale) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ringlet::testing::uniqueJobId("accelerator-rng"))
+          .string() +
+      ".ckpt";
+  constexpr int kWorld = 2, kSaveAt = 5, kEnd = 10;
+  AcceleratorOptions ao;
+  ao.mixedPrecision = "fp16";
+  ao.initialLossScale = std::ldexp(1.0, 24);  // overflows at first: the scale comes down
+  struct Run {
+    std::vector<float> params;
+    std::vector<double> losses;  // after the save point
+    double scaleAtSave = 0;
+    int64_t skippedAtSave = 0;
+  };
+  std::mutex mu;
+  std::vector<Run> straight(kWorld), resumed(kWorld);
+  auto train = [&](bool save, bool load, std::vector<Run>& out) {
+    onRanks(kWorld, [&](ringlet::Communicator& comm) {
+      Accelerator acc(&comm, ao);
+      Trainer t(tinyBertOptions());
+      acc.prepare(t);
+      Run run;
+      if (load) {
+        acc.loadState(t, path);
+        EXPECT_EQ(t.step(), kSaveAt);
+        run.scaleAtSave = acc.scaler()->scale();
+        run.skippedAtSave = acc.scaler()->skippedSteps();
+      }
+      while (t.step() < kEnd) {
+        StepStats s = trainStep(acc, t);
+        if (t.step() > kSaveAt) run.losses.push_back(s.loss);
+        if (save && t.step() == kSaveAt) {
+          acc.saveState(t, path);
+          run.scaleAtSave = acc.scaler()->scale();
+          run.skippedAtSave = acc.scaler()->skippedSteps();
+        }
+      }
+      run.params.assign(t.params().data(), t.params().data() + t.params().numel());
+      std::lock_guard lock(mu);
+      out[comm.rank()] = run;
+    });
+  };
+  train(true, false, straight);
+  train(false, true, resumed);
+  std::filesystem::remove(path);
+  EXPECT_LT(straight[0].scaleAtSave, ao.initialLossScale);  // the scale did change
+  EXPECT_GT(straight[0].skippedAtSave, 0);
+  for (int r = 0; r < kWorld; r++) {
+    EXPECT_EQ(resumed[r].scaleAtSave, straight[r].scaleAtSave) << "rank " << r;
+    EXPECT_EQ(resumed[r].skippedAtSave, straight[r].skippedAtSave) << "rank " << r;
+    EXPECT_EQ(resumed[r].losses, straight[r].losses) << "rank " << r;
+    EXPECT_EQ(resumed[r].params, straight[r].params) << "rank " << r;
+  }
+}
+
 // Rank 0 cannot write: every rank gets an error (none waits for the file).
 TEST_F(AcceleratorTest, StateThatCannotBeWrittenFailsOnEveryRank) {
   std::mutex mu;

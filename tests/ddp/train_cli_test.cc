@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/support/ranks.h"
 
 namespace {
@@ -93,15 +95,23 @@ bool alive(pid_t pid) {
 TEST(TrainCli, TwoRanksCheckpointResumesInOneProcess) {
   const std::string dir = ringlet::testing::makeTempDir("ddp-cli");
   const std::string log = dir + "/run.log", ck = dir + "/ck.bin";
-  pid_t pid =
-      spawn({kBin + "/ringlet-run", "-n", "2", kBin + "/ringlet-train", "--model", "mlp", "--steps",
-             "30", "--plot", "", "--csv", dir + "/loss.csv", "--checkpoint", ck, "--no-progress"},
-            log);
+  pid_t pid = spawn({kBin + "/ringlet-run", "-n", "2", kBin + "/ringlet-train", "--model", "mlp",
+                     "--steps", "30", "--plot", "", "--csv", dir + "/loss.csv", "--checkpoint", ck,
+                     "--no-progress", "--json", dir + "/speed.json"},
+                    log);
   int status = waitFor(pid, 60s);
   std::string out = readFile(log);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   EXPECT_NE(out.find("data parallel over 2 ranks"), std::string::npos) << out;
   EXPECT_EQ(out.find("[1] step"), std::string::npos) << "rank 1 logged:\n" << out;
+  // --json: the median step after warm-up (30 steps: 3 warm-up), samples/s over both ranks.
+  const nlohmann::json speed = nlohmann::json::parse(readFile(dir + "/speed.json"));
+  EXPECT_EQ(speed.at("ranks"), 2);
+  EXPECT_EQ(speed.at("steps_timed"), 27);
+  const double stepMs = speed.at("step_ms"), perSecond = speed.at("samples_per_s");
+  EXPECT_GT(stepMs, 0);
+  EXPECT_NEAR(perSecond, 2.0 * speed.at("batch_per_rank").get<double>() * 1000 / stepMs,
+              1e-6 * perSecond);
   pid = spawn({kBin + "/ringlet-train", "--model", "mlp", "--steps", "32", "--plot", "", "--csv",
                dir + "/loss1.csv", "--resume", ck, "--no-progress"},
               dir + "/resume.log");

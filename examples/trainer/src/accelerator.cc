@@ -1,5 +1,7 @@
 #include "accelerator.h"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 
@@ -89,6 +91,17 @@ void GradScaler::update(bool finite) {
     scale_ = std::min(scale_ * 2, 16777216.0 * 65536.0);
     goodSteps_ = 0;
   }
+}
+
+void GradScaler::restore(double scale, int64_t goodSteps, int64_t skipped) {
+  if (!std::isfinite(scale) || scale < 1 || goodSteps < 0 || skipped < 0) {
+    throw ringlet::InvalidArgument(
+        fmt::format("loss scale state: scale {} (needs finite and >= 1), {} good steps, {} skipped",
+                    scale, goodSteps, skipped));
+  }
+  scale_ = scale;
+  goodSteps_ = goodSteps % std::max<int64_t>(1, growthInterval_);
+  skipped_ = skipped;
 }
 
 bool Accelerator::unscaleGradients(Trainer& trainer) {
@@ -188,12 +201,31 @@ void Accelerator::waitForEveryone() const {
 }
 
 void Accelerator::saveState(const Trainer& trainer, const std::string& path) const {
+  // Collective first: every rank's dropout stream, so that a resumed run draws the same masks
+  // on every rank (rank 0's alone would give every rank rank 0's masks).
+  const Rng::State& own = trainer.dropoutState();
+  std::vector<int64_t> mine(own.size());
+  for (size_t i = 0; i < own.size(); i++) mine[i] = static_cast<int64_t>(own[i]);
+  const std::vector<int64_t> all = gather(mine);
+  nlohmann::json extra = {{"world", world_}};
+  nlohmann::json streams = nlohmann::json::array();
+  for (size_t r = 0; r + own.size() <= all.size(); r += own.size()) {
+    Rng::State state;
+    for (size_t i = 0; i < state.size(); i++) state[i] = static_cast<uint64_t>(all[r + i]);
+    streams.push_back(state);
+  }
+  extra["dropoutRngs"] = streams;
+  if (scaler_) {
+    extra["lossScale"] = {{"scale", scaler_->scale()},
+                          {"goodSteps", scaler_->goodSteps()},
+                          {"skipped", scaler_->skippedSteps()}};
+  }
   // Rank 0 writes; a failure there reaches every rank, so none waits for a file never written.
   int8_t ok = 1;
   std::string why;
   if (isMainProcess()) {
     try {
-      trainer.saveCheckpoint(path);
+      trainer.saveCheckpoint(path, extra);
     } catch (const std::exception& e) {
       ok = 0;
       why = e.what();
@@ -207,7 +239,29 @@ void Accelerator::saveState(const Trainer& trainer, const std::string& path) con
 }
 
 void Accelerator::loadState(Trainer& trainer, const std::string& path) const {
-  trainer.loadCheckpoint(path);
+  const Rng::State placed = trainer.dropoutState();  // this rank's own stream, from prepare()
+  const nlohmann::json extra = trainer.loadCheckpoint(path);
+  // The file's top-level stream is rank 0's. A rank takes its own saved stream when the file
+  // has one; a rank the saving run did not have keeps the stream prepare() gave it.
+  if (rank_ != 0) trainer.setDropoutState(placed);
+  try {
+    if (extra.is_object() && extra.contains("dropoutRngs")) {
+      const nlohmann::json& streams = extra.at("dropoutRngs");
+      if (static_cast<size_t>(rank_) < streams.size()) {
+        trainer.setDropoutState(streams.at(static_cast<size_t>(rank_)).get<Rng::State>());
+      }
+    }
+    if (scaler_ && extra.is_object() && extra.contains("lossScale")) {
+      const nlohmann::json& ls = extra.at("lossScale");
+      scaler_->restore(ls.at("scale").get<double>(), ls.at("goodSteps").get<int64_t>(),
+                       ls.at("skipped").get<int64_t>());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw ringlet::IoError(
+        fmt::format("checkpoint {}: the accelerator state is malformed: {}", path, e.what()));
+  } catch (const ringlet::InvalidArgument& e) {
+    throw ringlet::IoError(fmt::format("checkpoint {}: {}", path, e.what()));
+  }
 }
 
 }  // namespace trainer

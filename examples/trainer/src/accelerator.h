@@ -72,6 +72,9 @@ class GradScaler {
   // After a step: whether its gradients were finite.
   void update(bool finite);
   int64_t skippedSteps() const { return skipped_; }
+  int64_t goodSteps() const { return goodSteps_; }  // finite steps since the scale last changed
+  // From a checkpoint; throws InvalidArgument on a scale that is not finite and >= 1.
+  void restore(double scale, int64_t goodSteps, int64_t skipped);
 
  private:
   double scale_;
@@ -181,8 +184,9 @@ class Accelerator {
   void waitForEveryone() const;  // barrier
 
   // Collective. The main process writes the trainer's whole state (parameters, optimizer,
-  // step, data position, random streams) to one file, atomically; every rank returns once it
-  // is written. loadState: every rank reads it (after prepare).
+  // step, data position, every rank's dropout stream, the fp16 loss scale) to one file,
+  // atomically; every rank returns once it is written. loadState: every rank reads it (after
+  // prepare); a resumed run continues bit-exactly when the number of ranks is the same.
   void saveState(const Trainer& trainer, const std::string& path) const;
   void loadState(Trainer& trainer, const std::string& path) const;
 

@@ -43,7 +43,7 @@ nlohmann::json layoutJson(const ParameterStore<float>& params) {
 
 }  // namespace
 
-void Trainer::saveCheckpoint(const std::string& path) const {
+void Trainer::saveCheckpoint(const std::string& path, const nlohmann::json& extra) const {
   auto& self = const_cast<Trainer&>(*this);
   const ParameterStore<float>& params = workload_->params();
   std::vector<std::vector<float>*> state = self.optimizer_->stateBuffers();
@@ -60,6 +60,7 @@ void Trainer::saveCheckpoint(const std::string& path) const {
       {"dropoutRng", dropoutRng_.state()},
       {"params", layoutJson(params)},
   };
+  if (!extra.is_null()) header["extra"] = extra;
   std::string text = header.dump();
   std::string out(kMagic, sizeof(kMagic));
   append(out, kVersion);
@@ -85,7 +86,7 @@ void Trainer::saveCheckpoint(const std::string& path) const {
   }
 }
 
-void Trainer::loadCheckpoint(const std::string& path) {
+nlohmann::json Trainer::loadCheckpoint(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw ringlet::IoError(fmt::format("cannot open checkpoint {}", path));
   std::stringstream ss;
@@ -150,6 +151,7 @@ void Trainer::loadCheckpoint(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw corrupt(fmt::format("header: {}", e.what()));
   }
+  return header.value("extra", nlohmann::json());
 }
 
 }  // namespace trainer

@@ -5,8 +5,12 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -21,7 +25,7 @@ namespace {
 
 struct CliOptions {
   trainer::TrainOptions train;
-  std::string checkpoint, resume, csv = "loss.csv", plot = "loss.png";
+  std::string checkpoint, resume, csv = "loss.csv", plot = "loss.png", json;
   int64_t checkpointEvery = 0, logEvery = 0, evalEvery = 0, evalBatches = 16;
   int threads = 0;
   int threadsAsRanks = 0;
@@ -120,6 +124,9 @@ int run(int argc, char** argv) {
                  "update); fp16 adds dynamic loss scaling")
       ->check(CLI::IsMember({"no", "bf16", "fp16"}));
   app.add_flag("--timing", o.timing, "print forward/backward/sync/optimizer ms per logged step");
+  app.add_option("--json", o.json,
+                 "write the run's speed here (median ms per training step after warm-up, "
+                 "samples/s over all ranks, slowest rank's median), for benchmarks");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -249,8 +256,13 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
   double lossSum = 0;
   int64_t lossCount = 0, correct = 0, seen = 0, windowSteps = 0;
   auto windowStart = std::chrono::steady_clock::now();
+  std::vector<double> stepMs;  // each training step (not evaluation), for --json
   while (model.step() < t.steps) {
+    const auto stepStart = std::chrono::steady_clock::now();
     trainer::StepStats s = trainer::trainStep(accelerator, model);
+    stepMs.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - stepStart)
+            .count());
     const trainer::StepTimes& p = accelerator.times();
     phase.forward += p.forward;
     phase.backward += p.backward;
@@ -310,6 +322,37 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     accelerator.saveState(model, o.checkpoint);
     accelerator.print("ringlet-train: checkpoint at step {} written to {}", model.step(),
                       o.checkpoint);
+  }
+  if (!o.json.empty()) {
+    // The first steps (allocations, caches, the first bucket plan) are warm-up: a tenth, at
+    // least 2. Every rank calls reduce(); the slowest rank's median sets the pace.
+    const size_t warm = std::min(stepMs.size(), std::max<size_t>(2, stepMs.size() / 10));
+    std::vector<double> timed(stepMs.begin() + static_cast<std::ptrdiff_t>(warm), stepMs.end());
+    if (timed.empty()) {
+      throw ringlet::InvalidArgument(
+          fmt::format("--json needs more than {} steps to time (--steps {})", warm, t.steps));
+    }
+    std::nth_element(timed.begin(), timed.begin() + timed.size() / 2, timed.end());
+    const double median = accelerator.reduce(timed[timed.size() / 2], ringlet::ReduceOp::kMax);
+    if (leader) {
+      nlohmann::json j = {{"model", m.model},
+                          {"task", m.task},
+                          {"describe", model.workload().describe()},
+                          {"params", model.params().numel()},
+                          {"ranks", world},
+                          {"threads", trainer::blasThreads()},
+                          {"batch_per_rank", model.options().batch},
+                          {"accumulate", o.accumulate},
+                          {"mixed_precision", o.mixedPrecision},
+                          {"steps_timed", timed.size()},
+                          {"step_ms", median},
+                          {"samples_per_s", double(samplesPerStep) / (median / 1000)}};
+      std::ofstream f(o.json);
+      f << j.dump(1) << "\n";
+      if (!f.flush()) {
+        throw ringlet::IoError(fmt::format("--json {}: cannot write the file", o.json));
+      }
+    }
   }
   if (!leader) return 0;
   csv.reset();

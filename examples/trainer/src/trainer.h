@@ -5,6 +5,7 @@
 // update). evaluate() returns sums and counts so that ranks can add theirs before dividing.
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "autograd.h"
@@ -95,10 +96,15 @@ class Trainer {
   // Batches drawn so far (the sampler position; saved in checkpoints).
   int64_t batchesDrawn() const { return batchesDrawn_; }
 
-  // One file: parameters, optimizer state, step and both random generators. load() checks
-  // that the parameter layout and optimizer match and that the file is intact.
-  void saveCheckpoint(const std::string& path) const;
-  void loadCheckpoint(const std::string& path);
+  // One file: parameters, optimizer state, step and both random generators, plus `extra` (a
+  // caller's state, e.g. the Accelerator's: every rank's dropout stream, the loss scale).
+  // load() checks that the parameter layout and optimizer match and that the file is intact,
+  // and returns the extra it was saved with (null when none).
+  void saveCheckpoint(const std::string& path, const nlohmann::json& extra = nullptr) const;
+  nlohmann::json loadCheckpoint(const std::string& path);
+  // This rank's dropout stream (checkpointed per rank by the Accelerator).
+  const Rng::State& dropoutState() const { return dropoutRng_.state(); }
+  void setDropoutState(const Rng::State& state) { dropoutRng_.setState(state); }
 
  private:
   void makeSampler();
