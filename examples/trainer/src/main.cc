@@ -125,8 +125,8 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"no", "bf16", "fp16"}));
   app.add_flag("--timing", o.timing, "print forward/backward/sync/optimizer ms per logged step");
   app.add_option("--json", o.json,
-                 "write the run's speed here (median ms per training step after warm-up, "
-                 "samples/s over all ranks, slowest rank's median), for benchmarks");
+                 "write the run's speed here as JSON (median ms per training step after "
+                 "warm-up, the slowest rank's, and samples/s over all ranks), for benchmarks");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -233,6 +233,11 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     accelerator.loadState(model, o.resume);
     accelerator.print("ringlet-train: resumed from {} at step {}", o.resume, model.step());
   }
+  if (!o.json.empty() && t.steps - model.step() < 3) {
+    throw ringlet::InvalidArgument(
+        fmt::format("--json needs at least 3 steps to time past the warm-up; this run has {}",
+                    t.steps - model.step()));
+  }
   if (double base = model.workload().baselineLoss(); !std::isnan(base)) {
     accelerator.print("ringlet-train: baseline (unigram entropy) {:.4f}", base);
   }
@@ -323,35 +328,40 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
     accelerator.print("ringlet-train: checkpoint at step {} written to {}", model.step(),
                       o.checkpoint);
   }
-  if (!o.json.empty()) {
-    // The first steps (allocations, caches, the first bucket plan) are warm-up: a tenth, at
-    // least 2. Every rank calls reduce(); the slowest rank's median sets the pace.
-    const size_t warm = std::min(stepMs.size(), std::max<size_t>(2, stepMs.size() / 10));
-    std::vector<double> timed(stepMs.begin() + static_cast<std::ptrdiff_t>(warm), stepMs.end());
-    if (timed.empty()) {
-      throw ringlet::InvalidArgument(
-          fmt::format("--json needs more than {} steps to time (--steps {})", warm, t.steps));
-    }
+  // Speed: the median training step after warm-up (a tenth of the steps, at least 2; the
+  // allocations, caches and bucket plan settle there), the slowest rank's. Every rank calls
+  // reduce(), whatever its own options.
+  const size_t warm = std::min(stepMs.size(), std::max<size_t>(2, stepMs.size() / 10));
+  std::vector<double> timed(stepMs.begin() + static_cast<std::ptrdiff_t>(warm), stepMs.end());
+  double median = 0;
+  if (!timed.empty()) {
     std::nth_element(timed.begin(), timed.begin() + timed.size() / 2, timed.end());
-    const double median = accelerator.reduce(timed[timed.size() / 2], ringlet::ReduceOp::kMax);
-    if (leader) {
-      nlohmann::json j = {{"model", m.model},
-                          {"task", m.task},
-                          {"describe", model.workload().describe()},
-                          {"params", model.params().numel()},
-                          {"ranks", world},
-                          {"threads", trainer::blasThreads()},
-                          {"batch_per_rank", model.options().batch},
-                          {"accumulate", o.accumulate},
-                          {"mixed_precision", o.mixedPrecision},
-                          {"steps_timed", timed.size()},
-                          {"step_ms", median},
-                          {"samples_per_s", double(samplesPerStep) / (median / 1000)}};
-      std::ofstream f(o.json);
-      f << j.dump(1) << "\n";
-      if (!f.flush()) {
-        throw ringlet::IoError(fmt::format("--json {}: cannot write the file", o.json));
-      }
+    median = timed[timed.size() / 2];
+  }
+  median = accelerator.reduce(median, ringlet::ReduceOp::kMax);
+  const double samplesPerSecond = median > 0 ? double(samplesPerStep) / (median / 1000) : 0;
+  if (median > 0) {
+    accelerator.print(
+        "ringlet-train: median step {:.2f} ms after {} warm-up steps: {:.1f} samples/s", median,
+        warm, samplesPerSecond);
+  }
+  if (!o.json.empty() && leader) {
+    nlohmann::json j = {{"model", m.model},
+                        {"task", m.task},
+                        {"describe", model.workload().describe()},
+                        {"params", model.params().numel()},
+                        {"ranks", world},
+                        {"threads", trainer::blasThreads()},
+                        {"batch_per_rank", model.options().batch},
+                        {"accumulate", o.accumulate},
+                        {"mixed_precision", o.mixedPrecision},
+                        {"steps_timed", timed.size()},
+                        {"step_ms", median},
+                        {"samples_per_s", samplesPerSecond}};
+    std::ofstream f(o.json);
+    f << j.dump(1) << "\n";
+    if (!f.flush()) {
+      throw ringlet::IoError(fmt::format("--json {}: cannot write the file", o.json));
     }
   }
   if (!leader) return 0;
