@@ -212,13 +212,17 @@ void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext
 // once `data` may change.
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
                 const WaitContext& wait);
-void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait);
+// `streaming`: `data` is written with non-temporal stores where the link's messages can be read
+// in place (shared memory): for a large result nothing reads again during the call.
+void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait,
+                bool streaming = false);
 
 // One step of a log-step algorithm: send to `out` while receiving from `in` (which may be the
 // same link), one slice each way in turn, so two ranks sending to each other never both wait
 // for the other's buffer to drain. With `reduce`, incoming data is reduced into `recv`
 // (recv = local op incoming, elementwise; `local` is recv unless set) instead of copied. `send`
-// stays in use until the exchange returns: it must not overlap `recv`.
+// stays in use until the exchange returns: it must not overlap `recv`. `streaming` writes `recv`
+// with non-temporal stores (a large result that the call does not read again soon).
 struct Exchange {
   Link* out = nullptr;
   const std::byte* send = nullptr;
@@ -230,6 +234,7 @@ struct Exchange {
   const std::byte* local = nullptr;
   DataType type = DataType::kUInt8;
   ReduceOp op = ReduceOp::kSum;
+  bool streaming = false;
 };
 void exchange(const Exchange& step, size_t sliceBytes, const WaitContext& wait);
 

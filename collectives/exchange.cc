@@ -47,12 +47,20 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
   link.flush(wait);  // `data` may change once this returns
 }
 
-void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait) {
+void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait,
+                bool streaming) {
   trace::StepScope scope(
       wait.trace, [&] { return trace::Step{.name = "recv", .from = link.peer(), .bytes = bytes}; });
   const size_t step = messageBytes(link, slice);
+  const bool inPlace = streaming && link.sharesMemory();
   for (size_t offset = 0; offset < bytes; offset += step) {
-    link.recvInto(data + offset, std::min(step, bytes - offset), wait);
+    const size_t n = std::min(step, bytes - offset);
+    if (inPlace) {
+      kernels::streamCopy(data + offset, link.recv(n, wait), n);
+      link.release();
+    } else {
+      link.recvInto(data + offset, n, wait);
+    }
   }
 }
 
@@ -80,7 +88,12 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
       const size_t bytes = std::min(recvStep, x.recvBytes - received);
       if (x.reduce) {
         const std::byte* in = x.in->recv(bytes, wait);
-        kernels::reduce(x.recv + received, local + received, in, bytes / element, x.type, x.op);
+        if (x.streaming) {
+          kernels::reduceStreaming(x.recv + received, nullptr, local + received, in,
+                                   bytes / element, x.type, x.op, 1);
+        } else {
+          kernels::reduce(x.recv + received, local + received, in, bytes / element, x.type, x.op);
+        }
         x.in->release();
       } else {
         x.in->recvInto(x.recv + received, bytes, wait);

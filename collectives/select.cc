@@ -56,7 +56,9 @@ constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames = {
 // On a tie the first wins.
 constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
                                               Algorithm::kRabenseifner, Algorithm::kRing};
-constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kChain, Algorithm::kTree};
+// Two ranks: a tree and a chain of one slice cost the same in the model, and the tree's single
+// message is a little cheaper (measured), so it wins the tie.
+constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kTree, Algorithm::kChain};
 constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruck};
 constexpr Algorithm kRingOnly[] = {Algorithm::kRing};
 constexpr Algorithm kAllToAllAlgorithms[] = {Algorithm::kPairwise, Algorithm::kBruck};

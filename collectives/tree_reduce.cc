@@ -7,7 +7,8 @@
 //   round 2  2->0          [4 has no partner 6]
 //   round 3  4->0
 //
-// Leaves send their input as it is; inner ranks accumulate in scratch, the root in recv.
+// Leaves send their input as it is; inner ranks accumulate in scratch, the root in recv (with
+// non-temporal stores when the buffer is large: nothing reads it again during the call).
 #include <cstring>
 #include <memory>
 
@@ -29,13 +30,11 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
       return;
     }
     if (v + mask >= n) continue;
-    if (held == args.send) {  // first child: start accumulating
-      std::byte* acc = args.recv;
-      if (v != 0) {
-        acc = scratchBytes(0, bytes);
-      }
-      if (acc != args.send && bytes > 0) std::memcpy(acc, args.send, bytes);
-      held = acc;
+    // The first child's data is reduced with this rank's input straight into the accumulator
+    // (no copy of the input first); later children's into the accumulator.
+    const std::byte* local = held;
+    if (held == args.send) {
+      held = v != 0 ? scratchBytes(0, bytes) : args.recv;
     }
     Link& child = group.link(wrap(group.rank + mask, n));
     exchange({.out = &child,
@@ -43,8 +42,10 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
               .recv = const_cast<std::byte*>(held),
               .recvBytes = bytes,
               .reduce = true,
+              .local = local,
               .type = args.type,
-              .op = args.op},
+              .op = args.op,
+              .streaming = v == 0 && bytes >= kernels::kStreamingBytes},
              sliceBytes, wait);
   }
   // The root.

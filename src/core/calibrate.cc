@@ -194,7 +194,8 @@ void CommunicatorImpl::calibrate() {
         model_ = measure(group, sliceBytes({&group.next(), &group.prev()}),
                          std::max(1, options_.calibrationEffort), hostRanks, wait);
       });
-  nextSeq_ = 0;  // the caller's calls are numbered from 0, as without calibration
+  nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
+  forgetChoices();  // any made during the measurement used the model before it
 }
 
 }  // namespace ringlet::detail

@@ -44,9 +44,7 @@ std::string Communicator::algorithmFor(std::string_view collective, size_t bytes
                                       collective, fmt::join(names, ", ")));
   }
   if (*which == collectives::Collective::kAllreduce) {
-    const auto choice = collectives::chooseAllreduce(
-        impl_->rank(), impl_->size(), bytes, OpHeader::kInlineBytes, impl_->modelSliceBytes(),
-        impl_->costModel(), impl_->forced(*which));
+    const auto choice = impl_->allreduceChoice(bytes);
     switch (choice.algorithm) {
       case collectives::AllreduceAlgorithm::kLocalCopy:
         return "local_copy";
@@ -129,9 +127,7 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
   }
   OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
   using collectives::AllreduceAlgorithm;
-  const collectives::AllreduceChoice choice = collectives::chooseAllreduce(
-      impl.rank(), impl.size(), bytes, OpHeader::kInlineBytes, impl.modelSliceBytes(),
-      impl.costModel(), impl.forced(collectives::Collective::kAllreduce));
+  const collectives::AllreduceChoice choice = impl.allreduceChoice(bytes);
   header.algorithm = static_cast<uint8_t>(algorithmOf(choice.algorithm));
   // The call header's round trip is saved three ways: the two-rank exchange carries the data in
   // the header; header doubling checks each partner's header on the way (no ring round); early

@@ -29,6 +29,7 @@ void WorkState::finish(std::exception_ptr e) {
 
 CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options)
     : rank_(bootstrap.rank), size_(bootstrap.size), options_(std::move(options)) {
+  forgetChoices();
   const auto deadline = Clock::now() + options_.timeout;
   rendezvous(bootstrap);
   connectInitialLinks(deadline);
@@ -41,6 +42,7 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
 
 CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
     : rank_(lineage.rank), size_(lineage.size), options_(std::move(options)) {
+  forgetChoices();
   const auto deadline = Clock::now() + options_.timeout;
   self_ = lineage.infos.at(rank_);
   infos_ = std::move(lineage.infos);
@@ -287,8 +289,45 @@ size_t pairMessageBytes(collectives::Collective collective, size_t bytes) {
 
 }  // namespace
 
+template <typename Compute>
+uint8_t CommunicatorImpl::cachedChoice(size_t slot, size_t bytes, Compute&& compute) const {
+  constexpr uint64_t kLargest = (uint64_t{1} << 56) - 2;  // bytes that fit beside the value
+  const bool cacheable = bytes <= kLargest;
+  if (cacheable) {
+    const uint64_t seen = choices_[slot].load(std::memory_order_relaxed);
+    if (seen != kNoChoice && (seen >> 8) == bytes) return static_cast<uint8_t>(seen & 0xff);
+  }
+  const uint8_t value = compute();
+  if (cacheable) choices_[slot].store((uint64_t{bytes} << 8) | value, std::memory_order_relaxed);
+  return value;
+}
+
+void CommunicatorImpl::forgetChoices() const {
+  for (auto& slot : choices_) slot.store(kNoChoice, std::memory_order_relaxed);
+}
+
+collectives::AllreduceChoice CommunicatorImpl::allreduceChoice(size_t bytes) const {
+  constexpr uint8_t kEarlyData = 0x80;
+  const uint8_t packed = cachedChoice(collectives::kCollectiveCount, bytes, [&] {
+    const collectives::AllreduceChoice choice =
+        collectives::chooseAllreduce(rank_, size_, bytes, OpHeader::kInlineBytes, modelSliceBytes(),
+                                     model_, forced(collectives::Collective::kAllreduce));
+    return static_cast<uint8_t>(static_cast<uint8_t>(choice.algorithm) |
+                                (choice.earlyData ? kEarlyData : 0));
+  });
+  return {static_cast<collectives::AllreduceAlgorithm>(packed & ~kEarlyData),
+          (packed & kEarlyData) != 0};
+}
+
 collectives::Algorithm CommunicatorImpl::algorithmFor(collectives::Collective collective,
                                                       size_t bytes) const {
+  return static_cast<collectives::Algorithm>(
+      cachedChoice(static_cast<size_t>(collective), bytes,
+                   [&] { return static_cast<uint8_t>(computeAlgorithmFor(collective, bytes)); }));
+}
+
+collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collective collective,
+                                                             size_t bytes) const {
   using collectives::Collective;
   if (size_ == 1) return collectives::Algorithm::kAuto;
   // Two ranks: a message that fits a call header rides in it, unless an algorithm is forced.

@@ -103,6 +103,8 @@ class CommunicatorImpl {
   }
   // The slice the model assumes (the same on every rank: options, not links).
   size_t modelSliceBytes() const;
+  // The choice of all-reduce for `bytes` (collectives::chooseAllreduce for this rank).
+  collectives::AllreduceChoice allreduceChoice(size_t bytes) const;
   // Collective, once, inside create(): measures the cost model on this communicator's links
   // unless the options give it (src/core/calibrate.cc).
   void calibrate();
@@ -190,6 +192,17 @@ class CommunicatorImpl {
   std::unique_ptr<trace::Recorder> trace_;
   collectives::ForcedAlgorithms forced_{};
   CostModel model_;
+  // The last choice per collective (and one more slot: all-reduce's own choice), packed as
+  // bytes << 8 | value: a call repeated at one size (a training step's buckets, a benchmark's
+  // loop) skips the model, whose logarithms cost about as much as a small shared-memory call's
+  // bookkeeping. Emptied when the model changes (calibrate()).
+  static constexpr uint64_t kNoChoice = ~uint64_t{0};
+  template <typename Compute>
+  uint8_t cachedChoice(size_t slot, size_t bytes, Compute&& compute) const;
+  void forgetChoices() const;
+  collectives::Algorithm computeAlgorithmFor(collectives::Collective collective,
+                                             size_t bytes) const;
+  mutable std::array<std::atomic<uint64_t>, collectives::kCollectiveCount + 1> choices_;
   uint64_t nextSeq_ = 0;
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;

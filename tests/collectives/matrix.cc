@@ -376,6 +376,15 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       gatherScatterCase(sliced, DataType::kFloat32, count / size + 1, 0, inPlace);
       allToAllCase(sliced, DataType::kFloat32, count / size + 1, inPlace);
     }
+    // The trees past kernels::kStreamingBytes: the root reduces (and a receiver copies) into its
+    // buffer with non-temporal stores, and the root's first child is reduced with its input
+    // straight into recv.
+    o.transportOptions.erase("shm_bytes");
+    Communicator trees = Communicator::create(bootstrap, o);
+    const size_t past = 2200003;  // 8.8 MB of float32
+    reduceCase(trees, DataType::kFloat32, ReduceOp::kAvg, past, 0, false);
+    reduceCase(trees, DataType::kFloat32, ReduceOp::kSum, past, size - 1, true);
+    broadcastCase(trees, DataType::kFloat32, past, size - 1);
   }
 }
 

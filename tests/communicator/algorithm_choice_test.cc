@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,32 @@ TEST(AlgorithmChoice, GivenModelDrivesTheChoice) {
     Communicator fast = Communicator::create(Bootstrap::forThread(rank, size, store), o);
     EXPECT_EQ(fast.algorithmFor("allreduce", 1 << 20), "ring");
     EXPECT_EQ(fast.algorithmFor("alltoall", 1 << 20), "pairwise");
+  });
+}
+
+// A communicator remembers its last choice per collective: a size asked again, after others,
+// gets the answer a communicator asking it first would give.
+TEST(AlgorithmChoice, RememberedChoicesMatchFreshOnes) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.costModel = CostModel{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-10, .delta = 1e-10};
+    const std::vector<size_t> sizes = {8, 4096, 1 << 16, 1 << 20, 1 << 26};
+    Communicator fresh = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::map<std::pair<std::string, size_t>, std::string> want;
+    for (const auto& info : algorithms()) {
+      for (size_t bytes : sizes)
+        want[{info.collective, bytes}] = fresh.algorithmFor(info.collective, bytes);
+    }
+    const std::string smallest = want[{"allreduce", 8}];
+    EXPECT_NE(smallest, (want[{"allreduce", size_t{1} << 26}]));
+    Communicator reused = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    for (size_t i : {0, 4, 0, 0, 2, 4, 1, 1, 3, 0, 3, 2}) {
+      for (const auto& info : algorithms()) {
+        EXPECT_EQ(reused.algorithmFor(info.collective, sizes[i]),
+                  (want[{info.collective, sizes[i]}]))
+            << info.collective << " at " << sizes[i] << " bytes";
+      }
+    }
   });
 }
 
