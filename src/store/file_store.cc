@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -31,6 +32,15 @@
 
 namespace ringlet {
 namespace {
+
+// 64 random bits for temporary file names (see FileStore's write).
+uint64_t randomToken() {
+  uint64_t token = 0;
+  if (::getentropy(&token, sizeof token) != 0) {
+    token = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  return token;
+}
 
 constexpr size_t kMaxNameBytes = 200;
 
@@ -182,27 +192,37 @@ class FileStore final : public Store {
   }
 
   void write(std::string_view key, std::span<const std::byte> value) const {
+    // A temporary file of this writer's own, renamed into place. Process ids alone do not make
+    // its name unique (every rank in its own PID namespace is pid 1, and a forked child shares
+    // the counter's value), so the name also carries a random number, and a name that exists
+    // already is skipped (O_EXCL): never another writer's file, never unlinked by this one.
     static std::atomic<uint64_t> counter{0};
-    const std::string temp =
-        fmt::format("{}/tmp-{}-{}", directory_, ::getpid(), counter.fetch_add(1));
-    auto fail = [&](std::string_view step) {
+    std::string temp;
+    auto fail = [&](std::string_view step, bool created) {
       const int err = errno;
-      ::unlink(temp.c_str());
+      if (created) ::unlink(temp.c_str());
       throw IoError(fmt::format("writing key '{}' to {}: {} {}: {}", store::printableKey(key),
                                 name_, step, temp, net::errorText(err)));
     };
     {
-      net::Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-      if (!fd.valid()) fail("open");
+      net::Fd fd;
+      for (int attempt = 0;; ++attempt) {
+        temp = fmt::format("{}/tmp-{}-{:016x}-{}", directory_, ::getpid(), randomToken(),
+                           counter.fetch_add(1));
+        fd = net::Fd(
+            ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+        if (fd.valid()) break;
+        if (errno != EEXIST || attempt >= 64) fail("open", false);
+      }
       size_t done = 0;
       while (done < value.size()) {
         ssize_t n = ::write(fd.get(), value.data() + done, value.size() - done);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail("write");
+        if (n < 0) fail("write", true);
         done += static_cast<size_t>(n);
       }
     }
-    if (::rename(temp.c_str(), pathFor(key).c_str()) != 0) fail("rename");
+    if (::rename(temp.c_str(), pathFor(key).c_str()) != 0) fail("rename", true);
   }
 
   const std::string directory_;

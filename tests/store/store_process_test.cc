@@ -1,11 +1,16 @@
 // File store shared by forked processes (the store runProcessRanks gives its ranks).
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 #include <thread>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "ringlet/bootstrap.h"
 #include "ringlet/store.h"
@@ -35,6 +40,47 @@ TEST(FileStoreProcesses, ExchangeAndAtomicAdd) {
         if (last == size) store->setString("all-done", "1");
         store->get("all-done", 20'000ms);
         EXPECT_EQ(store->getString("counter"), std::to_string(size * kAdds));
+      },
+      std::chrono::seconds(30));
+}
+
+// Writers that share a process id (each rank's writer is pid 1 of its own PID namespace, as in
+// containers): their temporary files must not collide, and none may remove another's.
+TEST(FileStoreProcesses, WritersThatShareAProcessIdKeepEveryKey) {
+  if (::geteuid() != 0) GTEST_SKIP() << "unshare(CLONE_NEWPID) needs root";
+  constexpr int kRanks = 4;
+  constexpr int kKeys = 100;
+  testing::runProcessRanks(
+      kRanks,
+      [](int rank, int size, std::shared_ptr<Store> store) {
+        if (::unshare(CLONE_NEWPID) != 0) {
+          GTEST_SKIP() << "unshare(CLONE_NEWPID): " << std::strerror(errno);
+        }
+        const pid_t child = ::fork();
+        ASSERT_GE(child, 0);
+        if (child == 0) {
+          int code = ::getpid() == 1 ? 0 : 3;
+          try {
+            for (int i = 0; i < kKeys && code == 0; ++i) {
+              store->setString(fmt::format("r{}-k{}", rank, i), fmt::format("{}:{}", rank, i));
+            }
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "rank %d (pid 1 of its namespace): %s\n", rank, e.what());
+            code = 1;
+          }
+          ::_exit(code);
+        }
+        int status = 0;
+        ASSERT_EQ(::waitpid(child, &status, 0), child);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+        if (store->add("written", 1) == size) store->setString("all-written", "1");
+        store->get("all-written", 20'000ms);
+        for (int peer = 0; peer < size; ++peer) {
+          for (int i = 0; i < kKeys; ++i) {
+            EXPECT_EQ(store->getString(fmt::format("r{}-k{}", peer, i), 1'000ms),
+                      fmt::format("{}:{}", peer, i));
+          }
+        }
       },
       std::chrono::seconds(30));
 }
