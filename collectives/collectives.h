@@ -149,11 +149,14 @@ class MessageFraming {
   virtual ~MessageFraming() = default;
   // Bytes on the wire for `dataBytes` of data.
   virtual size_t messageBytes(size_t dataBytes) const = 0;
+  // The longest message a receiver accepts when it expects `dataBytes` (a peer that disagrees
+  // about the call may send another length; unwrap() names the disagreement).
+  virtual size_t acceptBytes(size_t dataBytes) const { return messageBytes(dataBytes); }
   // The message that carries `data`; stays valid and unchanged until the next wrap().
   virtual const std::byte* wrap(const std::byte* data, size_t bytes) = 0;
-  // The data inside a message from `peer`; throws (e.g. MismatchError) if it is not what this
-  // rank expects.
-  virtual const std::byte* unwrap(const std::byte* message, int peer) = 0;
+  // The data inside a message of `bytes` from `peer`; throws (e.g. MismatchError) if it is not
+  // what this rank expects.
+  virtual const std::byte* unwrap(const std::byte* message, size_t bytes, int peer) = 0;
 };
 MessageFraming& plainFraming();
 

@@ -30,7 +30,7 @@ class PlainFraming final : public MessageFraming {
  public:
   size_t messageBytes(size_t dataBytes) const override { return dataBytes; }
   const std::byte* wrap(const std::byte* data, size_t) override { return data; }
-  const std::byte* unwrap(const std::byte* message, int) override { return message; }
+  const std::byte* unwrap(const std::byte* message, size_t, int) override { return message; }
 };
 
 }  // namespace
@@ -62,9 +62,12 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   };
   // The partner's data, checked by the framing; release() the link after use.
   auto receive = [&](Link& link) -> const std::byte* {
-    const std::byte* message = link.recv(wire, wait);
+    size_t got = wire;
+    const size_t accept = framing.acceptBytes(bytes);
+    const std::byte* message =
+        accept == wire ? link.recv(wire, wait) : link.recvAny(accept, &got, wait);
     try {
-      return framing.unwrap(message, link.peer());
+      return framing.unwrap(message, got, link.peer());
     } catch (...) {
       link.release();
       throw;

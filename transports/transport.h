@@ -119,6 +119,16 @@ class Link {
   virtual void release() = 0;
   // Receives the next message (exactly `bytes` long) into `dst`.
   virtual void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) = 0;
+  // Waits for the next message, of any length up to `maxBytes` (longer: IoError), stores its
+  // length in `*bytes` and returns it in transport memory until release() (as recv()).
+  virtual const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) = 0;
+  // Never blocks: true when the next message has wholly arrived, so recv() would not wait.
+  // False also means "cannot tell" (the default): the caller then waits in recv() when it must.
+  virtual bool messageReady() noexcept { return false; }
+  // Never blocks: throws PeerError if the peer has aborted or gone, as far as this end can tell
+  // now (a rank that only sends learns of its peer's failure here rather than at its next
+  // wait). The default tells nothing.
+  virtual void checkPeer(const WaitContext& /*wait*/) {}
 
   // ---- progress and failure ----
 

@@ -81,18 +81,27 @@ class HeaderFraming final : public collectives::MessageFraming {
  public:
   HeaderFraming(const OpHeader& mine, int rank, const transport::WaitContext& wait)
       : mine_(mine), rank_(rank), wait_(wait) {}
-  size_t messageBytes(size_t) const override { return OpHeader::kWireBytes; }
+  size_t messageBytes(size_t dataBytes) const override { return OpHeader::kFieldBytes + dataBytes; }
+  size_t acceptBytes(size_t) const override { return OpHeader::kWireBytes; }
   const std::byte* wrap(const std::byte* data, size_t bytes) override {
     OpHeader header = mine_;
     header.inlineData = data;
     header.inlineBytes = bytes;
-    wire_ = header.encode();
+    header.encodeTo(wire_.data());
     return wire_.data();
   }
-  const std::byte* unwrap(const std::byte* message, int peer) override {
+  const std::byte* unwrap(const std::byte* message, size_t bytes, int peer) override {
     OpHeader theirs;
-    if (!OpHeader::decode(message, theirs) || !mine_.sameCall(theirs)) {
+    if (bytes < OpHeader::kFieldBytes || !OpHeader::decode(message, theirs)) {
+      throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
+                                wait_.describe(), peer));
+    }
+    if (!mine_.sameCall(theirs)) {
       throw MismatchError(detail::describeMismatch(wait_.describe(), rank_, mine_, peer, theirs));
+    }
+    if (bytes != messageBytes(size_t(mine_.count) * elementSize(mine_.type))) {
+      throw IoError(fmt::format("{}: rank {} sent a call header of {} bytes for {}",
+                                wait_.describe(), peer, bytes, theirs.describeCall()));
     }
     return message + OpHeader::kFieldBytes;
   }
@@ -194,7 +203,8 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
   auto* data = static_cast<std::byte*>(buffer);
   // The root's data rides in a two-rank header; the other's is unused.
-  const auto algorithm = impl.chooseFor(header, collectives::Collective::kBroadcast, bytes, data);
+  const auto algorithm = impl.chooseFor(header, collectives::Collective::kBroadcast, bytes, data,
+                                        /*sendsOnly=*/impl.rank() == root);
   auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
                                                     const transport::WaitContext& wait) {
     if (group.size == 1 || bytes == 0) return;  // the header check was the whole call
@@ -250,8 +260,11 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
       link.flush(wait);  // `encoded` and the caller's buffer may go once this returns
       return;
     }
+    // Any header length: a collective's header here (ranks that disagree) is named as such.
     OpHeader theirs;
-    const bool ok = OpHeader::decode(link.recv(OpHeader::kWireBytes, wait), theirs);
+    size_t got = 0;
+    const std::byte* in = link.recvAny(OpHeader::kWireBytes, &got, wait);
+    const bool ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
     link.release();
     theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
     if (!ok || theirs.kind != OpKind::kSend || theirs.seq != header.seq ||

@@ -165,7 +165,26 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     if (collective && size_ > 1 && !header.selfChecked) {
       headerChecked_ = false;
       sendHeader(header, wait);
-      if (!header.earlyData) checkHeader(wait);
+      if (header.sendsOnly) {
+        // Nothing to read in this call: the peer's header is read later. Those that have
+        // arrived are read now; the oldest is waited for only when too many are outstanding.
+        checkUnchecked(wait, /*onlyArrived=*/true);
+        while (unchecked_.size() >= kMaxUnchecked) {
+          const OpHeader oldest = unchecked_.front();
+          unchecked_.pop_front();
+          readPeerHeader(oldest, /*takeInline=*/false, wait);
+        }
+        unchecked_.push_back(header);
+        unchecked_.back().inlineData = nullptr;
+        headerChecked_ = true;
+        group_.prev().checkPeer(wait);  // a peer that failed (or disagreed) and aborted
+      } else if (!header.earlyData) {
+        checkHeader(wait);
+      }
+    } else if (!unchecked_.empty()) {
+      // A point-to-point call (or one that checks its own headers): its messages follow the
+      // peer's unread headers on the link.
+      checkUnchecked(wait, /*onlyArrived=*/false);
     }
     body(group_, wait);
     if (!headerChecked_) checkHeader(wait);
@@ -195,36 +214,67 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
 }
 
 void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wait) {
-  headerOut_ = header.encode();
+  const size_t bytes = header.wireBytes();
   transport::Link& next = group_.next();
-  std::byte* out = next.sendBuffer(headerOut_.size(), headerOut_.data(), wait);
-  if (out != headerOut_.data()) std::memcpy(out, headerOut_.data(), headerOut_.size());
+  // Straight into the transport's slot when it has one; else into headerOut_, which stays
+  // unchanged until the flush at the end of the call.
+  std::byte* out = next.sendBuffer(bytes, headerOut_.data(), wait);
+  header.encodeTo(out);
   // With earlyData the body's first send to the same link follows at once: pack them.
   if (header.earlyData) {
-    next.sendMore(out, headerOut_.size(), wait);
+    next.sendMore(out, bytes, wait);
   } else {
-    next.send(out, headerOut_.size(), wait);
+    next.send(out, bytes, wait);
   }
 }
 
 void CommunicatorImpl::checkHeader(const WaitContext& wait) {
   if (headerChecked_) return;
   headerChecked_ = true;
-  const OpHeader& header = running_;
+  checkUnchecked(wait, /*onlyArrived=*/false);  // the peer sent those first
+  readPeerHeader(running_, /*takeInline=*/true, wait);
+}
+
+void CommunicatorImpl::checkUnchecked(const WaitContext& wait, bool onlyArrived) {
+  while (!unchecked_.empty()) {
+    if (onlyArrived && !group_.prev().messageReady()) return;
+    const OpHeader oldest = unchecked_.front();
+    unchecked_.pop_front();
+    readPeerHeader(oldest, /*takeInline=*/false, wait);
+  }
+}
+
+void CommunicatorImpl::readPeerHeader(const OpHeader& expected, bool takeInline,
+                                      const WaitContext& wait) {
   transport::Link& prev = group_.prev();
-  const std::byte* in = prev.recv(OpHeader::kWireBytes, wait);
+  size_t bytes = 0;
+  const std::byte* in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
   OpHeader theirs;
-  const bool ok = OpHeader::decode(in, theirs);
-  if (header.inlineBytes > 0) {
-    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, header.inlineBytes);
+  const bool ok = bytes >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+  const bool same = ok && expected.sameCall(theirs);
+  if (same && takeInline && expected.inlineBytes > 0) {
+    if (bytes != expected.wireBytes()) {
+      prev.release();
+      throw IoError(fmt::format("{}: rank {} sent a call header of {} bytes for {} (expected {})",
+                                wait.describe(), prev.peer(), bytes, theirs.describeCall(),
+                                expected.wireBytes()));
+    }
+    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, expected.inlineBytes);
   }
   prev.release();
   if (!ok) {
     throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
                               wait.describe(), prev.peer()));
   }
-  if (!header.sameCall(theirs)) {
-    throw MismatchError(describeMismatch(wait.describe(), rank_, header, prev.peer(), theirs));
+  if (!same) {
+    std::string what = describeMismatch(wait.describe(), rank_, expected, prev.peer(), theirs);
+    if (expected.seq != running_.seq) {
+      what += fmt::format(
+          " (call #{} returned on rank {} once its data was sent: a rank that only sends in a "
+          "two-rank call reads its peer's call at a later one)",
+          expected.seq, rank_);
+    }
+    throw MismatchError(what);
   }
 }
 
@@ -342,12 +392,13 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
 
 collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
                                                    collectives::Collective collective, size_t bytes,
-                                                   const void* message) const {
+                                                   const void* message, bool sendsOnly) const {
   const collectives::Algorithm algorithm = algorithmFor(collective, bytes);
   header.algorithm = static_cast<uint8_t>(algorithm);
   if (algorithm == collectives::Algorithm::kHeaderInline) {
     header.inlineData = static_cast<const std::byte*>(message);
     header.inlineBytes = pairMessageBytes(collective, bytes);
+    header.sendsOnly = sendsOnly;
   }
   return algorithm;
 }

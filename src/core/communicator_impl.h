@@ -96,8 +96,9 @@ class CommunicatorImpl {
   // algorithmFor(), written into the call's header; when the data rides in the header
   // (kHeaderInline, two ranks), `message` is what this rank sends the other (its peer may ignore
   // it: the root's own data in a reduce).
+  // `sendsOnly`: this rank only sends in the call (see OpHeader::sendsOnly).
   collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
-                                   size_t bytes, const void* message) const;
+                                   size_t bytes, const void* message, bool sendsOnly = false) const;
   collectives::Algorithm forced(collectives::Collective collective) const {
     return forced_[static_cast<size_t>(collective)];
   }
@@ -159,6 +160,13 @@ class CommunicatorImpl {
   transport::Transport& transportFor(size_t registryIndex);
   void execute(const OpHeader& header, const OpBody& body);
   void sendHeader(const OpHeader& header, const transport::WaitContext& wait);
+  // Reads the previous rank's next call header and throws MismatchError unless it is the same
+  // call as `expected`; `takeInline` keeps its inline data (inlineFromPrev()).
+  void readPeerHeader(const OpHeader& expected, bool takeInline,
+                      const transport::WaitContext& wait);
+  // Reads the peer's headers of this rank's earlier sender-only calls (unchecked_), oldest
+  // first; `onlyArrived`: only those already there (never waits).
+  void checkUnchecked(const transport::WaitContext& wait, bool onlyArrived);
   void fail(int origin, const std::string& reason);
   void workerLoop();
 
@@ -187,6 +195,10 @@ class CommunicatorImpl {
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
+  // Sender-only two-rank calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
+  // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control).
+  std::deque<OpHeader> unchecked_;
+  static constexpr size_t kMaxUnchecked = 16;
 
   // Trace mode (CommunicatorOptions::trace): the calls and their steps; null when off.
   std::unique_ptr<trace::Recorder> trace_;

@@ -55,7 +55,8 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
   const size_t block = checkRooted("gather", impl, recv, "recv", send, "send", count, type, root);
   OpHeader header{.kind = OpKind::kGather, .type = type, .root = root, .count = count};
   const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kGather, block * impl.size(), send);
+      impl.chooseFor(header, collectives::Collective::kGather, block * impl.size(), send,
+                     /*sendsOnly=*/impl.rank() != root);
   collectives::GatherArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .blockBytes = block,
@@ -84,7 +85,8 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
     inlined = static_cast<const std::byte*>(send) + static_cast<size_t>(1 - root) * block;
   }
   const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kScatter, block * impl.size(), inlined);
+      impl.chooseFor(header, collectives::Collective::kScatter, block * impl.size(), inlined,
+                     /*sendsOnly=*/impl.rank() == root);
   collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,

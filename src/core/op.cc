@@ -16,7 +16,12 @@ constexpr uint32_t kMagic = 0x524c4f50;  // "RLOP"
 
 std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   std::array<std::byte, kWireBytes> out{};
-  auto* p = out.data();
+  encodeTo(out.data());
+  return out;
+}
+
+void OpHeader::encodeTo(std::byte* p) const {
+  std::memset(p, 0, kFieldBytes);
   std::memcpy(p, &kMagic, 4);
   p[4] = static_cast<std::byte>(kind);
   p[5] = static_cast<std::byte>(type);
@@ -31,7 +36,6 @@ std::array<std::byte, OpHeader::kWireBytes> OpHeader::encode() const {
   p[44] = static_cast<std::byte>(algorithm);
   if (inlineBytes > 0)
     std::memcpy(p + kFieldBytes, inlineData, std::min(inlineBytes, kInlineBytes));
-  return out;
 }
 
 bool OpHeader::decode(const std::byte* data, OpHeader& out) {

@@ -2,6 +2,7 @@
 // What one collective call is, as exchanged between neighbours before any data moves, so that
 // ranks that disagree fail with an error naming both calls instead of hanging or corrupting.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -62,17 +63,28 @@ struct OpHeader {
   // Not sent: the body exchanges headers with its own partners instead of the ring round
   // (tiny all-reduce: every recursive-doubling message is a header carrying the data).
   bool selfChecked = false;
+  // Not sent: a two-rank call in which this rank only sends (a header-inline broadcast or
+  // scatter root, reduce or gather non-root). It returns once its header and data are sent; the
+  // peer's header is read at a later call of this rank (CommunicatorImpl::execute).
+  bool sendsOnly = false;
   // Sent after the fields: a call whose data fits rides along with its header (kInlineBytes),
   // so a tiny two-rank all-reduce is one message each way. Not compared by sameCall().
   const std::byte* inlineData = nullptr;
   size_t inlineBytes = 0;
 
-  // Every header has the same size, data or not, so ranks that disagree about a call still
-  // agree about the size of its header and get a MismatchError rather than a length error.
+  // On the wire a header is its fields followed by its inline data: kFieldBytes to kWireBytes.
+  // The core's header round receives one of any length up to kWireBytes (Link::recvAny), so
+  // ranks that disagree about a call get a MismatchError rather than a length error, and a
+  // call without data sends one cache line rather than five.
   static constexpr size_t kFieldBytes = 48;
   static constexpr size_t kInlineBytes = 256;
   static constexpr size_t kWireBytes = kFieldBytes + kInlineBytes;
+  // kFieldBytes + inlineBytes.
+  size_t wireBytes() const { return kFieldBytes + std::min(inlineBytes, kInlineBytes); }
+  // Always kWireBytes long (the inline data zero-padded): for messages of a fixed size.
   std::array<std::byte, kWireBytes> encode() const;
+  // Writes wireBytes() bytes at `out`.
+  void encodeTo(std::byte* out) const;
   // Returns false if the bytes are not a header (wrong magic).
   static bool decode(const std::byte* data, OpHeader& out);
 

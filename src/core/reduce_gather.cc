@@ -61,7 +61,8 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
         fmt::format("reduce on rank {}: send buffer is null but count is {}", rank, count));
   }
   OpHeader header{.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count};
-  const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduce, bytes, send);
+  const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduce, bytes, send,
+                                        /*sendsOnly=*/rank != root);
   collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .count = count,

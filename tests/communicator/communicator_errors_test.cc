@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "ringlet/ringlet.h"
 #include "tests/support/event.h"
@@ -134,6 +135,86 @@ TEST(CommunicatorErrors, MismatchedNewCollectivesFailNamingBothCalls) {
         [&] { comm.reduce(data.data(), data.data(), 4, DataType::kFloat32, ReduceOp::kSum, rank); },
         {"reduce(count=4, float32, sum, root=0)", "reduce(count=4, float32, sum, root=1)"});
   });
+}
+
+// Two ranks, data in the call header: a rank that only sends (broadcast root) returns once its
+// data is sent and reads its peer's call later. Both ranks believing they are the root send
+// and return; each finds the disagreement at its next call, naming both broadcasts.
+TEST(CommunicatorErrors, TwoRootsOfOneSmallBroadcastFailAtTheNextCall) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 10s, transport);
+      std::vector<float> data(2, float(rank));
+      comm.broadcast(data.data(), 2, DataType::kFloat32, rank);  // returns: it only sends
+      EXPECT_EQ(data[0], float(rank));                           // and nothing was written
+      expectThrowWith<MismatchError>([&] { comm.barrier(); },
+                                     {"broadcast(count=2, float32, root=0)",
+                                      "broadcast(count=2, float32, root=1)", "call #0 returned"});
+    });
+  }
+}
+
+// The root sends and returns; the receiver disagrees (another count) and fails at once; the
+// root fails at its next call, naming both calls (its own read of the peer's header, or the
+// peer's abort carrying them).
+TEST(CommunicatorErrors, ASmallBroadcastThatTheReceiverRejectsFailsTheRootNext) {
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, 10s, "shm");
+    std::vector<float> data(3, 1.0f);
+    if (rank == 1) {
+      expectThrowWith<MismatchError>(
+          [&] { comm.broadcast(data.data(), 3, DataType::kFloat32, 0); },
+          {"broadcast(count=2, float32, root=0)", "broadcast(count=3, float32, root=0)"});
+      return;
+    }
+    comm.broadcast(data.data(), 2, DataType::kFloat32, 0);
+    try {
+      for (int i = 0; i < 100; ++i) comm.broadcast(data.data(), 2, DataType::kFloat32, 0);
+      comm.barrier();
+      ADD_FAILURE() << "the root never heard of the disagreement";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("broadcast(count=3, float32, root=0)"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+// Many small rooted calls in a row, roots changing, mixed with point-to-point messages and an
+// all-reduce: every value arrives (the senders run ahead of their peer by up to the limit of
+// unread headers).
+TEST(CommunicatorErrors, SmallRootedCallsRunAheadAndStayExact) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 10s, transport);
+      for (int i = 0; i < 300; ++i) {
+        const int root = (i / 7) % 2;
+        int64_t value = rank == root ? 1000 * i + root : -1;
+        comm.broadcast(&value, 1, DataType::kInt64, root);
+        ASSERT_EQ(value, 1000 * i + root) << transport << " call " << i;
+        int64_t sum = 0;
+        const int64_t mine = i + rank;
+        comm.reduce(&mine, &sum, 1, DataType::kInt64, ReduceOp::kSum, root);
+        if (rank == root) {
+          ASSERT_EQ(sum, 2 * i + 1) << transport << " call " << i;
+        }
+        if (i % 50 == 49) {
+          int64_t got = -1;
+          if (rank == 0) {
+            comm.send(&value, 1, DataType::kInt64, 1);
+            comm.recv(&got, 1, DataType::kInt64, 1);
+          } else {
+            comm.recv(&got, 1, DataType::kInt64, 0);
+            comm.send(&value, 1, DataType::kInt64, 0);
+          }
+          ASSERT_EQ(got, value);
+          int64_t total = rank;
+          comm.allreduce(&total, 1, DataType::kInt64, ReduceOp::kSum);
+          ASSERT_EQ(total, 1);
+        }
+      }
+    });
+  }
 }
 
 // Rank 1 broadcasts while the others all-reduce. The ranks that read rank 1's call directly

@@ -82,6 +82,15 @@ class LocalLink final : public Link {
     checkLength(current_.size(), bytes, wait);
     return current_.data();
   }
+  const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override {
+    std::unique_lock lock(channel_->mutex);
+    waitForMessage(lock, wait);
+    current_ = std::move(in_->messages.front());
+    in_->messages.pop_front();
+    if (current_.size() > maxBytes) checkLength(current_.size(), maxBytes, wait);
+    *bytes = current_.size();
+    return current_.data();
+  }
   void release() override { current_.clear(); }
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override {
     const std::byte* data = recv(bytes, wait);
@@ -90,6 +99,14 @@ class LocalLink final : public Link {
   }
 
   bool pump() override { return false; }
+  bool messageReady() noexcept override {
+    std::lock_guard lock(channel_->mutex);
+    return !in_->messages.empty();
+  }
+  void checkPeer(const WaitContext& wait) override {
+    std::lock_guard lock(channel_->mutex);
+    if (in_->messages.empty()) throwIfAborted(wait);  // queued messages come first
+  }
   void abort(int origin, std::string_view reason) override {
     std::lock_guard lock(channel_->mutex);
     if (!channel_->aborted) {

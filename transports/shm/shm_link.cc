@@ -216,6 +216,33 @@ void ShmLink::flush(const WaitContext& /*wait*/) {
 }
 
 const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
+  uint64_t length = 0;
+  const std::byte* slot = nextMessage(bytes, wait, &length);
+  if (length != bytes) {
+    --inNext_;
+    throw IoError(fmt::format(
+        "{}: rank {} sent a message of {} bytes over shm but rank {} expected {} bytes (the "
+        "ranks disagree about what they are doing)",
+        wait.describe(), peer(), length, rank_, bytes));
+  }
+  return slot;
+}
+
+const std::byte* ShmLink::recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) {
+  uint64_t length = 0;
+  const std::byte* slot = nextMessage(maxBytes, wait, &length);
+  if (length > maxBytes) {
+    --inNext_;
+    throw IoError(fmt::format(
+        "{}: rank {} sent a message of {} bytes over shm but rank {} expected at most {} bytes "
+        "(the ranks disagree about what they are doing)",
+        wait.describe(), peer(), length, rank_, maxBytes));
+  }
+  *bytes = length;
+  return slot;
+}
+
+const std::byte* ShmLink::nextMessage(size_t bytes, const WaitContext& wait, uint64_t* length) {
   checkUsable("recv");
   if (inNext_ - inTail_ >= slotCount_) {
     throw InvalidArgument(fmt::format(
@@ -234,15 +261,16 @@ const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
     }
   }
   size_t index = inNext_ % slotCount_;
-  uint64_t length = in_->lengths[index];
-  if (length != bytes) {
-    throw IoError(fmt::format(
-        "{}: rank {} sent a message of {} bytes over shm but rank {} expected {} bytes (the "
-        "ranks disagree about what they are doing)",
-        wait.describe(), peer(), length, rank_, bytes));
-  }
+  *length = in_->lengths[index];
   ++inNext_;
   return inSlots_ + index * slotBytes_;
+}
+
+bool ShmLink::messageReady() noexcept {
+  if (aborted_) return false;
+  if (inHeadSeen_ > inNext_) return true;
+  inHeadSeen_ = in_->head.load(std::memory_order_acquire);
+  return inHeadSeen_ > inNext_;
 }
 
 void ShmLink::release() {

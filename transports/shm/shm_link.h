@@ -43,6 +43,9 @@ class ShmLink final : public Link {
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
 
   bool pump() override { return false; }  // nothing is ever queued: send() publishes at once
+  bool messageReady() noexcept override;
+  void checkPeer(const WaitContext& wait) override { checkPeerFlags(WaitFor::kMessage, 0, wait); }
+  const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
   void abort(int origin, std::string_view reason) override;
 
  private:
@@ -60,6 +63,8 @@ class ShmLink final : public Link {
   [[noreturn]] void throwPeerGone(const std::string& how, WaitFor what, size_t bytes,
                                   const WaitContext& wait) const;
   void checkUsable(const char* call) const;
+  // recv()'s work: waits for the next message and returns its slot and length (unchecked).
+  const std::byte* nextMessage(size_t bytes, const WaitContext& wait, uint64_t* length);
   void checkSize(size_t bytes, const char* call) const;
   std::byte* claimSlot(size_t bytes, const WaitContext& wait);
   // Bumps and wakes every futex word of the segment (close and abort).

@@ -66,6 +66,9 @@ class TcpLink final : public Link {
   bool pump() override;
   int pollFd() const override;
   void readAhead() noexcept override { readAheadQuietly(); }
+  bool messageReady() noexcept override;
+  void checkPeer(const WaitContext& wait) override;
+  const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
   void abort(int origin, std::string_view reason) override;
 
  private:
@@ -114,7 +117,10 @@ class TcpLink final : public Link {
   size_t fill(size_t need, const WaitContext* wait, size_t limit = SIZE_MAX);
   // Looks at the next frame header; throws on ABORT or a corrupt stream or a size mismatch.
   // Returns false when the header has not fully arrived.
-  bool peekDataHeader(size_t bytes, const WaitContext& wait);
+  // `exact`: the frame must be `bytes` long; otherwise at most `bytes`.
+  bool peekDataHeader(size_t bytes, const WaitContext& wait, bool exact = true);
+  // recv()'s and recvAny()'s work: waits for a data frame (see peekDataHeader) and holds it.
+  const std::byte* takeMessage(size_t bytes, bool exact, size_t* length, const WaitContext& wait);
   [[noreturn]] void throwAbortFrame(const FrameHeader& header, const std::byte* payload);
   // recvInto's second half: the payload after what the buffer held.
   void receiveRest(std::byte* dst, size_t bytes, size_t& got, const WaitContext& wait);

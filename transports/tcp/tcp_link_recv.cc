@@ -76,7 +76,7 @@ void TcpLink::throwAbortFrame(const FrameHeader& header, const std::byte* payloa
   failWith(PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason)));
 }
 
-bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait) {
+bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait, bool exact) {
   if (buffered() < kFrameHeaderBytes) {
     // A large message's payload should go straight to recvInto's destination: read only the
     // header then.
@@ -97,27 +97,41 @@ bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait) {
     throw IoError(fmt::format("{}: corrupt stream from rank {}: unknown frame type {:#010x} ({})",
                               wait.describe(), peer(), header.type, description_));
   }
-  if (header.length != bytes) {
+  if (exact ? header.length != bytes : header.length > bytes) {
     throw IoError(fmt::format(
-        "{}: rank {} sent a message of {} bytes where rank {} expected {} bytes: the ranks "
+        "{}: rank {} sent a message of {} bytes where rank {} expected {}{} bytes: the ranks "
         "disagree about the operation (different collective, count or data type?)",
-        wait.describe(), peer(), header.length, rank_, bytes));
+        wait.describe(), peer(), header.length, rank_, exact ? "" : "at most ", bytes));
   }
   return true;
 }
 
 const std::byte* TcpLink::recv(size_t bytes, const WaitContext& wait) {
+  size_t length = 0;
+  return takeMessage(bytes, /*exact=*/true, &length, wait);
+}
+
+const std::byte* TcpLink::recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) {
+  return takeMessage(maxBytes, /*exact=*/false, bytes, wait);
+}
+
+const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
+                                      const WaitContext& wait) {
   checkUsable();
   release();
-  const size_t need = kFrameHeaderBytes + bytes;
+  size_t need = kFrameHeaderBytes + bytes;
   auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
-  auto what = [&] { return fmt::format("a {}-byte message from rank {}", bytes, peer()); };
+  auto what = [&] {
+    return fmt::format("a {}{}-byte message from rank {}", exact ? "" : "at most ", bytes, peer());
+  };
   waitUntil(wait, events, what, [&] {
     pumpSelf(wait);
-    if (!peekDataHeader(bytes, wait)) return false;
+    if (!peekDataHeader(bytes, wait, exact)) return false;
+    need = kFrameHeaderBytes + decodeFrameHeader(buffer_.data.get() + start_).length;
     if (buffered() < need) fill(need, &wait);
     return buffered() >= need;
   });
+  *length = need - kFrameHeaderBytes;
   // Frames follow each other in the stream, so after a message whose length is not a multiple
   // of 8 the next one starts misaligned; the caller reduces straight out of it (as int64 or
   // double), so it must be aligned: move what is buffered to the start (nothing is held now).
@@ -199,6 +213,26 @@ void TcpLink::receiveRest(std::byte* dst, size_t bytes, size_t& got, const WaitC
 }
 
 void TcpLink::readAhead(const WaitContext& wait) { fill(0, &wait); }
+
+bool TcpLink::messageReady() noexcept {
+  if (held_) return false;  // between recv() and release(): the caller is not asking yet
+  if (buffered() < kFrameHeaderBytes) readAheadQuietly();
+  if (buffered() < kFrameHeaderBytes) return false;
+  const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+  if (buffered() < kFrameHeaderBytes + header.length) readAheadQuietly();
+  return buffered() >= kFrameHeaderBytes + header.length;
+}
+
+void TcpLink::checkPeer(const WaitContext& wait) {
+  if (held_) return;  // between recv() and release(): the caller reads on
+  readAheadQuietly();
+  if (buffered() >= kFrameHeaderBytes &&
+      decodeFrameHeader(buffer_.data.get() + start_).type == kFrameAbort) {
+    peekDataHeader(0, wait);  // throws the peer's abort once the frame is whole
+  } else if (peerClosed_ && buffered() == 0) {
+    failConnection(0, &wait, "receiving");
+  }
+}
 
 void TcpLink::readAheadQuietly() noexcept {
   if (peerClosed_ || aborted_.load(std::memory_order_acquire) || failure_) return;
