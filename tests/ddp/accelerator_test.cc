@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "blas_setup.h"
+#include "examples/trainer/tests/test_options.h"
 #include "tests/support/ranks.h"
 #include "train_loop.h"
 
@@ -221,17 +222,8 @@ TEST_F(AcceleratorTest, SavedStateResumesToTheSameParameters) {
 
 // A small encoder with dropout, so that every rank's random stream matters.
 TrainOptions tinyBertOptions() {
-  TrainOptions o;
-  o.model.model = "bert";
-  o.model.task = "cls";
-  o.model.hidden = 16;
-  o.model.heads = 2;
-  o.model.ffn = 32;
-  o.model.layers = 1;
-  o.model.seqLen = 8;
+  TrainOptions o = testing::tinyBertOptions("cls", 100);
   o.model.dropout = 0.2;
-  o.steps = 100;
-  o.lr = 1e-3;
   o.warmup = 0;
   o.batch = 4;
   o.sampler = "epoch";
