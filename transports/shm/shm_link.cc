@@ -217,32 +217,18 @@ void ShmLink::flush(const WaitContext& /*wait*/) {
 
 const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
   uint64_t length = 0;
-  const std::byte* slot = nextMessage(bytes, wait, &length);
-  if (length != bytes) {
-    --inNext_;
-    throw IoError(fmt::format(
-        "{}: rank {} sent a message of {} bytes over shm but rank {} expected {} bytes (the "
-        "ranks disagree about what they are doing)",
-        wait.describe(), peer(), length, rank_, bytes));
-  }
-  return slot;
+  return takeMessage(bytes, /*exact=*/true, &length, wait);
 }
 
 const std::byte* ShmLink::recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) {
   uint64_t length = 0;
-  const std::byte* slot = nextMessage(maxBytes, wait, &length);
-  if (length > maxBytes) {
-    --inNext_;
-    throw IoError(fmt::format(
-        "{}: rank {} sent a message of {} bytes over shm but rank {} expected at most {} bytes "
-        "(the ranks disagree about what they are doing)",
-        wait.describe(), peer(), length, rank_, maxBytes));
-  }
+  const std::byte* slot = takeMessage(maxBytes, /*exact=*/false, &length, wait);
   *bytes = length;
   return slot;
 }
 
-const std::byte* ShmLink::nextMessage(size_t bytes, const WaitContext& wait, uint64_t* length) {
+const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length,
+                                      const WaitContext& wait) {
   checkUsable("recv");
   if (inNext_ - inTail_ >= slotCount_) {
     throw InvalidArgument(fmt::format(
@@ -262,6 +248,12 @@ const std::byte* ShmLink::nextMessage(size_t bytes, const WaitContext& wait, uin
   }
   size_t index = inNext_ % slotCount_;
   *length = in_->lengths[index];
+  if (exact ? *length != bytes : *length > bytes) {
+    throw IoError(fmt::format(
+        "{}: rank {} sent a message of {} bytes over shm but rank {} expected {}{} bytes (the "
+        "ranks disagree about what they are doing)",
+        wait.describe(), peer(), *length, rank_, exact ? "" : "at most ", bytes));
+  }
   ++inNext_;
   return inSlots_ + index * slotBytes_;
 }

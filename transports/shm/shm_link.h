@@ -63,8 +63,9 @@ class ShmLink final : public Link {
   [[noreturn]] void throwPeerGone(const std::string& how, WaitFor what, size_t bytes,
                                   const WaitContext& wait) const;
   void checkUsable(const char* call) const;
-  // recv()'s work: waits for the next message and returns its slot and length (unchecked).
-  const std::byte* nextMessage(size_t bytes, const WaitContext& wait, uint64_t* length);
+  // recv()'s and recvAny()'s work: waits for the next message and returns its slot, its length
+  // in `length`; IoError unless it is `bytes` long (`exact`) or at most `bytes`.
+  const std::byte* takeMessage(size_t bytes, bool exact, uint64_t* length, const WaitContext& wait);
   void checkSize(size_t bytes, const char* call) const;
   std::byte* claimSlot(size_t bytes, const WaitContext& wait);
   // Bumps and wakes every futex word of the segment (close and abort).

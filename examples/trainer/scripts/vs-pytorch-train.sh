@@ -14,27 +14,13 @@
 #   -p  run at real-time priority (chrt -f 50), for a machine others keep busy
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-rounds=3 core="" json="" prio=()
-while getopts "r:c:j:p" opt; do
-  case "$opt" in
-    r) rounds="$OPTARG" ;;
-    c) core="$OPTARG" ;;
-    j) json="$OPTARG" ;;
-    p) prio=(chrt -f 50) ;;
-    *) echo "ringlet: usage: vs-pytorch-train.sh [-r ROUNDS] [-c CORETYPE] [-j FILE] [-p]" >&2; exit 2 ;;
-  esac
-done
+source examples/trainer/scripts/vs-pytorch-common.sh
+vs_pytorch_setup vs-pytorch-train.sh "$@"
 for b in build/bin/ringlet-train build/bin/ringlet-run; do
   [ -x "$b" ] || { echo "ringlet: $b is missing (scripts/build.sh)" >&2; exit 1; }
 done
 py=/usr/bin/python3
-$py -c "import torch" 2>/dev/null ||
-  { echo "ringlet: $py cannot import torch (scripts/install-deps.sh --torch)" >&2; exit 1; }
-if [ -z "$core" ]; then
-  core=Haswell
-  grep -q avx512f /proc/cpuinfo && core=SkylakeX
-fi
-export OPENBLAS_CORETYPE="$core" OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 train=(build/bin/ringlet-train --threads 1 --no-progress --plot "" --csv "$tmp/loss.csv"

@@ -8,25 +8,10 @@
 #   -p  run both at real-time priority (chrt -f 50), for a machine others keep busy
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-rounds=3 core="" json="" prio=()
-while getopts "r:c:j:p" opt; do
-  case "$opt" in
-    r) rounds="$OPTARG" ;;
-    c) core="$OPTARG" ;;
-    j) json="$OPTARG" ;;
-    p) prio=(chrt -f 50) ;;
-    *) echo "ringlet: usage: vs-pytorch.sh [-r ROUNDS] [-c CORETYPE] [-j FILE] [-p]" >&2; exit 2 ;;
-  esac
-done
+source examples/trainer/scripts/vs-pytorch-common.sh
+vs_pytorch_setup vs-pytorch.sh "$@"
 bench=build/bin/bench_bert_block
 [ -x "$bench" ] || { echo "ringlet: $bench is missing (scripts/build.sh)" >&2; exit 1; }
-/usr/bin/python3 -c "import torch" 2>/dev/null ||
-  { echo "ringlet: /usr/bin/python3 cannot import torch (scripts/install-deps.sh --torch)" >&2; exit 1; }
-if [ -z "$core" ]; then
-  core=Haswell
-  grep -q avx512f /proc/cpuinfo && core=SkylakeX
-fi
-export OPENBLAS_CORETYPE="$core"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for r in $(seq "$rounds"); do
