@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PendingHandshake pending(std::move(pair.ours), "fuzz peer", self, deadline);
   // Each advance() reads what has arrived; the whole input and the EOF are there already.
   for (int i = 0; i < 4 && pending.state() == PendingHandshake::State::kReading; ++i) {
-    pending.advance([](int rank) { return rank == 2; });
+    pending.advance([](int rank, int stream) { return rank == 2 && stream == 0; });
   }
   if (pending.state() == PendingHandshake::State::kReading) std::abort();  // must have ended
   return 0;

@@ -94,31 +94,33 @@ void Waiter::slowYield(Deadline start, Deadline after, bool done) {
 }
 
 bool pumpOthersForWait(const Link& self, const WaitContext& wait) {
-  const bool selfPolls = self.pollFd() >= 0;
+  const bool selfPolls = self.pollable();
   bool busy = false;
   for (Link* link : wait.links) {
     if (link == nullptr || link == &self) continue;
-    if (link->pump() && !(selfPolls && link->pollFd() >= 0)) busy = true;
+    if (link->pump() && !(selfPolls && link->pollable())) busy = true;
   }
   return busy;
 }
 
-void pollLinks(const Link& self, int fd, short events, const WaitContext& wait,
+void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
                std::chrono::nanoseconds slice) {
-  constexpr size_t kMaxPollFds = 64;
+  constexpr size_t kMaxPollFds = 256;
   std::array<pollfd, kMaxPollFds> fds;
   std::array<Link*, kMaxPollFds> owners;
   size_t count = 0;
-  fds[count] = pollfd{fd, events, 0};
-  owners[count++] = nullptr;
+  for (const pollfd& fd : own) {
+    if (count == fds.size()) break;
+    fds[count] = fd;
+    owners[count++] = nullptr;
+  }
   for (Link* link : wait.links) {
-    if (link == nullptr || link == &self || count == fds.size()) continue;
-    const int other = link->pollFd();
-    if (other < 0) continue;
+    if (link == nullptr || link == &self || !link->pollable()) continue;
     // POLLIN too: reading ahead on the other links while this one waits breaks cycles of ranks
     // that each wait for the next to take a large send (e.g. send; flush; recv).
-    fds[count] = pollfd{other, static_cast<short>(POLLIN | (link->pump() ? POLLOUT : 0)), 0};
-    owners[count++] = link;
+    link->pump();
+    const size_t added = link->pollFds(std::span(fds.data() + count, fds.size() - count));
+    for (size_t i = 0; i < added; ++i) owners[count++] = link;
   }
   const timespec timeout{static_cast<time_t>(slice.count() / 1000000000),
                          static_cast<long>(slice.count() % 1000000000)};
@@ -126,8 +128,14 @@ void pollLinks(const Link& self, int fd, short events, const WaitContext& wait,
     throw IoError(fmt::format("{}: poll on the link to rank {} failed: {}", wait.describe(),
                               self.peer(), std::strerror(errno)));
   }
-  for (size_t i = 1; i < count; ++i) {
-    if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) owners[i]->readAhead();
+  for (size_t i = 0; i < own.size() && i < count; ++i) own[i].revents = fds[i].revents;
+  Link* readAlready = nullptr;
+  for (size_t i = own.size(); i < count; ++i) {
+    if (owners[i] == readAlready) continue;
+    if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      owners[i]->readAhead();  // reads every stream of that link
+      readAlready = owners[i];
+    }
   }
 }
 

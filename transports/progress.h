@@ -36,11 +36,13 @@
 //     milliseconds, while our data sits there): yields stop for this link for
 //     Backoff::yieldPenalty, after which one slow yield again is all it costs to find out.
 
+#include <poll.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <span>
 #include <string>
 
 #include "transports/transport.h"
@@ -142,10 +144,11 @@ class Waiter {
   Deadline noYieldUntil_{};
 };
 
-// Blocks on `fd` (for `events`) and on every other link of `wait` that has a descriptor (for
-// input, and for output while it has sends queued) for at most `slice`; reads ahead on the other
-// links whose input arrived. For links that wake through a socket.
-void pollLinks(const Link& self, int fd, short events, const WaitContext& wait,
+// Blocks on `own` (the waiting link's descriptors and events; their revents are filled in) and
+// on every other link of `wait` that has descriptors (for input, and for output while it has
+// sends queued) for at most `slice`; reads ahead on the other links whose input arrived. For
+// links that wake through a socket.
+void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
                std::chrono::nanoseconds slice);
 
 // Waits until ready() returns true, with the phases above. The link supplies

@@ -24,6 +24,8 @@
 // other links of the communicator moving meanwhile, so queued sends on one link never stall
 // because the rank is blocked on another.
 
+#include <poll.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -134,10 +136,12 @@ class Link {
 
   // Never blocks: moves whatever queued bytes can move now. Returns true while sends are queued.
   virtual bool pump() = 0;
-  // For the wait engine (progress.h): a descriptor that becomes readable when input arrives on
-  // this link, or -1 (the link wakes its own waiters: futex, condition variable). The waits of
-  // the rank's other links poll it, for output too while it has sends queued.
-  virtual int pollFd() const { return -1; }
+  // For the wait engine (progress.h): whether the link has descriptors the waits of the rank's
+  // other links poll (false: it wakes its own waiters with a futex or condition variable).
+  virtual bool pollable() const { return false; }
+  // Fills `out` with those descriptors, each for POLLIN and, where it has sends queued, POLLOUT;
+  // returns how many (at most out.size(); 0 when not pollable()).
+  virtual size_t pollFds(std::span<pollfd> /*out*/) { return 0; }
   // Reads whatever input has arrived, without blocking and without throwing (the link's own next
   // call reports a broken connection), so a peer's large send keeps moving while this rank waits
   // on another link.

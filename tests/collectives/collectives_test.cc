@@ -14,16 +14,19 @@ struct Case {
   std::string transport;
   bool processes;
   int size;
+  int streams = 1;  // tcp connections per rank pair (RINGLET_SOCKET_STREAMS)
 };
 
 // Readable test names in ctest instead of the parameter's bytes.
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.transport << (c.processes ? " processes x" : " threads x") << c.size;
+  if (c.streams > 1) *os << ", " << c.streams << " streams";
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
-  return fmt::format("{}_{}_{}", info.param.transport, info.param.processes ? "procs" : "threads",
-                     info.param.size);
+  return fmt::format("{}_{}_{}{}", info.param.transport, info.param.processes ? "procs" : "threads",
+                     info.param.size,
+                     info.param.streams > 1 ? fmt::format("_{}streams", info.param.streams) : "");
 }
 
 class CollectiveMatrix : public ::testing::TestWithParam<Case> {};
@@ -34,6 +37,11 @@ TEST_P(CollectiveMatrix, AllCollectivesTypesOpsAndCounts) {
     GTEST_SKIP() << "transport " << c.transport << " is not built into this binary";
   }
   MatrixOptions options{.transport = c.transport, .large = true};
+  if (c.streams > 1) {
+    // Segments large enough to be striped over the streams.
+    options.transportOptions["socket_streams"] = std::to_string(c.streams);
+    options.largeSegmentBytes = 1 << 20;
+  }
   auto body = [&](int rank, int size, std::shared_ptr<Store> store) {
     runCollectiveMatrix(rank, size, store, options);
   };
@@ -56,8 +64,15 @@ std::vector<Case> processCases(const std::string& transport, std::vector<int> si
   return cases;
 }
 
+// Large messages striped over several connections per rank pair.
+std::vector<Case> streamCases() {
+  return {{"tcp", false, 2, 3}, {"tcp", false, 4, 2}, {"tcp", true, 3, 4}};
+}
+
 INSTANTIATE_TEST_SUITE_P(TcpThreads, CollectiveMatrix,
                          ::testing::ValuesIn(threadCases("tcp", {2, 3, 4, 8})), caseName);
+INSTANTIATE_TEST_SUITE_P(TcpStreams, CollectiveMatrix, ::testing::ValuesIn(streamCases()),
+                         caseName);
 INSTANTIATE_TEST_SUITE_P(ShmThreads, CollectiveMatrix,
                          ::testing::ValuesIn(threadCases("shm", {2, 3, 5, 8})), caseName);
 INSTANTIATE_TEST_SUITE_P(TcpProcesses, CollectiveMatrix,

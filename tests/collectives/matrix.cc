@@ -293,6 +293,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     CommunicatorOptions o;
     o.timeout = std::chrono::seconds(30);
     o.transport = options.transport;
+    o.transportOptions = options.transportOptions;
     o.segmentBytes = 1024;
     o.algorithms = algorithmSets[set];
     Bootstrap bootstrap = Bootstrap::forThread(rank, size, store);
@@ -342,7 +343,8 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     CommunicatorOptions o;
     o.timeout = std::chrono::seconds(60);
     o.transport = options.transport;
-    o.segmentBytes = 64 << 10;
+    o.transportOptions = options.transportOptions;
+    o.segmentBytes = options.largeSegmentBytes;
     Bootstrap bootstrap = Bootstrap::forThread(rank, size, store);
     Communicator comm = Communicator::create(bootstrap, o);
     const size_t big = 1000003;

@@ -2,6 +2,7 @@
 // The collective matrix, one body for thread and process ranks: every collective x data type x
 // reduction x in/out of place x awkward counts, over a given transport.
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -12,7 +13,9 @@ namespace ringlet::testing {
 
 struct MatrixOptions {
   std::string transport = "local";
-  bool large = true;  // include the 1000003-element counts
+  bool large = true;                    // include the 1000003-element counts
+  size_t largeSegmentBytes = 64 << 10;  // the segment size of the large counts' communicator
+  std::map<std::string, std::string> transportOptions = {};  // "socket_streams" -> "3"
 };
 
 // Runs on one rank; fails gtest expectations on that rank.

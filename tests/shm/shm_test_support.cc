@@ -112,35 +112,6 @@ std::vector<std::string> ShmDir::files() const {
   return names;
 }
 
-ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {
-  if (const char* old = ::getenv(name)) {
-    had_ = true;
-    old_ = old;
-  }
-  ::setenv(name, value.c_str(), 1);
-  try {
-    config::reloadEnvironment();
-  } catch (...) {
-    restore();
-    throw;
-  }
-}
-
-void ScopedEnv::restore() noexcept {
-  if (had_) {
-    ::setenv(name_.c_str(), old_.c_str(), 1);
-  } else {
-    ::unsetenv(name_.c_str());
-  }
-  try {
-    config::reloadEnvironment();
-  } catch (...) {
-    // Another scoped variable may still hold a bad value; it reloads again when it goes.
-  }
-}
-
-ScopedEnv::~ScopedEnv() { restore(); }
-
 ShmOptions testOptions(const std::string& dir, size_t slotBytes, size_t slotCount) {
   ShmOptions options;
   options.dir = dir;

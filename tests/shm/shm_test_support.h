@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ringlet/store.h"
+#include "tests/support/scoped_env.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/transport.h"
 
@@ -66,21 +67,7 @@ class ShmDir {
   std::string path_;
 };
 
-// Sets RINGLET_* variables for a scope and reloads the environment; restores both afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value);
-  ~ScopedEnv();
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  void restore() noexcept;
-
-  std::string name_;
-  bool had_ = false;
-  std::string old_;
-};
+using ringlet::testing::ScopedEnv;
 
 // Options with a private directory and small slots (many messages wrap the FIFO quickly).
 ShmOptions testOptions(const std::string& dir, size_t slotBytes = 4096, size_t slotCount = 8);

@@ -181,6 +181,7 @@ TEST(TcpHandshake, ConnectorRefusesListenerWithoutSecret) {
   uint8_t hello[kListenerHelloBytes] = {};
   put32(hello, kMagic);
   put16(hello + 4, kProtocolVersion);
+  put16(hello + 6, 1);  // streams per rank pair
   net::writeFull(fd.get(), hello, sizeof(hello), Clock::now() + 30s, "connector");
   std::vector<uint8_t> theirs(kConnectorFixedBytes + self.jobId.size() + address.size() +
                               kMacBytes);
@@ -240,6 +241,45 @@ TEST(TcpHandshake, RelayBetweenTheRanksIsRefused) {
     relay.join();
   });
   EXPECT_TRUE(used) << "the relay was never dialed: the test did not test anything";
+}
+
+// Ranks that keep different numbers of streams per pair fail at setup with an error that names
+// the setting, on the connector at once and on the listener at its deadline.
+TEST(TcpHandshake, StreamCountsMustAgree) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    TransportContext context = makeContext(rank, size, store);
+    context.settings["socket_streams"] = rank == 0 ? "2" : "3";
+    TcpTransport transport(std::move(context));
+    try {
+      transport.connect(std::vector<int>{1 - rank}, Clock::now() + (rank == 0 ? 3s : 10s));
+      ADD_FAILURE() << "rank " << rank << " connected with a different stream count";
+    } catch (const IoError& error) {
+      EXPECT_EQ(rank, 1) << error.what();
+      EXPECT_NE(std::string(error.what()).find("keeps 2 tcp streams per rank pair, this rank 3"),
+                std::string::npos)
+          << error.what();
+      EXPECT_NE(std::string(error.what()).find("RINGLET_SOCKET_STREAMS"), std::string::npos)
+          << error.what();
+    } catch (const TimeoutError& error) {
+      EXPECT_EQ(rank, 0) << error.what();
+    }
+  });
+}
+
+TEST(TcpHandshake, StreamsSettingIsCheckedAndNamed) {
+  EXPECT_EQ(streamsFromSettings({}), 1);
+  EXPECT_EQ(streamsFromSettings({{"socket_streams", "4"}}), 4);
+  EXPECT_EQ(streamsFromSettings({{"socket_streams", "16"}}), 16);
+  for (const char* bad : {"0", "17", "-1", "two", "2x", " 2"}) {
+    try {
+      streamsFromSettings({{"socket_streams", bad}});
+      ADD_FAILURE() << "accepted RINGLET_SOCKET_STREAMS='" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find(fmt::format("RINGLET_SOCKET_STREAMS='{}'", bad)),
+                std::string::npos)
+          << error.what();
+    }
+  }
 }
 
 TEST(TcpHandshake, MacDependsOnEveryInput) {

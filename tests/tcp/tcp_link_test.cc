@@ -2,6 +2,8 @@
 // a full mesh, size mismatch, timeouts and abort.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <thread>
 
 #include "ringlet/error.h"
@@ -16,6 +18,15 @@ using namespace std::chrono_literals;
 using ringlet::testing::Event;
 using ringlet::testing::runThreadRanks;
 using ringlet::testing::SetOnExit;
+
+// Every test runs with one stream per rank pair and with three (large messages striped).
+class TcpLinkTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { testStreams() = GetParam(); }
+  void TearDown() override { testStreams() = 1; }
+};
+INSTANTIATE_TEST_SUITE_P(Streams, TcpLinkTest, ::testing::Values(1, 3),
+                         [](const auto& info) { return std::to_string(info.param) + "streams"; });
 
 // Sends every assorted size to `link`, then receives them, alternating recv and recvInto.
 void exchangeAssorted(int rank, Link& link, const std::vector<Link*>& all) {
@@ -44,20 +55,25 @@ void exchangeAssorted(int rank, Link& link, const std::vector<Link*>& all) {
   link.flush(wait);
 }
 
-TEST(TcpLink, AssortedSizesInOrderBothWays) {
+TEST_P(TcpLinkTest, AssortedSizesInOrderBothWays) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     ASSERT_EQ(e.links.size(), 1u);
     EXPECT_EQ(e.to(0).peer(), 1 - rank);
     EXPECT_EQ(e.to(0).transportName(), "tcp");
     EXPECT_NE(e.to(0).describe().find("127.0.0.1"), std::string::npos) << e.to(0).describe();
+    if (GetParam() > 1) {
+      EXPECT_NE(e.to(0).describe().find(fmt::format("and {} more streams", GetParam() - 1)),
+                std::string::npos)
+          << e.to(0).describe();
+    }
     for (int round = 0; round < 3; ++round) exchangeAssorted(rank, e.to(0), e.raw);
   });
 }
 
 // Both ranks queue far more than the socket buffers hold, then flush before receiving: flush
 // must read ahead, or both would wait forever.
-TEST(TcpLink, ManyLargeMessagesInFlightBothWaysFlushFirst) {
+TEST_P(TcpLinkTest, ManyLargeMessagesInFlightBothWaysFlushFirst) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     Link& link = e.to(0);
@@ -82,7 +98,7 @@ TEST(TcpLink, ManyLargeMessagesInFlightBothWaysFlushFirst) {
 }
 
 // Interleaved small and large messages, many in flight, received while sends are still queued.
-TEST(TcpLink, InterleavedSendRecvStream) {
+TEST_P(TcpLinkTest, InterleavedSendRecvStream) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     Link& link = e.to(0);
@@ -108,7 +124,7 @@ TEST(TcpLink, InterleavedSendRecvStream) {
 // A message kept by recv() stays intact while flush() reads ahead behind it.
 // Messages of odd lengths back to back in the stream: every message recv() hands out is
 // 8-byte aligned anyway (reductions read int64 and double straight out of it).
-TEST(TcpLink, ReceivedMessagesAreAlignedAfterOddSizedOnes) {
+TEST_P(TcpLinkTest, ReceivedMessagesAreAlignedAfterOddSizedOnes) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     Link& link = e.to(0);
@@ -128,7 +144,7 @@ TEST(TcpLink, ReceivedMessagesAreAlignedAfterOddSizedOnes) {
   });
 }
 
-TEST(TcpLink, HeldMessageSurvivesReadAhead) {
+TEST_P(TcpLinkTest, HeldMessageSurvivesReadAhead) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     Link& link = e.to(0);
@@ -152,7 +168,7 @@ TEST(TcpLink, HeldMessageSurvivesReadAhead) {
 // A ring where every rank sends more than the socket buffers hold to its right and flushes
 // before receiving from its left: each flush waits for a rank that is itself flushing, so the
 // waits must read ahead on the rank's other links.
-TEST(TcpLink, RingOfFlushesBeforeReceivesDoesNotDeadlock) {
+TEST_P(TcpLinkTest, RingOfFlushesBeforeReceivesDoesNotDeadlock) {
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     Link* right = nullptr;
@@ -172,7 +188,7 @@ TEST(TcpLink, RingOfFlushesBeforeReceivesDoesNotDeadlock) {
   });
 }
 
-TEST(TcpLink, FourRanksFullMesh) {
+TEST_P(TcpLinkTest, FourRanksFullMesh) {
   runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
     const auto peers = othersOf(rank, size);
     Endpoint e = connectAll(makeContext(rank, size, store), peers);
@@ -199,7 +215,7 @@ TEST(TcpLink, FourRanksFullMesh) {
 }
 
 // connect() called twice on one transport: the listener stays open, later links work too.
-TEST(TcpLink, SecondConnectCallAddsLinks) {
+TEST_P(TcpLinkTest, SecondConnectCallAddsLinks) {
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     TcpTransport transport(makeContext(rank, size, store));
     std::vector<int> first;  // ring neighbours first: 0-1, 1-2
@@ -224,7 +240,7 @@ TEST(TcpLink, SecondConnectCallAddsLinks) {
   });
 }
 
-TEST(TcpLink, SizeMismatchIsIoErrorNamingBothLengths) {
+TEST_P(TcpLinkTest, SizeMismatchIsIoErrorNamingBothLengths) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     auto wait = makeWait(rank, e.raw, 30s, "allreduce", 12);
@@ -252,7 +268,7 @@ TEST(TcpLink, SizeMismatchIsIoErrorNamingBothLengths) {
   });
 }
 
-TEST(TcpLink, RecvTimeoutNamesOpSeqAndPeer) {
+TEST_P(TcpLinkTest, RecvTimeoutNamesOpSeqAndPeer) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     if (rank == 1) {
@@ -283,7 +299,7 @@ TEST(TcpLink, RecvTimeoutNamesOpSeqAndPeer) {
 // throws the same error instead of reading the rest of the payload as a header. Rank 0 stays
 // connected and silent (it never pumps the rest of its queue) until rank 1 has seen both errors:
 // had it closed first, rank 1 would see the peer close instead of a timeout.
-TEST(TcpLink, TimeoutInTheMiddleOfAMessageSticks) {
+TEST_P(TcpLinkTest, TimeoutInTheMiddleOfAMessageSticks) {
   constexpr size_t kBig = 64 << 20;  // more than the socket buffers hold
   Event bigSent;                     // rank 0's send() returned: the header is on its way
   Event rank1Done;                   // rank 1 has checked both errors
@@ -327,7 +343,7 @@ TEST(TcpLink, TimeoutInTheMiddleOfAMessageSticks) {
   });
 }
 
-TEST(TcpLink, AbortReachesPeerWithOriginAndReason) {
+TEST_P(TcpLinkTest, AbortReachesPeerWithOriginAndReason) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     Link& link = e.to(0);
@@ -365,7 +381,7 @@ TEST(TcpLink, AbortReachesPeerWithOriginAndReason) {
 // abort() from another thread ends a wait in progress with AbortedError. The pause before the
 // abort only makes it likely that recv() is already waiting: an abort that comes first must give
 // the same errors, so the verdict does not depend on it.
-TEST(TcpLink, AbortFromAnotherThreadEndsWait) {
+TEST_P(TcpLinkTest, AbortFromAnotherThreadEndsWait) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     Link& link = e.to(0);
@@ -394,7 +410,7 @@ TEST(TcpLink, AbortFromAnotherThreadEndsWait) {
 }
 
 // A peer that closes its link (destroys it) is reported as closing the connection.
-TEST(TcpLink, ClosedPeerIsPeerError) {
+TEST_P(TcpLinkTest, ClosedPeerIsPeerError) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
     if (rank == 0) {
@@ -414,7 +430,37 @@ TEST(TcpLink, ClosedPeerIsPeerError) {
   });
 }
 
-TEST(TcpLink, EmptySecretStillHandshakes) {
+// A peer that aborts with a large message half sent (more than the socket buffers hold, striped
+// over the streams when there are several): the receiver gets the part that left, then a
+// PeerError naming the peer, never wrong data or a hang.
+TEST_P(TcpLinkTest, AbortWithALargeMessageHalfSentIsPeerError) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw, 30s);
+    constexpr size_t kBytes = 64 << 20;
+    if (rank == 0) {
+      auto out = pattern(0, 0, kBytes);
+      link.send(out.data(), kBytes, wait);
+      link.abort(0, "stopped in the middle");
+      store->setString("aborted", "1");
+    } else {
+      (void)store->get("aborted", 30s);
+      std::vector<std::byte> in(kBytes);
+      const auto start = Clock::now();
+      try {
+        link.recvInto(in.data(), kBytes, wait);
+        ADD_FAILURE() << "a message its sender aborted in the middle arrived whole";
+      } catch (const PeerError& error) {
+        EXPECT_EQ(error.peer(), 0) << error.what();
+      }
+      EXPECT_LT(Clock::now() - start, 10s) << "the abort took far too long to arrive";
+      EXPECT_THROW(link.recv(8, wait), PeerError) << "the failure must stick";
+    }
+  });
+}
+
+TEST_P(TcpLinkTest, EmptySecretStillHandshakes) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store, "job", ""), othersOf(rank, size));
     exchangeAssorted(rank, e.to(0), e.raw);

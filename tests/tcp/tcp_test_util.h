@@ -18,6 +18,12 @@
 
 namespace ringlet::transport::tcp::testing {
 
+// Streams per rank pair for the contexts below (the link tests run with 1 and with several).
+inline int& testStreams() {
+  static int streams = 1;
+  return streams;
+}
+
 inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> store,
                                     std::string jobId = "tcp-test-job",
                                     std::string secret = "tcp-test-secret") {
@@ -27,6 +33,7 @@ inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> s
   context.store = std::move(store);
   context.jobId = std::move(jobId);
   context.secret = std::move(secret);
+  if (testStreams() != 1) context.settings["socket_streams"] = std::to_string(testStreams());
   for (int r = 0; r < size; ++r) {
     context.peers.push_back(PeerInfo{r, "localhost", "same-host", 1, "pid:[1]"});
   }

@@ -24,14 +24,15 @@ std::span<const uint8_t> bytesOf(std::string_view s) {
 }
 
 void encodeConnectorFixed(uint8_t* out, size_t jobIdBytes, int fromRank, int toRank,
-                          size_t dialedBytes, const Nonce& nonce) {
+                          size_t dialedBytes, int stream, int streams, const Nonce& nonce) {
   put32(out, kMagic);
   put16(out + 4, kProtocolVersion);
   put16(out + 6, static_cast<uint16_t>(jobIdBytes));
   put32(out + 8, static_cast<uint32_t>(fromRank));
   put32(out + 12, static_cast<uint32_t>(toRank));
   put16(out + 16, static_cast<uint16_t>(dialedBytes));
-  put16(out + 18, 0);
+  out[18] = static_cast<uint8_t>(stream);
+  out[19] = static_cast<uint8_t>(streams);
   std::memcpy(out + 20, nonce.data(), nonce.size());
 }
 
@@ -62,7 +63,7 @@ Mac computeMac(const std::string& secret, std::string_view label,
 }
 
 void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
-                        const std::string& remote) {
+                        const std::string& remote, int stream) {
   const std::string what = fmt::format("rank {} at {} (handshake)", listenerRank, remote);
   if (self.jobId.size() > kMaxJobIdBytes) {
     throw InvalidArgument(fmt::format("job id is {} bytes; the tcp transport allows at most {}",
@@ -83,6 +84,12 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
         "{})",
         self.rank, remote, kProtocolVersion, get32(hello), get16(hello + 4)));
   }
+  if (get16(hello + 6) != self.streams) {
+    throw IoError(
+        fmt::format("rank {}: rank {} at {} keeps {} tcp streams per rank pair, this rank {}: set "
+                    "RINGLET_SOCKET_STREAMS alike on every rank",
+                    self.rank, listenerRank, remote, get16(hello + 6), self.streams));
+  }
   const std::span<const uint8_t> nonce(hello + 8, kNonceBytes);
   if (remote.size() > kMaxDialedBytes) {
     throw InvalidArgument(fmt::format("rank {}: address '{}' is longer than {} bytes", self.rank,
@@ -93,7 +100,7 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
   std::vector<uint8_t> message(kConnectorFixedBytes + self.jobId.size() + remote.size() +
                                kMacBytes);
   encodeConnectorFixed(message.data(), self.jobId.size(), self.rank, listenerRank, remote.size(),
-                       mine);
+                       stream, self.streams, mine);
   std::memcpy(message.data() + kConnectorFixedBytes, self.jobId.data(), self.jobId.size());
   std::memcpy(message.data() + kConnectorFixedBytes + self.jobId.size(), remote.data(),
               remote.size());
@@ -134,7 +141,7 @@ PendingHandshake::PendingHandshake(net::Fd fd, std::string remote, const Handsha
   uint8_t hello[kListenerHelloBytes];
   put32(hello, kMagic);
   put16(hello + 4, kProtocolVersion);
-  put16(hello + 6, 0);
+  put16(hello + 6, static_cast<uint16_t>(self_.streams));
   std::memcpy(hello + 8, nonce_.data(), kNonceBytes);
   ssize_t n = ::send(fd_.get(), hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n != static_cast<ssize_t>(sizeof(hello))) {
@@ -185,6 +192,7 @@ void PendingHandshake::readAvailable() {
 }
 
 int PendingHandshake::parsedFromRank() const { return static_cast<int>(get32(in_.data() + 8)); }
+int PendingHandshake::parsedStream() const { return in_[18]; }
 
 void PendingHandshake::finish(bool wanted) {
   const size_t jobIdBytes = jobIdBytes_;
@@ -221,7 +229,20 @@ void PendingHandshake::finish(bool wanted) {
     return fail(fmt::format("unexpected rank {} (only ranks {}..{} connect to rank {})", fromRank,
                             self_.rank + 1, self_.size - 1, self_.rank));
   }
-  if (!wanted) return fail(fmt::format("duplicate connection from rank {}", fromRank));
+  const int streams = in_[19];
+  const int stream = parsedStream();
+  if (streams != self_.streams) {
+    return fail(fmt::format(
+        "rank {} keeps {} tcp streams per rank pair, this rank {}: set RINGLET_SOCKET_STREAMS "
+        "alike on every rank",
+        fromRank, streams, self_.streams));
+  }
+  if (stream >= streams) {
+    return fail(fmt::format("rank {} connected as stream {} of {}", fromRank, stream, streams));
+  }
+  if (!wanted) {
+    return fail(fmt::format("duplicate connection from rank {} (stream {})", fromRank, stream));
+  }
 
   uint8_t accept[kListenerAcceptBytes];
   put32(accept, kMagic);
@@ -237,6 +258,7 @@ void PendingHandshake::finish(bool wanted) {
     return fail(fmt::format("rank {}: sending the handshake answer failed", fromRank));
   }
   peerRank_ = fromRank;
+  peerStream_ = stream;
   state_ = State::kAccepted;
 }
 

@@ -24,18 +24,21 @@ struct HandshakeIdentity {
   // The listener's address as its record publishes it ("127.0.0.1:41234"); a connector that
   // dialed another address (a relay, a forged record) is refused.
   std::string listenAddress = {};
+  // Connections per rank pair (wire.h); both ends must agree.
+  int streams = 1;
 };
 
 // HMAC-SHA256(secret, label | parts...).
 Mac computeMac(const std::string& secret, std::string_view label,
                std::initializer_list<std::span<const uint8_t>> parts);
 
-// Connector side, blocking until `deadline`: reads the listener's nonce, proves the secret over
-// both nonces, both ranks and `remote` (the address it dialed, from the listener's record),
-// checks the listener's proof. Throws IoError naming `remote` and the reason when the listener
-// refuses or answers wrongly, TimeoutError when it stays silent.
+// Connector side of stream `stream`, blocking until `deadline`: reads the listener's nonce,
+// proves the secret over both nonces, both ranks, the stream and `remote` (the address it
+// dialed, from the listener's record), checks the listener's proof. Throws IoError naming
+// `remote` and the reason when the listener refuses, answers wrongly or keeps another number of
+// streams, TimeoutError when it stays silent.
 void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
-                        const std::string& remote);
+                        const std::string& remote, int stream = 0);
 
 // Listener side of one accepted connection, advanced without blocking from a poll loop.
 class PendingHandshake {
@@ -52,16 +55,19 @@ class PendingHandshake {
   State state() const { return state_; }
   // Why it failed (for the warning), once state() is kFailed.
   const std::string& failure() const { return failure_; }
-  // The connector's rank, once state() is kAccepted.
+  // The connector's rank and stream, once state() is kAccepted.
   int peerRank() const { return peerRank_; }
+  int peerStream() const { return peerStream_; }
 
   // Reads what has arrived; on a complete ConnectorHello validates it and, when it is good,
-  // answers with the listener's proof. `isWanted(rank)` says whether a link from `rank` may be
-  // made now (false for ranks already linked or pending: a duplicate).
+  // answers with the listener's proof. `isWanted(rank, stream)` says whether that connection
+  // may be made now (false for one already made or pending: a duplicate).
   template <typename IsWanted>
   State advance(const IsWanted& isWanted) {
     if (state_ == State::kReading) readAvailable();
-    if (state_ == State::kReading && complete()) finish(isWanted(parsedFromRank()));
+    if (state_ == State::kReading && complete()) {
+      finish(isWanted(parsedFromRank(), parsedStream()));
+    }
     return state_;
   }
   void fail(std::string reason);
@@ -71,6 +77,7 @@ class PendingHandshake {
   void readAvailable();
   bool complete() const { return in_.size() == need_; }
   int parsedFromRank() const;
+  int parsedStream() const;
   void finish(bool wanted);
 
   net::Fd fd_;
@@ -85,6 +92,7 @@ class PendingHandshake {
   State state_ = State::kReading;
   std::string failure_;
   int peerRank_ = -1;
+  int peerStream_ = -1;
 };
 
 }  // namespace ringlet::transport::tcp

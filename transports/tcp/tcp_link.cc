@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "ringlet/error.h"
@@ -22,14 +23,21 @@ constexpr size_t kCopySendBytes = 512;
 constexpr std::chrono::milliseconds kAbortSendBudget{50};
 }  // namespace
 
-TcpLink::TcpLink(int rank, int peer, net::Fd fd, Backoff backoff)
-    : Link(peer), rank_(rank), fd_(std::move(fd)), waiter_(backoff) {
+TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff)
+    : Link(peer), rank_(rank), waiter_(backoff) {
+  if (streams.empty() || streams.size() > kMaxStreams) {
+    throw InvalidArgument(fmt::format("tcp link to rank {}: {} streams (1 to {} allowed)", peer,
+                                      streams.size(), kMaxStreams));
+  }
+  fd_ = std::move(streams[0]);
+  for (size_t s = 1; s < streams.size(); ++s) stripes_.emplace_back().fd = std::move(streams[s]);
   try {
     description_ = fmt::format("tcp {} -> {}", net::SocketAddress::local(fd_.get()).toString(),
                                net::SocketAddress::remote(fd_.get()).toString());
   } catch (const Error&) {
     description_ = fmt::format("tcp to rank {} (address unknown)", peer);
   }
+  if (!stripes_.empty()) description_ += fmt::format(" and {} more streams", stripes_.size());
 }
 
 TcpLink::~TcpLink() = default;  // fd_ closes the socket
@@ -93,16 +101,21 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
                                       wait.describe(), bytes, kMaxMessageBytes));
   }
   std::lock_guard lock(sendMutex_);
+  const size_t head = headBytes(bytes);
+  if (head < bytes) {
+    queueParts(data, bytes);
+    writeStripes(&wait);
+  }
   size_t sent = 0;
   if (queue_.empty()) {
     // Eager: header and payload in one syscall; only a remainder is queued.
     sent = writeNow(data, bytes, wait);
-    if (sent == kFrameHeaderBytes + bytes) return;
+    if (sent == kFrameHeaderBytes + head) return;
   }
   Outgoing& out = queue_.emplace_back();
   encodeFrameHeader(out.header, kFrameData, static_cast<uint32_t>(bytes));
   out.data = data;
-  out.bytes = bytes;
+  out.bytes = head;
   out.sent = sent;
   writeQueued(&wait);
 }
@@ -117,14 +130,54 @@ void TcpLink::sendMore(const std::byte* data, size_t bytes, const WaitContext& w
   Outgoing& out = queue_.emplace_back();
   encodeFrameHeader(out.header, kFrameData, static_cast<uint32_t>(bytes));
   out.data = data;
-  out.bytes = bytes;
+  out.bytes = headBytes(bytes);
   out.sent = 0;
+  if (out.bytes < bytes) queueParts(data, bytes);
 }
 
+void TcpLink::queueParts(const std::byte* data, size_t bytes) {
+  for (size_t s = 1; s < streams(); ++s) {
+    const size_t begin = stripeOffset(bytes, streams(), s);
+    const size_t end = stripeOffset(bytes, streams(), s + 1);
+    if (end > begin) stripes_[s - 1].queue.push_back({data + begin, end - begin, 0});
+  }
+}
+
+void TcpLink::writeStripes(const WaitContext* wait) {
+  for (Stripe& stripe : stripes_) {
+    while (!stripe.queue.empty()) {
+      iovec iov[kMaxIov];
+      size_t count = 0;
+      for (auto it = stripe.queue.begin(); it != stripe.queue.end() && count < kMaxIov; ++it) {
+        iov[count++] = {const_cast<std::byte*>(it->data) + it->sent, it->bytes - it->sent};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = count;
+      const ssize_t n = ::sendmsg(stripe.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        failConnection(errno, wait, "sending");
+      }
+      size_t left = static_cast<size_t>(n);
+      while (left > 0) {
+        Stripe::Part& front = stripe.queue.front();
+        const size_t take = std::min(left, front.bytes - front.sent);
+        front.sent += take;
+        left -= take;
+        if (front.sent == front.bytes) stripe.queue.pop_front();
+      }
+    }
+  }
+}
+
+// Header (the whole message's length) and stream 0's payload: bytes or, striped, part 0.
 size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  const size_t head = headBytes(bytes);
   while (true) {
     ssize_t n;
-    if (bytes <= kCopySendBytes) {
+    if (head <= kCopySendBytes) {
       // Small: one contiguous copy is cheaper than a scatter list.
       uint8_t frame[kFrameHeaderBytes + kCopySendBytes];
       encodeFrameHeader(frame, kFrameData, static_cast<uint32_t>(bytes));
@@ -133,7 +186,7 @@ size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext&
     } else {
       uint8_t header[kFrameHeaderBytes];
       encodeFrameHeader(header, kFrameData, static_cast<uint32_t>(bytes));
-      iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), bytes}};
+      iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), head}};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = 2;
@@ -179,38 +232,62 @@ void TcpLink::writeQueued(const WaitContext* wait) {
   }
 }
 
+// Called with sendMutex_ held.
+bool TcpLink::anyQueued() const {
+  return !queue_.empty() ||
+         std::any_of(stripes_.begin(), stripes_.end(), [](auto& s) { return !s.queue.empty(); });
+}
+
 bool TcpLink::hasQueued() {
   std::lock_guard lock(sendMutex_);
-  return !queue_.empty();
+  return anyQueued();
 }
 
 void TcpLink::pumpSelf(const WaitContext& wait) {
   std::lock_guard lock(sendMutex_);
   if (!queue_.empty()) writeQueued(&wait);
+  if (!stripes_.empty()) writeStripes(&wait);
 }
 
-int TcpLink::pollFd() const {
-  return peerClosed_ || aborted_.load(std::memory_order_acquire) ? -1 : fd_.get();
+bool TcpLink::pollable() const { return !peerClosed_ && !aborted_.load(std::memory_order_acquire); }
+
+size_t TcpLink::pollFds(std::span<pollfd> out) {
+  if (!pollable() || out.size() < streams()) return 0;
+  std::lock_guard lock(sendMutex_);
+  out[0] = pollfd{fd_.get(), static_cast<short>(POLLIN | (queue_.empty() ? 0 : POLLOUT)), 0};
+  for (size_t s = 0; s < stripes_.size(); ++s) {
+    out[s + 1] = pollfd{stripes_[s].fd.get(),
+                        static_cast<short>(POLLIN | (stripes_[s].queue.empty() ? 0 : POLLOUT)), 0};
+  }
+  return streams();
 }
 
 bool TcpLink::pump() {
   if (aborted_.load(std::memory_order_relaxed) || failure_) return false;
   std::lock_guard lock(sendMutex_);
-  if (queue_.empty()) return false;
-  writeQueued(nullptr);
-  return !queue_.empty();
+  if (!anyQueued()) return false;
+  if (!queue_.empty()) writeQueued(nullptr);
+  if (!stripes_.empty()) writeStripes(nullptr);
+  return anyQueued();
 }
 
 void TcpLink::flush(const WaitContext& wait) {
   checkUsable();
-  auto what = [&] { return fmt::format("the peer to take {} queued messages", queue_.size()); };
+  auto what = [&] {
+    std::lock_guard lock(sendMutex_);
+    size_t parts = 0;
+    for (const Stripe& stripe : stripes_) parts += stripe.queue.size();
+    return fmt::format("the peer to take {} queued messages{}", queue_.size(),
+                       parts > 0 ? fmt::format(" and {} striped parts", parts) : "");
+  };
   waitUntil(
       wait, [] { return POLLOUT | POLLIN; }, what,
       [&] {
         {
           std::lock_guard lock(sendMutex_);
           if (!queue_.empty()) writeQueued(&wait);
-          if (queue_.empty()) return true;
+          if (!stripes_.empty()) writeStripes(&wait);
+          if (!anyQueued()) return true;
         }
         readAhead(wait);
         return false;
@@ -225,6 +302,10 @@ void TcpLink::abort(int origin, std::string_view reason) {
   queue_.clear();
   aborted_.store(true, std::memory_order_release);
   ::shutdown(fd_.get(), SHUT_RDWR);
+  for (Stripe& stripe : stripes_) {
+    stripe.queue.clear();
+    ::shutdown(stripe.fd.get(), SHUT_RDWR);
+  }
 }
 
 // Best effort within kAbortSendBudget: completes a half-sent frame (else the peer would read the

@@ -1,5 +1,7 @@
 #pragma once
-// One TCP connection to one peer, after the handshake: the Link of the tcp transport.
+// The TCP connections to one peer, after the handshake: the Link of the tcp transport. Usually
+// one connection; with RINGLET_SOCKET_STREAMS > 1 a large message is striped over all of them
+// (wire.h), each part written and read straight from caller memory, all parts in the same waits.
 //
 // Send side: the transport sends straight from caller memory. send() queues (pointer, length)
 // and writes at once with sendmsg (frame header and payload in one call); whatever the socket
@@ -24,6 +26,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,8 +48,12 @@ namespace ringlet::transport::tcp {
 // (ringlet-bench under mpirun), with no change for 2 ranks.
 class TcpLink final : public Link {
  public:
-  // `fd` is connected, handshaken, nonblocking, with TCP_NODELAY and large buffers.
-  TcpLink(int rank, int peer, net::Fd fd, Backoff backoff);
+  // `streams` are connected, handshaken, nonblocking, with TCP_NODELAY and large buffers;
+  // streams[0] carries the frames.
+  TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff);
+  // One stream.
+  TcpLink(int rank, int peer, net::Fd fd, Backoff backoff)
+      : TcpLink(rank, peer, oneStream(std::move(fd)), backoff) {}
   ~TcpLink() override;
 
   std::string_view transportName() const override { return "tcp"; }
@@ -64,7 +71,8 @@ class TcpLink final : public Link {
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
 
   bool pump() override;
-  int pollFd() const override;
+  bool pollable() const override;
+  size_t pollFds(std::span<pollfd> out) override;
   void readAhead() noexcept override { readAheadQuietly(); }
   bool messageReady() noexcept override;
   void checkPeer(const WaitContext& wait) override;
@@ -85,6 +93,26 @@ class TcpLink final : public Link {
     std::unique_ptr<std::byte[]> data;
     size_t size = 0;
   };
+  // Stream 1.. of a striped link: raw parts of large messages, nothing else.
+  struct Stripe {
+    struct Part {  // a part queued to send
+      const std::byte* data = nullptr;
+      size_t bytes = 0;
+      size_t sent = 0;
+    };
+    net::Fd fd;
+    std::deque<Part> queue;  // guarded by sendMutex_
+    Buffer ahead;            // read ahead: parts of later messages
+    size_t start = 0;
+    size_t end = 0;
+    bool direct = false;  // a receive reads this stream straight into its destination now
+  };
+
+  static std::vector<net::Fd> oneStream(net::Fd fd) {
+    std::vector<net::Fd> streams;
+    streams.push_back(std::move(fd));
+    return streams;
+  }
 
   // ---- shared ----
   void checkUsable() const;
@@ -104,6 +132,16 @@ class TcpLink final : public Link {
   // Writes queued bytes until the socket would block. Call with sendMutex_ held.
   void writeQueued(const WaitContext* wait);
   bool hasQueued();
+  bool anyQueued() const;  // hasQueued() with sendMutex_ held
+  // Queues a striped message's parts 1.. on their streams. Call with sendMutex_ held.
+  void queueParts(const std::byte* data, size_t bytes);
+  // Writes the stripes' queued parts until their sockets would block. Call with sendMutex_ held.
+  void writeStripes(const WaitContext* wait);
+  // Payload bytes of a `bytes`-byte message that stream 0 carries.
+  size_t headBytes(size_t bytes) const {
+    return stripeOffset(bytes, streams(), isStriped(bytes, streams()) ? 1 : streams());
+  }
+  size_t streams() const { return stripes_.size() + 1; }
   // Moves this link's own queued bytes while it waits for something else.
   void pumpSelf(const WaitContext& wait);
   void sendAbortFrame(int origin, std::string_view reason);
@@ -124,6 +162,13 @@ class TcpLink final : public Link {
   [[noreturn]] void throwAbortFrame(const FrameHeader& header, const std::byte* payload);
   // recvInto's second half: the payload after what the buffer held.
   void receiveRest(std::byte* dst, size_t bytes, size_t& got, const WaitContext& wait);
+  // One nonblocking round of reading stream 0's payload into dst[got, bytes); true when whole.
+  bool readHead(std::byte* dst, size_t bytes, size_t& got, const WaitContext& wait);
+  // A striped message after its header: every part into `dst`, all streams in one wait.
+  void receiveParts(std::byte* dst, size_t bytes, const WaitContext& wait);
+  // Reads what a stripe has for later messages into its read-ahead buffer; never throws (sets
+  // peerClosed_).
+  void readStripeAhead(Stripe& stripe) noexcept;
   // Reads what has arrived while another link of the rank waits. Never throws: a closed or
   // broken connection only sets peerClosed_ (the link's own next call reports it).
   void readAheadQuietly() noexcept;
@@ -131,7 +176,8 @@ class TcpLink final : public Link {
   void readAhead(const WaitContext& wait);
 
   const int rank_;
-  net::Fd fd_;
+  net::Fd fd_;                   // stream 0
+  std::vector<Stripe> stripes_;  // streams 1..
   Waiter waiter_;
   std::string description_;
 
@@ -143,6 +189,7 @@ class TcpLink final : public Link {
   size_t end_ = 0;               // end of the bytes read
   bool held_ = false;            // recv() returned a message that release() has not yet returned
   std::vector<Buffer> retired_;  // buffers that still hold the held message
+  Buffer assembled_;             // a striped message recv() returned
 
   bool peerClosed_ = false;  // readAheadQuietly() saw EOF or an error
   std::atomic<bool> aborted_{false};

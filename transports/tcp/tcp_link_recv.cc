@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -120,6 +122,7 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
   checkUsable();
   release();
   size_t need = kFrameHeaderBytes + bytes;
+  bool striped = false;
   auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
   auto what = [&] {
     return fmt::format("a {}{}-byte message from rank {}", exact ? "" : "at most ", bytes, peer());
@@ -127,11 +130,26 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
   waitUntil(wait, events, what, [&] {
     pumpSelf(wait);
     if (!peekDataHeader(bytes, wait, exact)) return false;
-    need = kFrameHeaderBytes + decodeFrameHeader(buffer_.data.get() + start_).length;
+    const size_t length = decodeFrameHeader(buffer_.data.get() + start_).length;
+    need = kFrameHeaderBytes + length;
+    striped = isStriped(length, streams());
+    if (striped) return true;
     if (buffered() < need) fill(need, &wait);
     return buffered() >= need;
   });
   *length = need - kFrameHeaderBytes;
+  if (striped) {
+    // The parts come on several streams: assembled in a buffer of the link's own.
+    if (assembled_.size < *length) {
+      assembled_.data.reset();
+      assembled_.data = std::make_unique_for_overwrite<std::byte[]>(*length);
+      assembled_.size = *length;
+    }
+    start_ += kFrameHeaderBytes;
+    receiveParts(assembled_.data.get(), *length, wait);
+    held_ = true;
+    return assembled_.data.get();
+  }
   // Frames follow each other in the stream, so after a message whose length is not a multiple
   // of 8 the next one starts misaligned; the caller reduces straight out of it (as int64 or
   // double), so it must be aligned: move what is buffered to the start (nothing is held now).
@@ -162,6 +180,11 @@ void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
     return peekDataHeader(bytes, wait);
   });
   start_ += kFrameHeaderBytes;
+  if (isStriped(bytes, streams())) {
+    receiveParts(dst, bytes, wait);
+    if (start_ == end_) start_ = end_ = 0;
+    return;
+  }
   size_t got = std::min(buffered(), bytes);
   if (got > 0) std::memcpy(dst, buffer_.data.get() + start_, got);
   start_ += got;
@@ -183,44 +206,162 @@ void TcpLink::receiveRest(std::byte* dst, size_t bytes, size_t& got, const WaitC
     return fmt::format("the rest of a {}-byte message from rank {} ({} bytes arrived)", bytes,
                        peer(), got);
   };
-  {
+  waitUntil(wait, events, what, [&] {
+    pumpSelf(wait);
+    return readHead(dst, bytes, got, wait);
+  });
+}
+
+bool TcpLink::readHead(std::byte* dst, size_t bytes, size_t& got, const WaitContext& wait) {
+  while (got < bytes) {
+    const size_t remaining = bytes - got;
+    if (remaining >= kDirectReadBytes) {
+      const ssize_t n = ::recv(fd_.get(), dst + got, remaining, MSG_DONTWAIT);
+      if (n > 0) {
+        got += static_cast<size_t>(n);
+      } else if (n == 0) {
+        failConnection(0, &wait, "receiving");
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return false;
+      } else if (errno != EINTR) {
+        failConnection(errno, &wait, "receiving");
+      }
+    } else {
+      if (fill(remaining, &wait) == 0) return false;
+      const size_t take = std::min(buffered(), remaining);
+      std::memcpy(dst + got, buffer_.data.get() + start_, take);
+      start_ += take;
+      got += take;
+    }
+  }
+  return true;
+}
+
+void TcpLink::receiveParts(std::byte* dst, size_t bytes, const WaitContext& wait) {
+  const size_t count = streams();
+  // Part 0 on stream 0 (after the header, already taken), part s on stripes_[s - 1]; first
+  // whatever was read ahead, then straight into dst.
+  std::array<size_t, kMaxStreams> begin{}, got{};
+  for (size_t s = 0; s <= count && s < kMaxStreams; ++s) begin[s] = stripeOffset(bytes, count, s);
+  auto partEnd = [&](size_t s) { return stripeOffset(bytes, count, s + 1); };
+  got[0] = std::min(buffered(), partEnd(0));
+  if (got[0] > 0) std::memcpy(dst, buffer_.data.get() + start_, got[0]);
+  start_ += got[0];
+  for (size_t s = 1; s < count; ++s) {
+    Stripe& stripe = stripes_[s - 1];
+    got[s] = std::min(stripe.end - stripe.start, partEnd(s) - begin[s]);
+    if (got[s] > 0) std::memcpy(dst + begin[s], stripe.ahead.data.get() + stripe.start, got[s]);
+    stripe.start += got[s];
+    if (stripe.start == stripe.end) stripe.start = stripe.end = 0;
+    stripe.direct = begin[s] + got[s] < partEnd(s);
+  }
+  auto events = [&] { return (got[0] < partEnd(0) ? POLLIN : 0) | (hasQueued() ? POLLOUT : 0); };
+  auto what = [&] {
+    size_t arrived = 0;
+    for (size_t s = 0; s < count; ++s) arrived += got[s];
+    return fmt::format(
+        "the rest of a {}-byte message from rank {} over {} streams ({} bytes "
+        "arrived)",
+        bytes, peer(), count, arrived);
+  };
+  auto readPart = [&](size_t s) {
+    Stripe& stripe = stripes_[s - 1];
+    const size_t size = partEnd(s) - begin[s];
+    while (got[s] < size) {
+      const ssize_t n =
+          ::recv(stripe.fd.get(), dst + begin[s] + got[s], size - got[s], MSG_DONTWAIT);
+      if (n > 0) {
+        got[s] += static_cast<size_t>(n);
+      } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        const int err = n == 0 ? 0 : errno;
+        // The peer may have said why on stream 0 (read on only once part 0 is whole: before,
+        // the buffer would take payload for a frame).
+        if (got[0] == partEnd(0)) readAheadQuietly();
+        failConnection(err, &wait, "receiving");
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return false;
+      }
+    }
+    stripe.direct = false;
+    return true;
+  };
+  try {
     waitUntil(wait, events, what, [&] {
       pumpSelf(wait);
-      while (got < bytes) {
-        const size_t remaining = bytes - got;
-        if (remaining >= kDirectReadBytes) {
-          const ssize_t n = ::recv(fd_.get(), dst + got, remaining, MSG_DONTWAIT);
-          if (n > 0) {
-            got += static_cast<size_t>(n);
-          } else if (n == 0) {
-            failConnection(0, &wait, "receiving");
-          } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            return false;
-          } else if (errno != EINTR) {
-            failConnection(errno, &wait, "receiving");
-          }
-        } else {
-          if (fill(remaining, &wait) == 0) return false;
-          const size_t take = std::min(buffered(), remaining);
-          std::memcpy(dst + got, buffer_.data.get() + start_, take);
-          start_ += take;
-          got += take;
-        }
-      }
-      return true;
+      bool whole = readHead(dst, partEnd(0), got[0], wait);
+      for (size_t s = 1; s < count; ++s) whole = readPart(s) && whole;
+      return whole;
     });
+  } catch (...) {
+    // Part of the message is consumed: the streams are out of step for good.
+    for (Stripe& stripe : stripes_) stripe.direct = false;
+    if (!failure_) failure_ = std::current_exception();
+    throw;
   }
 }
 
-void TcpLink::readAhead(const WaitContext& wait) { fill(0, &wait); }
+void TcpLink::readStripeAhead(Stripe& stripe) noexcept {
+  if (peerClosed_ || aborted_.load(std::memory_order_acquire) || failure_) return;
+  if (stripe.start == stripe.end) stripe.start = stripe.end = 0;
+  if (stripe.end == stripe.ahead.size) {
+    const size_t have = stripe.end - stripe.start;
+    try {
+      if (stripe.start > 0 && have <= stripe.ahead.size / 2) {
+        std::memmove(stripe.ahead.data.get(), stripe.ahead.data.get() + stripe.start, have);
+      } else {
+        Buffer bigger;
+        bigger.size = std::max(kInitialBufferBytes, 2 * stripe.ahead.size);
+        bigger.data = std::make_unique_for_overwrite<std::byte[]>(bigger.size);
+        if (have > 0) {
+          std::memcpy(bigger.data.get(), stripe.ahead.data.get() + stripe.start, have);
+        }
+        stripe.ahead = std::move(bigger);
+      }
+    } catch (const std::bad_alloc&) {
+      return;  // the receive reads it instead
+    }
+    stripe.start = 0;
+    stripe.end = have;
+  }
+  while (true) {
+    const ssize_t n = ::recv(stripe.fd.get(), stripe.ahead.data.get() + stripe.end,
+                             stripe.ahead.size - stripe.end, MSG_DONTWAIT);
+    if (n > 0) {
+      stripe.end += static_cast<size_t>(n);
+      return;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) peerClosed_ = true;
+    return;
+  }
+}
+
+void TcpLink::readAhead(const WaitContext& wait) {
+  fill(0, &wait);
+  for (Stripe& stripe : stripes_) readStripeAhead(stripe);
+}
 
 bool TcpLink::messageReady() noexcept {
   if (held_) return false;  // between recv() and release(): the caller is not asking yet
   if (buffered() < kFrameHeaderBytes) readAheadQuietly();
   if (buffered() < kFrameHeaderBytes) return false;
   const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
-  if (buffered() < kFrameHeaderBytes + header.length) readAheadQuietly();
-  return buffered() >= kFrameHeaderBytes + header.length;
+  if (header.type != kFrameData || !isStriped(header.length, streams())) {
+    if (buffered() < kFrameHeaderBytes + header.length) readAheadQuietly();
+    return buffered() >= kFrameHeaderBytes + header.length;
+  }
+  auto whole = [&] {
+    if (buffered() < kFrameHeaderBytes + headBytes(header.length)) return false;
+    for (size_t s = 1; s < streams(); ++s) {
+      const Stripe& stripe = stripes_[s - 1];
+      const size_t size =
+          stripeOffset(header.length, streams(), s + 1) - stripeOffset(header.length, streams(), s);
+      if (stripe.end - stripe.start < size) return false;
+    }
+    return true;
+  };
+  if (!whole()) readAheadQuietly();
+  return whole();
 }
 
 void TcpLink::checkPeer(const WaitContext& wait) {
@@ -236,6 +377,9 @@ void TcpLink::checkPeer(const WaitContext& wait) {
 
 void TcpLink::readAheadQuietly() noexcept {
   if (peerClosed_ || aborted_.load(std::memory_order_acquire) || failure_) return;
+  for (Stripe& stripe : stripes_) {
+    if (!stripe.direct) readStripeAhead(stripe);
+  }
   try {
     reserve(0);
   } catch (const std::bad_alloc&) {

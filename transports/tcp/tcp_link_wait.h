@@ -10,6 +10,10 @@
 
 #include <poll.h>
 
+#include <array>
+#include <mutex>
+#include <span>
+
 #include "transports/progress.h"
 #include "transports/tcp/tcp_link.h"
 
@@ -24,7 +28,25 @@ void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const Wha
         if (aborted_.load(std::memory_order_acquire)) checkUsable();
       },
       [&](std::chrono::nanoseconds slice, bool) {
-        pollLinks(*this, fd_.get(), static_cast<short>(events()), wait, slice);
+        std::array<pollfd, kMaxStreams> own;
+        own[0] = pollfd{fd_.get(), static_cast<short>(events()), 0};
+        {
+          std::lock_guard lock(sendMutex_);
+          for (size_t s = 0; s < stripes_.size(); ++s) {
+            const Stripe& stripe = stripes_[s];
+            own[s + 1] =
+                pollfd{stripe.fd.get(),
+                       static_cast<short>(POLLIN | (stripe.queue.empty() ? 0 : POLLOUT)), 0};
+          }
+        }
+        pollLinks(*this, std::span(own.data(), streams()), wait, slice);
+        // A stripe that no receive reads now holds parts of later messages: read them ahead, or
+        // the next poll would return at once for them.
+        for (size_t s = 0; s < stripes_.size(); ++s) {
+          if (!stripes_[s].direct && (own[s + 1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+            readStripeAhead(stripes_[s]);
+          }
+        }
       },
       what);
 }

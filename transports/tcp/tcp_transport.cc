@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "ringlet/error.h"
 #include "src/log.h"
@@ -36,6 +37,7 @@ TcpTransport::TcpTransport(TransportContext context, std::optional<Backoff> back
                                       context_.jobId.size(), kMaxJobIdBytes));
   }
   identity_ = {context_.jobId, context_.secret, context_.rank, context_.size};
+  identity_.streams = streamsFromSettings(context_.settings);
 }
 
 TcpTransport::~TcpTransport() = default;
@@ -46,6 +48,22 @@ std::optional<std::string> listenHostFromSettings(const Settings& settings) {
     return net::interfaceAddress(*ifname);
   }
   return std::nullopt;
+}
+
+int streamsFromSettings(const Settings& settings) {
+  const std::string* text = findSetting(settings, "socket_streams");
+  if (text == nullptr) return 1;
+  int streams = 0;
+  const char* end = text->data() + text->size();
+  const auto [at, error] = std::from_chars(text->data(), end, streams);
+  if (text->empty() || error != std::errc() || at != end || streams < 1 ||
+      streams > static_cast<int>(kMaxStreams)) {
+    throw InvalidArgument(fmt::format(
+        "RINGLET_SOCKET_STREAMS='{}': expected a whole number of tcp streams per rank pair, 1 "
+        "to {}",
+        *text, kMaxStreams));
+  }
+  return streams;
 }
 
 std::string TcpTransport::chooseListenHost() const {
@@ -103,7 +121,7 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
     links[i] =
         std::make_unique<TcpLink>(context_.rank, peers[i], connectTo(peers[i], deadline), backoff_);
   }
-  std::map<int, net::Fd> accepted = acceptFrom(higher, deadline);
+  std::map<int, std::vector<net::Fd>> accepted = acceptFrom(higher, deadline);
   for (size_t i = 0; i < peers.size(); ++i) {
     if (peers[i] > context_.rank) {
       links[i] = std::make_unique<TcpLink>(context_.rank, peers[i],
@@ -114,22 +132,30 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
   return links;
 }
 
-net::Fd TcpTransport::connectTo(int peer, Deadline deadline) {
+std::vector<net::Fd> TcpTransport::connectTo(int peer, Deadline deadline) {
   const std::string key = fmt::format("addr/{}", peer);
   const Bytes value = context_.store->get(key, remaining(deadline));
   const std::string address(reinterpret_cast<const char*>(value.data()), value.size());
   const auto [host, port] = net::splitHostPort(address, key);
-  net::Fd fd = net::connectTcp(host, port, deadline, fmt::format("rank {}", peer));
-  connectorHandshake(fd.get(), identity_, peer, deadline, address);
-  return fd;
+  std::vector<net::Fd> streams;
+  for (int stream = 0; stream < identity_.streams; ++stream) {
+    net::Fd fd = net::connectTcp(host, port, deadline, fmt::format("rank {}", peer));
+    connectorHandshake(fd.get(), identity_, peer, deadline, address, stream);
+    streams.push_back(std::move(fd));
+  }
+  return streams;
 }
 
-std::map<int, net::Fd> TcpTransport::acceptFrom(std::vector<int> wanted, Deadline deadline) {
-  std::map<int, net::Fd> result;
+std::map<int, std::vector<net::Fd>> TcpTransport::acceptFrom(std::vector<int> wanted,
+                                                             Deadline deadline) {
+  std::map<int, std::vector<net::Fd>> result;
+  auto whole = [](const std::vector<net::Fd>& streams) {
+    return std::all_of(streams.begin(), streams.end(), [](auto& fd) { return fd.valid(); });
+  };
   auto claim = [&] {
     for (auto it = wanted.begin(); it != wanted.end();) {
       auto found = stash_.find(*it);
-      if (found == stash_.end()) {
+      if (found == stash_.end() || !whole(found->second)) {
         ++it;
         continue;
       }
@@ -178,7 +204,12 @@ void TcpTransport::serviceListener(const std::function<bool(int)>& notClaimed) {
         std::move(fd), std::move(remote), identity_, Clock::now() + kHandshakeTimeout));
   }
   const auto now = Clock::now();
-  auto isWanted = [&](int rank) { return stash_.count(rank) == 0 && notClaimed(rank); };
+  auto isWanted = [&](int rank, int stream) {
+    auto found = stash_.find(rank);
+    return notClaimed(rank) &&
+           (found == stash_.end() || stream >= static_cast<int>(found->second.size()) ||
+            !found->second[stream].valid());
+  };
   for (auto it = pending_.begin(); it != pending_.end();) {
     PendingHandshake& p = **it;
     auto state = p.advance(isWanted);
@@ -191,8 +222,11 @@ void TcpTransport::serviceListener(const std::function<bool(int)>& notClaimed) {
       continue;
     }
     if (state == PendingHandshake::State::kAccepted) {
-      log::debug("rank {}: rank {} connected from {}", context_.rank, p.peerRank(), p.remote());
-      stash_.emplace(p.peerRank(), p.takeFd());
+      log::debug("rank {}: rank {} connected stream {} from {}", context_.rank, p.peerRank(),
+                 p.peerStream(), p.remote());
+      auto& streams = stash_[p.peerRank()];
+      streams.resize(identity_.streams);
+      streams.at(p.peerStream()) = p.takeFd();
     } else {
       log::warn("rank {}: tcp transport refused the connection from {}: {}", context_.rank,
                 p.remote(), p.failure());
@@ -213,9 +247,13 @@ TransportEntry transportEntry() {
       .options = {{"socket_addr", "RINGLET_SOCKET_ADDR",
                    "address the tcp transport listens on (wins over socket_ifname)"},
                   {"socket_ifname", "RINGLET_SOCKET_IFNAME",
-                   "interface whose address the tcp transport listens on"}},
+                   "interface whose address the tcp transport listens on"},
+                  {"socket_streams", "RINGLET_SOCKET_STREAMS",
+                   "tcp connections per rank pair (1-16, default 1; alike on every rank): large "
+                   "messages are striped over them"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
+          (void)streamsFromSettings(settings);
           (void)listenHostFromSettings(settings);
           return "";
         } catch (const std::exception& e) {

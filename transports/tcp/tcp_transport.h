@@ -3,10 +3,11 @@
 //
 // Setup (connect()): every rank listens once, for the Transport's lifetime, and publishes
 // "addr/<rank>" = "host:port" in the context's store. For each pair the higher rank connects to
-// the lower rank's listener and the lower rank accepts; both sides then run the handshake in
-// handshake.h. The listener serves all pending handshakes at once from one poll loop, so a stray
-// or hostile client (garbage, silence, wrong secret) is refused and logged without delaying the
-// real peers. A peer that connects for a later connect() call is kept until that call claims it.
+// the lower rank's listener (once per stream, RINGLET_SOCKET_STREAMS) and the lower rank
+// accepts; both sides then run the handshake in handshake.h. The listener serves all pending
+// handshakes at once from one poll loop, so a stray or hostile client (garbage, silence, wrong
+// secret) is refused and logged without delaying the real peers. A peer that connects for a later
+// connect() call is kept until that call claims it.
 //
 // Listen address: the setting socket_addr (RINGLET_SOCKET_ADDR); else the address of the
 // interface socket_ifname (RINGLET_SOCKET_IFNAME); else
@@ -32,6 +33,9 @@ inline constexpr std::chrono::seconds kHandshakeTimeout{5};
 // The listen address the settings ask for, or nullopt to choose from the peers (see above).
 // Throws InvalidArgument when socket_ifname names no usable interface.
 std::optional<std::string> listenHostFromSettings(const Settings& settings);
+// Connections per rank pair from socket_streams (RINGLET_SOCKET_STREAMS), 1 by default. Throws
+// InvalidArgument naming the setting when it is not a whole number in 1..kMaxStreams.
+int streamsFromSettings(const Settings& settings);
 
 class TcpTransport final : public Transport {
  public:
@@ -49,9 +53,11 @@ class TcpTransport final : public Transport {
  private:
   std::string chooseListenHost() const;
   void startListening();
-  net::Fd connectTo(int peer, Deadline deadline);
-  // Accepts until every rank in `wanted` has connected; returns their sockets by rank.
-  std::map<int, net::Fd> acceptFrom(std::vector<int> wanted, Deadline deadline);
+  // One connection per stream, stream 0 first.
+  std::vector<net::Fd> connectTo(int peer, Deadline deadline);
+  // Accepts until every rank in `wanted` has connected all its streams; returns their sockets
+  // by rank.
+  std::map<int, std::vector<net::Fd>> acceptFrom(std::vector<int> wanted, Deadline deadline);
   // Accepts new connections and advances pending handshakes; completed ones go to stash_.
   // `notClaimed(rank)` is false for ranks this connect() call already linked (a duplicate).
   void serviceListener(const std::function<bool(int)>& notClaimed);
@@ -62,7 +68,8 @@ class TcpTransport final : public Transport {
   net::Fd listener_;
   std::string listenAddress_;
   std::vector<std::unique_ptr<PendingHandshake>> pending_;
-  std::map<int, net::Fd> stash_;  // handshaken, not yet claimed by a connect() call
+  // Handshaken, not yet claimed by a connect() call: each rank's streams by index.
+  std::map<int, std::vector<net::Fd>> stash_;
 };
 
 }  // namespace ringlet::transport::tcp

@@ -3,11 +3,11 @@
 //
 // Handshake (once per connection, before any frame; the connector is the higher rank):
 //
-//   listener  -> connector  ListenerHello   magic u32 | version u16 | reserved u16 |
+//   listener  -> connector  ListenerHello   magic u32 | version u16 | streams u16 |
 //                                           listenerNonce[32]
 //   connector -> listener   ConnectorHello  magic u32 | version u16 | jobIdBytes u16 |
 //                                           fromRank i32 | toRank i32 | dialedBytes u16 |
-//                                           reserved u16 | connectorNonce[32] |
+//                                           stream u8 | streams u8 | connectorNonce[32] |
 //                                           jobId[jobIdBytes] | dialed[dialedBytes] |
 //                                           mac[32] = HMAC-SHA256(secret, "ringlet-connect" |
 //                                           listenerNonce | the 52 fixed bytes | jobId | dialed)
@@ -22,12 +22,22 @@
 // the real listener) fails: the listener sees an address that is not its own. A listener that
 // refuses a connector closes the socket without answering.
 //
-// Frames (after the handshake, both directions): header = type u32 | length u32, then `length`
-// payload bytes. DATA carries one message. ABORT carries origin i32 | reason bytes and is the
-// last frame on the connection.
+// `streams` is how many connections each rank pair keeps (RINGLET_SOCKET_STREAMS; every rank must
+// use the same); the connector makes one connection per `stream` in 0..streams-1, each with its
+// own handshake. Stream 0 carries the frames below; the other streams carry raw payload bytes.
+//
+// Frames (stream 0, after the handshake, both directions): header = type u32 | length u32, then
+// `length` payload bytes. DATA carries one message. ABORT carries origin i32 | reason bytes and is
+// the last frame on the connection.
+//
+// Striping: with S > 1 streams, a DATA message of at least S x kStripePartMinBytes is cut into S
+// parts (stripeOffset()); its header (length = the whole message) and part 0 go on stream 0, part
+// s alone on stream s. Both ends cut alike from the length, so no stream carries any other
+// framing, and the parts of one message move side by side.
 
 #include <endian.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +46,7 @@
 namespace ringlet::transport::tcp {
 
 inline constexpr uint32_t kMagic = 0x4c474e52;  // "RNGL"
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxJobIdBytes = 256;
@@ -61,6 +71,23 @@ static_assert(kFrameHeaderBytes % kMessageAlignment == 0);
 inline constexpr size_t kMaxMessageBytes = size_t{1} << 30;
 // Largest reason text carried by an ABORT frame.
 inline constexpr size_t kMaxAbortReasonBytes = 4096;
+
+// Streams per rank pair: at most this many (NCCL allows 64 sockets, spread over threads; one
+// thread drives ours).
+inline constexpr size_t kMaxStreams = 16;
+// A striped message gives each stream at least this much.
+inline constexpr size_t kStripePartMinBytes = 64 << 10;
+
+inline bool isStriped(size_t bytes, size_t streams) {
+  return streams > 1 && bytes >= streams * kStripePartMinBytes;
+}
+// Where stream `stream`'s part of a striped message of `bytes` bytes starts (stream == streams:
+// the end). Parts are equal but for the last, and start at multiples of 64 bytes.
+inline size_t stripeOffset(size_t bytes, size_t streams, size_t stream) {
+  if (stream >= streams) return bytes;
+  const size_t part = (bytes / streams + 63) & ~size_t{63};
+  return std::min(bytes, stream * part);
+}
 
 struct FrameHeader {
   uint32_t type = 0;
