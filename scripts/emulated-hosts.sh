@@ -2,7 +2,8 @@
 # Emulated hosts: M network namespaces on one bridge, each with its own hostname, running a
 # command as every host at once. Needs root (ip netns).
 #
-#   scripts/emulated-hosts.sh [--hosts M] [--rate RATE] [--timeout S] [--control CMD] -- CMD
+#   scripts/emulated-hosts.sh [--hosts M] [--rate RATE] [--flow-rate RATE] [--timeout S]
+#                             [--control CMD] -- CMD
 #
 # Host i (0..M-1) is namespace <prefix>h<i> with interface eth0 at 10.231.0.<i+1>/24 and hostname
 # emuhost<i> (every host resolves every emuhost<j>: /etc/netns/<prefix>h<i>/hosts); the hosts meet on a bridge inside a namespace of its own (<prefix>sw, port p<i> for
@@ -11,6 +12,9 @@
 # EMU_ADDR (its address) and EMU_MASTER_ADDR (host 0's) in its environment.
 #
 #   --rate RATE    limit both ends of every link with tbf (e.g. 1gbit; burst 256kb, latency 20ms)
+#   --flow-rate RATE  also police every TCP flow a host sends to RATE (e.g. 250mbit): packets over
+#                  it are dropped, as clouds limit one flow (iptables hashlimit per 4-tuple, burst
+#                  one second of RATE; needs the iptables command: apt-get install iptables)
 #   --timeout S    stop everything after S seconds (default 120): SIGTERM, then SIGKILL 5 s later
 #   --control CMD  also run CMD in the machine's own namespace (e.g. to cut a link:
 #                  `ip netns exec "$EMU_SWITCH_NS" ip link set p1 down`), with EMU_SWITCH_NS,
@@ -23,16 +27,18 @@ set -u
 
 hosts=2
 rate=""
+flow_rate=""
 timeout_s=120
 control=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --hosts) hosts="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
+    --flow-rate) flow_rate="$2"; shift 2 ;;
     --timeout) timeout_s="$2"; shift 2 ;;
     --control) control="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "emulated-hosts: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -41,9 +47,25 @@ if ! [[ "$hosts" =~ ^[0-9]+$ ]] || (( hosts < 1 || hosts > 200 )); then
   echo "emulated-hosts: --hosts $hosts is not between 1 and 200" >&2; exit 2
 fi
 command_text="$*"
+flow_kbytes=""
+if [[ -n "$flow_rate" ]]; then
+  # RATE in tc's bit units -> iptables' KiB/s.
+  if ! [[ "$flow_rate" =~ ^([0-9]+)(bit|kbit|mbit|gbit)$ ]]; then
+    echo "emulated-hosts: --flow-rate $flow_rate is not a number with bit, kbit, mbit or gbit" >&2
+    exit 2
+  fi
+  case "${BASH_REMATCH[2]}" in
+    bit) scale=1 ;; kbit) scale=1000 ;; mbit) scale=1000000 ;; gbit) scale=1000000000 ;;
+  esac
+  flow_kbytes=$(( BASH_REMATCH[1] * scale / 8 / 1024 ))
+  (( flow_kbytes >= 1 )) || { echo "emulated-hosts: --flow-rate $flow_rate is too low" >&2; exit 2; }
+fi
 
 if [[ $(id -u) -ne 0 ]]; then
   echo "emulated-hosts: skipped: network namespaces need root (uid $(id -u))" >&2; exit 77
+fi
+if [[ -n "$flow_rate" ]] && ! command -v iptables >/dev/null; then
+  echo "emulated-hosts: skipped: --flow-rate needs iptables (apt-get install iptables)" >&2; exit 77
 fi
 prefix="rl$$x"
 switch_ns="${prefix}sw"
@@ -95,6 +117,12 @@ for ((i = 0; i < hosts; i++)); do
   ip -n "$ns" link set lo up || fail "cannot bring up host $i's loopback"
   limit "$ns" eth0
   limit "$switch_ns" "p$i"
+  if [[ -n "$flow_kbytes" ]]; then
+    ip netns exec "$ns" iptables -A OUTPUT -o eth0 -p tcp -m hashlimit --hashlimit-name flows \
+      --hashlimit-mode srcip,srcport,dstip,dstport --hashlimit-above "${flow_kbytes}kb/s" \
+      --hashlimit-burst "$((flow_kbytes + 1))kb" -j DROP ||
+      fail "iptables hashlimit $flow_rate per flow in $ns failed"
+  fi
 done
 
 # Every host resolves every host's name (`ip netns exec` mounts /etc/netns/NS/hosts over
