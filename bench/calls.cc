@@ -1,11 +1,6 @@
 #include "bench/calls.h"
 
 namespace ringlet::bench {
-namespace {
-
-bool sendsFirst(const Communicator& comm) { return comm.rank() % 2 == 0; }
-
-}  // namespace
 
 void callRinglet(Communicator& comm, BenchOp op, const CallArgs& a) {
   switch (op) {
@@ -39,13 +34,7 @@ void callRinglet(Communicator& comm, BenchOp op, const CallArgs& a) {
     case BenchOp::kSendRecv: {
       const int next = sendPeer(comm.rank(), comm.size());
       const int prev = recvPeer(comm.rank(), comm.size());
-      if (sendsFirst(comm)) {
-        comm.send(a.send, a.count, a.type, next);
-        comm.recv(a.recv, a.count, a.type, prev);
-      } else {
-        comm.recv(a.recv, a.count, a.type, prev);
-        comm.send(a.send, a.count, a.type, next);
-      }
+      comm.sendrecv(a.send, a.count, next, a.recv, a.count, prev, a.type);
       return;
     }
   }
@@ -83,13 +72,7 @@ void issueRinglet(Communicator& comm, BenchOp op, const CallArgs& a, std::vector
     case BenchOp::kSendRecv: {
       const int next = sendPeer(comm.rank(), comm.size());
       const int prev = recvPeer(comm.rank(), comm.size());
-      if (sendsFirst(comm)) {
-        works.push_back(comm.sendAsync(a.send, a.count, a.type, next));
-        works.push_back(comm.recvAsync(a.recv, a.count, a.type, prev));
-      } else {
-        works.push_back(comm.recvAsync(a.recv, a.count, a.type, prev));
-        works.push_back(comm.sendAsync(a.send, a.count, a.type, next));
-      }
+      works.push_back(comm.sendrecvAsync(a.send, a.count, next, a.recv, a.count, prev, a.type));
       return;
     }
   }

@@ -135,7 +135,7 @@ Runner::Loop Runner::timeLoop(Impl impl, BenchOp op, const Shape& shape, bool in
   const auto start = Clock::now();
   if (async) {
     std::vector<Work> works;
-    works.reserve(static_cast<size_t>(loop.iters) * (op == BenchOp::kSendRecv ? 2 : 1));
+    works.reserve(static_cast<size_t>(loop.iters));
     for (int i = 0; i < loop.iters; ++i) issueRinglet(comm_, op, a, works);
     for (const Work& work : works) work.wait();
   } else {

@@ -72,7 +72,7 @@ void printTableHeader(std::FILE* out, const RunInfo& info, BenchOp op) {
   const std::string algorithm = algorithmOf(info.algorithms, op);
   const std::string about =
       op == BenchOp::kSendRecv
-          ? std::string("ring shift: rank r sends to r+1, receives from r-1")
+          ? std::string("ring shift: rank r sends to r+1 while it receives from r-1 (sendrecv)")
           : fmt::format("algorithm {}", algorithm == "auto" ? "auto" : algorithm + " (forced)");
   std::string groups = fmt::format("#\n# {}: {}\n# {:>45}", toString(op), about, "");
   std::string names =

@@ -314,6 +314,17 @@ class Communicator {
   Work sendAsync(const void* data, size_t count, DataType type, int peer, int tag = 0);
   Work recvAsync(void* data, size_t count, DataType type, int peer, int tag = 0);
 
+  // Send to `dest` and receive from `source` in one call, both directions moving together (as
+  // MPI_Sendrecv): `sendCount` elements from `send` go out as a send() would send them, and
+  // `recvCount` elements from a send() of `source` (or its sendrecv) arrive in `recv`, the slices
+  // of the two directions taking turns, so two ranks that exchange with each other (or a ring
+  // shift) neither wait for the other's buffers to drain nor take turns with the link. dest and
+  // source may be the same rank; the buffers must not overlap.
+  void sendrecv(const void* send, size_t sendCount, int dest, void* recv, size_t recvCount,
+                int source, DataType type, int tag = 0);
+  Work sendrecvAsync(const void* send, size_t sendCount, int dest, void* recv, size_t recvCount,
+                     int source, DataType type, int tag = 0);
+
   // Split: collective over this communicator (a call in its sequence, like a barrier; every rank
   // calls it, kNoColor ranks too). Ranks that pass the same `color` (>= 0) form a new
   // communicator, ranked by (key, rank here); a rank passing kNoColor gets nullopt. A negative

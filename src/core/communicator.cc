@@ -226,16 +226,55 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
 
 // Point-to-point: a header (what the sender sent, with its per-pair sequence number), then the
 // data in slices that fit the link's messages.
+
+int checkPeer(const char* name, int rank, int size, int peer) {
+  if (peer < 0 || peer >= size || peer == rank) {
+    throw InvalidArgument(fmt::format(
+        "{} on rank {}: peer {} is {}", name, rank, peer,
+        peer == rank ? "this rank" : fmt::format("out of range for world size {}", size)));
+  }
+  return peer;
+}
+
+// The header of a send() to `link`, as the receiver should see it (it names this rank).
+void sendMessageHeader(transport::Link& link, OpHeader header, int self,
+                       const transport::WaitContext& wait) {
+  header.kind = OpKind::kSend;
+  header.root = self;  // the receiver sees who sent it
+  const auto encoded = header.encode();
+  collectives::sendFrom(link, encoded.data(), encoded.size(), wait);
+}
+
+// Takes the next message header from `link` and checks it is the send that `expected` (a recv
+// of `count` elements from that peer, with its sequence number) waits for.
+void receiveMessageHeader(transport::Link& link, const OpHeader& expected, int self,
+                          const transport::WaitContext& wait) {
+  // Any header length: a collective's header here (ranks that disagree) is named as such.
+  OpHeader theirs;
+  size_t got = 0;
+  const std::byte* in = link.recvAny(OpHeader::kWireBytes, &got, wait);
+  const bool ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+  link.release();
+  theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
+  if (!ok || theirs.kind != OpKind::kSend || theirs.seq != expected.seq ||
+      !expected.sameCall(OpHeader{.kind = OpKind::kRecv,
+                                  .type = theirs.type,
+                                  .tag = theirs.tag,
+                                  .count = theirs.count,
+                                  .seq = theirs.seq})) {
+    throw MismatchError(fmt::format(
+        "{}: rank {} posted {} (message #{} from rank {}) but rank {} sent {}", wait.describe(),
+        self, expected.describeCall(), expected.seq, expected.root, expected.root,
+        ok ? fmt::format("{} (message #{})", theirs.describeCall(), theirs.seq)
+           : std::string("something that is not a message header")));
+  }
+}
+
 Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
                              DataType type, int peer, int tag) {
   const char* name = isSend ? "send" : "recv";
   const size_t bytes = detail::checkBuffers(name, impl.rank(), data, data, count, type);
-  if (peer < 0 || peer >= impl.size() || peer == impl.rank()) {
-    throw InvalidArgument(fmt::format(
-        "{} on rank {}: peer {} is {}", name, impl.rank(), peer,
-        peer == impl.rank() ? "this rank"
-                            : fmt::format("out of range for world size {}", impl.size())));
-  }
+  checkPeer(name, impl.rank(), impl.size(), peer);
   const uint64_t seq = isSend ? impl.takeSendSeq(peer) : impl.takeRecvSeq(peer);
   OpHeader header{.kind = isSend ? OpKind::kSend : OpKind::kRecv,
                   .type = type,
@@ -250,38 +289,91 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
     transport::Link& link = group.link(header.root);
     const size_t slice = impl.sliceBytes({&link});
     if (isSend) {
-      OpHeader wire = header;
-      wire.root = self;  // the receiver sees who sent it
-      const auto encoded = wire.encode();
-      collectives::sendFrom(link, encoded.data(), encoded.size(), wait);
+      sendMessageHeader(link, header, self, wait);
       for (size_t offset = 0; offset < bytes; offset += slice) {
         collectives::sendFrom(link, buffer + offset, std::min(slice, bytes - offset), wait);
       }
-      link.flush(wait);  // `encoded` and the caller's buffer may go once this returns
+      link.flush(wait);  // the header and the caller's buffer may go once this returns
       return;
     }
-    // Any header length: a collective's header here (ranks that disagree) is named as such.
-    OpHeader theirs;
-    size_t got = 0;
-    const std::byte* in = link.recvAny(OpHeader::kWireBytes, &got, wait);
-    const bool ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
-    link.release();
-    theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
-    if (!ok || theirs.kind != OpKind::kSend || theirs.seq != header.seq ||
-        !header.sameCall(OpHeader{.kind = OpKind::kRecv,
-                                  .type = theirs.type,
-                                  .tag = theirs.tag,
-                                  .count = theirs.count,
-                                  .seq = theirs.seq})) {
-      throw MismatchError(fmt::format(
-          "{}: rank {} posted {} (message #{} from rank {}) but rank {} sent {}", wait.describe(),
-          self, header.describeCall(), header.seq, header.root, header.root,
-          ok ? fmt::format("{} (message #{})", theirs.describeCall(), theirs.seq)
-             : std::string("something that is not a message header")));
-    }
+    receiveMessageHeader(link, header, self, wait);
     for (size_t offset = 0; offset < bytes; offset += slice) {
       link.recvInto(buffer + offset, std::min(slice, bytes - offset), wait);
     }
+  };
+  return {header, body};
+}
+
+// Both at once: the same messages as a send() to `dest` and a recv() from `source`, each
+// direction sliced as a plain send and recv over its link would, so either end may be a plain
+// call.
+Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_t sendCount,
+                         int dest, void* recv, size_t recvCount, int source, DataType type,
+                         int tag) {
+  const int self = impl.rank();
+  const size_t sendBytes = detail::checkBuffers("sendrecv", self, send, send, sendCount, type);
+  const size_t recvBytes = detail::checkBuffers("sendrecv", self, recv, recv, recvCount, type);
+  checkPeer("sendrecv", self, impl.size(), dest);
+  checkPeer("sendrecv", self, impl.size(), source);
+  const auto* out = static_cast<const std::byte*>(send);
+  auto* in = static_cast<std::byte*>(recv);
+  if (sendBytes > 0 && recvBytes > 0 && out < in + recvBytes && in < out + sendBytes) {
+    throw InvalidArgument(fmt::format(
+        "sendrecv on rank {}: the send buffer ({} bytes) and the receive buffer ({} bytes) "
+        "overlap",
+        self, sendBytes, recvBytes));
+  }
+  const OpHeader sent{.kind = OpKind::kSend,
+                      .type = type,
+                      .root = dest,
+                      .tag = tag,
+                      .count = sendCount,
+                      .seq = impl.takeSendSeq(dest)};
+  const OpHeader expected{.kind = OpKind::kRecv,
+                          .type = type,
+                          .root = source,
+                          .tag = tag,
+                          .count = recvCount,
+                          .seq = impl.takeRecvSeq(source)};
+  OpHeader header{.kind = OpKind::kSendRecv,
+                  .type = type,
+                  .root = dest,
+                  .tag = tag,
+                  .count = sendCount,
+                  .seq = sent.seq,
+                  .source = source,
+                  .recvCount = recvCount};
+  auto body = [&impl, sent, expected, out, sendBytes, in, recvBytes, self](
+                  const collectives::Group& group, const transport::WaitContext& wait) {
+    transport::Link& next = group.link(sent.root);
+    transport::Link& prev = group.link(expected.root);
+    const size_t sendSlice = impl.sliceBytes({&next});
+    const size_t recvSlice = impl.sliceBytes({&prev});
+    // One slice out, then one in, as collectives::exchange, so two sendrecv calls facing each
+    // other never both wait for the other's buffers to drain; but a receive waits only once
+    // everything is sent and takes only what has arrived before, so the other end may also be
+    // a recv() followed by a send() (it reads all of ours before it sends its header).
+    sendMessageHeader(next, sent, self, wait);
+    bool headerIn = false;
+    size_t sentBytes = 0;
+    size_t received = 0;
+    while (sentBytes < sendBytes || received < recvBytes || !headerIn) {
+      if (sentBytes < sendBytes) {
+        const size_t bytes = std::min(sendSlice, sendBytes - sentBytes);
+        collectives::sendFrom(next, out + sentBytes, bytes, wait);
+        sentBytes += bytes;
+      }
+      if (sentBytes < sendBytes && !prev.messageReady()) continue;
+      if (!headerIn) {
+        receiveMessageHeader(prev, expected, self, wait);
+        headerIn = true;
+      } else if (received < recvBytes) {
+        const size_t bytes = std::min(recvSlice, recvBytes - received);
+        prev.recvInto(in + received, bytes, wait);
+        received += bytes;
+      }
+    }
+    next.flush(wait);  // the header and the caller's buffer may go once this returns
   };
   return {header, body};
 }
@@ -345,6 +437,18 @@ Work Communicator::sendAsync(const void* data, size_t count, DataType type, int 
 
 Work Communicator::recvAsync(void* data, size_t count, DataType type, int peer, int tag) {
   auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::sendrecv(const void* send, size_t sendCount, int dest, void* recv,
+                            size_t recvCount, int source, DataType type, int tag) {
+  auto p = prepareSendRecv(*impl_, send, sendCount, dest, recv, recvCount, source, type, tag);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::sendrecvAsync(const void* send, size_t sendCount, int dest, void* recv,
+                                 size_t recvCount, int source, DataType type, int tag) {
+  auto p = prepareSendRecv(*impl_, send, sendCount, dest, recv, recvCount, source, type, tag);
   return impl_->runAsync(p.header, std::move(p.body));
 }
 

@@ -126,13 +126,23 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                     header.name(), header.seq, rank_, brokenReason_));
   }
   const bool collective = isCollective(header.kind);
-  if (!collective && linksByRank_[header.root] == nullptr) {
+  if (!collective) {
     // First message between two ranks that no collective links: connect them now.
-    try {
-      connectPeers({header.root}, Clock::now() + options_.timeout);
-    } catch (const std::exception& e) {
-      fail(rank_, e.what());
-      throw;
+    std::vector<int> missing;
+    for (int peer : {header.root, header.kind == OpKind::kSendRecv ? header.source : -1}) {
+      if (peer >= 0 && linksByRank_[peer] == nullptr &&
+          std::find(missing.begin(), missing.end(), peer) == missing.end()) {
+        missing.push_back(peer);
+      }
+    }
+    std::sort(missing.begin(), missing.end());
+    if (!missing.empty()) {
+      try {
+        connectPeers(missing, Clock::now() + options_.timeout);
+      } catch (const std::exception& e) {
+        fail(rank_, e.what());
+        throw;
+      }
     }
   }
   WaitContext wait{.deadline = Clock::now() + options_.timeout,

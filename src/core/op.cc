@@ -68,6 +68,8 @@ const char* OpHeader::name() const {
       return "send";
     case OpKind::kRecv:
       return "recv";
+    case OpKind::kSendRecv:
+      return "sendrecv";
     case OpKind::kDeviceSetup:
       return "cuda-setup";
     case OpKind::kReduce:
@@ -145,6 +147,9 @@ std::string OpHeader::describeCall() const {
     case OpKind::kRecv:
       return fmt::format("recv(count={}, {}, from rank {}, tag={})", count, toString(type), root,
                          tag);
+    case OpKind::kSendRecv:
+      return fmt::format("sendrecv(count={} to rank {}, count={} from rank {}, {}, tag={})", count,
+                         root, recvCount, source, toString(type), tag);
   }
   return fmt::format("unknown operation {}", static_cast<int>(kind));
 }
@@ -184,6 +189,8 @@ bool OpHeader::sameCall(const OpHeader& o) const {
     case OpKind::kSend:
     case OpKind::kRecv:
       return count == o.count && type == o.type && tag == o.tag;
+    case OpKind::kSendRecv:  // never compared: its messages carry kSend headers
+      return false;
   }
   return false;
 }

@@ -34,13 +34,18 @@ enum class OpKind : uint8_t {
   kAllToAllv = 15,
   kCalibrate = 20,  // the cost model's measurement inside Communicator::create
   kSplit = 16,      // split (tag 0; root: this rank's color, count: its key) or dup (tag 1)
+  // Communicator::sendrecv: never on the wire (its messages carry kSend headers). root: the rank
+  // it sends to, source: the rank it receives from.
+  kSendRecv = 21,
 };
 
 // OpHeader::tag of a kSplit header made by dup() (split() sends 0).
 inline constexpr int32_t kSplitIsDup = 1;
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
-inline bool isCollective(OpKind kind) { return kind != OpKind::kSend && kind != OpKind::kRecv; }
+inline bool isCollective(OpKind kind) {
+  return kind != OpKind::kSend && kind != OpKind::kRecv && kind != OpKind::kSendRecv;
+}
 
 struct OpHeader {
   OpKind kind = OpKind::kBarrier;
@@ -58,6 +63,9 @@ struct OpHeader {
   // The algorithm chosen (collectives::Algorithm; 0 where a call has no choice). Ranks that
   // force different algorithms disagree about the call.
   uint8_t algorithm = 0;
+  // Not sent: sendrecv's second peer (the rank it receives from) and its receive count.
+  int32_t source = -1;
+  uint64_t recvCount = 0;
   // Not sent: the body checks the header itself after its first send (see checkHeader).
   bool earlyData = false;
   // Not sent: the body exchanges headers with its own partners instead of the ring round

@@ -89,6 +89,90 @@ TEST(PointToPoint, EveryPairShmProcesses) {
   });
 }
 
+// sendrecv: a ring shift larger than the socket buffers both ways (both directions at once must
+// not wait on each other), unequal counts, a pair with dest == source, a shift by 3 between
+// ranks that no collective links, the async form, and a plain send/recv on the other end.
+void sendrecvShifts(int rank, int size, std::shared_ptr<Store> store,
+                    const std::string& transport) {
+  Communicator comm = makeComm(rank, size, store, transport);
+  auto countOf = [](int r) { return size_t{1} << 20 | static_cast<size_t>(r) * 1001; };
+  for (int shift : {1, 3}) {
+    if (shift >= size) continue;
+    const int next = (rank + shift) % size, prev = (rank + size - shift) % size;
+    const auto mine = pattern(countOf(rank), rank, next, shift);
+    std::vector<int32_t> got(countOf(prev), -1);
+    comm.sendrecv(mine.data(), mine.size(), next, got.data(), got.size(), prev, DataType::kInt32,
+                  shift);
+    EXPECT_TRUE(got == pattern(countOf(prev), prev, rank, shift))
+        << "rank " << rank << " shift " << shift << " from " << prev;
+  }
+  // Pairs (0,1), (2,3), ...: dest == source, async.
+  const int partner = rank ^ 1;
+  if (partner < size) {
+    const auto mine = pattern(77777, rank, partner, 9);
+    std::vector<int32_t> got(77777, -1);
+    Work work = comm.sendrecvAsync(mine.data(), mine.size(), partner, got.data(), got.size(),
+                                   partner, DataType::kInt32);
+    work.wait();
+    EXPECT_TRUE(got == pattern(77777, partner, rank, 9)) << "rank " << rank;
+    // The other end may be a plain recv and send (several slices each way).
+    std::vector<int32_t> back(300001, -1);
+    const auto out = pattern(300001, rank, partner, 10);
+    if (rank % 2 == 0) {
+      comm.sendrecv(out.data(), out.size(), partner, back.data(), back.size(), partner,
+                    DataType::kInt32, 2);
+    } else {
+      comm.recv(back.data(), back.size(), DataType::kInt32, partner, 2);
+      comm.send(out.data(), out.size(), DataType::kInt32, partner, 2);
+    }
+    EXPECT_TRUE(back == pattern(300001, partner, rank, 10)) << "rank " << rank;
+  }
+  int64_t one = 1;
+  comm.allreduce(&one, 1, DataType::kInt64, ReduceOp::kSum);
+  EXPECT_EQ(one, size);
+}
+
+TEST(PointToPoint, SendRecvLocalThreads) {
+  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    sendrecvShifts(rank, size, store, "local");
+  });
+}
+
+TEST(PointToPoint, SendRecvTcpThreads) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    sendrecvShifts(rank, size, store, "tcp");
+  });
+}
+
+TEST(PointToPoint, SendRecvShmProcesses) {
+  runProcessRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    sendrecvShifts(rank, size, store, "shm");
+  });
+}
+
+TEST(PointToPoint, SendRecvChecksItsArguments) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, "local");
+    std::vector<float> buffer(100);
+    const int peer = 1 - rank;
+    try {
+      comm.sendrecv(buffer.data(), 60, peer, buffer.data() + 50, 50, peer, DataType::kFloat32);
+      ADD_FAILURE() << "overlapping buffers were accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("overlap"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(
+        comm.sendrecv(buffer.data(), 10, rank, buffer.data() + 50, 10, peer, DataType::kFloat32),
+        InvalidArgument);
+    EXPECT_THROW(
+        comm.sendrecv(buffer.data(), 10, peer, buffer.data() + 50, 10, size, DataType::kFloat32),
+        InvalidArgument);
+    // Nothing was sent: the two ranks still agree.
+    comm.sendrecv(buffer.data(), 10, peer, buffer.data() + 50, 10, peer, DataType::kFloat32);
+    comm.barrier();
+  });
+}
+
 TEST(PointToPoint, MismatchedTagIsReportedByTheReceiver) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store, "local");

@@ -265,15 +265,23 @@ TransportEntry transportEntry() {
         return std::make_unique<TcpTransport>(std::move(context));
       },
       .describe = [](const Settings& settings) -> std::string {
+        const int streams = streamsFromSettings(settings);
+        const std::string perPair =
+            streams == 1 ? std::string("; 1 connection per rank pair")
+                         : fmt::format(
+                               "; {} connections per rank pair, large messages striped "
+                               "(RINGLET_SOCKET_STREAMS)",
+                               streams);
         if (const std::string* address = findSetting(settings, "socket_addr")) {
-          return fmt::format("listens on {} (RINGLET_SOCKET_ADDR)", *address);
+          return fmt::format("listens on {} (RINGLET_SOCKET_ADDR){}", *address, perPair);
         }
         if (const std::string* ifname = findSetting(settings, "socket_ifname")) {
-          return fmt::format("listens on {} (RINGLET_SOCKET_IFNAME={})",
-                             net::interfaceAddress(*ifname), *ifname);
+          return fmt::format("listens on {} (RINGLET_SOCKET_IFNAME={}){}",
+                             net::interfaceAddress(*ifname), *ifname, perPair);
         }
         return "listens on 127.0.0.1 when every rank is on one host, else on the interface "
-               "that routes to the store's address";
+               "that routes to the store's address" +
+               perPair;
       },
   };
 }
