@@ -59,7 +59,10 @@ TEST(Info, JsonParsesAndAgreesWithTheLibrary) {
     EXPECT_NE(t["status"].get<std::string>().find("127.0.0.1"), std::string::npos) << t;
     std::vector<std::string> envs;
     for (const auto& o : t["options"]) envs.push_back(o["env"]);
-    EXPECT_EQ(envs, (std::vector<std::string>{"RINGLET_SOCKET_ADDR", "RINGLET_SOCKET_IFNAME"}));
+    EXPECT_EQ(envs, (std::vector<std::string>{"RINGLET_SOCKET_ADDR", "RINGLET_SOCKET_IFNAME",
+                                              "RINGLET_SOCKET_STREAMS"}));
+    EXPECT_NE(t["status"].get<std::string>().find("1 connection per rank pair"), std::string::npos)
+        << t;
   }
   EXPECT_TRUE(tcp) << report["transports"];
 }

@@ -5,6 +5,8 @@
 #   multi_host_test.sh BIN_DIR collectives HOSTS RANKS_PER_HOST ORDER
 #       every collective (ringlet-bench --ops all, small sizes, each checked: #wrong) across
 #       HOSTS hosts with RANKS_PER_HOST ranks each, ranks dealt in ORDER (block or cyclic)
+#   multi_host_test.sh BIN_DIR streams       2 hosts x 2 ranks (cyclic) with 3 tcp streams per
+#       rank pair (RINGLET_SOCKET_STREAMS): collectives and sendrecv up to 4 MiB, striped, checked
 #   multi_host_test.sh BIN_DIR launcher      the variables each rank gets, one MASTER_PORT and job
 #       id for all, a rank failing on one node stopping the others, and the missing-secret error
 #   multi_host_test.sh BIN_DIR link-down     host 1's link cut mid-run: every rank ends with a
@@ -47,6 +49,18 @@ expect_named_error_on_every_rank() {
 }
 
 case "$mode" in
+streams)
+  emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
+    RINGLET_SOCKET_STREAMS=3 $run_line -n 2 --rank-order cyclic \"\$BIN/ringlet-bench\" \
+    --ops allreduce,reducescatter,allgather,broadcast,alltoall,sendrecv -b 8 -e 4M -f 8 -n 2 \
+    -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
+  status=$?
+  cat "$work"/host0.log
+  (( status == 0 )) || { cat "$work"/host*.log >&2; fail "a host exited with status $status"; }
+  grep -hq "tcp .* and 2 more streams" "$work"/host*.log ||
+    { cat "$work"/host*.log >&2; fail "no tcp link reported its 3 streams"; }
+  grep -q "Out of bounds values : 0 OK" "$work/host0.log" || fail "ringlet-bench found wrong data"
+  ;;
 collectives)
   hosts="$1" ranks="$2" order="$3"
   start=$(date +%s)
