@@ -45,7 +45,7 @@ std::string hostPort(const std::string& host, uint16_t port) {
 }
 
 std::vector<std::string> rankEnvironment(const RankPlacement& placement, const StoreEndpoint& store,
-                                         const JobIdentity& job) {
+                                         const JobIdentity& job, const Restarts& restarts) {
   // Ordered by name so every rank sees the same, predictable environment.
   std::map<std::string, std::string> vars;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
@@ -66,6 +66,8 @@ std::vector<std::string> rankEnvironment(const RankPlacement& placement, const S
   vars["RINGLET_JOB_ID"] = job.id;
   vars["RINGLET_JOB_SECRET"] = job.secret;
   vars.erase("RINGLET_JOB_SECRET_FILE");  // its secret is the one above (or replaced by it)
+  vars["TORCHELASTIC_RESTART_COUNT"] = std::to_string(restarts.count);
+  vars["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(restarts.max);
   // Like torchrun: several ranks on one host each get one OpenMP/BLAS thread unless the user
   // says otherwise, so N ranks do not start N thread pools that fight over the cores.
   if (placement.localSize > 1) {

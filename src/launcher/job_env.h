@@ -36,12 +36,19 @@ struct RankPlacement {
   }
 };
 
+// Which start of the job this is (--max-restarts): 0 first, then 1, 2, ...
+struct Restarts {
+  int count = 0;
+  int max = 0;
+};
+
 // ringlet-run's environment with RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
-// NODE_RANK, MASTER_ADDR, MASTER_PORT, RINGLET_STORE_ADDR, RINGLET_JOB_ID and RINGLET_JOB_SECRET
-// set (or replaced) for the rank at `placement`; RINGLET_JOB_SECRET_FILE is removed (the secret
-// is in RINGLET_JOB_SECRET). Entries are "NAME=value".
+// NODE_RANK, MASTER_ADDR, MASTER_PORT, RINGLET_STORE_ADDR, RINGLET_JOB_ID, RINGLET_JOB_SECRET,
+// TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_MAX_RESTARTS (torchrun's names) set (or replaced)
+// for the rank at `placement`; RINGLET_JOB_SECRET_FILE is removed (the secret is in
+// RINGLET_JOB_SECRET). Entries are "NAME=value".
 std::vector<std::string> rankEnvironment(const RankPlacement& placement, const StoreEndpoint& store,
-                                         const JobIdentity& job);
+                                         const JobIdentity& job, const Restarts& restarts = {});
 
 // "host:port", with IPv6 hosts in brackets.
 std::string hostPort(const std::string& host, uint16_t port);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -96,17 +97,22 @@ int takeStopSignal() {
   return std::max(sigtimedwait(&set, nullptr, &zero), 0);
 }
 
-int launch(const LaunchOptions& options) {
-  std::string program = resolveProgram(options.command.front());
-  std::vector<std::vector<int>> binding = planBinding(options);
-  // Before the store's thread: the guardian is forked from a single-threaded launcher.
-  Guardian guardian = Guardian::start();
-
+// One start of the job: its store (or its place among the nodes), its ranks, their supervision.
+// `rankFailed` tells whether it ended because a rank failed here (a restart may follow).
+int runJob(const LaunchOptions& options, const std::string& program,
+           const std::vector<std::vector<int>>& binding, Guardian& guardian,
+           const Restarts& restarts, std::chrono::steady_clock::time_point started,
+           bool& rankFailed) {
   LocalJob local;
   std::unique_ptr<NodeJob> nodes;
   Supervisor::Options supervision;
   supervision.grace = options.grace;
-  supervision.timeout = options.timeout;
+  if (options.timeout) {
+    // --timeout bounds the whole run, restarts included.
+    const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started);
+    supervision.timeout = std::max(*options.timeout - spent, std::chrono::milliseconds(1));
+  }
   if (options.nnodes == 1) {
     local = startLocalJob(options);
   } else {
@@ -128,7 +134,7 @@ int launch(const LaunchOptions& options) {
     nodes->startWatching();
   }
 
-  Supervisor supervisor(supervision, std::move(guardian));
+  Supervisor supervisor(supervision, guardian);
   bool stdinIsTerminal = isatty(STDIN_FILENO) != 0;
   for (int localRank = 0; localRank < options.nproc; ++localRank) {
     const RankPlacement placement{.localRank = localRank,
@@ -140,10 +146,11 @@ int launch(const LaunchOptions& options) {
     spec.rank = placement.globalRank();
     spec.path = program;
     spec.argv = options.command;
-    spec.env = rankEnvironment(placement, local.endpoint, local.identity);
+    spec.env = rankEnvironment(placement, local.endpoint, local.identity, restarts);
     spec.cpus = binding[static_cast<size_t>(localRank)];
     spec.captureOutput = options.prefixOutput;
-    spec.inheritStdin = spec.rank == 0 && !stdinIsTerminal;
+    // Standard input goes to the first start's rank 0 only (a restart cannot replay it).
+    spec.inheritStdin = spec.rank == 0 && !stdinIsTerminal && restarts.count == 0;
     try {
       supervisor.add(spawnRank(spec));
     } catch (const LaunchError& e) {
@@ -152,10 +159,8 @@ int launch(const LaunchOptions& options) {
     }
   }
   const std::string segmentDir = jobSegmentDir();
-  int status = supervisor.run([&] {
-    // Ranks stopped while they set up shared memory leave their segments behind.
-    removeJobSegments(segmentDir, local.identity.id);
-  });
+  int status = supervisor.run([&] { removeJobSegments(segmentDir, local.identity.id); });
+  rankFailed = supervisor.endedByRankFailure();
   if (nodes) {
     int signal = 0;
     const std::string elsewhere = nodes->finish([&] { return (signal = takeStopSignal()) != 0; });
@@ -168,6 +173,24 @@ int launch(const LaunchOptions& options) {
       status = kExitRankFailed;
     }
   }
+  return status;
+}
+
+int launch(const LaunchOptions& options) {
+  std::string program = resolveProgram(options.command.front());
+  std::vector<std::vector<int>> binding = planBinding(options);
+  Guardian guardian = Guardian::start();
+  const auto started = std::chrono::steady_clock::now();
+  int status = kExitOk;
+  for (int restart = 0;; ++restart) {
+    bool rankFailed = false;
+    status = runJob(options, program, binding, guardian, {restart, options.maxRestarts}, started,
+                    rankFailed);
+    if (!rankFailed || restart >= options.maxRestarts) break;
+    std::fprintf(stderr, "ringlet: starting every rank again (restart %d of %d)\n", restart + 1,
+                 options.maxRestarts);
+  }
+  guardian.dismiss();
   return status;
 }
 

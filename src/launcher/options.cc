@@ -108,6 +108,10 @@ ParseResult parseOptions(int argc, char** argv) {
                  "Whole-job wall-clock limit in seconds; on expiry every rank is stopped");
   app.add_option("--grace", graceSeconds,
                  "Seconds between SIGTERM and SIGKILL when stopping ranks (default 5)");
+  app.add_option("--max-restarts,--max_restarts", options.maxRestarts,
+                 "One host: when a rank fails, stop every rank and start them all again, up to "
+                 "this many times (default 0), each time with a fresh store and job id; ranks see "
+                 "TORCHELASTIC_RESTART_COUNT (as under torchrun)");
   app.add_option("--heartbeat-timeout", heartbeatSeconds,
                  "Several hosts: seconds a node's ringlet-run may stay silent before every node "
                  "stops its ranks; node 0's store unanswered for half of it stops the others "
@@ -131,6 +135,16 @@ ParseResult parseOptions(int argc, char** argv) {
   if (options.nproc < 1 || options.nproc > kMaxRanks) {
     return usageError(fmt::format("-n {}: the number of ranks must be between 1 and {}",
                                   options.nproc, kMaxRanks));
+  }
+  if (options.maxRestarts < 0 || options.maxRestarts > kMaxRestarts) {
+    return usageError(fmt::format("--max-restarts {}: must be between 0 and {}",
+                                  options.maxRestarts, kMaxRestarts));
+  }
+  if (options.maxRestarts > 0 && options.nnodes > 1) {
+    return usageError(fmt::format(
+        "--max-restarts {} with --nnodes {}: restarts work on one host only (every host would "
+        "have to restart together); use the scheduler's requeue across hosts",
+        options.maxRestarts, options.nnodes));
   }
   if (options.nnodes < 1 || options.nnodes > kMaxNodes) {
     return usageError(fmt::format("--nnodes {}: the number of hosts must be between 1 and {}",

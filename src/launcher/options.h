@@ -27,11 +27,15 @@ struct LaunchOptions {
   std::chrono::milliseconds grace{5000};             // SIGTERM -> SIGKILL
   // Several hosts: a node silent this long is taken for gone (--heartbeat-timeout).
   std::chrono::milliseconds heartbeatTimeout{10000};
+  // One host: start every rank again (fresh store, job id and secret) this many times when a
+  // rank fails (--max-restarts, as torchrun's).
+  int maxRestarts = 0;
   std::vector<std::string> command;  // program and its arguments
 };
 
 inline constexpr int kMaxRanks = 4096;                    // most ranks -n may ask for
 inline constexpr int kMaxNodes = 4096;                    // most hosts --nnodes may ask for
+inline constexpr int kMaxRestarts = 1000;                 // most --max-restarts may ask for
 inline constexpr uint16_t kDefaultMultiNodePort = 29500;  // torchrun's MASTER_PORT default
 
 // Exit statuses of ringlet-run (also listed in --help).

@@ -56,8 +56,8 @@ std::string signalName(int sig) {
   return fmt::format("SIG{}", abbrev);
 }
 
-Supervisor::Supervisor(Options options, Guardian guardian)
-    : options_(options), guardian_(std::move(guardian)), start_(Clock::now()) {
+Supervisor::Supervisor(Options options, Guardian& guardian)
+    : options_(options), guardian_(guardian), start_(Clock::now()) {
   sigset_t set = launcherSignals();
   signalFd_.reset(signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!signalFd_.valid()) {
@@ -318,7 +318,6 @@ int Supervisor::run(const std::function<void()>& afterRanks) {
     if (o.open()) o.finish();
   }
   if (afterRanks) afterRanks();
-  guardian_.dismiss();
   std::string line = finalLine();
   if (!line.empty()) stderr_.add(line + "\n");
   pumpOutput(flushUntil);

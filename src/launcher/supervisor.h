@@ -48,8 +48,9 @@ class Supervisor {
   // How long the other ranks may take to end on their own after one failed, before SIGTERM.
   static constexpr std::chrono::milliseconds kFailureSettle{1000};
 
-  // `guardian` (may be empty: not started) learns every rank's process group.
-  Supervisor(Options options, Guardian guardian);
+  // `guardian` (may be empty: not started) learns every rank's process group; it outlives the
+  // supervisor (a restarted job uses it again) and is dismissed by its owner.
+  Supervisor(Options options, Guardian& guardian);
 
   // Takes over a started rank (its output pipes, if captured).
   void add(SpawnedRank rank);
@@ -62,6 +63,9 @@ class Supervisor {
   // line to stderr naming why the job ended unsuccessfully, and returns the launcher's exit
   // status (see options.h). `afterRanks` runs once every rank is gone, before that line.
   int run(const std::function<void()>& afterRanks = {});
+  // After run(): the job ended because a rank failed on this node (not a signal to the launcher,
+  // a timeout, a failed start, or another node).
+  bool endedByRankFailure() const { return stopKind_ == StopKind::kRankFailed; }
 
  private:
   enum class StopKind { kNone, kRankFailed, kSignal, kTimeout, kStartup, kRemote };
@@ -83,7 +87,7 @@ class Supervisor {
   std::string finalLine() const;
 
   Options options_;
-  Guardian guardian_;
+  Guardian& guardian_;
   net::Fd signalFd_;
   std::vector<Rank> ranks_;
   OutputSink stdout_{1};

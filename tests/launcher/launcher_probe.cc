@@ -5,6 +5,8 @@
 //   signal DIR RANK SIG      the same, but rank RANK kills itself with signal SIG
 //   ignore-term DIR RANK     the same as fail with code 1, and every rank ignores SIGTERM (it
 //                            prints "got SIGTERM" for each one and goes on)
+//   fail-starts N RANK       print the env line; rank RANK exits 3 in the job's first N starts
+//                            (TORCHELASTIC_RESTART_COUNT < N), every other rank exits 0
 //   sleep SECONDS            print the pid and sleep
 //   output                   "out-line\n" and the partial "out-partial" on stdout, "err-line\n"
 //                            on stderr
@@ -128,11 +130,19 @@ int main(int argc, char** argv) {
     std::string line;
     for (const char* name :
          {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-          "RINGLET_STORE_ADDR", "RINGLET_JOB_ID", "RINGLET_JOB_SECRET"}) {
+          "RINGLET_STORE_ADDR", "RINGLET_JOB_ID", "RINGLET_JOB_SECRET",
+          "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"}) {
       line += std::string(line.empty() ? "" : " ") + name + "=" + env(name);
     }
     say(line);
     return 0;
+  }
+  if (mode == "fail-starts" && argc == 4) {
+    say("start=" + env("TORCHELASTIC_RESTART_COUNT") + " of " + env("TORCHELASTIC_MAX_RESTARTS") +
+        " job=" + env("RINGLET_JOB_ID"));
+    return rank == std::atoi(argv[3]) && envInt("TORCHELASTIC_RESTART_COUNT") < std::atoi(argv[2])
+               ? 3
+               : 0;
   }
   if ((mode == "fail" || mode == "signal") && argc == 5) {
     checkInAndWait(argv[2]);

@@ -86,7 +86,7 @@ TEST(Launcher, EveryRankSeesItsIdentityAndTheJobsStore) {
   std::regex pattern(
       R"(^\[(\d)\] RANK=(\d+) LOCAL_RANK=(\d+) WORLD_SIZE=(\d+) LOCAL_WORLD_SIZE=(\d+) )"
       R"(MASTER_ADDR=(\S+) MASTER_PORT=(\d+) RINGLET_STORE_ADDR=(\S+) RINGLET_JOB_ID=(\S+) )"
-      R"(RINGLET_JOB_SECRET=(\S+)$)");
+      R"(RINGLET_JOB_SECRET=(\S+) TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0$)");
   std::set<int> seen;
   std::set<std::string> secrets, jobIds, stores, masterPorts;
   for (const auto& line : splitLines(r.out)) {
@@ -170,6 +170,43 @@ TEST(Launcher, FailingRankStopsTheOthers) {
   EXPECT_EQ(pids.size(), 4u) << r.out;
   expectAllGone(pids);
   std::filesystem::remove_all(dir);
+}
+
+// --max-restarts: a rank that fails in the first start is started again with every other rank,
+// under a fresh job id, and sees the start's number; the job then succeeds.
+TEST(Launcher, MaxRestartsStartsEveryRankAgain) {
+  ToolResult r = runTool(run({"-n", "2", "--max-restarts", "3", kProbe, "fail-starts", "2", "1"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitOk) << r.err;
+  std::map<std::string, std::set<std::string>> jobsByStart;
+  std::regex pattern(R"(^\[(\d)\] start=(\d) of 3 job=(\S+)$)");
+  for (const auto& line : splitLines(r.out)) {
+    std::smatch m;
+    if (std::regex_match(line, m, pattern)) jobsByStart[m[2]].insert(m[3]);
+  }
+  ASSERT_EQ(jobsByStart.size(), 3u) << r.out;  // starts 0, 1 and 2 (the last succeeds)
+  std::set<std::string> jobs;
+  for (const auto& [start, ids] : jobsByStart) {
+    EXPECT_EQ(ids.size(), 1u) << "start " << start << ": both ranks share one job id";
+    jobs.insert(ids.begin(), ids.end());
+  }
+  EXPECT_EQ(jobs.size(), 3u) << "every start has its own job id: " << r.out;
+  const auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 4u) << r.err;
+  EXPECT_NE(lines[0].find("rank 1 (pid "), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], "ringlet: starting every rank again (restart 1 of 3)");
+  EXPECT_EQ(lines[3], "ringlet: starting every rank again (restart 2 of 3)");
+}
+
+// Restarts used up: the last failure is the job's, with its exit status.
+TEST(Launcher, MaxRestartsUsedUpEndsWithTheFailure) {
+  ToolResult r = runTool(run({"-n", "2", "--max-restarts", "1", kProbe, "fail-starts", "9", "0"}));
+  EXPECT_EQ(r.exitCode, launcher::kExitRankFailed) << r.err;
+  const auto lines = launcherLines(r.err);
+  ASSERT_EQ(lines.size(), 3u) << r.err;
+  EXPECT_EQ(lines[1], "ringlet: starting every rank again (restart 1 of 1)");
+  EXPECT_NE(lines[2].find("rank 0 (pid "), std::string::npos) << lines[2];
+  EXPECT_NE(r.out.find("start=1 of 1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("start=2"), std::string::npos) << r.out;
 }
 
 TEST(Launcher, RankKilledBySignalIsNamed) {
@@ -351,6 +388,10 @@ TEST(Launcher, BadOptionsAreOneClearError) {
            {{"-n", "2", "--heartbeat-timeout", "0.5", kProbe, "env"}, "--heartbeat-timeout 0.5"},
            {{"-n", "2", "--master-port", "70000", kProbe, "env"}, "--master-port 70000"},
            {{"-n", "1", "--nnodes", "0", kProbe, "env"}, "--nnodes 0"},
+           {{"-n", "2", "--max-restarts", "-1", kProbe, "env"}, "--max-restarts -1"},
+           {{"-n", "1", "--nnodes", "2", "--master-addr", "10.0.0.1", "--max-restarts", "1", kProbe,
+             "env"},
+            "restarts work on one host only"},
            {{"-n", "1", "--nnodes", "2", "--node-rank", "2", "--master-addr", "10.0.0.1", kProbe,
              "env"},
             "--node-rank 2 is outside 0..1"},
@@ -420,7 +461,8 @@ TEST(Launcher, TwoNodesShareOneJob) {
       std::smatch m;
       const std::regex line(fmt::format(
           R"(\[{0}\] RANK={0} LOCAL_RANK={1} {2} MASTER_PORT=\d+ RINGLET_STORE_ADDR={3} )"
-          R"(RINGLET_JOB_ID=(\S+) RINGLET_JOB_SECRET={4}\n)",
+          R"(RINGLET_JOB_ID=(\S+) RINGLET_JOB_SECRET={4} TORCHELASTIC_RESTART_COUNT=0 )"
+          R"(TORCHELASTIC_MAX_RESTARTS=0\n)",
           first + local, local, common, endpoint, secret));
       ASSERT_TRUE(std::regex_search(out, m, line)) << "rank " << first + local << ":\n" << out;
       jobs.insert(m[1]);
