@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -27,6 +29,7 @@ struct CliOptions {
   trainer::TrainOptions train;
   std::string checkpoint, resume, csv = "loss.csv", plot = "loss.png", json;
   int64_t checkpointEvery = 0, logEvery = 0, evalEvery = 0, evalBatches = 16;
+  int64_t crashAtStep = 0;  // test hook: the last rank exits with status 3 after this step
   int threads = 0;
   int threadsAsRanks = 0;
   bool noProgress = false;
@@ -127,6 +130,9 @@ int run(int argc, char** argv) {
   app.add_option("--json", o.json,
                  "write the run's speed here as JSON (median ms per training step after "
                  "warm-up, the slowest rank's, and samples/s over all ranks), for benchmarks");
+  app.add_option("--crash-at-step", o.crashAtStep,
+                 "test hook: the last rank exits with status 3 once this step is done (before "
+                 "its checkpoint), to test restarts (ringlet-run --max-restarts)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -314,6 +320,13 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
       windowStart = std::chrono::steady_clock::now();
     }
     progress.update(s.step, fmt::format("loss {:.4f}", s.loss));
+    if (o.crashAtStep > 0 && s.step == o.crashAtStep &&
+        accelerator.processIndex() == accelerator.numProcesses() - 1) {
+      fmt::print(stderr, "ringlet-train: --crash-at-step {}: rank {} exits with status 3\n",
+                 o.crashAtStep, accelerator.processIndex());
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
     if (!o.checkpoint.empty() && o.checkpointEvery > 0 && s.step % o.checkpointEvery == 0) {
       accelerator.saveState(model, o.checkpoint);
     }
