@@ -177,7 +177,8 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
                                                 [&impl, &wait] { impl.checkHeader(wait); });
         return;
       case AllreduceAlgorithm::kRabenseifner:
-        collectives::rabenseifnerAllreduce(group, args, impl.sliceBytes({}), wait);
+        // Ranks dealt over hosts, so the first, largest halvings stay inside a host.
+        collectives::rabenseifnerAllreduce(impl.hostSpread(), args, impl.sliceBytes({}), wait);
         return;
       case AllreduceAlgorithm::kRing: {
         // In host order, so that it enters and leaves each host once; rank order when the ranks
@@ -213,7 +214,9 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
       return;
     }
     if (algorithm == collectives::Algorithm::kTree) {
-      collectives::treeBroadcast(group, data, bytes, root, impl.sliceBytes({}), wait);
+      // In host order: each subtree below the top levels stays on one host.
+      collectives::treeBroadcast(impl.hostRing(), data, bytes, impl.ringPlaceOf(root),
+                                 impl.sliceBytes({}), wait);
     } else {
       // Along the ring in host order (host_ring.h), so it enters and leaves each host once.
       const collectives::Group& ring = impl.hostRing();

@@ -122,8 +122,10 @@ class CommunicatorImpl {
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
-  // The group the ring all-reduce runs on: ranks ordered by host (host_ring.h), `rank` being this
-  // rank's place in that ring. The same as the rank-order group unless ranksReordered().
+  // The group the rings, chains and trees of all-reduce, reduce-scatter, all-gather, broadcast and
+  // reduce run on: ranks ordered by host (host_ring.h), `rank` being this rank's place in that
+  // order, with links to the places a binomial tree needs. The same as the rank-order group
+  // unless ringReordered().
   const collectives::Group& hostRing() const { return hostRing_; }
   bool ringReordered() const { return ringReordered_; }
   // Ring place -> rank of hostRing().
@@ -134,6 +136,10 @@ class CommunicatorImpl {
     return static_cast<int>(std::find(ringOrder_.begin(), ringOrder_.end(), rank) -
                             ringOrder_.begin());
   }
+  // The group recursive halving (Rabenseifner) runs on: ranks dealt over the hosts
+  // (hostSpreadOrder), so its largest exchanges stay inside a host. The rank-order group when
+  // that order is rank order (one host, or ranks already dealt cyclically).
+  const collectives::Group& hostSpread() const { return hostSpread_; }
   // Every link of this communicator (grows when connectAllPeers adds some).
   std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
@@ -189,7 +195,11 @@ class CommunicatorImpl {
   std::vector<int> ringOrder_;                  // ring position -> rank (host_ring.h)
   std::vector<transport::Link*> linksByPlace_;  // by ring position, null where none
   collectives::Group hostRing_;
-  bool ringReordered_ = false;  // ringOrder_ is not rank order
+  bool ringReordered_ = false;                        // ringOrder_ is not rank order
+  std::vector<int> spreadOrder_;                      // place -> rank (hostSpreadOrder)
+  std::vector<transport::Link*> linksBySpreadPlace_;  // by spread place, null where none
+  collectives::Group hostSpread_;
+  bool spreadReordered_ = false;  // spreadOrder_ is not rank order
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
   // Reduced straight out of (as int64 or double): aligned like any allocation.
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};

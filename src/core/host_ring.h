@@ -20,4 +20,13 @@ namespace ringlet::detail {
 // Position -> rank, from every rank's peer record (the same on every rank).
 std::vector<int> hostOrderedRing(const std::vector<transport::PeerInfo>& infos);
 
+// The ranks dealt over the hosts instead: the first rank of every host (hosts in the order
+// above), then the second of every host, and so on. With H hosts of R ranks each, place p holds
+// the (p / H)-th rank of host p % H, so places size/2, size/4, ... apart (recursive halving's
+// first and largest exchanges) share a host until the distance falls below H:
+//
+//   2 hosts A (ranks 0 1) and B (2 3), by host:  0 1 2 3    spread:  0 2 1 3
+//   halving at distance 2 pairs places 0-2 and 1-3: ranks 0-1 (A) and 2-3 (B)
+std::vector<int> hostSpreadOrder(const std::vector<transport::PeerInfo>& infos);
+
 }  // namespace ringlet::detail

@@ -181,23 +181,47 @@ void CommunicatorImpl::connectInitialLinks(transport::Deadline deadline) {
   activeLinks_.reserve(size_);
   std::vector<int> peers = peersNeeded(rank_, size_);
   int place = 0;
+  int spreadPlace = 0;
   linksByPlace_.assign(size_, nullptr);
+  linksBySpreadPlace_.assign(size_, nullptr);
   if (size_ > 1) {
-    ringOrder_ = hostOrderedRing(infos_);
-    place = static_cast<int>(std::find(ringOrder_.begin(), ringOrder_.end(), rank_) -
-                             ringOrder_.begin());
-    for (int neighbour :
-         {ringOrder_[(place + 1) % size_], ringOrder_[(place + size_ - 1) % size_]}) {
-      if (neighbour != rank_ && std::find(peers.begin(), peers.end(), neighbour) == peers.end()) {
-        peers.push_back(neighbour);
+    auto addPeer = [&](int peer) {
+      if (peer != rank_ && std::find(peers.begin(), peers.end(), peer) == peers.end()) {
+        peers.push_back(peer);
       }
+    };
+    auto placeIn = [&](const std::vector<int>& order) {
+      return static_cast<int>(std::find(order.begin(), order.end(), rank_) - order.begin());
+    };
+    ringOrder_ = hostOrderedRing(infos_);
+    place = placeIn(ringOrder_);
+    ringReordered_ = !std::is_sorted(ringOrder_.begin(), ringOrder_.end());
+    addPeer(ringOrder_[(place + 1) % size_]);
+    addPeer(ringOrder_[(place + size_ - 1) % size_]);
+    // The trees and log-step schedules in host order talk to places 2^k apart: the same
+    // (symmetric) pairs as in rank order, through the order.
+    if (ringReordered_) {
+      for (int q : peersNeeded(place, size_)) addPeer(ringOrder_[q]);
+    }
+    spreadOrder_ = hostSpreadOrder(infos_);
+    spreadPlace = placeIn(spreadOrder_);
+    spreadReordered_ = !std::is_sorted(spreadOrder_.begin(), spreadOrder_.end());
+    if (spreadReordered_) {
+      for (int q : peersNeeded(spreadPlace, size_)) addPeer(spreadOrder_[q]);
     }
     std::sort(peers.begin(), peers.end());
     connectPeers(peers, deadline);
   }
   group_ = collectives::Group{rank_, size_, linksByRank_};
-  ringReordered_ = size_ > 1 && !std::is_sorted(ringOrder_.begin(), ringOrder_.end());
   hostRing_ = ringReordered_ ? collectives::Group{place, size_, linksByPlace_} : group_;
+  hostSpread_ =
+      spreadReordered_ ? collectives::Group{spreadPlace, size_, linksBySpreadPlace_} : group_;
+  if (spreadReordered_ && rank_ == 0) {
+    log::info(
+        "recursive halving on ranks dealt over hosts (ranks {}), its largest exchanges "
+        "inside a host",
+        fmt::join(spreadOrder_, " "));
+  }
   if (ringReordered_ && rank_ == 0) {
     log::info("ring all-reduce in host order (ranks {}), so it enters and leaves each host once",
               fmt::join(ringOrder_, " "));
@@ -207,6 +231,10 @@ void CommunicatorImpl::connectInitialLinks(transport::Deadline deadline) {
 void CommunicatorImpl::refreshHostRing() {
   for (size_t place = 0; place < ringOrder_.size() && place < linksByPlace_.size(); ++place) {
     linksByPlace_[place] = linksByRank_[ringOrder_[place]];
+  }
+  for (size_t place = 0; place < spreadOrder_.size() && place < linksBySpreadPlace_.size();
+       ++place) {
+    linksBySpreadPlace_[place] = linksByRank_[spreadOrder_[place]];
   }
 }
 

@@ -82,7 +82,10 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
       return;
     }
     if (algorithm == collectives::Algorithm::kTree) {
-      return collectives::treeReduce(group, args, impl.sliceBytes({}), wait);
+      // In host order: each subtree below the top levels stays on one host.
+      collectives::ReduceArgs inHostOrder = args;
+      inHostOrder.root = impl.ringPlaceOf(args.root);
+      return collectives::treeReduce(impl.hostRing(), inHostOrder, impl.sliceBytes({}), wait);
     }
     // Along the ring in host order (host_ring.h), so it enters and leaves each host once.
     const collectives::Group& ring = impl.hostRing();

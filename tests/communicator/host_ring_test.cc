@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,37 @@ TEST(HostRing, CyclicPlacementEntersEachHostOnce) {
     crossings += infos[order[i]].hostId != infos[order[(i + 1) % order.size()]].hostId;
   }
   EXPECT_EQ(crossings, 3);
+}
+
+TEST(HostSpread, RanksAreDealtOverTheHosts) {
+  EXPECT_EQ(hostSpreadOrder(onHosts("AABB")), (std::vector<int>{0, 2, 1, 3}));
+  EXPECT_EQ(hostSpreadOrder(onHosts("AABBCCDD")), (std::vector<int>{0, 2, 4, 6, 1, 3, 5, 7}));
+  // Already dealt cyclically, or one host, or one rank per host: rank order.
+  EXPECT_EQ(hostSpreadOrder(onHosts("ABAB")), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(hostSpreadOrder(onHosts("AAAA")), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(hostSpreadOrder(onHosts("ABCD")), (std::vector<int>{0, 1, 2, 3}));
+  // Hosts of different sizes: the larger hosts' last ranks come last.
+  EXPECT_EQ(hostSpreadOrder(onHosts("AAABB")), (std::vector<int>{0, 3, 1, 4, 2}));
+}
+
+// Recursive halving on the spread order: with H hosts of R ranks, the exchanges at distances
+// size/2 .. H (the largest) stay inside a host, only those below H cross.
+TEST(HostSpread, LargestHalvingsStayInsideAHost) {
+  for (const std::string hosts : {"AABB", "AAAABBBB", "AABBCCDD", "ABABABAB", "AAAABBBBCCCCDDDD"}) {
+    const auto infos = onHosts(hosts);
+    const std::vector<int> order = hostSpreadOrder(infos);
+    const int n = static_cast<int>(order.size());
+    std::set<std::string> distinct;
+    for (const auto& info : infos) distinct.insert(info.hostId);
+    const int h = static_cast<int>(distinct.size());
+    for (int distance = n / 2; distance >= 1; distance /= 2) {
+      bool crosses = false;
+      for (int p = 0; p < n; ++p) {
+        crosses |= infos[order[p]].hostId != infos[order[p ^ distance]].hostId;
+      }
+      EXPECT_EQ(crosses, distance < h) << hosts << " distance " << distance;
+    }
+  }
 }
 
 }  // namespace

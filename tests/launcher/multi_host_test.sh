@@ -101,6 +101,31 @@ collectives)
     grep -q "ring all-reduce in host order (ranks ${expected% })" "$work/ring0.log" ||
       { cat "$work/ring0.log" >&2; fail "the ring all-reduce is not in host order (${expected% })"; }
   fi
+  if (( ranks > 1 )); then
+    # Host-aware log-step schedules: Rabenseifner on the ranks dealt over hosts (its largest
+    # halvings inside a host: a reordering in block order), the trees of broadcast and reduce in
+    # host order (a reordering in cyclic order), from roots 1 and the last rank.
+    for root in 1 $((world - 1)); do
+      emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
+        $run_line -n $ranks --rank-order $order \"\$BIN/ringlet-bench\" \
+        --ops allreduce,broadcast,reduce --algo allreduce:rabenseifner,broadcast:tree,reduce:tree \
+        --root $root -b 8 -e 1M -f 16 -n 2 -w 1 >\"\$WORK/tree\$EMU_NODE.log\" 2>&1" ||
+        { cat "$work"/tree*.log >&2; fail "rabenseifner and the trees from root $root failed"; }
+      grep -q "Out of bounds values : 0 OK" "$work/tree0.log" ||
+        { cat "$work/tree0.log" >&2; fail "rabenseifner or a tree gave wrong data"; }
+      grep -q "allreduce: algorithm rabenseifner (forced)" "$work/tree0.log" ||
+        { cat "$work/tree0.log" >&2; fail "rabenseifner was not the algorithm run"; }
+    done
+    if [[ "$order" == block ]]; then
+      expected=""
+      for ((l = 0; l < ranks; l++)); do
+        for ((h = 0; h < hosts; h++)); do expected+="$((h * ranks + l)) "; done
+      done
+      grep -q "recursive halving on ranks dealt over hosts (ranks ${expected% })" \
+        "$work/tree0.log" ||
+        { cat "$work/tree0.log" >&2; fail "the halving is not on ranks dealt over hosts"; }
+    fi
+  fi
   echo "ok: ${hosts} hosts x ${ranks} ranks ($order) in $(( $(date +%s) - start )) s"
   ;;
 launcher)
