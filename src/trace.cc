@@ -86,6 +86,21 @@ void Recorder::step(const Step& step, Clock::time_point start, Clock::time_point
   append(e);
 }
 
+void Recorder::pointToPoint(const char* name, int to, int from, uint64_t seq, uint64_t bytes,
+                            Clock::time_point start, Clock::time_point end) {
+  if (full()) return;
+  Event e;
+  e.step.name = name;
+  e.step.to = to;
+  e.step.from = from;
+  e.step.bytes = bytes;
+  e.seq = seq;
+  e.startNs = nanoseconds(start);
+  e.endNs = nanoseconds(end);
+  e.isPointToPoint = true;
+  append(e);
+}
+
 void Recorder::append(const Event& e) {
   if (events_ % kChunkEvents == 0) chunks_.push_back(std::make_unique<Event[]>(kChunkEvents));
   chunks_.back()[events_ % kChunkEvents] = e;
@@ -115,7 +130,9 @@ void Recorder::write() {
              "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{0},\"tid\":0,"
              "\"args\":{{\"name\":\"collectives\"}}}},\n"
              "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{0},\"tid\":1,"
-             "\"args\":{{\"name\":\"steps\"}}}}",
+             "\"args\":{{\"name\":\"steps\"}}}},\n"
+             "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{0},\"tid\":2,"
+             "\"args\":{{\"name\":\"point-to-point\"}}}}",
              rank_);
   for (size_t i = 0; i < events_; ++i) {
     const Event& e = chunks_[i / kChunkEvents][i % kChunkEvents];
@@ -128,6 +145,14 @@ void Recorder::write() {
                  "\"bytes\":{}}}}}",
                  escaped(e.step.name), rank_, ts, dur, e.call, e.seq, escaped(e.algorithm),
                  e.step.bytes);
+      continue;
+    }
+    if (e.isPointToPoint) {
+      fmt::print(
+          f,
+          ",\n{{\"name\":\"{}\",\"cat\":\"p2p\",\"ph\":\"X\",\"pid\":{},\"tid\":2,"
+          "\"ts\":{},\"dur\":{},\"args\":{{\"seq\":{},\"to\":{},\"from\":{},\"bytes\":{}}}}}",
+          e.step.name, rank_, ts, dur, e.seq, e.step.to, e.step.from, e.step.bytes);
       continue;
     }
     const Step& s = e.step;

@@ -1,9 +1,9 @@
 #pragma once
 // Trace mode (RINGLET_TRACE=path): every collective a communicator runs, and inside it every step
 // of its schedule (which chunk goes to whom, comes from whom, is reduced), with bytes and
-// timestamps, written as a Chrome trace-event JSON file per rank (opens in Perfetto and
-// chrome://tracing; `ringlet-trace merge` joins the ranks' files, `ringlet-trace plot` draws
-// them).
+// timestamps, and every point-to-point call (send, recv, sendrecv: peers and bytes), written as a
+// Chrome trace-event JSON file per rank (opens in Perfetto and chrome://tracing; `ringlet-trace
+// merge` joins the ranks' files, `ringlet-trace plot` draws them).
 //
 // The communicator owns one Recorder when tracing is on and hands it to the algorithms in
 // transport::WaitContext::trace; off, that pointer is null and a step costs one test of it.
@@ -58,6 +58,11 @@ class Recorder {
   void collective(const char* name, std::string_view algorithm, uint64_t seq, uint64_t bytes,
                   Clock::time_point start, Clock::time_point end);
   void step(const Step& step, Clock::time_point start, Clock::time_point end);
+  // A point-to-point call ("send", "recv", "sendrecv"; a string literal): the rank it sent to
+  // and the one it received from (-1: none), its per-pair sequence number, the bytes sent and
+  // received. Not a call in the collectives' numbering (other ranks need not make it).
+  void pointToPoint(const char* name, int to, int from, uint64_t seq, uint64_t bytes,
+                    Clock::time_point start, Clock::time_point end);
 
   // Writes everything recorded so far (the destructor calls it); throws IoError naming the file.
   void write();
@@ -72,6 +77,7 @@ class Recorder {
     int64_t startNs = 0;
     int64_t endNs = 0;
     bool isCollective = false;
+    bool isPointToPoint = false;
   };
   bool full();
   // Appends without ever moving what is stored: a growing vector would copy every event now and

@@ -53,6 +53,9 @@ CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
   connectInitialLinks(deadline);
   forced_ = collectives::parseForced(options_.algorithms);
   if (options_.costModel) model_ = *options_.costModel;
+  if (!options_.trace.empty()) {  // split() gave the child a path of its own
+    trace_ = std::make_unique<trace::Recorder>(options_.trace, rank_, size_, self_.hostId);
+  }
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
@@ -153,23 +156,36 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                    .cancelled = &cancelled_,
                    .trace = collective ? trace_.get() : nullptr};
   Clock::time_point started;
-  if (wait.trace != nullptr) {
+  if (trace_ != nullptr) {
     started = Clock::now();
-    wait.trace->beginCall(header.seq);
+    if (collective) wait.trace->beginCall(header.seq);
   }
-  // Records the call when tracing (collectives only), however it ends.
+  // Records the call when tracing, however it ends: a collective with its steps (wait.trace),
+  // a point-to-point call on its own (outside the collectives' numbering).
   struct TraceCall {
     trace::Recorder* recorder;
     const OpHeader& header;
     Clock::time_point start;
+    bool collective;
     ~TraceCall() {
       if (recorder == nullptr) return;
-      const size_t bytes = header.count * elementSize(header.type);
+      const size_t element = elementSize(header.type);
+      if (!collective) {
+        const bool sends = header.kind != OpKind::kRecv;
+        const int to = sends ? header.root : -1;
+        const int from = header.kind == OpKind::kRecv       ? header.root
+                         : header.kind == OpKind::kSendRecv ? header.source
+                                                            : -1;
+        const uint64_t bytes =
+            (header.count + (header.kind == OpKind::kSendRecv ? header.recvCount : 0)) * element;
+        recorder->pointToPoint(header.name(), to, from, header.seq, bytes, start, Clock::now());
+        return;
+      }
       recorder->collective(
           header.name(), collectives::nameOf(static_cast<collectives::Algorithm>(header.algorithm)),
-          header.seq, bytes, start, Clock::now());
+          header.seq, header.count * element, start, Clock::now());
     }
-  } traceCall{wait.trace, header, started};
+  } traceCall{trace_.get(), header, started, collective};
   try {
     running_ = header;
     if (collective && size_ > 1 && !header.selfChecked) {

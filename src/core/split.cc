@@ -118,6 +118,9 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key,
   // The parent's model, measured and agreed on the same hosts and transports, unless the
   // options give one: a child does not measure again.
   if (!options.costModel) options.costModel = model_;
+  // Traced, the child writes files of its own (its ranks are numbered anew): the path gets
+  // ".split<seq>-color<color>", the same on the child's ranks and unlike any sibling's.
+  if (!options.trace.empty()) options.trace += fmt::format(".split{}-color{}", seq, color);
   return std::make_unique<CommunicatorImpl>(std::move(lineage), std::move(options));
 }
 

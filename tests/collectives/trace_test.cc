@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,6 +147,104 @@ TEST(Trace, EveryCallIsRecordedWithItsAlgorithmAndStepsInsideIt) {
     // Recursive doubling over 3 ranks: its exchanges are steps too.
     EXPECT_FALSE(stepsOf(trace, "allreduce").empty());
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Point-to-point calls are recorded apart ("p2p", with their peers and bytes), and do not shift
+// the numbering of the collectives that every rank shares.
+TEST(Trace, PointToPointCallsAreRecordedWithTheirPeers) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm =
+        Communicator::create(Bootstrap::forThread(rank, size, store), traced(dir + "/p2p"));
+    std::vector<float> out(1000, 1.0f), in(1000), back(500);
+    if (rank == 0) comm.send(out.data(), 1000, DataType::kFloat32, 1, 5);
+    if (rank == 1) comm.recv(in.data(), 1000, DataType::kFloat32, 0, 5);
+    // Rank 1 sends 500 and receives 250, rank 2 the other way round.
+    if (rank > 0) {
+      const size_t sent = rank == 1 ? 500 : 250;
+      comm.sendrecv(out.data(), sent, 3 - rank, back.data(), 750 - sent, 3 - rank,
+                    DataType::kFloat32);
+    }
+    comm.allreduce(std::span(out), ReduceOp::kSum);
+  });
+  std::vector<uint64_t> allreduceCalls;
+  for (int r = 0; r < 3; ++r) {
+    const json trace = readTrace(dir + "/p2p.rank" + std::to_string(r) + ".json");
+    std::vector<json> p2p;
+    for (const json& e : trace["traceEvents"]) {
+      if (e.value("cat", "") == "p2p") p2p.push_back(e);
+      if (e.value("cat", "") == "collective" &&
+          e["name"].get<std::string>().rfind("allreduce", 0) == 0) {
+        allreduceCalls.push_back(e["args"]["call"]);
+      }
+    }
+    std::vector<std::string> names;
+    for (const json& e : p2p) names.push_back(e["name"]);
+    if (r == 0) {
+      ASSERT_EQ(names, std::vector<std::string>{"send"});
+      EXPECT_EQ(p2p[0]["args"]["to"], 1);
+      EXPECT_EQ(p2p[0]["args"]["from"], -1);
+      EXPECT_EQ(p2p[0]["args"]["bytes"], 4000);
+      EXPECT_EQ(p2p[0]["tid"], 2);
+    } else if (r == 1) {
+      ASSERT_EQ(names, (std::vector<std::string>{"recv", "sendrecv"}));
+      EXPECT_EQ(p2p[0]["args"]["from"], 0);
+      EXPECT_EQ(p2p[0]["args"]["to"], -1);
+      EXPECT_EQ(p2p[1]["args"]["to"], 2);
+      EXPECT_EQ(p2p[1]["args"]["from"], 2);
+      EXPECT_EQ(p2p[1]["args"]["bytes"], (500 + 250) * 4);
+    } else {
+      ASSERT_EQ(names, std::vector<std::string>{"sendrecv"});
+      EXPECT_EQ(p2p[0]["args"]["to"], 1);
+      EXPECT_EQ(p2p[0]["args"]["from"], 1);
+    }
+  }
+  ASSERT_EQ(allreduceCalls.size(), 3u);
+  EXPECT_EQ(allreduceCalls[0], allreduceCalls[1]);
+  EXPECT_EQ(allreduceCalls[0], allreduceCalls[2]);
+  std::filesystem::remove_all(dir);
+}
+
+// A sub-communicator (split, dup) traces into files of its own: its ranks are numbered anew, so
+// sharing the parent's path would overwrite the parent's files.
+TEST(Trace, SubCommunicatorsWriteFilesOfTheirOwn) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm =
+        Communicator::create(Bootstrap::forThread(rank, size, store), traced(dir + "/sub"));
+    std::vector<int32_t> a(100, rank);
+    comm.allreduce(std::span(a), ReduceOp::kSum);
+    std::optional<Communicator> half = comm.split(rank % 2, rank);
+    ASSERT_TRUE(half.has_value());
+    std::vector<int32_t> b(300, rank);
+    half->allgather(b.data() + half->rank() * 150, b.data(), 150, DataType::kInt32);
+  });
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    files.push_back(entry.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 8u) << ::testing::PrintToString(files);
+  for (int r = 0; r < 4; ++r) {
+    const json parent = readTrace(dir + "/sub.rank" + std::to_string(r) + ".json");
+    EXPECT_EQ(parent["otherData"]["size"], 4);
+    bool split = false;
+    for (const json& e : parent["traceEvents"]) {
+      split |=
+          e.value("cat", "") == "collective" && e["name"].get<std::string>().rfind("split", 0) == 0;
+    }
+    EXPECT_TRUE(split) << "rank " << r << "'s file lacks the split";
+  }
+  int children = 0;
+  for (const std::string& name : files) {
+    if (name.find(".split") == std::string::npos) continue;
+    ++children;
+    const json child = readTrace(dir + "/" + name);
+    EXPECT_EQ(child["otherData"]["size"], 2) << name;
+    EXPECT_FALSE(stepsOf(child, "allgather").empty()) << name;
+  }
+  EXPECT_EQ(children, 4);
   std::filesystem::remove_all(dir);
 }
 
