@@ -28,6 +28,16 @@
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1
 //
+// Across H hosts of R ranks each (H > 1, a power of two dividing p = n), beta is the rate of one
+// flow between hosts (the calibration shifts around the host-ordered ring, which crosses each
+// host's link once), and the all-reduce rows price the bytes that leave a host instead of all:
+//
+//   ring (host order)            unchanged: each host's link carries one flow of 2(n-1)/n m
+//   rabenseifner (ranks dealt    the halvings at distances below H cross, R flows on a host's
+//     over hosts)                link: 2(H-1)/H m b, plus one slice's fill per crossing round,
+//                                2 log2(H) min(m/H, s) b; the larger ones stay inside the host,
+//                                at about a copy at each end: 2(p-H)/p m (2 d)
+//
 // b1 is the one-way rate (a rank that only sends or only receives; about b/2 on shared memory
 // and loopback, where both ends copy); s = min(m, slice): one way, a slice is copied in at one
 // end before it is copied out at the other, which fills the pipeline. b, b1, g and d are scaled by
@@ -222,7 +232,7 @@ double memoryScale(const CostModel& model, double workingSetBytes) {
 }
 
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
-                      size_t sliceBytes, const CostModel& model) {
+                      size_t sliceBytes, const CostModel& model, int hosts) {
   if (size <= 1) return 0;
   const double n = size;
   const double m = static_cast<double>(bytes);
@@ -249,6 +259,15 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         case Algorithm::kRecursiveDoubling:
           return (L + 2 * e) * a + (L + 2 * e) * m * b + (L + e) * m * g;
         case Algorithm::kRabenseifner:  // its sends copy into the link; the ring's are fused
+          if (hosts > 1 && e == 0 && p % hosts == 0 && (hosts & (hosts - 1)) == 0) {
+            const double h = hosts;
+            // Each crossing halving's message arrives whole before the next one starts: a
+            // pipeline fill of one slice per crossing round (the ring fills its pipeline once).
+            const double crossing = 2 * std::log2(h);
+            return 2 * L * a + 2 * (h - 1) / h * m * b + crossing * std::min(m / h, slice) * b +
+                   2 * (p - h) / p * m * (2 * d) + (p - 1.0) / p * m * g +
+                   2 * (p - 1.0) / p * m * d;
+          }
           return (2 * L + 2 * e) * a + (2 * (p - 1.0) / p + 2 * e) * m * b +
                  ((p - 1.0) / p + e) * m * g + 2 * (p - 1.0) / p * m * d;
         default:
@@ -303,12 +322,12 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
 }
 
 Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceBytes,
-                 const CostModel& model, Algorithm forced) {
+                 const CostModel& model, Algorithm forced, int hosts) {
   if (forced != Algorithm::kAuto) return forced;
   Algorithm best = algorithmsOf(collective).front();
   double bestSeconds = std::numeric_limits<double>::infinity();
   for (Algorithm a : algorithmsOf(collective)) {
-    const double seconds = predictSeconds(collective, a, size, bytes, sliceBytes, model);
+    const double seconds = predictSeconds(collective, a, size, bytes, sliceBytes, model, hosts);
     if (seconds < bestSeconds) {
       best = a;
       bestSeconds = seconds;
@@ -318,13 +337,14 @@ Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceByte
 }
 
 AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t inlineBytes,
-                                size_t sliceBytes, const CostModel& model, Algorithm forced) {
+                                size_t sliceBytes, const CostModel& model, Algorithm forced,
+                                int hosts) {
   if (size == 1) return {AllreduceAlgorithm::kLocalCopy};
   const bool headerSized = bytes <= inlineBytes;
   if (headerSized && (forced == Algorithm::kAuto || forced == Algorithm::kRecursiveDoubling)) {
     return {size == 2 ? AllreduceAlgorithm::kInlineExchange : AllreduceAlgorithm::kHeaderDoubling};
   }
-  switch (choose(Collective::kAllreduce, size, bytes, sliceBytes, model, forced)) {
+  switch (choose(Collective::kAllreduce, size, bytes, sliceBytes, model, forced, hosts)) {
     case Algorithm::kRing:
       return {AllreduceAlgorithm::kRing};
     case Algorithm::kRabenseifner:

@@ -71,16 +71,18 @@ using CostModel = ringlet::CostModel;
 // Predicted seconds for `algorithm` running `collective` on `size` ranks. `bytes` is the size
 // nccl-tests names: the buffer (all-reduce, broadcast, reduce), the gathered buffer (all-gather,
 // gather), the scattered one (reduce-scatter, scatter), one rank's send buffer (all-to-all).
-// `sliceBytes`: the pipeline slice of the ring and chain.
+// `sliceBytes`: the pipeline slice of the ring and chain. `hosts`: the hosts the ranks are spread
+// over, the same number on each (1: one host, or an uneven spread, which the model does not
+// price); see the all-reduce rows of select.cc.
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
-                      size_t sliceBytes, const CostModel& model);
+                      size_t sliceBytes, const CostModel& model, int hosts = 1);
 // What a byte costs, relative to the calibrated rates, when a rank's buffers span
 // `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes).
 double memoryScale(const CostModel& model, double workingSetBytes);
 // `forced` when it is not kAuto; else the algorithm the model predicts fastest (ties: the first
 // in algorithmsOf order).
 Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceBytes,
-                 const CostModel& model, Algorithm forced);
+                 const CostModel& model, Algorithm forced, int hosts = 1);
 
 enum class AllreduceAlgorithm {
   kLocalCopy,          // one rank: copy send to recv
@@ -102,7 +104,8 @@ struct AllreduceChoice {
 // All-reduce: data that fits a call header (`inlineBytes`) rides in headers (recursive
 // doubling), unless another algorithm is forced; above that the model chooses.
 AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t inlineBytes,
-                                size_t sliceBytes, const CostModel& model, Algorithm forced);
+                                size_t sliceBytes, const CostModel& model, Algorithm forced,
+                                int hosts = 1);
 
 // Pipeline slice for the ring and chain over `links`: `segmentBytes` (0: 512 KiB), capped by
 // every link's largest message, at least 64 bytes.

@@ -188,12 +188,14 @@ void CommunicatorImpl::calibrate() {
   for (const transport::PeerInfo& info : infos_) {
     if (!info.hostId.empty() && info.hostId == infos_[rank_].hostId) ++hostRanks;
   }
-  runBlocking(
-      OpHeader{.kind = OpKind::kCalibrate},
-      [this, hostRanks](const collectives::Group& group, const transport::WaitContext& wait) {
-        model_ = measure(group, sliceBytes({&group.next(), &group.prev()}),
-                         std::max(1, options_.calibrationEffort), hostRanks, wait);
-      });
+  runBlocking(OpHeader{.kind = OpKind::kCalibrate},
+              [this, hostRanks](const collectives::Group&, const transport::WaitContext& wait) {
+                // On the host-ordered ring (host_ring.h): across hosts it crosses each host's link
+                // once, as the ring collectives do, however the ranks were placed.
+                const collectives::Group& ring = hostRing();
+                model_ = measure(ring, sliceBytes({&ring.next(), &ring.prev()}),
+                                 std::max(1, options_.calibrationEffort), hostRanks, wait);
+              });
   nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
   forgetChoices();  // any made during the measurement used the model before it
 }

@@ -385,9 +385,9 @@ void CommunicatorImpl::forgetChoices() const {
 collectives::AllreduceChoice CommunicatorImpl::allreduceChoice(size_t bytes) const {
   constexpr uint8_t kEarlyData = 0x80;
   const uint8_t packed = cachedChoice(collectives::kCollectiveCount, bytes, [&] {
-    const collectives::AllreduceChoice choice =
-        collectives::chooseAllreduce(rank_, size_, bytes, OpHeader::kInlineBytes, modelSliceBytes(),
-                                     model_, forced(collectives::Collective::kAllreduce));
+    const collectives::AllreduceChoice choice = collectives::chooseAllreduce(
+        rank_, size_, bytes, OpHeader::kInlineBytes, modelSliceBytes(), model_,
+        forced(collectives::Collective::kAllreduce), modelHosts_);
     return static_cast<uint8_t>(static_cast<uint8_t>(choice.algorithm) |
                                 (choice.earlyData ? kEarlyData : 0));
   });

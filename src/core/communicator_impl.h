@@ -200,6 +200,9 @@ class CommunicatorImpl {
   std::vector<transport::Link*> linksBySpreadPlace_;  // by spread place, null where none
   collectives::Group hostSpread_;
   bool spreadReordered_ = false;  // spreadOrder_ is not rank order
+  // Hosts the ranks are spread over, when each holds as many (else 1): the model prices the
+  // bytes that leave a host (collectives/select.cc).
+  int modelHosts_ = 1;
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
   // Reduced straight out of (as int64 or double): aligned like any allocation.
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};

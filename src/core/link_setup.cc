@@ -203,6 +203,12 @@ void CommunicatorImpl::connectInitialLinks(transport::Deadline deadline) {
     if (ringReordered_) {
       for (int q : peersNeeded(place, size_)) addPeer(ringOrder_[q]);
     }
+    std::map<std::string, int> perHost;
+    for (const transport::PeerInfo& info : infos_) ++perHost[info.hostId];
+    const bool even = std::all_of(perHost.begin(), perHost.end(), [&](const auto& h) {
+      return h.second == perHost.begin()->second;
+    });
+    modelHosts_ = even ? static_cast<int>(perHost.size()) : 1;
     spreadOrder_ = hostSpreadOrder(infos_);
     spreadPlace = placeIn(spreadOrder_);
     spreadReordered_ = !std::is_sorted(spreadOrder_.begin(), spreadOrder_.end());

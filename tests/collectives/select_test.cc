@@ -161,5 +161,34 @@ TEST(CostModel, AllreduceHeaderSizedDataRidesInHeadersUnlessAnotherAlgorithmIsFo
             AllreduceAlgorithm::kLocalCopy);
 }
 
+// Across hosts the model prices the bytes that leave a host: Rabenseifner on ranks dealt over 2
+// hosts keeps its large halvings inside them and sends m over a host's link where the ring sends
+// 1.5 m (4 ranks), so it wins a large all-reduce there, and loses it on one host (measured on
+// emulated hosts at 1 Gbit/s: 1.31 against 0.99 of one stream, docs/multi-host.md).
+TEST(CostModel, AcrossHostsRabenseifnerCountsOnlyTheBytesThatLeaveAHost) {
+  // One flow between hosts at 0.12 GB/s, copies at 5 GB/s, 50 us per message.
+  const CostModel m{.alpha = 50e-6, .beta = 1 / 0.12e9, .gamma = 1e-10, .delta = 2e-10};
+  const size_t big = 16 << 20;
+  const size_t slice = 512 << 10;
+  auto seconds = [&](Algorithm a, int n, int hosts) {
+    return predictSeconds(Collective::kAllreduce, a, n, big, slice, m, hosts);
+  };
+  EXPECT_LT(seconds(Algorithm::kRabenseifner, 4, 2), 0.8 * seconds(Algorithm::kRing, 4, 2));
+  EXPECT_GT(seconds(Algorithm::kRabenseifner, 4, 1), seconds(Algorithm::kRing, 4, 1));
+  // The ring's price does not change with the hosts: it crosses each host's link once anyway.
+  EXPECT_EQ(seconds(Algorithm::kRing, 4, 2), seconds(Algorithm::kRing, 4, 1));
+  // One rank per host: every halving crosses, and each waits for its whole message over the
+  // link (one slice per crossing round more than on one host): the ring wins there.
+  EXPECT_GT(seconds(Algorithm::kRabenseifner, 4, 4), seconds(Algorithm::kRabenseifner, 4, 1));
+  EXPECT_EQ(chooseAllreduce(0, 4, big, 256, slice, m, Algorithm::kAuto, 4).algorithm,
+            AllreduceAlgorithm::kRing);
+  // Hosts the model does not price (3 of 6 ranks: p = 4 does not cover them): as on one host.
+  EXPECT_EQ(seconds(Algorithm::kRabenseifner, 6, 3), seconds(Algorithm::kRabenseifner, 6, 1));
+  EXPECT_EQ(chooseAllreduce(0, 4, big, 256, slice, m, Algorithm::kAuto, 2).algorithm,
+            AllreduceAlgorithm::kRabenseifner);
+  EXPECT_EQ(chooseAllreduce(0, 4, big, 256, slice, m, Algorithm::kAuto, 1).algorithm,
+            AllreduceAlgorithm::kRing);
+}
+
 }  // namespace
 }  // namespace ringlet::collectives
