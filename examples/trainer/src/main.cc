@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -35,6 +36,7 @@ struct CliOptions {
   bool noProgress = false;
   // Data parallel
   bool splitBatches = false, noOverlap = false, noSync = false, timing = false;
+  bool resumeIfPresent = false;  // --resume of a file that does not exist yet: start afresh
   int64_t accumulate = 1;
   double bucketMb = 25, firstBucketMb = 1;
   std::string mixedPrecision = "no";
@@ -96,6 +98,9 @@ int run(int argc, char** argv) {
                  "--checkpoint-every steps)");
   app.add_option("--checkpoint-every", o.checkpointEvery, "steps between checkpoints, 0 = end");
   app.add_option("--resume", o.resume, "continue from this checkpoint");
+  app.add_flag("--resume-if-present", o.resumeIfPresent,
+               "with --resume: start from step 0 when that checkpoint does not exist yet (a job "
+               "that ringlet-run --max-restarts may start again)");
   app.add_option("--csv", o.csv, "loss-curve CSV (appended when resuming)");
   app.add_option("--plot", o.plot, "PNG plot of the loss curve (needs gnuplot), '' = none");
   app.add_option("--log-every", o.logEvery, "steps between loss lines (default steps/20)");
@@ -235,6 +240,11 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
       t.warmup, t.seed, model.options().sampler);
   accelerator.print("ringlet-train: {}, {} BLAS threads per rank", blasNote,
                     trainer::blasThreads());
+  if (!o.resume.empty() && o.resumeIfPresent && !std::filesystem::exists(o.resume)) {
+    accelerator.print("ringlet-train: no checkpoint at {} yet (--resume-if-present): from step 0",
+                      o.resume);
+    o.resume.clear();
+  }
   if (!o.resume.empty()) {
     accelerator.loadState(model, o.resume);
     accelerator.print("ringlet-train: resumed from {} at step {}", o.resume, model.step());

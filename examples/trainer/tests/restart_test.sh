@@ -30,13 +30,15 @@ mkdir -p whole restarted
 # checkpoint of step $resumed.
 "$bin/ringlet-run" -n 2 --max-restarts 1 --timeout 120 -- sh -c 'exec "$TRAIN" $ARGS \
   --checkpoint restarted/ck --csv restarted/loss.csv --plot "" --no-progress \
-  $([ -f restarted/ck ] && echo --resume restarted/ck) \
+  --resume restarted/ck --resume-if-present \
   $([ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && echo --crash-at-step "$CRASH")' >restarted.log 2>&1 ||
   { cat restarted.log >&2; fail "the restarted run failed"; }
 cat restarted.log
 grep -q "^ringlet-train: --crash-at-step $crash: rank 1 exits with status 3" restarted.log ||
   grep -q "\] ringlet-train: --crash-at-step $crash: rank 1 exits with status 3" restarted.log ||
   fail "the last rank did not crash at step $crash"
+grep -q "no checkpoint at restarted/ck yet (--resume-if-present): from step 0" restarted.log ||
+  fail "the first start did not say it starts afresh"
 grep -q "^ringlet: starting every rank again (restart 1 of 1)$" restarted.log ||
   fail "ringlet-run did not start the ranks again"
 grep -q "resumed from restarted/ck at step $resumed" restarted.log ||
