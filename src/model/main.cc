@@ -4,7 +4,8 @@
 //   ringlet-model measure -n 4 -o n4.json   times every algorithm of all-reduce, all-gather,
 //                                           reduce-scatter and broadcast per size beside the
 //                                           model's prediction (runs itself under ringlet-run)
-//   ringlet-model table n4.json             predicted all-reduce times at 8..4096 ranks over
+//   ringlet-model table n4.json             predicted times of all-reduce, all-gather,
+//                                           reduce-scatter and broadcast at 8..4096 ranks over
 //                                           10/100/400 Gbit/s links (markdown)
 #include <fmt/format.h>
 #include <unistd.h>
@@ -99,13 +100,20 @@ int main(int argc, char** argv) {
                          "Collectives (allreduce allgather reducescatter broadcast ...)");
 
   CLI::App* tableCmd = app.add_subcommand(
-      "table", "Extrapolate a measured model to 8..4096 ranks and 10/100/400 Gbit/s links");
+      "table",
+      "Extrapolate a measured model to 8..4096 ranks and 10/100/400 Gbit/s links, per "
+      "collective");
   std::string in;
   ringlet::model::TableOptions table;
   tableCmd->add_option("report", in, "JSON written by ringlet-model measure -o")->required();
   tableCmd->add_option("--link-alpha", table.linkAlpha,
-                       "Seconds per message on the network links (default 5e-6)");
-  tableCmd->add_option("--sizes", table.sizes, "All-reduce sizes in bytes");
+                       "Seconds per message on the network links: one for all, or one per "
+                       "--gbits entry (default 5e-6)");
+  tableCmd->add_option("--sizes", table.sizes, "Sizes in bytes");
+  tableCmd->add_option("--ranks", table.ranks, "Rank counts (default 8 16 64 256 1024 4096)");
+  tableCmd->add_option("--gbits", table.gbits, "Network links in Gbit/s (default 10 100 400)");
+  tableCmd->add_option("-c,--collectives", table.collectives,
+                       "Collectives (default allreduce allgather reducescatter broadcast)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -33,6 +33,13 @@ std::string human(size_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
+// nccl-tests' bus bandwidth factor: what a link carries per byte of the call's size.
+double busFactor(std::string_view collective, int n) {
+  if (collective == "allreduce") return 2.0 * (n - 1) / n;
+  if (collective == "broadcast" || collective == "reduce") return 1.0;
+  return static_cast<double>(n - 1) / n;  // all-gather, reduce-scatter, all-to-all, gather, ...
+}
+
 std::string seconds(double s) {
   if (s >= 1) return fmt::format("{:.2f} s", s);
   if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
@@ -56,44 +63,66 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
                        .smallFactor = m.value("small_factor", 1.0),
                        .memoryFactor = m.value("memory_factor", 1.0),
                        .cacheBytes = m.value("cache_bytes", 0.0)};
-  std::vector<std::string> names;
-  for (const auto& info : algorithms()) {
-    if (info.collective == "allreduce") names = info.algorithms;
+  if (options.linkAlpha.size() != 1 && options.linkAlpha.size() != options.gbits.size()) {
+    throw InvalidArgument(
+        fmt::format("--link-alpha gives {} values for {} links: give one for all, or one per link",
+                    options.linkAlpha.size(), options.gbits.size()));
+  }
+  auto alphaOf = [&](size_t link) {
+    return options.linkAlpha.size() == 1 ? options.linkAlpha[0] : options.linkAlpha[link];
+  };
+  std::string alphas;
+  for (size_t i = 0; i < options.gbits.size(); ++i) {
+    alphas += fmt::format("{}{:g} Gbit/s {:.1f} us", i == 0 ? "" : ", ", options.gbits[i],
+                          alphaOf(i) * 1e6);
   }
   std::string out = fmt::format(
-      "All-reduce predicted by the cost model (collectives/select.cc). Measured here: alpha {:.2f} "
-      "us, {:.2f} GB/s per link, reduce {:.2f} GB/s, copy {:.2f} GB/s; network links: alpha "
-      "{:.1f} us, the link's rate, this host's reduce and copy.\n\n",
-      here.alpha * 1e6, 1e-9 / here.beta, 1e-9 / here.gamma, 1e-9 / here.delta,
-      options.linkAlpha * 1e6);
-  out += "| size | ranks | link |";
-  for (const auto& n : names) out += fmt::format(" {} |", n);
-  out += " chosen | busbw GB/s |\n|---|---:|---|";
-  for (size_t i = 0; i < names.size(); ++i) out += "---:|";
-  out += "---|---:|\n";
-  for (size_t bytes : options.sizes) {
-    for (int n : options.ranks) {
-      std::vector<std::pair<std::string, CostModel>> links = {{"measured", here}};
-      for (double g : options.gbits) {
-        CostModel link = here;
-        link.alpha = options.linkAlpha;
-        link.beta = 8.0 / (g * 1e9);
-        link.betaOneWay = 0;  // a network link is full duplex: one way costs beta too
-        links.emplace_back(fmt::format("{:g} Gbit/s", g), link);
-      }
-      for (const auto& [label, model] : links) {
-        out += fmt::format("| {} | {} | {} |", human(bytes), n, label);
-        double best = std::numeric_limits<double>::infinity();
-        std::string chosen;
-        for (const auto& name : names) {
-          const double t = predictSeconds(model, "allreduce", name, n, bytes);
-          out += fmt::format(" {} |", seconds(t));
-          if (t < best) {
-            best = t;
-            chosen = name;
-          }
+      "Predicted by the cost model (collectives/select.cc). Measured here: alpha {:.2f} us, {:.2f} "
+      "GB/s per link, reduce {:.2f} GB/s, copy {:.2f} GB/s; network links: the link's rate, "
+      "this host's reduce and copy, alpha per link: {}.\n",
+      here.alpha * 1e6, 1e-9 / here.beta, 1e-9 / here.gamma, 1e-9 / here.delta, alphas);
+  const auto known = algorithms();
+  for (const std::string& collective : options.collectives) {
+    std::vector<std::string> names;
+    for (const auto& info : known) {
+      if (info.collective == collective) names = info.algorithms;
+    }
+    if (names.empty()) {
+      std::string list;
+      for (const auto& info : known) list += (list.empty() ? "" : ", ") + info.collective;
+      throw InvalidArgument(
+          fmt::format("--collectives: '{}' is not a collective (known: {})", collective, list));
+    }
+    out += fmt::format("\n### {}\n\n| size | ranks | link |", collective);
+    for (const auto& n : names) out += fmt::format(" {} |", n);
+    out += " chosen | busbw GB/s |\n|---|---:|---|";
+    for (size_t i = 0; i < names.size(); ++i) out += "---:|";
+    out += "---|---:|\n";
+    for (size_t bytes : options.sizes) {
+      for (int n : options.ranks) {
+        std::vector<std::pair<std::string, CostModel>> links = {{"measured", here}};
+        for (size_t i = 0; i < options.gbits.size(); ++i) {
+          CostModel link = here;
+          link.alpha = alphaOf(i);
+          link.beta = 8.0 / (options.gbits[i] * 1e9);
+          link.betaOneWay = 0;  // a network link is full duplex: one way costs beta too
+          links.emplace_back(fmt::format("{:g} Gbit/s", options.gbits[i]), link);
         }
-        out += fmt::format(" {} | {:.2f} |\n", chosen, bytes / best * 2.0 * (n - 1) / n / 1e9);
+        for (const auto& [label, model] : links) {
+          out += fmt::format("| {} | {} | {} |", human(bytes), n, label);
+          double best = std::numeric_limits<double>::infinity();
+          std::string chosen;
+          for (const auto& name : names) {
+            const double t = predictSeconds(model, collective, name, n, bytes);
+            out += fmt::format(" {} |", seconds(t));
+            if (t < best) {
+              best = t;
+              chosen = name;
+            }
+          }
+          out += fmt::format(" {} | {:.3g} |\n", chosen,
+                             bytes / best * busFactor(collective, n) / 1e9);
+        }
       }
     }
   }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# ringlet-model table on a report measured earlier (docs/data/model-n4.json): one section per
+# collective with every algorithm's prediction, the choice and its bus bandwidth; bad options
+# are one clear error.
+#
+#   model_table_test.sh BIN_DIR REPORT
+set -u
+bin="$1"
+report="$2"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+out=$("$bin/ringlet-model" table "$report" --ranks 8 4096 --sizes 65536 67108864 \
+  --link-alpha 2e-5 5e-6 2e-6) || fail "ringlet-model table failed: $out"
+echo "$out"
+for c in allreduce allgather reducescatter broadcast; do
+  grep -q "^### $c$" <<<"$out" || fail "no section for $c"
+done
+grep -q "| ring | chosen | busbw GB/s |" <<<"$out" || fail "no column per algorithm"
+grep -q "alpha per link: 10 Gbit/s 20.0 us, 100 Gbit/s 5.0 us, 400 Gbit/s 2.0 us" <<<"$out" ||
+  fail "the link alphas are not the ones given"
+# 2 sizes x 2 rank counts x (measured + 3 links) rows per collective.
+rows=$(grep -c "^| [0-9]* [KM]iB | [0-9]* | " <<<"$out")
+(( rows == 4 * 16 )) || fail "expected 64 rows, got $rows"
+# Every row has a positive bus bandwidth.
+awk -F'|' '/^\| [0-9]+ [KM]iB/ {
+  n = NF - 1; chosen = $(n - 1); gsub(/ /, "", chosen); busbw = $n + 0
+  if (busbw <= 0) { print "non-positive busbw: " $0; bad = 1 }
+}
+END { exit bad }' <<<"$out" || fail "a row has no bus bandwidth"
+
+err=$("$bin/ringlet-model" table "$report" -c allreduce nope 2>&1) && fail "an unknown collective was accepted"
+grep -q "^ringlet: --collectives: 'nope' is not a collective" <<<"$err" || fail "unclear error: $err"
+err=$("$bin/ringlet-model" table "$report" --link-alpha 1e-5 2e-6 2>&1) &&
+  fail "two alphas for three links were accepted"
+grep -q "^ringlet: --link-alpha gives 2 values for 3 links" <<<"$err" || fail "unclear error: $err"
+echo "ok"
