@@ -173,7 +173,11 @@ TEST(CostModel, AcrossHostsRabenseifnerCountsOnlyTheBytesThatLeaveAHost) {
   auto seconds = [&](Algorithm a, int n, int hosts) {
     return predictSeconds(Collective::kAllreduce, a, n, big, slice, m, hosts);
   };
-  EXPECT_LT(seconds(Algorithm::kRabenseifner, 4, 2), 0.8 * seconds(Algorithm::kRing, 4, 2));
+  EXPECT_LT(seconds(Algorithm::kRabenseifner, 4, 2), 0.9 * seconds(Algorithm::kRing, 4, 2));
+  // 4 hosts x 2 ranks: a host's link carries 1.5 m against the ring's 1.75 m, within the
+  // margin for what the formula leaves out: the ring (measured: 0.99 of the link, Rabenseifner
+  // 0.83-0.95).
+  EXPECT_GT(seconds(Algorithm::kRabenseifner, 8, 4), seconds(Algorithm::kRing, 8, 4));
   EXPECT_GT(seconds(Algorithm::kRabenseifner, 4, 1), seconds(Algorithm::kRing, 4, 1));
   // The ring's price does not change with the hosts: it crosses each host's link once anyway.
   EXPECT_EQ(seconds(Algorithm::kRing, 4, 2), seconds(Algorithm::kRing, 4, 1));
@@ -187,6 +191,8 @@ TEST(CostModel, AcrossHostsRabenseifnerCountsOnlyTheBytesThatLeaveAHost) {
   EXPECT_EQ(chooseAllreduce(0, 4, big, 256, slice, m, Algorithm::kAuto, 2).algorithm,
             AllreduceAlgorithm::kRabenseifner);
   EXPECT_EQ(chooseAllreduce(0, 4, big, 256, slice, m, Algorithm::kAuto, 1).algorithm,
+            AllreduceAlgorithm::kRing);
+  EXPECT_EQ(chooseAllreduce(0, 8, big, 256, slice, m, Algorithm::kAuto, 4).algorithm,
             AllreduceAlgorithm::kRing);
 }
 
