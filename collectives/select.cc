@@ -239,8 +239,9 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   const double m = static_cast<double>(bytes);
   const double scale = memoryScale(model, workingSetBytes(collective, m, n));
   const double a = model.alpha;
-  const double b = model.beta * scale;
-  const double b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * scale;
+  const double linkScale = model.linkBytesInMemory ? scale : 1.0;
+  const double b = model.beta * linkScale;
+  const double b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * linkScale;
   const double g = model.gamma * scale;
   const double d = model.delta * scale;
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));

@@ -61,6 +61,10 @@ struct CostModel {
   double smallFactor = 1;
   double memoryFactor = 1;
   double cacheBytes = 0;
+  // Whether beta and betaOneWay follow those factors too: true where a link's bytes are copies
+  // through this host's memory (shared memory, loopback TCP), false for a network link, whose
+  // rate does not depend on where the buffers sit (gamma and delta still do).
+  bool linkBytesInMemory = true;
 };
 
 // The algorithms of one collective, as CommunicatorOptions::algorithms names them.

@@ -105,7 +105,8 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
           CostModel link = here;
           link.alpha = alphaOf(i);
           link.beta = 8.0 / (options.gbits[i] * 1e9);
-          link.betaOneWay = 0;  // a network link is full duplex: one way costs beta too
+          link.betaOneWay = 0;             // a network link is full duplex: one way costs beta too
+          link.linkBytesInMemory = false;  // nor does its rate depend on the caches
           links.emplace_back(fmt::format("{:g} Gbit/s", options.gbits[i]), link);
         }
         for (const auto& [label, model] : links) {

@@ -90,6 +90,33 @@ TEST(CostModel, ByteCostsFollowTheCaches) {
       3 * predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, flat));
 }
 
+TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
+  // Bytes over shared memory cost memory's rate once the buffers outgrow the cache; a network
+  // link moves them at its own rate whatever their size: only reductions and copies scale.
+  CostModel network{
+      .alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0, .memoryFactor = 3, .cacheBytes = 16 << 20};
+  network.linkBytesInMemory = false;
+  const size_t big = size_t{64} << 20;
+  for (int n : {2, 4, 8}) {
+    const double expected = 2.0 * (n - 1) / n * static_cast<double>(big) * 1e-9;
+    EXPECT_DOUBLE_EQ(
+        predictSeconds(Collective::kAllreduce, Algorithm::kRing, n, big, 512 << 10, network),
+        expected);
+    CostModel memory = network;
+    memory.linkBytesInMemory = true;
+    EXPECT_DOUBLE_EQ(
+        predictSeconds(Collective::kAllreduce, Algorithm::kRing, n, big, 512 << 10, memory),
+        3 * expected);
+  }
+  network.gamma = 1e-10;  // a reduction still reads memory
+  CostModel noReduce = network;
+  noReduce.gamma = 0;
+  EXPECT_DOUBLE_EQ(
+      predictSeconds(Collective::kReduceScatter, Algorithm::kRing, 2, big, 512 << 10, network) -
+          predictSeconds(Collective::kReduceScatter, Algorithm::kRing, 2, big, 512 << 10, noReduce),
+      0.5 * static_cast<double>(big) * 1e-10 * 3);
+}
+
 TEST(CostModel, OneWayRateDrivesTreesNotRings) {
   CostModel model{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
   const double ringBoth =

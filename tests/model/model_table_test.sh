@@ -28,6 +28,13 @@ awk -F'|' '/^\| [0-9]+ [KM]iB/ {
 }
 END { exit bad }' <<<"$out" || fail "a row has no bus bandwidth"
 
+# A network link moves a large buffer at its own rate: the ring's busbw at 64 MiB is the link's
+# (10 Gbit/s = 1.25 GB/s, less its alphas), not scaled down by the host's memory.
+ring=$(grep "^| 64 MiB | 8 | 10 Gbit/s |" <<<"$out" | head -1)
+[[ -n "$ring" ]] || fail "no 64 MiB row for 8 ranks at 10 Gbit/s"
+awk -F'|' '{ busbw = $(NF - 1) + 0; if (busbw < 1.15 || busbw > 1.25) exit 1 }' <<<"$ring" ||
+  fail "the 10 Gbit/s link's 64 MiB ring busbw is not about its rate: $ring"
+
 err=$("$bin/ringlet-model" table "$report" -c allreduce nope 2>&1) && fail "an unknown collective was accepted"
 grep -q "^ringlet: --collectives: 'nope' is not a collective" <<<"$err" || fail "unclear error: $err"
 err=$("$bin/ringlet-model" table "$report" --link-alpha 1e-5 2e-6 2>&1) &&
