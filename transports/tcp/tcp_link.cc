@@ -21,6 +21,39 @@ constexpr size_t kMaxIov = 64;
 constexpr size_t kCopySendBytes = 512;
 // abort() spends at most this long finishing a half-sent frame and sending the ABORT frame.
 constexpr std::chrono::milliseconds kAbortSendBudget{50};
+
+// Sends what `queue` holds, front first, on `fd` until it is empty or the socket's buffer is
+// full. `unsent(entry, iov)` lists an entry's unsent bytes (at most 2 iovecs; returns how many),
+// `total(entry)` is its length; entry.sent counts what went. Returns the errno of a failed send,
+// else 0.
+template <typename Queue, typename Unsent, typename Total>
+int drainQueue(int fd, Queue& queue, Unsent unsent, Total total) {
+  while (!queue.empty()) {
+    iovec iov[kMaxIov];
+    size_t count = 0;
+    for (auto it = queue.begin(); it != queue.end() && count + 2 <= kMaxIov; ++it) {
+      count += unsent(*it, iov + count);
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      return errno;
+    }
+    size_t left = static_cast<size_t>(n);
+    while (left > 0) {
+      auto& front = queue.front();
+      const size_t take = std::min(left, total(front) - front.sent);
+      front.sent += take;
+      left -= take;
+      if (front.sent == total(front)) queue.pop_front();
+    }
+  }
+  return 0;
+}
 }  // namespace
 
 TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff)
@@ -145,30 +178,14 @@ void TcpLink::queueParts(const std::byte* data, size_t bytes) {
 
 void TcpLink::writeStripes(const WaitContext* wait) {
   for (Stripe& stripe : stripes_) {
-    while (!stripe.queue.empty()) {
-      iovec iov[kMaxIov];
-      size_t count = 0;
-      for (auto it = stripe.queue.begin(); it != stripe.queue.end() && count < kMaxIov; ++it) {
-        iov[count++] = {const_cast<std::byte*>(it->data) + it->sent, it->bytes - it->sent};
-      }
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = count;
-      const ssize_t n = ::sendmsg(stripe.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-        failConnection(errno, wait, "sending");
-      }
-      size_t left = static_cast<size_t>(n);
-      while (left > 0) {
-        Stripe::Part& front = stripe.queue.front();
-        const size_t take = std::min(left, front.bytes - front.sent);
-        front.sent += take;
-        left -= take;
-        if (front.sent == front.bytes) stripe.queue.pop_front();
-      }
-    }
+    const int error = drainQueue(
+        stripe.fd.get(), stripe.queue,
+        [](const Stripe::Part& part, iovec* iov) {
+          iov[0] = {const_cast<std::byte*>(part.data) + part.sent, part.bytes - part.sent};
+          return 1;
+        },
+        [](const Stripe::Part& part) { return part.bytes; });
+    if (error != 0) failConnection(error, wait, "sending");
   }
 }
 
@@ -200,36 +217,21 @@ size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext&
 }
 
 void TcpLink::writeQueued(const WaitContext* wait) {
-  while (!queue_.empty()) {
-    iovec iov[kMaxIov];
-    size_t count = 0;
-    for (auto it = queue_.begin(); it != queue_.end() && count + 2 <= kMaxIov; ++it) {
-      if (it->sent < kFrameHeaderBytes) {
-        iov[count++] = {it->header + it->sent, kFrameHeaderBytes - it->sent};
-        if (it->bytes > 0) iov[count++] = {const_cast<std::byte*>(it->data), it->bytes};
-      } else {
-        const size_t done = it->sent - kFrameHeaderBytes;
-        iov[count++] = {const_cast<std::byte*>(it->data) + done, it->bytes - done};
-      }
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = count;
-    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      failConnection(errno, wait, "sending");
-    }
-    size_t left = static_cast<size_t>(n);
-    while (left > 0) {
-      Outgoing& front = queue_.front();
-      const size_t take = std::min(left, front.total() - front.sent);
-      front.sent += take;
-      left -= take;
-      if (front.sent == front.total()) queue_.pop_front();
-    }
-  }
+  const int error = drainQueue(
+      fd_.get(), queue_,
+      [](Outgoing& out, iovec* iov) {
+        if (out.sent >= kFrameHeaderBytes) {
+          const size_t done = out.sent - kFrameHeaderBytes;
+          iov[0] = {const_cast<std::byte*>(out.data) + done, out.bytes - done};
+          return 1;
+        }
+        iov[0] = {out.header + out.sent, kFrameHeaderBytes - out.sent};
+        if (out.bytes == 0) return 1;
+        iov[1] = {const_cast<std::byte*>(out.data), out.bytes};
+        return 2;
+      },
+      [](const Outgoing& out) { return out.total(); });
+  if (error != 0) failConnection(error, wait, "sending");
 }
 
 // Called with sendMutex_ held.
