@@ -73,7 +73,7 @@ using CostModel = ringlet::CostModel;
 // gather), the scattered one (reduce-scatter, scatter), one rank's send buffer (all-to-all).
 // `sliceBytes`: the pipeline slice of the ring and chain. `hosts`: the hosts the ranks are spread
 // over, the same number on each (1: one host, or an uneven spread, which the model does not
-// price); see the all-reduce rows of select.cc.
+// price); see the all-reduce, all-gather and all-to-all rows of select.cc.
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
                       size_t sliceBytes, const CostModel& model, int hosts = 1);
 // What a byte costs, relative to the calibrated rates, when a rank's buffers span

@@ -10,47 +10,18 @@
 # ring forced). Writes OUT_DIR/multi-host-allreduce.{json,md,png}
 # (default bench/results/); the PNG needs /usr/bin/python3 with matplotlib.
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-build="${1:-$here/../build}"
-out="${2:-$here/../bench/results}"
+build="${1:-$(dirname "$0")/../build}"
+out="${2:-$(dirname "$0")/../bench/results}"
 rate="${RATE:-1gbit}"
 bytes="${BYTES:-16M}"
 iters="${ITERS:-5}"
 algos="${ALGOS:-auto ring}"
-emulate="$here/emulated-hosts.sh"
-work="$(mktemp -d /tmp/ringlet-multihost-bench.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export RINGLET_JOB_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
-export BIN="$build/bin" WORK="$work" BYTES="$bytes" ITERS="$iters"
-mkdir -p "$out"
+source "$(dirname "$0")/multi-host-common.sh"
+export BYTES="$bytes" ITERS="$iters"
 
-# One TCP stream, host 0 -> host 1, 64 MiB: what one link moves (the reference).
+# One TCP stream, host 0 -> host 1: what one link moves (the reference).
 echo "one TCP stream at $rate ..." >&2
-"$emulate" --hosts 2 --rate "$rate" --timeout 60 -- '/usr/bin/python3 -c "
-import os, socket, sys, time
-node = int(os.environ[\"EMU_NODE\"])
-total = 64 << 20
-if node == 1:
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((\"10.231.0.2\", 29601)); s.listen(1); c, _ = s.accept()
-    got = 0; buf = bytearray(1 << 20); start = None
-    while got < total:
-        n = c.recv_into(buf)
-        if n == 0: sys.exit(\"stream ended early\")
-        if start is None: start = time.perf_counter()
-        got += n
-    took = time.perf_counter() - start
-    open(os.environ[\"WORK\"] + \"/stream.txt\", \"w\").write(\"%.4f\" % (got / took / 1e9))
-else:
-    chunk = b\"x\" * (1 << 20)
-    for attempt in range(100):
-        try:
-            c = socket.create_connection((\"10.231.0.2\", 29601)); break
-        except OSError: time.sleep(0.05)
-    for _ in range(total >> 20): c.sendall(chunk)
-    c.close()
-"'
-stream=$(cat "$work/stream.txt")
+stream=$(python_streams stream 1 --rate "$rate")
 echo "  $stream GB/s" >&2
 
 runs=()

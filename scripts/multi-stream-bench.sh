@@ -18,68 +18,16 @@
 # Needs root and iptables for the emulated hosts (apt-get install iptables); writes
 # OUT_DIR/multi-stream.{json,md} (default bench/results/).
 set -euo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-build="${1:-$here/../build}"
-out="${2:-$here/../bench/results}"
+build="${1:-$(dirname "$0")/../build}"
+out="${2:-$(dirname "$0")/../bench/results}"
 streams_list="${STREAMS:-1 2 4 8}"
 rounds="${ROUNDS:-3}"
 bytes="${BYTES:-16M}"
 rate="${RATE:-1gbit}"
 flow_rate="${FLOW_RATE:-250mbit}"
 cases="${CASES:-loopback veth flow-limited}"
-emulate="$here/emulated-hosts.sh"
-work="$(mktemp -d /tmp/ringlet-multistream.XXXXXX)"
-trap 'rm -rf "$work"' EXIT
-export RINGLET_JOB_SECRET="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
-export BIN="$build/bin" WORK="$work" BYTES="$bytes"
-mkdir -p "$out"
-
-# K Python TCP streams host 0 -> host 1 at once, 480 MiB over all of them: GB/s, timed over the
-# second half of the bytes.
-python_streams() {  # case-name flows emulated-hosts-options...
-  local name="$1" flows="$2"
-  shift 2
-  FLOWS="$flows" NAME="$name" "$emulate" --hosts 2 "$@" --timeout 120 -- '/usr/bin/python3 -c "
-import os, socket, sys, time, selectors
-node, flows = int(os.environ[\"EMU_NODE\"]), int(os.environ[\"FLOWS\"])
-each = (480 << 20) // flows
-if node == 1:
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((\"10.231.0.2\", 29611)); s.listen(flows)
-    conns = [s.accept()[0] for _ in range(flows)]
-    sel = selectors.DefaultSelector(); left = {}
-    for c in conns: c.setblocking(False); sel.register(c, selectors.EVENT_READ); left[c] = each
-    buf = bytearray(1 << 20); got = 0; half = None
-    while left:
-        for key, _ in sel.select():
-            c = key.fileobj
-            try: n = c.recv_into(buf, min(len(buf), left[c]))
-            except BlockingIOError: continue
-            if n == 0: sys.exit(\"stream ended early\")
-            got += n
-            if half is None and 2 * got >= flows * each: half = (time.perf_counter(), got)
-            left[c] -= n
-            if left[c] == 0: sel.unregister(c); del left[c]
-    took = time.perf_counter() - half[0]
-    open(os.environ[\"WORK\"] + \"/\" + os.environ[\"NAME\"] + \".txt\", \"w\").write(\"%.4f\" % ((got - half[1]) / took / 1e9))
-else:
-    for attempt in range(100):
-        try:
-            conns = [socket.create_connection((\"10.231.0.2\", 29611)) for _ in range(flows)]; break
-        except OSError: time.sleep(0.05)
-    sel = selectors.DefaultSelector(); left = {}; chunk = memoryview(b\"x\" * (1 << 20))
-    for c in conns: c.setblocking(False); sel.register(c, selectors.EVENT_WRITE); left[c] = each
-    while left:
-        for key, _ in sel.select():
-            c = key.fileobj
-            try: n = c.send(chunk[:min(len(chunk), left[c])])
-            except BlockingIOError: continue
-            left[c] -= n
-            if left[c] == 0: sel.unregister(c); del left[c]
-    for c in conns: c.close()
-"' >&2
-  cat "$work/$name.txt"
-}
+source "$(dirname "$0")/multi-host-common.sh"
+export BYTES="$bytes"
 
 # One ringlet run: 2 ranks, all-reduce at BYTES, K streams.
 ringlet_run() {  # case streams round

@@ -6,6 +6,7 @@
 //   beta          one byte over a link: the same shift with 1 MiB, less alpha, per byte
 //   betaOneWay    one byte when ranks only send or only receive: pairs of ring neighbours, one
 //                 sends 1 MiB, the other answers with 8 bytes; less that 8-byte round trip
+//                 (across hosts both the even and the odd pairs, so a crossing is among them)
 //   gamma         one byte reduced: a float32 sum of 1 MiB into a buffer, per byte; on shared
 //                 memory, where a received byte is reduced from the slot in place of its copy,
 //                 what that sum costs over a memcpy (at least a tenth of the sum)
@@ -105,7 +106,7 @@ double memoryFactor(double cacheShare, int effort) {
 }
 
 CostModel measure(const collectives::Group& group, size_t slice, int effort, int hostRanks,
-                  const transport::WaitContext& wait) {
+                  bool crossesHosts, const transport::WaitContext& wait) {
   std::vector<std::byte> out(kLargeBytes, std::byte{1});
   std::vector<std::byte> in(kLargeBytes);
   auto shift = [&](size_t bytes) {
@@ -122,24 +123,32 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
   const double cached = medianSeconds(4 * effort, 2, [&] { shift(kCachedBytes); });
   // One way: even ring positions send to the next, which answers; an odd last one sits out.
+  // Across hosts the odd positions then do the same, so that the ring's crossings between hosts
+  // are measured too (with several ranks per host, the even pairs may all share a host).
   const int position = group.rank;
-  const bool sender = position % 2 == 0 && position + 1 < group.size;
-  const bool receiver = position % 2 == 1;
+  const int n = group.size;
   const size_t oneWaySlice = std::min<size_t>(slice, 128 << 10);  // a short pipeline's fill
-  auto pingPong = [&](size_t bytes) {
-    if (sender) {
-      collectives::sendSliced(group.next(), out.data(), bytes, oneWaySlice, wait);
-      group.next().recvInto(in.data(), 8, wait);
-    } else if (receiver) {
-      collectives::recvSliced(group.prev(), in.data(), bytes, oneWaySlice, wait);
-      collectives::sendSliced(group.prev(), out.data(), 8, oneWaySlice, wait);
-    }
-  };
   double oneWay = 0;
-  if (sender || receiver) {
-    const double roundTrip = medianSeconds(4 * effort, 4, [&] { pingPong(8); });
-    const double stream = medianSeconds(4 * effort, 1, [&] { pingPong(kLargeBytes); });
-    oneWay = std::max(stream - roundTrip, 0.0) / static_cast<double>(kLargeBytes);
+  for (int phase = 0; phase < (crossesHosts && n > 2 ? 2 : 1); ++phase) {
+    const int offset = position - phase;          // a pair's sender at an even offset
+    const bool wraps = phase == 1 && n % 2 == 0;  // the last (odd) position pairs with 0
+    const bool sender = offset >= 0 && offset % 2 == 0 && (position + 1 < n || wraps);
+    const bool receiver = (offset >= 0 && offset % 2 == 1) || (position == 0 && wraps);
+    auto pingPong = [&](size_t bytes) {
+      if (sender) {
+        collectives::sendSliced(group.next(), out.data(), bytes, oneWaySlice, wait);
+        group.next().recvInto(in.data(), 8, wait);
+      } else if (receiver) {
+        collectives::recvSliced(group.prev(), in.data(), bytes, oneWaySlice, wait);
+        collectives::sendSliced(group.prev(), out.data(), 8, oneWaySlice, wait);
+      }
+    };
+    if (sender || receiver) {
+      const double roundTrip = medianSeconds(4 * effort, 4, [&] { pingPong(8); });
+      const double stream = medianSeconds(4 * effort, 1, [&] { pingPong(kLargeBytes); });
+      oneWay =
+          std::max(oneWay, std::max(stream - roundTrip, 0.0) / static_cast<double>(kLargeBytes));
+    }
   }
   const size_t floats = kLargeBytes / sizeof(float);
   const double reduce = medianSeconds(3 * effort, 1, [&] {
@@ -185,17 +194,20 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
 void CommunicatorImpl::calibrate() {
   if (options_.costModel || size_ == 1) return;
   int hostRanks = 0;
+  bool crossesHosts = false;
   for (const transport::PeerInfo& info : infos_) {
     if (!info.hostId.empty() && info.hostId == infos_[rank_].hostId) ++hostRanks;
+    crossesHosts |= info.hostId != infos_[0].hostId;
   }
-  runBlocking(OpHeader{.kind = OpKind::kCalibrate},
-              [this, hostRanks](const collectives::Group&, const transport::WaitContext& wait) {
-                // On the host-ordered ring (host_ring.h): across hosts it crosses each host's link
-                // once, as the ring collectives do, however the ranks were placed.
-                const collectives::Group& ring = hostRing();
-                model_ = measure(ring, sliceBytes({&ring.next(), &ring.prev()}),
-                                 std::max(1, options_.calibrationEffort), hostRanks, wait);
-              });
+  runBlocking(OpHeader{.kind = OpKind::kCalibrate}, [this, hostRanks, crossesHosts](
+                                                        const collectives::Group&,
+                                                        const transport::WaitContext& wait) {
+    // On the host-ordered ring (host_ring.h): across hosts it crosses each host's link
+    // once, as the ring collectives do, however the ranks were placed.
+    const collectives::Group& ring = hostRing();
+    model_ = measure(ring, sliceBytes({&ring.next(), &ring.prev()}),
+                     std::max(1, options_.calibrationEffort), hostRanks, crossesHosts, wait);
+  });
   nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
   forgetChoices();  // any made during the measurement used the model before it
 }

@@ -413,7 +413,7 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     return collectives::Algorithm::kHeaderInline;
   }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
-                             forced(collective));
+                             forced(collective), modelHosts_);
 }
 
 collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/select.h"
@@ -153,6 +154,20 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
     impl.connectAllPeers(wait.deadline);
     transport::WaitContext all = wait;
     all.links = impl.activeLinks();
+    if (impl.ringReordered()) {
+      // Steps taken by place on the host-ordered ring (host_ring.h): with ranks dealt cyclically,
+      // rank order would send every rank's block off the host in the same steps and leave the
+      // host links idle in the steps that stay inside it; by place every step mixes both.
+      std::vector<collectives::Piece> blocks;
+      for (int rank : impl.ringOrder()) {
+        blocks.push_back({static_cast<size_t>(rank) * a.blockBytes, a.blockBytes});
+      }
+      return collectives::pairwiseAllToAllv(
+          impl.hostRing(),
+          {.send = a.send, .recv = a.recv, .sendBlocks = blocks, .recvBlocks = blocks,
+           .elementBytes = 1},
+          impl.sliceBytes({}), all);
+    }
     collectives::pairwiseAllToAll(group, a, impl.sliceBytes({}), all);
   };
   return {header, body};

@@ -117,6 +117,26 @@ TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
       0.5 * static_cast<double>(big) * 1e-10 * 3);
 }
 
+// Bruck's rounds cross hosts from every rank of a host at once; the host-ordered ring crosses
+// once. Where alphas favour Bruck on one host, a large all-gather across hosts takes the ring.
+TEST(CostModel, BruckAcrossHostsPaysForEveryRankOnTheLink) {
+  const CostModel slowLink{.alpha = 1e-3, .beta = 8e-9, .gamma = 0, .delta = 1e-10};
+  const size_t bytes = size_t{16} << 20;
+  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 1),
+            Algorithm::kBruck);
+  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 4),
+            Algorithm::kRing);
+  // One rank per host: nothing shares a link, the same choice as on one host.
+  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 8),
+            Algorithm::kBruck);
+  // All-to-all: a host's link carries its ranks' bytes for other hosts.
+  const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
+  EXPECT_DOUBLE_EQ(
+      predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 8, bytes, 512 << 10, bytesOnly,
+                     4),
+      2.0 * 3 / 4 * static_cast<double>(bytes) * 1e-9);
+}
+
 TEST(CostModel, OneWayRateDrivesTreesNotRings) {
   CostModel model{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
   const double ringBoth =

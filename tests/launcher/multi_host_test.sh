@@ -78,12 +78,14 @@ collectives)
   grep -hq "tcp" "$work"/host*.log || fail "no rank reported a tcp link"
   if (( ranks > 1 )); then grep -hq "shm" "$work"/host*.log || fail "no shm link on one host"; fi
   if [[ "$order" == cyclic && "$ranks" -gt 1 ]]; then
-    # Dealt cyclically, the rings of all-reduce, reduce-scatter and all-gather and the chains of
-    # broadcast and reduce run in host order (each host entered once); ringlet-bench checks
-    # every result.
+    # Dealt cyclically, the rings of all-reduce, reduce-scatter and all-gather, the chains of
+    # broadcast and reduce and all-to-all's pairwise steps run in host order (each host entered
+    # once); ringlet-bench checks every result.
     emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
       $run_line -n $ranks --rank-order cyclic \"\$BIN/ringlet-bench\" \
-      --ops allreduce,reducescatter,allgather --algo ring -b 8 -e 1M -f 16 -n 2 -w 1 \
+      --ops allreduce,reducescatter,allgather,alltoall \
+      --algo allreduce:ring,reducescatter:ring,allgather:ring,alltoall:pairwise \
+      -b 8 -e 1M -f 16 -n 2 -w 1 \
       >\"\$WORK/ring\$EMU_NODE.log\" 2>&1" ||
       { cat "$work"/ring*.log >&2; fail "the host-ordered rings failed"; }
     # The chains from a root other than rank 0, and from the last rank.
