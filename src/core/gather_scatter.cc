@@ -162,11 +162,13 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       for (int rank : impl.ringOrder()) {
         blocks.push_back({static_cast<size_t>(rank) * a.blockBytes, a.blockBytes});
       }
-      return collectives::pairwiseAllToAllv(
-          impl.hostRing(),
-          {.send = a.send, .recv = a.recv, .sendBlocks = blocks, .recvBlocks = blocks,
-           .elementBytes = 1},
-          impl.sliceBytes({}), all);
+      return collectives::pairwiseAllToAllv(impl.hostRing(),
+                                            {.send = a.send,
+                                             .recv = a.recv,
+                                             .sendBlocks = blocks,
+                                             .recvBlocks = blocks,
+                                             .elementBytes = 1},
+                                            impl.sliceBytes({}), all);
     }
     collectives::pairwiseAllToAll(group, a, impl.sliceBytes({}), all);
   };
