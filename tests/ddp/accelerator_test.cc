@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "blas_setup.h"
 #include "examples/trainer/tests/test_options.h"
@@ -363,19 +364,54 @@ RunResult trainTwoRanks(const AcceleratorOptions& ao, int64_t steps) {
   return out;
 }
 
-// 16-bit gradients: the loss curve stays within 2% of float32's over a run (AdamW, 300 steps),
-// and the parameters do differ (the gradients really were rounded).
+// Mixed precision, 16-bit matrix products and gradients (and with --no-autocast, 16-bit
+// gradients alone): the loss stays within 2% of float32's over a run (AdamW, 300 steps), and the
+// parameters do differ each time (the gradients, and then the products, really were rounded).
 TEST_F(AcceleratorTest, MixedPrecisionLossStaysWithinTwoPercentOfFloat32) {
   AcceleratorOptions fp32;
   const RunResult want = trainTwoRanks(fp32, 300);
   EXPECT_LT(want.loss, 0.9);  // it learned (log 3 = 1.0986 at the start)
   for (const char* mp : {"bf16", "fp16"}) {
+    AcceleratorOptions wireOnly;
+    wireOnly.mixedPrecision = mp;
+    wireOnly.autocast = false;
+    const RunResult rounded = trainTwoRanks(wireOnly, 300);
+    EXPECT_NEAR(rounded.loss, want.loss, 0.02 * want.loss) << mp;
+    EXPECT_NE(rounded.params, want.params) << mp << ": the gradients were not rounded";
     AcceleratorOptions ao;
     ao.mixedPrecision = mp;
     const RunResult got = trainTwoRanks(ao, 300);
-    EXPECT_NEAR(got.loss, want.loss, 0.02 * want.loss) << mp;
-    EXPECT_NE(got.params, want.params) << mp << ": the gradients were not rounded";
+    EXPECT_NEAR(got.loss, want.loss, 0.02 * want.loss) << mp << " autocast";
+    EXPECT_NE(got.params, rounded.params) << mp << ": the products were not rounded";
   }
+}
+
+// The Accelerator sets its thread's matrix-product precision while it lives, and only then.
+TEST_F(AcceleratorTest, AutocastHoldsWhileTheAcceleratorLives) {
+  ASSERT_EQ(matmulPrecision(), MatmulPrecision::kFloat32);
+  {
+    AcceleratorOptions ao;
+    ao.mixedPrecision = "bf16";
+    Accelerator acc(nullptr, ao);
+    EXPECT_EQ(matmulPrecision(), MatmulPrecision::kBFloat16);
+    {
+      AcceleratorOptions off = ao;
+      off.mixedPrecision = "fp16";
+      off.autocast = false;
+      Accelerator inner(nullptr, off);
+      EXPECT_EQ(matmulPrecision(), MatmulPrecision::kBFloat16);  // left as it was
+    }
+    EXPECT_EQ(matmulPrecision(), MatmulPrecision::kBFloat16);
+  }
+  EXPECT_EQ(matmulPrecision(), MatmulPrecision::kFloat32);
+  std::thread other([] {  // per thread: another rank's thread is not touched
+    AcceleratorOptions ao;
+    ao.mixedPrecision = "fp16";
+    Accelerator acc(nullptr, ao);
+    EXPECT_EQ(matmulPrecision(), MatmulPrecision::kFloat16);
+  });
+  other.join();
+  EXPECT_EQ(matmulPrecision(), MatmulPrecision::kFloat32);
 }
 
 // fp16 loss scaling: a scale far too large overflows fp16 on the wire; those steps are skipped

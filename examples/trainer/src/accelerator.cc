@@ -78,6 +78,10 @@ Accelerator::Accelerator(ringlet::Communicator* comm, AcceleratorOptions options
   } else if (mp != "no") {
     throw ringlet::InvalidArgument(fmt::format("mixed precision '{}' is not no, bf16 or fp16", mp));
   }
+  previousPrecision_ = matmulPrecision();
+  if (mp != "no" && options_.autocast) {
+    setMatmulPrecision(mp == "bf16" ? MatmulPrecision::kBFloat16 : MatmulPrecision::kFloat16);
+  }
 }
 
 void GradScaler::update(bool finite) {
@@ -122,7 +126,7 @@ bool Accelerator::unscaleGradients(Trainer& trainer) {
   return finite != 0;
 }
 
-Accelerator::~Accelerator() = default;
+Accelerator::~Accelerator() { setMatmulPrecision(previousPrecision_); }
 
 void Accelerator::prepare(Trainer& trainer) {
   if (sync_) throw ringlet::InvalidArgument("Accelerator::prepare: a trainer is already prepared");

@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels.h"
 #include "ringlet/ddp.h"
 #include "ringlet/ringlet.h"
 #include "trainer.h"
@@ -53,12 +54,16 @@ struct AcceleratorOptions {
   // Never all-reduce gradients (no_sync on every step): the ranks train apart. Only to measure
   // what synchronizing costs a step.
   bool noSync = false;
-  // "no" | "bf16" | "fp16". Gradients are all-reduced in that 16-bit type (half the bytes on
-  // the wire); parameters, optimizer state and the update stay float32 (master weights). fp16
-  // adds dynamic loss scaling (a GradScaler): the loss is scaled so that small gradients stay
-  // above fp16's subnormals, and a step whose gradients overflow is skipped with the scale
-  // halved. The kernels compute in float32 either way (see the README).
+  // "no" | "bf16" | "fp16". The matrix products are computed in that 16-bit type as
+  // torch.autocast computes them (kernels.h: MatmulPrecision; on this thread, while the
+  // Accelerator lives) and the gradients are all-reduced in it (half the bytes on the wire);
+  // parameters, optimizer state and the update stay float32 (master weights). fp16 adds dynamic
+  // loss scaling (a GradScaler): the loss is scaled so that small gradients stay above fp16's
+  // subnormals, and a step whose gradients overflow is skipped with the scale halved.
   std::string mixedPrecision = "no";
+  // false: the matrix products stay float32 and only the wire is 16-bit (a CPU without 16-bit
+  // matrix instructions computes the 16-bit products no faster; see the README).
+  bool autocast = true;
   double initialLossScale = 65536.0;  // fp16: where the dynamic loss scale starts
 };
 
@@ -208,6 +213,7 @@ class Accelerator {
   int rank_ = 0, world_ = 1;
   std::unique_ptr<ringlet::ddp::GradientSynchronizer> sync_;
   std::unique_ptr<GradScaler> scaler_;
+  MatmulPrecision previousPrecision_ = MatmulPrecision::kFloat32;  // restored when destroyed
   int64_t microStep_ = 0;  // micro-batches begun in the current optimizer step
   bool syncGradients_ = true;
   bool inScope_ = false;

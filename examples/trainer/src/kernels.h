@@ -4,16 +4,32 @@
 // outputs with +=; a null gradient pointer means "not needed" and is skipped. T is float or
 // double (both instantiated).
 
+#include <cstddef>
 #include <cstdint>
 
 namespace trainer {
 
 class Rng;
 
-// C[M,N] = alpha * op(A) op(B) + beta * C through BLAS (row-major; sgemm / dgemm).
+// Matrix products in 16 bits, as torch.autocast computes them: the operands are rounded to
+// bfloat16 or float16 and their products summed in float32 (what 16-bit matrix units do; the
+// product of two 16-bit values is exact in float32), and the output is rounded to the 16-bit
+// type as well, except where it adds into float32 master gradients (a weight's gradient).
+// Everything else (norms, softmax, losses, the optimizer) stays float32. Set per thread (each
+// rank of spawnThreads sets its own); float32 by default; float GEMMs only (double ones, used by
+// the gradient checks, ignore it).
+enum class MatmulPrecision { kFloat32, kBFloat16, kFloat16 };
+void setMatmulPrecision(MatmulPrecision precision);
+MatmulPrecision matmulPrecision();
+// Rounds `n` floats in place to the nearest value of `precision`'s type (to nearest even;
+// float16 overflows to infinity and keeps its subnormals; NaN stays NaN).
+void roundTo16(MatmulPrecision precision, float* data, size_t n);
+
+// C[M,N] = alpha * op(A) op(B) + beta * C through BLAS (row-major; sgemm / dgemm), in the
+// thread's matmulPrecision(); `roundOutput` false keeps C in float32 even then.
 template <typename T>
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc);
+          int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, bool roundOutput = true);
 
 // out = in · weightᵀ (+ bias): weight is stored [N, K] like torch.nn.Linear.
 template <typename T>

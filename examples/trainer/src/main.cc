@@ -40,6 +40,7 @@ struct CliOptions {
   int64_t accumulate = 1;
   double bucketMb = 25, firstBucketMb = 1;
   std::string mixedPrecision = "no";
+  bool noAutocast = false;
 };
 
 // Who this rank is: from the launcher's environment, or a thread of --threads-as-ranks.
@@ -128,9 +129,13 @@ int run(int argc, char** argv) {
                "never all-reduce gradients (ranks train apart): a step's time without the "
                "synchronization, to measure its cost");
   app.add_option("--mixed-precision", o.mixedPrecision,
-                 "no | bf16 | fp16: gradients all-reduced in 16 bits (fp32 master weights and "
-                 "update); fp16 adds dynamic loss scaling")
+                 "no | bf16 | fp16: matrix products computed in 16 bits (as torch.autocast) and "
+                 "gradients all-reduced in 16 bits (fp32 master weights and update); fp16 adds "
+                 "dynamic loss scaling")
       ->check(CLI::IsMember({"no", "bf16", "fp16"}));
+  app.add_flag("--no-autocast", o.noAutocast,
+               "with --mixed-precision: keep the matrix products in float32 (only the gradients' "
+               "all-reduce is 16-bit)");
   app.add_flag("--timing", o.timing, "print forward/backward/sync/optimizer ms per logged step");
   app.add_option("--json", o.json,
                  "write the run's speed here as JSON (median ms per training step after "
@@ -219,6 +224,7 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
   ao.overlap = !o.noOverlap;
   ao.noSync = o.noSync;
   ao.mixedPrecision = o.mixedPrecision;
+  ao.autocast = !o.noAutocast;
   ao.buckets.bucketCapBytes = static_cast<size_t>(o.bucketMb * (1 << 20));
   ao.buckets.firstBucketCapBytes = static_cast<size_t>(o.firstBucketMb * (1 << 20));
   trainer::Accelerator accelerator(world > 1 ? &communicator() : nullptr, ao);
@@ -378,6 +384,7 @@ int trainRank(CliOptions o, const RankPlace& place, const std::string& blasNote,
                         {"batch_per_rank", model.options().batch},
                         {"accumulate", o.accumulate},
                         {"mixed_precision", o.mixedPrecision},
+                        {"autocast", o.mixedPrecision != "no" && !o.noAutocast},
                         {"steps_timed", timed.size()},
                         {"step_ms", median},
                         {"samples_per_s", samplesPerSecond}};
