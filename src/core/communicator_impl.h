@@ -130,6 +130,13 @@ class CommunicatorImpl {
   bool ringReordered() const { return ringReordered_; }
   // Ring place -> rank of hostRing().
   const std::vector<int>& ringOrder() const { return ringOrder_; }
+  // Pieces given per rank, listed by place on hostRing(): place p gets rank ringOrder()[p]'s,
+  // so a schedule run on hostRing() still sends and receives each rank's own block.
+  std::vector<collectives::Piece> byRingPlace(std::span<const collectives::Piece> byRank) const {
+    std::vector<collectives::Piece> byPlace;
+    for (int rank : ringOrder_) byPlace.push_back(byRank[static_cast<size_t>(rank)]);
+    return byPlace;
+  }
   // The place of `rank` on hostRing() (`rank` itself when the ring is in rank order).
   int ringPlaceOf(int rank) const {
     if (!ringReordered_) return rank;

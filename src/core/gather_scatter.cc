@@ -158,10 +158,8 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       // Steps taken by place on the host-ordered ring (host_ring.h): with ranks dealt cyclically,
       // rank order would send every rank's block off the host in the same steps and leave the
       // host links idle in the steps that stay inside it; by place every step mixes both.
-      std::vector<collectives::Piece> blocks;
-      for (int rank : impl.ringOrder()) {
-        blocks.push_back({static_cast<size_t>(rank) * a.blockBytes, a.blockBytes});
-      }
+      const std::vector<collectives::Piece> blocks =
+          impl.byRingPlace(collectives::equalBlocks(a.blockBytes, group.size));
       return collectives::pairwiseAllToAllv(impl.hostRing(),
                                             {.send = a.send,
                                              .recv = a.recv,

@@ -38,11 +38,7 @@ size_t slice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
 // still ends with its own block.
 std::vector<collectives::Piece> blocksByRingPlace(const detail::CommunicatorImpl& impl,
                                                   size_t blockCount) {
-  std::vector<collectives::Piece> blocks;
-  for (int rank : impl.ringOrder()) {
-    blocks.push_back({static_cast<size_t>(rank) * blockCount, blockCount});
-  }
-  return blocks;
+  return impl.byRingPlace(collectives::equalBlocks(blockCount, impl.size()));
 }
 
 Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
