@@ -131,10 +131,9 @@ TEST(CostModel, BruckAcrossHostsPaysForEveryRankOnTheLink) {
             Algorithm::kBruck);
   // All-to-all: a host's link carries its ranks' bytes for other hosts.
   const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
-  EXPECT_DOUBLE_EQ(
-      predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 8, bytes, 512 << 10, bytesOnly,
-                     4),
-      2.0 * 3 / 4 * static_cast<double>(bytes) * 1e-9);
+  EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 8, bytes, 512 << 10,
+                                  bytesOnly, 4),
+                   2.0 * 3 / 4 * static_cast<double>(bytes) * 1e-9);
 }
 
 TEST(CostModel, OneWayRateDrivesTreesNotRings) {
