@@ -43,6 +43,24 @@ std::string micros(int64_t ns) { return fmt::format("{}.{:03}", ns / 1000, ns % 
 
 }  // namespace
 
+ClockOffset estimateClockOffset(std::span<const ClockSample> samples) {
+  if (samples.empty()) throw InvalidArgument("estimateClockOffset: no samples");
+  const ClockSample* best = nullptr;
+  for (const ClockSample& s : samples) {
+    if (s.receivedNs < s.sentNs) {
+      throw InvalidArgument(
+          fmt::format("estimateClockOffset: an answer received at {} ns before its ping left at {} "
+                      "ns",
+                      s.receivedNs, s.sentNs));
+    }
+    if (best == nullptr || s.receivedNs - s.sentNs < best->receivedNs - best->sentNs) best = &s;
+  }
+  const int64_t roundTrip = best->receivedNs - best->sentNs;
+  return {.offsetNs = best->rank0Ns - (best->sentNs + roundTrip / 2),
+          .uncertaintyNs = (roundTrip + 1) / 2,  // rounded up: a bound
+          .samples = static_cast<int>(samples.size())};
+}
+
 Recorder::Recorder(std::string path, int rank, int size, std::string host)
     : path_(fileFor(std::move(path), rank)), rank_(rank), size_(size), host_(std::move(host)) {}
 
@@ -167,8 +185,16 @@ void Recorder::write() {
   fmt::print(f,
              "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{{\"ringlet_trace\":1,\"rank\":{},"
              "\"size\":{},\"host\":\"{}\",\"clock\":\"steady\",\"steady_ns\":{},\"system_ns\":{},"
-             "\"dropped\":{}}}}}\n",
+             "\"dropped\":{}",
              rank_, size_, escaped(host_), steadyNs, systemNs, dropped_);
+  if (clockOffset_) {
+    // Rank 0's steady time = this rank's + the offset (the clock exchange at creation).
+    fmt::print(f,
+               ",\"clock_offset_to_rank0_ns\":{},\"clock_offset_uncertainty_ns\":{},"
+               "\"clock_offset_samples\":{}",
+               clockOffset_->offsetNs, clockOffset_->uncertaintyNs, clockOffset_->samples);
+  }
+  fmt::print(f, "}}}}\n");
   if (std::fflush(f) != 0 || std::ferror(f)) {
     throw IoError(
         fmt::format("RINGLET_TRACE: writing the trace of rank {} to {} failed", rank_, path_));

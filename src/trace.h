@@ -10,11 +10,22 @@
 // Events stay in memory (at most kMaxEvents; later ones are counted as dropped) and are written
 // when the Recorder is destroyed. One Recorder is used by one thread at a time (the
 // communicator's execution lock).
+//
+// Times are this rank's steady (monotonic) clock, which the ranks of one host share. For ranks
+// on other hosts, creation ends (with tracing on only) with a clock exchange with rank 0
+// (src/core/clock_offset.cc): 32 ping-pongs, the one with the shortest round trip giving this
+// rank's offset to rank 0's clock within half that round trip (estimateClockOffset). The file's
+// otherData carries it (clock_offset_to_rank0_ns, clock_offset_uncertainty_ns,
+// clock_offset_samples; rank 0: 0, 0, 0), and `ringlet-trace merge` moves each other host's ranks
+// by it. It is measured once: clocks that drift apart during a long run are not followed. The
+// exchange is a collective call: every rank of a communicator traces, or none.
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +45,30 @@ struct Step {
   uint64_t bytes = 0;     // bytes sent (or received, when nothing is sent)
   bool reduces = false;   // whether the step reduces what it receives
 };
+
+// One ping-pong of the clock exchange: this rank's steady clock when its ping left and when the
+// answer came back, and rank 0's steady clock when it answered (nanoseconds since each clock's
+// epoch).
+struct ClockSample {
+  int64_t sentNs = 0;
+  int64_t rank0Ns = 0;
+  int64_t receivedNs = 0;
+};
+
+// Where this rank's steady clock stands against rank 0's: rank 0's time = this rank's + offsetNs.
+struct ClockOffset {
+  int64_t offsetNs = 0;
+  // The true offset lies within offsetNs +- uncertaintyNs (half the round trip it came from).
+  int64_t uncertaintyNs = 0;
+  int samples = 0;  // ping-pongs it was chosen from (0 on rank 0, the reference)
+};
+
+// Cristian's estimate from the sample with the shortest round trip: rank 0 read its clock at some
+// moment between sentNs and receivedNs of this rank's clock, so offset = rank0Ns - (sentNs +
+// receivedNs) / 2, wrong by at most half the round trip however unequal the two directions'
+// delays were. Pure; throws InvalidArgument when `samples` is empty or a sample's answer came back
+// before its ping left.
+ClockOffset estimateClockOffset(std::span<const ClockSample> samples);
 
 class Recorder {
  public:
@@ -63,6 +98,9 @@ class Recorder {
   // received. Not a call in the collectives' numbering (other ranks need not make it).
   void pointToPoint(const char* name, int to, int from, uint64_t seq, uint64_t bytes,
                     Clock::time_point start, Clock::time_point end);
+
+  // The clock exchange's result, written to the file's otherData (none is written without it).
+  void setClockOffset(const ClockOffset& offset) { clockOffset_ = offset; }
 
   // Writes everything recorded so far (the destructor calls it); throws IoError naming the file.
   void write();
@@ -94,6 +132,7 @@ class Recorder {
   uint64_t dropped_ = 0;
   uint64_t currentSeq_ = 0;
   uint64_t currentCall_ = 0;  // 1 + the index of the call running
+  std::optional<ClockOffset> clockOffset_;
   bool written_ = false;
 };
 

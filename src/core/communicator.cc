@@ -30,6 +30,7 @@ Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOption
   detail::checkOptions(options);
   auto impl = std::make_unique<detail::CommunicatorImpl>(bootstrap, std::move(options));
   impl->calibrate();
+  impl->measureClockOffset();
   return Communicator(std::move(impl));
 }
 

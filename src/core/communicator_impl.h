@@ -109,6 +109,10 @@ class CommunicatorImpl {
   // Collective, once, inside create(): measures the cost model on this communicator's links
   // unless the options give it (src/core/calibrate.cc).
   void calibrate();
+  // Collective, once, at the end of creation (of split and dup too), with tracing on only: this
+  // rank's steady clock against rank 0's, into the trace file (src/core/clock_offset.cc). Off,
+  // it does nothing and sends nothing.
+  void measureClockOffset();
 
   // The call header of the running collective has gone to the next rank; this receives the
   // previous rank's and throws MismatchError if the calls differ. execute() calls it before the

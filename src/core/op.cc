@@ -92,6 +92,8 @@ const char* OpHeader::name() const {
       return "alltoallv";
     case OpKind::kCalibrate:
       return "calibrate";
+    case OpKind::kClockOffset:
+      return "clock_offset";
     case OpKind::kSplit:
       return tag == kSplitIsDup ? "dup" : "split";
   }
@@ -141,6 +143,9 @@ std::string OpHeader::describeCall() const {
       return "barrier()";
     case OpKind::kCalibrate:
       return "cost-model calibration (inside Communicator::create)";
+    case OpKind::kClockOffset:
+      return "trace mode's clock exchange (inside Communicator::create; RINGLET_TRACE on every "
+             "rank or none)";
     case OpKind::kSend:
       return fmt::format("send(count={}, {}, to rank {}, tag={})", count, toString(type), root,
                          tag);
@@ -161,6 +166,7 @@ bool OpHeader::sameCall(const OpHeader& o) const {
   switch (kind) {
     case OpKind::kDeviceSetup:
     case OpKind::kCalibrate:
+    case OpKind::kClockOffset:
       return true;
     case OpKind::kAllreduce:
     case OpKind::kReduceScatter:

@@ -37,6 +37,8 @@ enum class OpKind : uint8_t {
   // Communicator::sendrecv: never on the wire (its messages carry kSend headers). root: the rank
   // it sends to, source: the rank it receives from.
   kSendRecv = 21,
+  // Trace mode's clock exchange with rank 0 at the end of create() (src/core/clock_offset.cc).
+  kClockOffset = 22,
 };
 
 // OpHeader::tag of a kSplit header made by dup() (split() sends 0).

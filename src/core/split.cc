@@ -121,7 +121,9 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key,
   // Traced, the child writes files of its own (its ranks are numbered anew): the path gets
   // ".split<seq>-color<color>", the same on the child's ranks and unlike any sibling's.
   if (!options.trace.empty()) options.trace += fmt::format(".split{}-color{}", seq, color);
-  return std::make_unique<CommunicatorImpl>(std::move(lineage), std::move(options));
+  auto child = std::make_unique<CommunicatorImpl>(std::move(lineage), std::move(options));
+  child->measureClockOffset();  // traced: against the child's rank 0, for its own files
+  return child;
 }
 
 }  // namespace detail
