@@ -9,6 +9,12 @@
 Each input is a Chrome trace-event JSON (Perfetto, chrome://tracing) as ringlet writes it; plot
 and show also take the ranks' files directly. Plotting needs matplotlib (Debian:
 apt-get install python3-matplotlib, then run with /usr/bin/python3).
+
+The one clock: on one host, the monotonic clock its ranks share; across hosts, rank 0's, each
+host moved by the offset its ranks measured against rank 0's clock when the communicator was
+created (otherData.clock_offset_to_rank0_ns, within clock_offset_uncertainty_ns; measured once,
+so drift over a long run is not corrected), or by the hosts' wall clocks for files without
+offsets (as good as NTP). The merged file's otherData.clock says which.
 """
 import argparse
 import json
@@ -33,12 +39,38 @@ def load(path):
     return data
 
 
-def merge(paths):
-    """Every rank's events on one clock, starting at 0.
+def clock_shifts(files):
+    """Per file, the microseconds to add to its times to put them on one clock, and that clock's
+    name.
 
-    Ranks of one host share its monotonic clock, so their times are kept; ranks on other hosts
-    are moved by the difference between their monotonic and wall clocks (as good as the hosts'
-    wall clocks agree)."""
+    Ranks of one host share its monotonic clock: on one host every file is kept as it is. Across
+    hosts, when every file carries the offset that the clock exchange at creation measured
+    (clock_offset_to_rank0_ns: rank 0's steady time minus this rank's), each host is moved onto
+    rank 0's clock by one shift, its rank's with the smallest uncertainty (rank 0's host: none),
+    so the ranks of a host keep their shared clock. Otherwise hosts are aligned by the difference
+    between their monotonic and wall clocks (as good as the hosts' wall clocks agree)."""
+    hosts = [d["otherData"].get("host", "") for d in files]
+    if len(set(hosts)) == 1:
+        return [0.0] * len(files), "one host: monotonic"
+    if all("clock_offset_to_rank0_ns" in d["otherData"] for d in files):
+        best = {}  # host -> (rank 0 first, uncertainty, offset), the least of its ranks'
+        for data, host in zip(files, hosts):
+            o = data["otherData"]
+            mine = (o["rank"] != 0, o["clock_offset_uncertainty_ns"],
+                    o["clock_offset_to_rank0_ns"])
+            best[host] = min(best.get(host, mine), mine)
+        worst = max(uncertainty for _, uncertainty, _ in best.values())
+        return ([best[h][2] / 1000.0 for h in hosts],
+                f"measured offsets to rank 0 (max uncertainty {worst / 1000.0:.1f} us)")
+    # steady + (system - steady) = wall time; the first file's steady clock is the reference.
+    base = files[0]["otherData"]
+    ref = base["system_ns"] - base["steady_ns"]
+    return ([(d["otherData"]["system_ns"] - d["otherData"]["steady_ns"] - ref) / 1000.0
+             for d in files], "wall clocks of the hosts")
+
+
+def merge(paths):
+    """Every rank's events on one clock (clock_shifts), starting at 0."""
     files = [load(p) for p in paths]
     ranks = []
     for path, data in zip(paths, files):
@@ -50,18 +82,7 @@ def merge(paths):
         ranks.append(other["rank"])
     if len(set(ranks)) != len(ranks):
         fail(f"rank files repeat a rank: {sorted(ranks)}")
-    hosts = {d["otherData"].get("host", "") for d in files}
-    base = files[0]["otherData"]
-    shifts = []
-    for data in files:
-        o = data["otherData"]
-        if len(hosts) == 1:
-            shifts.append(0.0)
-        else:
-            # steady + (system - steady) = wall time; rank 0's steady clock is the reference.
-            own = o["system_ns"] - o["steady_ns"]
-            ref = base["system_ns"] - base["steady_ns"]
-            shifts.append((own - ref) / 1000.0)
+    shifts, clock = clock_shifts(files)
     events = []
     for data, shift in zip(files, shifts):
         for e in data["traceEvents"]:
@@ -81,7 +102,8 @@ def merge(paths):
             "ringlet_trace": 1,
             "merged_ranks": sorted(ranks),
             "size": size,
-            "clock": "one host: monotonic" if len(hosts) == 1 else "wall clocks of the hosts",
+            "clock": clock,
+            "clock_shift_us": {str(r): shift for r, shift in zip(ranks, shifts)},
             "start_us": start,
         },
     }

@@ -20,6 +20,70 @@ steps = [e for e in t["traceEvents"] if e.get("cat") == "step" and e["name"] == 
 assert {e["pid"] for e in steps} == {0, 1, 2}, "every rank's final reductions"
 assert min(e["ts"] for e in t["traceEvents"] if "ts" in e) == 0
 PY
+# The clock exchange at creation: rank 0 is the reference; the others share its host's monotonic
+# clock, so their measured offsets are within their uncertainty of 0 (and well under 5 ms).
+/usr/bin/python3 - "$dir" <<'PY' || fail "measured clock offsets"
+import json, sys
+for r in range(3):
+    o = json.load(open(f"{sys.argv[1]}/t.rank{r}.json"))["otherData"]
+    offset, uncertainty = o["clock_offset_to_rank0_ns"], o["clock_offset_uncertainty_ns"]
+    if r == 0:
+        assert (offset, uncertainty, o["clock_offset_samples"]) == (0, 0, 0), o
+    else:
+        assert abs(offset) < 5_000_000 and 0 < uncertainty and abs(offset) <= uncertainty, o
+        assert o["clock_offset_samples"] > 0, o
+t = json.load(open(f"{sys.argv[1]}/merged.json"))
+assert t["otherData"]["clock"] == "one host: monotonic", t["otherData"]
+PY
+# Across hosts merge applies the measured offsets. Rank 2's file is made to come from another
+# host whose monotonic clock is 3.7 s ahead (its times, steady_ns and offset moved by that) and
+# whose wall clock is 0.25 s wrong: merged, its events must land where they did on the one host
+# (up to the offset measured here, which merge on one host does not apply), and without the
+# offsets merge falls back to the wall clocks and misplaces them by the 0.25 s.
+/usr/bin/python3 - "$dir" "$bin/ringlet-trace" <<'PY' || fail "merge across hosts"
+import json, os, subprocess, sys
+d, tool = sys.argv[1], sys.argv[2]
+ahead_ns, wall_error_ns = 3_700_000_000, 250_000_000
+moved = json.load(open(f"{d}/t.rank2.json"))
+measured_ns = moved["otherData"]["clock_offset_to_rank0_ns"]
+for e in moved["traceEvents"]:
+    if "ts" in e:
+        e["ts"] += ahead_ns / 1000
+o = moved["otherData"]
+o["host"] = "another-host"
+o["steady_ns"] += ahead_ns
+o["system_ns"] += wall_error_ns
+o["clock_offset_to_rank0_ns"] -= ahead_ns
+os.mkdir(f"{d}/hosts")
+json.dump(moved, open(f"{d}/hosts/t.rank2.json", "w"))
+for r in (0, 1):
+    os.symlink(f"{d}/t.rank{r}.json", f"{d}/hosts/t.rank{r}.json")
+
+def merged(name):
+    files = [f"{d}/hosts/t.rank{r}.json" for r in range(3)]
+    subprocess.run([sys.executable, tool, "merge", *files, "-o", f"{d}/{name}"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return json.load(open(f"{d}/{name}"))
+
+def rank2_from_rank0(trace):
+    # Each of rank 2's events, from rank 0's first event (the merged start may move).
+    timed = [e for e in trace["traceEvents"] if "ts" in e]
+    anchor = min(e["ts"] for e in timed if e["pid"] == 0)
+    return [e["ts"] - anchor for e in timed if e["pid"] == 2]
+
+reference = rank2_from_rank0(json.load(open(f"{d}/merged.json")))
+across = merged("across.json")
+clock = across["otherData"]["clock"]
+assert clock.startswith("measured offsets to rank 0 (max uncertainty"), clock
+error = max(abs(a - b) for a, b in zip(rank2_from_rank0(across), reference))
+assert error <= abs(measured_ns) / 1000 + 0.01, (error, measured_ns)
+del moved["otherData"]["clock_offset_to_rank0_ns"]
+json.dump(moved, open(f"{d}/hosts/t.rank2.json", "w"))
+wall = merged("wall.json")
+assert wall["otherData"]["clock"] == "wall clocks of the hosts", wall["otherData"]
+error = [a - b for a, b in zip(rank2_from_rank0(wall), reference)]
+assert all(abs(x - wall_error_ns / 1000) < 1000 for x in error), error[:3]
+PY
 /usr/bin/python3 "$bin/ringlet-trace" show "$dir/merged.json" --call allreduce > "$dir/show.out"
 grep -q "ring" "$dir/show.out" || fail "show names the algorithm"
 # The ring at N = 3: 2N-1 = 5 primitives per slice on every rank.

@@ -14,6 +14,8 @@
 #   multi_host_test.sh BIN_DIR kill-host     host 2's ranks SIGKILLed mid-run: the same
 #   multi_host_test.sh BIN_DIR slurm         ranks started as srun starts them (SLURM_* only, no
 #       MASTER_ADDR): the first host of SLURM_NODELIST hosts the store
+#   multi_host_test.sh BIN_DIR trace         RINGLET_TRACE on 2 hosts x 2 ranks: the clock offsets
+#       measured at creation, and ringlet-trace merge placing the other host's ranks by them
 set -u
 bin="$1"
 mode="$2"
@@ -210,6 +212,32 @@ slurm)
   grep -q "world size 4, bootstrap slurm" "$work/task0.log" || fail "not a world of 4 from slurm"
   grep -q "rank 0 -> rank 2: tcp" "$work/task0.log" || fail "no tcp link between the hosts"
   echo "ok: slurm across hosts"
+  ;;
+trace)
+  # The emulated hosts share one kernel, so one monotonic clock: every measured offset to rank
+  # 0's clock must lie within its uncertainty of 0, over tcp between the hosts and shm inside one.
+  emulate --hosts 2 --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_TRACE=\"\$WORK/t\" \
+    $run_line -n 2 \"\$BIN/ringlet-teach-allreduce\" 30000 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
+  status=$?
+  (( status == 0 )) || { cat "$work"/host*.log >&2; fail "a host exited with status $status"; }
+  /usr/bin/python3 - "$work" "$bin/ringlet-trace" <<'PY' || fail "clock offsets across hosts"
+import json, subprocess, sys
+work, tool = sys.argv[1], sys.argv[2]
+files = [f"{work}/t.rank{r}.json" for r in range(4)]
+other = [json.load(open(f))["otherData"] for f in files]
+assert len({o["host"] for o in other}) == 2, [o["host"] for o in other]
+for r, o in enumerate(other):
+    offset, uncertainty = o["clock_offset_to_rank0_ns"], o["clock_offset_uncertainty_ns"]
+    print(f"rank {r} ({o['host'].split('/')[0]}): offset {offset} ns +- {uncertainty} ns")
+    if r > 0:
+        assert abs(offset) <= uncertainty and uncertainty > 0 and abs(offset) < 5_000_000, o
+subprocess.run([sys.executable, tool, "merge", *files, "-o", f"{work}/merged.json"],
+               check=True)
+clock = json.load(open(f"{work}/merged.json"))["otherData"]["clock"]
+print(clock)
+assert clock.startswith("measured offsets to rank 0"), clock
+PY
+  echo "ok: trace clocks across hosts"
   ;;
 link-down | kill-host)
   hosts=3
