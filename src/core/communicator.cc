@@ -205,8 +205,9 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
   auto* data = static_cast<std::byte*>(buffer);
   // The root's data rides in a two-rank header; the other's is unused.
-  const auto algorithm = impl.chooseFor(header, collectives::Collective::kBroadcast, bytes, data,
-                                        /*sendsOnly=*/impl.rank() == root);
+  const auto algorithm = impl.chooseFor(
+      header, collectives::Collective::kBroadcast, bytes, data,
+      impl.rank() == root ? detail::PairRole::kSendsOnly : detail::PairRole::kReceivesOnly);
   auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
                                                     const transport::WaitContext& wait) {
     if (group.size == 1 || bytes == 0) return;  // the header check was the whole call
@@ -251,14 +252,19 @@ void sendMessageHeader(transport::Link& link, OpHeader header, int self,
 
 // Takes the next message header from `link` and checks it is the send that `expected` (a recv
 // of `count` elements from that peer, with its sequence number) waits for.
-void receiveMessageHeader(transport::Link& link, const OpHeader& expected, int self,
-                          const transport::WaitContext& wait) {
+void receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
+                          const OpHeader& expected, int self, const transport::WaitContext& wait) {
   // Any header length: a collective's header here (ranks that disagree) is named as such.
   OpHeader theirs;
-  size_t got = 0;
-  const std::byte* in = link.recvAny(OpHeader::kWireBytes, &got, wait);
-  const bool ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
-  link.release();
+  bool ok = false;
+  for (;;) {
+    size_t got = 0;
+    const std::byte* in = link.recvAny(OpHeader::kWireBytes, &got, wait);
+    ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+    link.release();
+    // The peer's answers to this rank's earlier sender-only calls may come first.
+    if (!ok || !impl.settlesUnchecked(theirs, wait)) break;
+  }
   theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
   if (!ok || theirs.kind != OpKind::kSend || theirs.seq != expected.seq ||
       !expected.sameCall(OpHeader{.kind = OpKind::kRecv,
@@ -300,7 +306,7 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
       link.flush(wait);  // the header and the caller's buffer may go once this returns
       return;
     }
-    receiveMessageHeader(link, header, self, wait);
+    receiveMessageHeader(impl, link, header, self, wait);
     for (size_t offset = 0; offset < bytes; offset += slice) {
       link.recvInto(buffer + offset, std::min(slice, bytes - offset), wait);
     }
@@ -369,7 +375,7 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
       }
       if (sentBytes < sendBytes && !prev.messageReady()) continue;
       if (!headerIn) {
-        receiveMessageHeader(prev, expected, self, wait);
+        receiveMessageHeader(impl, prev, expected, self, wait);
         headerIn = true;
       } else if (received < recvBytes) {
         const size_t bytes = std::min(recvSlice, recvBytes - received);

@@ -69,6 +69,13 @@ CommunicatorImpl::~CommunicatorImpl() {
 
 void CommunicatorImpl::runBlocking(OpHeader header, OpBody body) {
   if (isCollective(header.kind)) header.seq = nextSeq_++;
+  // Calls are issued from one thread at a time: with no async call queued or running, none can
+  // appear before this one runs.
+  if (asyncInFlight_.load(std::memory_order_acquire) == 0) {
+    std::lock_guard exec(execMutex_);
+    execute(header, body);
+    return;
+  }
   std::shared_ptr<WorkState> state;
   {
     std::lock_guard lock(queueMutex_);
@@ -93,6 +100,7 @@ Work CommunicatorImpl::runAsync(OpHeader header, OpBody body) {
   {
     std::lock_guard lock(queueMutex_);
     queue_.push_back(Pending{header, std::move(body), state});
+    asyncInFlight_.fetch_add(1, std::memory_order_relaxed);
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
   queueChanged_.notify_all();
@@ -118,6 +126,7 @@ void CommunicatorImpl::workerLoop() {
     item.state->finish(error);
     lock.lock();
     workerBusy_ = false;
+    asyncInFlight_.fetch_sub(1, std::memory_order_release);
   }
 }
 
@@ -148,7 +157,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
       }
     }
   }
-  WaitContext wait{.deadline = Clock::now() + options_.timeout,
+  WaitContext wait{.deadline = transport::coarseNow() + options_.timeout,
                    .op = header.name(),
                    .seq = header.seq,
                    .rank = rank_,
@@ -190,27 +199,29 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     running_ = header;
     if (collective && size_ > 1 && !header.selfChecked) {
       headerChecked_ = false;
-      sendHeader(header, wait);
-      if (header.sendsOnly) {
-        // Nothing to read in this call: the peer's header is read later. Those that have
-        // arrived are read now; the oldest is waited for only when too many are outstanding.
-        checkUnchecked(wait, /*onlyArrived=*/true);
-        while (unchecked_.size() >= kMaxUnchecked) {
-          const OpHeader oldest = unchecked_.front();
-          unchecked_.pop_front();
-          readPeerHeader(oldest, /*takeInline=*/false, wait);
+      if (header.receivesOnly && takeWaitingHeader(header, wait)) {
+        // The sender's header and data were here and matched: nothing to send.
+      } else {
+        sendHeader(header, wait);
+        if (header.sendsOnly) {
+          // Nothing to read in this call: the peer's answer is read later. Those that have
+          // arrived are read now; one is waited for only when too many calls are unsettled.
+          // (The peer's answer to this call, when already here, waits for the next call, so
+          // that a disagreement shows at one call on both ranks.)
+          settleArrived(wait);
+          unchecked_.push_back(header);
+          unchecked_.back().inlineData = nullptr;
+          while (unchecked_.size() > kMaxUnchecked) readSettlingHeader(wait);
+          headerChecked_ = true;
+          group_.prev().checkPeer(wait);  // a peer that failed (or disagreed) and aborted
+        } else if (!header.earlyData) {
+          checkHeader(wait);
         }
-        unchecked_.push_back(header);
-        unchecked_.back().inlineData = nullptr;
-        headerChecked_ = true;
-        group_.prev().checkPeer(wait);  // a peer that failed (or disagreed) and aborted
-      } else if (!header.earlyData) {
-        checkHeader(wait);
       }
     } else if (!unchecked_.empty()) {
-      // A point-to-point call (or one that checks its own headers): its messages follow the
-      // peer's unread headers on the link.
-      checkUnchecked(wait, /*onlyArrived=*/false);
+      // A point-to-point call (or one that checks its own headers): the peer's answers that are
+      // here; those still to come are read before its messages (settlesUnchecked).
+      settleArrived(wait);
     }
     body(group_, wait);
     if (!headerChecked_) checkHeader(wait);
@@ -246,6 +257,7 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
   // unchanged until the flush at the end of the call.
   std::byte* out = next.sendBuffer(bytes, headerOut_.data(), wait);
   header.encodeTo(out);
+  skippedHeaders_ = 0;
   // With earlyData the body's first send to the same link follows at once: pack them.
   if (header.earlyData) {
     next.sendMore(out, bytes, wait);
@@ -257,16 +269,107 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
 void CommunicatorImpl::checkHeader(const WaitContext& wait) {
   if (headerChecked_) return;
   headerChecked_ = true;
-  checkUnchecked(wait, /*onlyArrived=*/false);  // the peer sent those first
   readPeerHeader(running_, /*takeInline=*/true, wait);
 }
 
-void CommunicatorImpl::checkUnchecked(const WaitContext& wait, bool onlyArrived) {
+// Two-rank calls in which one rank only sends (OpHeader::sendsOnly) return on that rank once its
+// header and data are sent; it keeps the call in unchecked_ until the peer answers. The peer
+// answers each call with its own header (a mismatch names both calls), or, when it only receives
+// and found this rank's header and data waiting and matching, with nothing: its next header
+// (whose sequence number is higher) then says it passed those calls, which it does only after
+// checking them. So a header numbered s settles every unchecked call before s.
+void CommunicatorImpl::settleUnchecked(const OpHeader& theirs, const WaitContext& wait) {
+  while (!unchecked_.empty() && unchecked_.front().seq < theirs.seq) unchecked_.pop_front();
+  if (unchecked_.empty() || unchecked_.front().seq != theirs.seq) return;
+  const OpHeader mine = unchecked_.front();
+  unchecked_.pop_front();
+  if (mine.sameCall(theirs)) return;
+  throw MismatchError(
+      describeMismatch(wait.describe(), rank_, mine, group_.prev().peer(), theirs) +
+      fmt::format(" (call #{} returned on rank {} once its data was sent: a rank that only sends "
+                  "in a two-rank call reads its peer's call at a later one)",
+                  mine.seq, rank_));
+}
+
+bool CommunicatorImpl::settlesUnchecked(const OpHeader& theirs, const WaitContext& wait) {
+  if (unchecked_.empty() || !isCollective(theirs.kind) || theirs.seq > unchecked_.back().seq) {
+    return false;
+  }
+  settleUnchecked(theirs, wait);
+  return true;
+}
+
+void CommunicatorImpl::readSettlingHeader(const WaitContext& wait) {
+  transport::Link& prev = group_.prev();
+  size_t bytes = 0;
+  const std::byte* in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
+  OpHeader theirs;
+  const bool ok = bytes >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+  prev.release();
+  if (!ok) {
+    throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
+                              wait.describe(), prev.peer()));
+  }
+  // The peer answers at least every kConfirmEvery calls, so the answer that settles the oldest
+  // comes before any header of a call this rank has not made.
+  if (!settlesUnchecked(theirs, wait)) {
+    throw MismatchError(
+        describeMismatch(wait.describe(), rank_, unchecked_.front(), prev.peer(), theirs));
+  }
+}
+
+void CommunicatorImpl::settleArrived(const WaitContext& wait) {
+  transport::Link& prev = group_.prev();
   while (!unchecked_.empty()) {
-    if (onlyArrived && !group_.prev().messageReady()) return;
-    const OpHeader oldest = unchecked_.front();
-    unchecked_.pop_front();
-    readPeerHeader(oldest, /*takeInline=*/false, wait);
+    if (prev.canPeek()) {
+      // Only what answers unchecked_: a later call's header stays for that call.
+      size_t bytes = 0;
+      const std::byte* next = prev.peekMessage(&bytes);
+      OpHeader theirs;
+      if (next == nullptr || bytes < OpHeader::kFieldBytes || bytes > OpHeader::kWireBytes ||
+          !OpHeader::decode(next, theirs) || !isCollective(theirs.kind)) {
+        return;
+      }
+      if (theirs.seq > unchecked_.back().seq) {
+        unchecked_.clear();  // the peer passed them all: each checked, or answered before this
+        return;
+      }
+    } else if (!prev.messageReady()) {
+      return;
+    }
+    readSettlingHeader(wait);
+  }
+}
+
+bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitContext& wait) {
+  transport::Link& prev = group_.prev();
+  if (!prev.canPeek()) return false;
+  // A short wait (the link's spin, if spinning pays here) before this rank's own header goes:
+  // the sender is usually a moment behind.
+  if (!prev.spinForMessage()) return false;
+  for (;;) {
+    size_t bytes = 0;
+    const std::byte* next = prev.peekMessage(&bytes);
+    OpHeader theirs;
+    if (next == nullptr || bytes < OpHeader::kFieldBytes || bytes > OpHeader::kWireBytes ||
+        !OpHeader::decode(next, theirs) || !isCollective(theirs.kind)) {
+      return false;
+    }
+    if (theirs.seq < header.seq && settlesUnchecked(theirs, wait)) {
+      prev.recvAny(OpHeader::kWireBytes, &bytes, wait);  // the header just settled
+      prev.release();
+      continue;
+    }
+    // Anything else goes the usual way: this rank's header first, so a peer that disagrees
+    // names both calls too.
+    if (!header.sameCall(theirs) || bytes != header.wireBytes()) return false;
+    const std::byte* in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
+    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, header.inlineBytes);
+    prev.release();
+    unchecked_.clear();  // all before this call, which the peer has passed
+    headerChecked_ = true;
+    if (++skippedHeaders_ >= kConfirmEvery) sendHeader(header, wait);
+    return true;
   }
 }
 
@@ -274,9 +377,16 @@ void CommunicatorImpl::readPeerHeader(const OpHeader& expected, bool takeInline,
                                       const WaitContext& wait) {
   transport::Link& prev = group_.prev();
   size_t bytes = 0;
-  const std::byte* in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
   OpHeader theirs;
-  const bool ok = bytes >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+  bool ok = false;
+  const std::byte* in = nullptr;
+  for (;;) {
+    in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
+    ok = bytes >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+    // The peer's answers to this rank's earlier sender-only calls come first.
+    if (!ok || theirs.seq >= expected.seq || !settlesUnchecked(theirs, wait)) break;
+    prev.release();
+  }
   const bool same = ok && expected.sameCall(theirs);
   if (same && takeInline && expected.inlineBytes > 0) {
     if (bytes != expected.wireBytes()) {
@@ -292,16 +402,9 @@ void CommunicatorImpl::readPeerHeader(const OpHeader& expected, bool takeInline,
     throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
                               wait.describe(), prev.peer()));
   }
-  if (!same) {
-    std::string what = describeMismatch(wait.describe(), rank_, expected, prev.peer(), theirs);
-    if (expected.seq != running_.seq) {
-      what += fmt::format(
-          " (call #{} returned on rank {} once its data was sent: a rank that only sends in a "
-          "two-rank call reads its peer's call at a later one)",
-          expected.seq, rank_);
-    }
-    throw MismatchError(what);
-  }
+  if (!same)
+    throw MismatchError(describeMismatch(wait.describe(), rank_, expected, prev.peer(), theirs));
+  unchecked_.clear();  // all before this call, which the peer has passed
 }
 
 void CommunicatorImpl::fail(int origin, const std::string& reason) {
@@ -418,13 +521,14 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
 
 collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
                                                    collectives::Collective collective, size_t bytes,
-                                                   const void* message, bool sendsOnly) const {
+                                                   const void* message, PairRole role) const {
   const collectives::Algorithm algorithm = algorithmFor(collective, bytes);
   header.algorithm = static_cast<uint8_t>(algorithm);
   if (algorithm == collectives::Algorithm::kHeaderInline) {
     header.inlineData = static_cast<const std::byte*>(message);
     header.inlineBytes = pairMessageBytes(collective, bytes);
-    header.sendsOnly = sendsOnly;
+    header.sendsOnly = role == PairRole::kSendsOnly;
+    header.receivesOnly = role == PairRole::kReceivesOnly;
   }
   return algorithm;
 }

@@ -18,6 +18,7 @@
 #include "collectives/select.h"
 #include "ringlet/communicator.h"
 #include "src/core/op.h"
+#include "src/core/op_body.h"
 #include "src/trace.h"
 #include "transports/transport.h"
 
@@ -35,9 +36,6 @@ struct WorkState {
 // Throws InvalidArgument when options name a transport or a transport option that is not built
 // in (options.cc).
 void checkOptions(const CommunicatorOptions& options);
-
-// What a collective does once the header exchange succeeded.
-using OpBody = std::function<void(const collectives::Group&, const transport::WaitContext&)>;
 
 // A checked call, ready to run: its header and its body.
 struct PreparedCall {
@@ -96,9 +94,11 @@ class CommunicatorImpl {
   // algorithmFor(), written into the call's header; when the data rides in the header
   // (kHeaderInline, two ranks), `message` is what this rank sends the other (its peer may ignore
   // it: the root's own data in a reduce).
-  // `sendsOnly`: this rank only sends in the call (see OpHeader::sendsOnly).
+  // `role`: whether this rank only sends or only receives in such a call (OpHeader::sendsOnly,
+  // receivesOnly).
   collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
-                                   size_t bytes, const void* message, bool sendsOnly = false) const;
+                                   size_t bytes, const void* message,
+                                   PairRole role = PairRole::kBoth) const;
   collectives::Algorithm forced(collectives::Collective collective) const {
     return forced_[static_cast<size_t>(collective)];
   }
@@ -119,6 +119,10 @@ class CommunicatorImpl {
   // body unless the header says earlyData, in which case the body calls it after sending its
   // first message (saving a round trip) and before reading any data.
   void checkHeader(const transport::WaitContext& wait);
+  // For point-to-point receives on a two-rank communicator: a collective's header `theirs` that
+  // came before the message answers this rank's earlier sender-only calls; true when it did (it
+  // is then settled, or a MismatchError thrown), false when it is not one of those.
+  bool settlesUnchecked(const OpHeader& theirs, const transport::WaitContext& wait);
   // The header of the collective being executed, with its sequence number.
   const OpHeader& runningHeader() const { return running_; }
   // The previous rank's inline data (OpHeader::inlineData), valid after checkHeader().
@@ -181,9 +185,20 @@ class CommunicatorImpl {
   // call as `expected`; `takeInline` keeps its inline data (inlineFromPrev()).
   void readPeerHeader(const OpHeader& expected, bool takeInline,
                       const transport::WaitContext& wait);
-  // Reads the peer's headers of this rank's earlier sender-only calls (unchecked_), oldest
-  // first; `onlyArrived`: only those already there (never waits).
-  void checkUnchecked(const transport::WaitContext& wait, bool onlyArrived);
+  // Two-rank calls. The peer's header `theirs` of the collective numbered s settles this rank's
+  // sender-only calls (unchecked_) before s: the peer passed those without a header only after
+  // checking them (takeWaitingHeader). The call numbered s, if it is one, must match.
+  void settleUnchecked(const OpHeader& theirs, const transport::WaitContext& wait);
+  // Reads the next message from the peer, waiting for it: a header that settles unchecked_.
+  void readSettlingHeader(const transport::WaitContext& wait);
+  // Reads, without waiting, the peer's headers that have arrived for unchecked_; stops at
+  // anything else (a later call's header, a point-to-point message).
+  void settleArrived(const transport::WaitContext& wait);
+  // A receive-only two-rank call (OpHeader::receivesOnly): when the sender's header and data are
+  // already here and are this call's, takes them and returns true, sending no header (but every
+  // kConfirmEvery calls). Else false, leaving the message in place for the usual exchange.
+  bool takeWaitingHeader(const OpHeader& header, const transport::WaitContext& wait);
+
   void fail(int origin, const std::string& reason);
   void workerLoop();
 
@@ -223,6 +238,10 @@ class CommunicatorImpl {
   // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control).
   std::deque<OpHeader> unchecked_;
   static constexpr size_t kMaxUnchecked = 16;
+  // Receive-only calls in a row that sent no header (takeWaitingHeader); every kConfirmEvery-th
+  // sends one, so that the sender's unchecked_ never waits at kMaxUnchecked for long.
+  size_t skippedHeaders_ = 0;
+  static constexpr size_t kConfirmEvery = 8;
 
   // Trace mode (CommunicatorOptions::trace): the calls and their steps; null when off.
   std::unique_ptr<trace::Recorder> trace_;
@@ -248,6 +267,7 @@ class CommunicatorImpl {
   std::condition_variable queueChanged_;
   std::deque<Pending> queue_;
   bool workerBusy_ = false;
+  std::atomic<size_t> asyncInFlight_{0};  // async calls queued or running (runBlocking's fast path)
   bool stopping_ = false;
   std::thread worker_;
 

@@ -18,6 +18,7 @@ namespace ringlet {
 
 using detail::OpHeader;
 using detail::OpKind;
+using detail::PairRole;
 using Prepared = detail::PreparedCall;
 
 namespace {
@@ -57,7 +58,7 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
   OpHeader header{.kind = OpKind::kGather, .type = type, .root = root, .count = count};
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kGather, block * impl.size(), send,
-                     /*sendsOnly=*/impl.rank() != root);
+                     impl.rank() != root ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
   collectives::GatherArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .blockBytes = block,
@@ -87,7 +88,7 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
   }
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kScatter, block * impl.size(), inlined,
-                     /*sendsOnly=*/impl.rank() == root);
+                     impl.rank() == root ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
   collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,

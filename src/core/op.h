@@ -41,6 +41,9 @@ enum class OpKind : uint8_t {
   kClockOffset = 22,
 };
 
+// A rank's part in a two-rank call whose data rides in the call headers (kHeaderInline).
+enum class PairRole : uint8_t { kBoth, kSendsOnly, kReceivesOnly };
+
 // OpHeader::tag of a kSplit header made by dup() (split() sends 0).
 inline constexpr int32_t kSplitIsDup = 1;
 
@@ -77,6 +80,12 @@ struct OpHeader {
   // scatter root, reduce or gather non-root). It returns once its header and data are sent; the
   // peer's header is read at a later call of this rank (CommunicatorImpl::execute).
   bool sendsOnly = false;
+  // Not sent: the other side of such a call (a broadcast or scatter non-root, reduce or gather
+  // root). When its peer's header and data are already there and match, it takes them and sends
+  // no header of its own (but every few calls, so that the sender's record of unread calls stays
+  // short); the sender learns that it was checked from the next header it reads, whose sequence
+  // number is higher (CommunicatorImpl::takeWaitingHeader).
+  bool receivesOnly = false;
   // Sent after the fields: a call whose data fits rides along with its header (kInlineBytes),
   // so a tiny two-rank all-reduce is one message each way. Not compared by sameCall().
   const std::byte* inlineData = nullptr;

@@ -17,6 +17,7 @@ namespace ringlet {
 
 using detail::OpHeader;
 using detail::OpKind;
+using detail::PairRole;
 using Prepared = detail::PreparedCall;
 
 namespace {
@@ -57,8 +58,9 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
         fmt::format("reduce on rank {}: send buffer is null but count is {}", rank, count));
   }
   OpHeader header{.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count};
-  const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduce, bytes, send,
-                                        /*sendsOnly=*/rank != root);
+  const auto algorithm =
+      impl.chooseFor(header, collectives::Collective::kReduce, bytes, send,
+                     rank != root ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
   collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .count = count,

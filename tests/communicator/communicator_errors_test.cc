@@ -219,6 +219,93 @@ TEST(CommunicatorErrors, SmallRootedCallsRunAheadAndStayExact) {
   }
 }
 
+// A receiver that comes late finds its peer's small rooted calls already waiting: it takes each
+// one that matches without answering it (but every few calls), so the sender, which holds at
+// most 16 unanswered calls, must learn from those few answers that the calls in between were
+// checked, or it waits until the timeout. Afterwards the sender's point-to-point receive and an
+// all-reduce read past the answers still on the link. TCP cannot look at a message without
+// taking it: its receivers answer every call, and the same run must pass.
+TEST(CommunicatorErrors, ALateReceiverTakesWaitingCallsAndTheSenderGoesOn) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 5s, transport);
+      if (rank == 1) std::this_thread::sleep_for(100ms);
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < 200; ++i) {
+        int64_t value = rank == 0 ? 7 * i : -1;
+        comm.broadcast(&value, 1, DataType::kInt64, 0);
+        ASSERT_EQ(value, 7 * i) << transport << " broadcast " << i;
+        const int64_t mine = 1000 * i + rank;
+        int64_t both[2] = {-1, -1};
+        comm.gather(&mine, both, 1, DataType::kInt64, 1);  // rank 0 only sends
+        if (rank == 1) {
+          ASSERT_EQ(both[0], 1000 * i) << transport << " gather " << i;
+          ASSERT_EQ(both[1], 1000 * i + 1) << transport << " gather " << i;
+        }
+      }
+      int64_t got = -1;
+      if (rank == 1) {
+        const int64_t value = 42;
+        comm.send(&value, 1, DataType::kInt64, 0);
+      } else {
+        comm.recv(&got, 1, DataType::kInt64, 1);
+        EXPECT_EQ(got, 42) << transport;
+      }
+      int64_t total = rank + 1;
+      comm.allreduce(&total, 1, DataType::kInt64, ReduceOp::kSum);
+      EXPECT_EQ(total, 3) << transport;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 4s) << transport;
+    });
+  }
+}
+
+// After many calls taken without an answer, a receiver whose call differs still names both
+// calls, and the sender hears of it at a later call.
+TEST(CommunicatorErrors, AReceiverThatDisagreesAfterSilentCallsNamesBoth) {
+  for (const char* transport : {"local", "shm"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 5s, transport);
+      std::vector<float> data(3, 1.0f);
+      if (rank == 1) {
+        std::this_thread::sleep_for(50ms);
+        for (int i = 0; i < 30; ++i) comm.broadcast(data.data(), 1, DataType::kFloat32, 0);
+        expectThrowWith<MismatchError>(
+            [&] { comm.broadcast(data.data(), 3, DataType::kFloat32, 0); },
+            {"broadcast(count=2, float32, root=0)", "broadcast(count=3, float32, root=0)",
+             "call #30"});
+        return;
+      }
+      try {
+        for (int i = 0; i < 30; ++i) comm.broadcast(data.data(), 1, DataType::kFloat32, 0);
+        comm.broadcast(data.data(), 2, DataType::kFloat32, 0);
+        comm.barrier();
+        ADD_FAILURE() << transport << ": the root never heard of the disagreement";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("broadcast(count=3, float32, root=0)"),
+                  std::string::npos)
+            << e.what();
+      }
+    });
+  }
+}
+
+// Two ranks that each think the other is the root both only receive: neither has data to find,
+// so each sends its own call and both name the disagreement, after calls taken silently.
+TEST(CommunicatorErrors, TwoReceiversOfOneSmallBroadcastBothFail) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 5s, transport);
+      float value = 1.0f;
+      for (int i = 0; i < 20; ++i) comm.broadcast(&value, 1, DataType::kFloat32, 0);
+      const auto start = std::chrono::steady_clock::now();
+      expectThrowWith<MismatchError>(
+          [&] { comm.broadcast(&value, 1, DataType::kFloat32, 1 - rank); },
+          {"broadcast(count=1, float32, root=0)", "broadcast(count=1, float32, root=1)"});
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << transport;
+    });
+  }
+}
+
 // Rank 1 broadcasts while the others all-reduce. The ranks that read rank 1's call directly
 // throw MismatchError; the others fail through the abort that follows, with a PeerError whose
 // message still names both calls. Nobody waits for the timeout. Run for a small all-reduce

@@ -103,6 +103,14 @@ class LocalLink final : public Link {
     std::lock_guard lock(channel_->mutex);
     return !in_->messages.empty();
   }
+  bool canPeek() const override { return true; }
+  const std::byte* peekMessage(size_t* bytes) noexcept override {
+    std::lock_guard lock(channel_->mutex);
+    if (!current_.empty() || in_->messages.empty()) return nullptr;
+    // A queued message's bytes stay where they are when it moves to current_.
+    *bytes = in_->messages.front().size();
+    return in_->messages.front().data();
+  }
   void checkPeer(const WaitContext& wait) override {
     std::lock_guard lock(channel_->mutex);
     if (in_->messages.empty()) throwIfAborted(wait);  // queued messages come first

@@ -265,6 +265,26 @@ bool ShmLink::messageReady() noexcept {
   return inHeadSeen_ > inNext_;
 }
 
+const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
+  if (inNext_ != inTail_ || !messageReady()) return nullptr;
+  const size_t index = inNext_ % slotCount_;
+  *bytes = in_->lengths[index];
+  return inSlots_ + index * slotBytes_;
+}
+
+bool ShmLink::spinForMessage() noexcept {
+  if (messageReady()) return true;
+  const int spins = waiter_.nextSpinBudget();
+  for (int i = 0; i < spins; ++i) {
+    cpuRelax();
+    if (messageReady()) {
+      waiter_.endedSpinning();
+      return true;
+    }
+  }
+  return false;
+}
+
 void ShmLink::release() {
   if (inTail_ == inNext_) {
     throw InvalidArgument(
