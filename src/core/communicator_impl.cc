@@ -83,6 +83,7 @@ void CommunicatorImpl::runBlocking(OpHeader header, OpBody body) {
       // Earlier async calls are still queued: run after them, in order.
       state = std::make_shared<WorkState>();
       queue_.push_back(Pending{header, std::move(body), state});
+      asyncInFlight_.fetch_add(1, std::memory_order_relaxed);  // the worker counts it off
     }
   }
   if (state) {

@@ -267,7 +267,8 @@ class CommunicatorImpl {
   std::condition_variable queueChanged_;
   std::deque<Pending> queue_;
   bool workerBusy_ = false;
-  std::atomic<size_t> asyncInFlight_{0};  // async calls queued or running (runBlocking's fast path)
+  // Calls queued for the worker or running on it (runBlocking's fast path needs none).
+  std::atomic<size_t> asyncInFlight_{0};
   bool stopping_ = false;
   std::thread worker_;
 

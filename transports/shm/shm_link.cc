@@ -18,10 +18,15 @@ constexpr uint32_t kAwake = 0, kSleeping = 1, kYielding = 2;
 // Publishing side of the sleep handshake: the store that makes the waiter's condition true has
 // happened; stamp the time if the waiter yields or sleeps, and wake it if it sleeps. The fence
 // pairs with the one in waitUntil(): either the waiter sees the new state or this side sees its
-// flag.
+// flag. With membarrier fences the sleeper's membarrierFence() fences this thread too, so a
+// compiler barrier is enough here.
 void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
-            std::atomic<int64_t>* published) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+            std::atomic<int64_t>* published, bool membarrierFences) {
+  if (membarrierFences) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
   const uint32_t flag = sleeping->load(std::memory_order_relaxed);
   if (flag == kAwake) return;
   published->store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
@@ -46,7 +51,8 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       out_(segment_.fifo(side)),
       outSlots_(segment_.slots(side)),
       in_(segment_.fifo(1 - side)),
-      inSlots_(segment_.slots(1 - side)) {}
+      inSlots_(segment_.slots(1 - side)),
+      membarrierFences_(self_->membarrierFences == 1 && other_->membarrierFences == 1) {}
 
 ShmLink::~ShmLink() {
   if (!aborted_) {
@@ -128,14 +134,16 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
   } clearFlag{sleeping};
   auto readyStamped = [&] {
     if (!ready()) return false;
-    if (stamping) {
-      waiter_.arrived(Deadline(Clock::duration(published->load(std::memory_order_relaxed))));
-    }
+    const int64_t stamp = stamping ? published->load(std::memory_order_relaxed) : 0;
+    if (stamp != 0) waiter_.arrived(Deadline(Clock::duration(stamp)));
     return true;
   };
   auto check = [&] {
     if (!stamping) {  // the first call comes right after the spin phase
       stamping = true;
+      // The stamp is advice to the wait policy: a writer without a full fence (membarrier
+      // fences) may publish without seeing this flag, and then no stamp (0) is no advice.
+      published->store(0, std::memory_order_relaxed);
       sleeping->store(kYielding, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
@@ -151,7 +159,11 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
   };
   auto block = [&](std::chrono::nanoseconds slice, bool) {
     sleeping->store(kSleeping, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (membarrierFences_) {
+      membarrierFence();  // for this thread and the writer's (shm_wait.h)
+    } else {
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
     const uint32_t seen = word->load(std::memory_order_acquire);
     if (!ready() && other_->state.load(std::memory_order_acquire) ==
                         static_cast<uint32_t>(EndpointState::kOpen)) {
@@ -207,7 +219,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
   ++outHead_;
   claimed_ = nullptr;
   out_->head.store(outHead_, std::memory_order_release);
-  notify(&out_->dataWord, &out_->consumerSleeping, &out_->dataPublished);
+  notify(&out_->dataWord, &out_->consumerSleeping, &out_->dataPublished, membarrierFences_);
 }
 
 void ShmLink::flush(const WaitContext& /*wait*/) {
@@ -292,7 +304,7 @@ void ShmLink::release() {
   }
   ++inTail_;
   in_->tail.store(inTail_, std::memory_order_release);
-  notify(&in_->spaceWord, &in_->producerSleeping, &in_->spacePublished);
+  notify(&in_->spaceWord, &in_->producerSleeping, &in_->spacePublished, membarrierFences_);
 }
 
 void ShmLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {

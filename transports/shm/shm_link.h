@@ -95,6 +95,10 @@ class ShmLink final : public Link {
   uint64_t inTail_ = 0;      // messages released
   uint64_t inHeadSeen_ = 0;  // last head read from shared memory
 
+  // Both sides joined membarrier fences: the writer's side of the sleep handshake needs no
+  // full fence (shm_wait.h).
+  bool membarrierFences_;
+
   bool aborted_ = false;
   std::string abortReason_;
 };

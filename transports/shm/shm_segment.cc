@@ -16,6 +16,7 @@
 
 #include "ringlet/error.h"
 #include "src/net/socket.h"
+#include "transports/shm/shm_wait.h"
 
 namespace ringlet::transport::shm {
 namespace {
@@ -124,6 +125,7 @@ Segment Segment::create(const std::string& dir, const std::string& name, Segment
     e->state.store(static_cast<uint32_t>(EndpointState::kOpen), std::memory_order_relaxed);
     e->abortOrigin = -1;
   }
+  segment.endpoint(0)->membarrierFences = joinMembarrierFences() ? 1 : 0;
   for (int index = 0; index < 2; ++index) new (segment.fifo(index)) Fifo{};
   SegmentHeader* h = new (segment.base_) SegmentHeader{};
   h->version = kSegmentVersion;
@@ -200,6 +202,7 @@ Segment Segment::open(const std::string& dir, const std::string& name, int creat
         path, h->ranks[0], h->ranks[1], creatorRank, openerRank, h->slotCount, h->slotBytes,
         h->totalBytes, fileBytes));
   }
+  segment.endpoint(1)->membarrierFences = joinMembarrierFences() ? 1 : 0;
   return segment;
 }
 

@@ -13,7 +13,7 @@
 //
 //   SegmentHeader      magic, version, geometry, ranks of the two sides
 //   Endpoint[2]        per side: open/closed/aborted, abort origin and reason   (side 0: creator)
-//   Fifo[2]            per direction: head, tail, futex words, message lengths (fifo 0: 0 -> 1)
+//   Fifo[2]            per direction: head and message lengths, tail, futex words (fifo 0: 0 -> 1)
 //   slots of fifo 0    slotCount x slotBytes
 //   slots of fifo 1    slotCount x slotBytes
 //
@@ -32,7 +32,7 @@
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
-inline constexpr uint32_t kSegmentVersion = 2;
+inline constexpr uint32_t kSegmentVersion = 3;
 inline constexpr size_t kMaxSlots = 64;
 inline constexpr size_t kMaxReasonBytes = 240;
 inline constexpr size_t kCacheLine = 64;
@@ -60,11 +60,17 @@ struct alignas(kCacheLine) Endpoint {
   std::atomic<uint32_t> state;  // EndpointState
   int32_t abortOrigin;
   uint32_t reasonBytes;
+  // 1 when this side's process takes part in membarrier fences (shm_wait.h,
+  // joinMembarrierFences); set before the segment's name or acknowledgement reaches the peer.
+  uint32_t membarrierFences;
   char reason[kMaxReasonBytes];
 };
 
 struct Fifo {
+  // head and the first lengths share a cache line: a small message costs its reader one line for
+  // both, and its writer one ownership transfer (segment version 3).
   alignas(kCacheLine) std::atomic<uint64_t> head;  // producer: messages published
+  uint64_t lengths[kMaxSlots];                     // written by the producer before head
   alignas(kCacheLine) std::atomic<uint64_t> tail;  // consumer: messages released
   // The consumer sleeps on dataWord when it finds no message; the producer bumps and wakes it
   // only when consumerSleeping is set. Likewise the producer sleeps on spaceWord for a free slot.
@@ -76,7 +82,6 @@ struct Fifo {
   alignas(kCacheLine) std::atomic<uint32_t> spaceWord;
   std::atomic<uint32_t> producerSleeping;
   std::atomic<int64_t> spacePublished;
-  alignas(kCacheLine) uint64_t lengths[kMaxSlots];  // written by the producer before head
 };
 
 struct SegmentGeometry {

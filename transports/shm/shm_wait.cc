@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -26,6 +27,36 @@ void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nano
 void futexWake(std::atomic<uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
             0);
+}
+
+namespace {
+int membarrier(int command) {
+#ifdef SYS_membarrier
+  return static_cast<int>(::syscall(SYS_membarrier, command, 0, 0));
+#else
+  (void)command;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+}  // namespace
+
+bool joinMembarrierFences() {
+  static const bool joined = [] {
+    const int supported = membarrier(MEMBARRIER_CMD_QUERY);
+    if (supported < 0 || (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 ||
+        (supported & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0) {
+      return false;
+    }
+    return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+  }();
+  return joined;
+}
+
+void membarrierFence() {
+  if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
 }
 
 PeerWatch::PeerWatch(const PeerInfo& self, const PeerInfo& peer)
