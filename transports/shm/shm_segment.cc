@@ -125,7 +125,6 @@ Segment Segment::create(const std::string& dir, const std::string& name, Segment
     e->state.store(static_cast<uint32_t>(EndpointState::kOpen), std::memory_order_relaxed);
     e->abortOrigin = -1;
   }
-  segment.endpoint(0)->membarrierFences = joinMembarrierFences() ? 1 : 0;
   for (int index = 0; index < 2; ++index) new (segment.fifo(index)) Fifo{};
   SegmentHeader* h = new (segment.base_) SegmentHeader{};
   h->version = kSegmentVersion;
@@ -202,8 +201,11 @@ Segment Segment::open(const std::string& dir, const std::string& name, int creat
         path, h->ranks[0], h->ranks[1], creatorRank, openerRank, h->slotCount, h->slotBytes,
         h->totalBytes, fileBytes));
   }
-  segment.endpoint(1)->membarrierFences = joinMembarrierFences() ? 1 : 0;
   return segment;
+}
+
+void Segment::offerMembarrierFences(int side) {
+  endpoint(side)->membarrierFences = joinMembarrierFences() ? 1 : 0;
 }
 
 void Segment::unlinkFile() {

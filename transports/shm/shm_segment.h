@@ -61,7 +61,8 @@ struct alignas(kCacheLine) Endpoint {
   int32_t abortOrigin;
   uint32_t reasonBytes;
   // 1 when this side's process takes part in membarrier fences (shm_wait.h,
-  // joinMembarrierFences); set before the segment's name or acknowledgement reaches the peer.
+  // Segment::offerMembarrierFences); set before the segment's name or acknowledgement reaches
+  // the peer.
   uint32_t membarrierFences;
   char reason[kMaxReasonBytes];
 };
@@ -122,6 +123,11 @@ class Segment {
   // crash, SIGKILL), in whatever PID namespace. The peer reads it with livenessLockHeld().
   // Returns false where the kernel has no such locks (the pid watch is then all there is).
   bool holdLivenessLock(int side);
+  // Says in `side`'s Endpoint that this process takes part in membarrier fences (shm_wait.h),
+  // if it could join them. Call before the peer learns of the segment (the creator: before its
+  // name is published; the opener: before it acknowledges); the link uses them when both sides
+  // did.
+  void offerMembarrierFences(int side);
   // The creator calls this once the peer confirmed it mapped the segment: removes the file it
   // created (its own path, never one read from the store).
   void unlinkFile();
