@@ -45,6 +45,7 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       watch_(std::move(watch)),
       waiter_(backoff, /*stampsArrivals=*/true),
       slotCount_(segment_.geometry().slotCount),
+      slotMask_((slotCount_ & (slotCount_ - 1)) == 0 ? slotCount_ - 1 : 0),
       slotBytes_(segment_.geometry().slotBytes),
       self_(segment_.endpoint(side)),
       other_(segment_.endpoint(1 - side)),
@@ -187,7 +188,7 @@ std::byte* ShmLink::claimSlot(size_t bytes, const WaitContext& wait) {
                 WaitFor::kSlot, bytes, wait);
     }
   }
-  claimed_ = outSlots_ + (outHead_ % slotCount_) * slotBytes_;
+  claimed_ = outSlots_ + slotOf(outHead_) * slotBytes_;
   return claimed_;
 }
 
@@ -215,7 +216,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
       std::memcpy(slot, data, bytes);
     }
   }
-  out_->lengths[outHead_ % slotCount_] = bytes;
+  out_->lengths[slotOf(outHead_)] = bytes;
   ++outHead_;
   claimed_ = nullptr;
   out_->head.store(outHead_, std::memory_order_release);
@@ -258,7 +259,7 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
                 WaitFor::kMessage, bytes, wait);
     }
   }
-  size_t index = inNext_ % slotCount_;
+  const size_t index = slotOf(inNext_);
   *length = in_->lengths[index];
   if (exact ? *length != bytes : *length > bytes) {
     throw IoError(fmt::format(
@@ -279,7 +280,7 @@ bool ShmLink::messageReady() noexcept {
 
 const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
   if (inNext_ != inTail_ || !messageReady()) return nullptr;
-  const size_t index = inNext_ % slotCount_;
+  const size_t index = slotOf(inNext_);
   *bytes = in_->lengths[index];
   return inSlots_ + index * slotBytes_;
 }
