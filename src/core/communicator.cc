@@ -241,29 +241,43 @@ int checkPeer(const char* name, int rank, int size, int peer) {
   return peer;
 }
 
-// The header of a send() to `link`, as the receiver should see it (it names this rank).
-void sendMessageHeader(transport::Link& link, OpHeader header, int self,
-                       const transport::WaitContext& wait) {
+// A point-to-point message of at most this many bytes rides in its header: one message, as a
+// small collective's data does. Both ends decide alike from the count they pass (a count that
+// differs is a MismatchError before any data is read).
+bool inlineMessage(size_t bytes) { return bytes <= OpHeader::kInlineBytes; }
+
+// The header of a send() to `link`, as the receiver should see it (it names this rank), with
+// the `bytes` at `data` when they fit (inlineMessage).
+void sendMessageHeader(transport::Link& link, OpHeader header, int self, const std::byte* data,
+                       size_t bytes, const transport::WaitContext& wait) {
   header.kind = OpKind::kSend;
   header.root = self;  // the receiver sees who sent it
-  const auto encoded = header.encode();
-  collectives::sendFrom(link, encoded.data(), encoded.size(), wait);
+  if (inlineMessage(bytes)) {
+    header.inlineData = data;
+    header.inlineBytes = bytes;
+  }
+  std::array<std::byte, OpHeader::kWireBytes> encoded;
+  header.encodeTo(encoded.data());
+  collectives::sendFrom(link, encoded.data(), header.wireBytes(), wait);
 }
 
 // Takes the next message header from `link` and checks it is the send that `expected` (a recv
-// of `count` elements from that peer, with its sequence number) waits for.
+// of `count` elements from that peer, with its sequence number) waits for; a message that fits
+// the header (inlineMessage) is copied to `data`.
 void receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
-                          const OpHeader& expected, int self, const transport::WaitContext& wait) {
+                          const OpHeader& expected, int self, std::byte* data,
+                          const transport::WaitContext& wait) {
   // Any header length: a collective's header here (ranks that disagree) is named as such.
   OpHeader theirs;
   bool ok = false;
+  size_t got = 0;
+  const std::byte* in = nullptr;
   for (;;) {
-    size_t got = 0;
-    const std::byte* in = link.recvAny(OpHeader::kWireBytes, &got, wait);
+    in = link.recvAny(OpHeader::kWireBytes, &got, wait);
     ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
-    link.release();
     // The peer's answers to this rank's earlier sender-only calls may come first.
     if (!ok || !impl.settlesUnchecked(theirs, wait)) break;
+    link.release();
   }
   theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
   if (!ok || theirs.kind != OpKind::kSend || theirs.seq != expected.seq ||
@@ -272,12 +286,24 @@ void receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
                                   .tag = theirs.tag,
                                   .count = theirs.count,
                                   .seq = theirs.seq})) {
+    link.release();
     throw MismatchError(fmt::format(
         "{}: rank {} posted {} (message #{} from rank {}) but rank {} sent {}", wait.describe(),
         self, expected.describeCall(), expected.seq, expected.root, expected.root,
         ok ? fmt::format("{} (message #{})", theirs.describeCall(), theirs.seq)
            : std::string("something that is not a message header")));
   }
+  const size_t bytes = expected.count * elementSize(expected.type);
+  if (inlineMessage(bytes)) {
+    if (got != OpHeader::kFieldBytes + bytes) {
+      link.release();
+      throw IoError(
+          fmt::format("{}: rank {} sent a message header of {} bytes for {} bytes of data",
+                      wait.describe(), expected.root, got, bytes));
+    }
+    if (bytes > 0) std::memcpy(data, in + OpHeader::kFieldBytes, bytes);
+  }
+  link.release();
 }
 
 Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
@@ -298,17 +324,18 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
                                                            const transport::WaitContext& wait) {
     transport::Link& link = group.link(header.root);
     const size_t slice = impl.sliceBytes({&link});
+    const size_t sliced = inlineMessage(bytes) ? 0 : bytes;  // the rest rides in the header
     if (isSend) {
-      sendMessageHeader(link, header, self, wait);
-      for (size_t offset = 0; offset < bytes; offset += slice) {
-        collectives::sendFrom(link, buffer + offset, std::min(slice, bytes - offset), wait);
+      sendMessageHeader(link, header, self, buffer, bytes, wait);
+      for (size_t offset = 0; offset < sliced; offset += slice) {
+        collectives::sendFrom(link, buffer + offset, std::min(slice, sliced - offset), wait);
       }
       link.flush(wait);  // the header and the caller's buffer may go once this returns
       return;
     }
-    receiveMessageHeader(impl, link, header, self, wait);
-    for (size_t offset = 0; offset < bytes; offset += slice) {
-      link.recvInto(buffer + offset, std::min(slice, bytes - offset), wait);
+    receiveMessageHeader(impl, link, header, self, buffer, wait);
+    for (size_t offset = 0; offset < sliced; offset += slice) {
+      link.recvInto(buffer + offset, std::min(slice, sliced - offset), wait);
     }
   };
   return {header, body};
@@ -363,9 +390,10 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
     // other never both wait for the other's buffers to drain; but a receive waits only once
     // everything is sent and takes only what has arrived before, so the other end may also be
     // a recv() followed by a send() (it reads all of ours before it sends its header).
-    sendMessageHeader(next, sent, self, wait);
+    sendMessageHeader(next, sent, self, out, sendBytes, wait);
     bool headerIn = false;
-    size_t sentBytes = 0;
+    // What rides in a header is moved with it.
+    size_t sentBytes = inlineMessage(sendBytes) ? sendBytes : 0;
     size_t received = 0;
     while (sentBytes < sendBytes || received < recvBytes || !headerIn) {
       if (sentBytes < sendBytes) {
@@ -375,8 +403,9 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
       }
       if (sentBytes < sendBytes && !prev.messageReady()) continue;
       if (!headerIn) {
-        receiveMessageHeader(impl, prev, expected, self, wait);
+        receiveMessageHeader(impl, prev, expected, self, in, wait);
         headerIn = true;
+        if (inlineMessage(recvBytes)) received = recvBytes;
       } else if (received < recvBytes) {
         const size_t bytes = std::min(recvSlice, recvBytes - received);
         prev.recvInto(in + received, bytes, wait);
