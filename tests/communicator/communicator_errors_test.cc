@@ -167,32 +167,46 @@ TEST(CommunicatorErrors, TwoRootsOfOneSmallBroadcastFailAtTheNextCall) {
   }
 }
 
-// The root sends and returns; the receiver disagrees (another count) and fails at once; the
-// root fails at a later call (or at this one, when the receiver's abort is there before the
-// root looks), naming both calls (its own read of the peer's header, or the peer's abort
-// carrying them).
-TEST(CommunicatorErrors, ASmallBroadcastThatTheReceiverRejectsFailsTheRootNext) {
+// The root sends and returns; the receiver disagrees (another count) at call #`agreed` and fails
+// at once; the root fails at a later call (or at this one, when the receiver's abort is there
+// before the root looks), naming both calls (its own read of the peer's header, or the peer's
+// abort carrying them). With `late`, the receiver starts after the root has sent everything, so
+// it takes the calls before the disagreement silently (without answering them).
+void receiverRejectsASmallBroadcast(const char* transport, int agreed, bool late) {
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store, 10s, "shm");
+    Communicator comm = makeComm(rank, size, store, 10s, transport);
     std::vector<float> data(3, 1.0f);
     if (rank == 1) {
+      if (late) std::this_thread::sleep_for(50ms);
+      for (int i = 0; i < agreed; ++i) comm.broadcast(data.data(), 1, DataType::kFloat32, 0);
       expectThrowWith<MismatchError>(
           [&] { comm.broadcast(data.data(), 3, DataType::kFloat32, 0); },
-          {"broadcast(count=2, float32, root=0)", "broadcast(count=3, float32, root=0)"});
+          {"broadcast(count=2, float32, root=0)", "broadcast(count=3, float32, root=0)",
+           fmt::format("call #{}", agreed)});
       return;
     }
-    // The root sends and returns; it hears of rank 1's refusal at this call (when rank 1 has
-    // aborted before the root looks) or at a later one.
     try {
+      for (int i = 0; i < agreed; ++i) comm.broadcast(data.data(), 1, DataType::kFloat32, 0);
       for (int i = 0; i < 101; ++i) comm.broadcast(data.data(), 2, DataType::kFloat32, 0);
       comm.barrier();
-      ADD_FAILURE() << "the root never heard of the disagreement";
+      ADD_FAILURE() << transport << ": the root never heard of the disagreement";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("broadcast(count=3, float32, root=0)"),
                 std::string::npos)
           << e.what();
     }
   });
+}
+
+TEST(CommunicatorErrors, ASmallBroadcastThatTheReceiverRejectsFailsTheRootNext) {
+  receiverRejectsASmallBroadcast("shm", 0, false);
+}
+
+// After many calls taken without an answer, a receiver whose call differs still names both
+// calls, and the sender hears of it at a later call.
+TEST(CommunicatorErrors, AReceiverThatDisagreesAfterSilentCallsNamesBoth) {
+  for (const char* transport : {"local", "shm"})
+    receiverRejectsASmallBroadcast(transport, 30, true);
 }
 
 // Many small rooted calls in a row, roots changing, mixed with point-to-point messages and an
@@ -268,36 +282,6 @@ TEST(CommunicatorErrors, ALateReceiverTakesWaitingCallsAndTheSenderGoesOn) {
       comm.allreduce(&total, 1, DataType::kInt64, ReduceOp::kSum);
       EXPECT_EQ(total, 3) << transport;
       EXPECT_LT(std::chrono::steady_clock::now() - start, 4s) << transport;
-    });
-  }
-}
-
-// After many calls taken without an answer, a receiver whose call differs still names both
-// calls, and the sender hears of it at a later call.
-TEST(CommunicatorErrors, AReceiverThatDisagreesAfterSilentCallsNamesBoth) {
-  for (const char* transport : {"local", "shm"}) {
-    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-      Communicator comm = makeComm(rank, size, store, 5s, transport);
-      std::vector<float> data(3, 1.0f);
-      if (rank == 1) {
-        std::this_thread::sleep_for(50ms);
-        for (int i = 0; i < 30; ++i) comm.broadcast(data.data(), 1, DataType::kFloat32, 0);
-        expectThrowWith<MismatchError>(
-            [&] { comm.broadcast(data.data(), 3, DataType::kFloat32, 0); },
-            {"broadcast(count=2, float32, root=0)", "broadcast(count=3, float32, root=0)",
-             "call #30"});
-        return;
-      }
-      try {
-        for (int i = 0; i < 30; ++i) comm.broadcast(data.data(), 1, DataType::kFloat32, 0);
-        comm.broadcast(data.data(), 2, DataType::kFloat32, 0);
-        comm.barrier();
-        ADD_FAILURE() << transport << ": the root never heard of the disagreement";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("broadcast(count=3, float32, root=0)"),
-                  std::string::npos)
-            << e.what();
-      }
     });
   }
 }
