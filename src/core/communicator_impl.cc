@@ -18,6 +18,18 @@ using transport::WaitContext;
 // Call headers are never cut: every link promises to carry one in a message.
 static_assert(OpHeader::kWireBytes <= transport::Link::kMinMessageBytes);
 
+namespace {
+
+// The next message on `link`, without taking it, when it has arrived and is a collective's call
+// header (decoded into `theirs`, its length in `bytes`).
+bool peekCallHeader(transport::Link& link, OpHeader& theirs, size_t& bytes) {
+  const std::byte* next = link.peekMessage(&bytes);
+  return next != nullptr && bytes >= OpHeader::kFieldBytes && bytes <= OpHeader::kWireBytes &&
+         OpHeader::decode(next, theirs) && isCollective(theirs.kind);
+}
+
+}  // namespace
+
 void WorkState::finish(std::exception_ptr e) {
   {
     std::lock_guard lock(mutex);
@@ -79,7 +91,7 @@ void CommunicatorImpl::runBlocking(OpHeader header, OpBody body) {
   std::shared_ptr<WorkState> state;
   {
     std::lock_guard lock(queueMutex_);
-    if (!queue_.empty() || workerBusy_) {
+    if (asyncInFlight_.load(std::memory_order_relaxed) != 0) {
       // Earlier async calls are still queued: run after them, in order.
       state = std::make_shared<WorkState>();
       queue_.push_back(Pending{header, std::move(body), state});
@@ -115,7 +127,6 @@ void CommunicatorImpl::workerLoop() {
     if (queue_.empty()) return;  // stopping, and everything queued has run
     Pending item = std::move(queue_.front());
     queue_.pop_front();
-    workerBusy_ = true;
     lock.unlock();
     std::exception_ptr error;
     try {
@@ -126,7 +137,6 @@ void CommunicatorImpl::workerLoop() {
     }
     item.state->finish(error);
     lock.lock();
-    workerBusy_ = false;
     asyncInFlight_.fetch_sub(1, std::memory_order_release);
   }
 }
@@ -270,7 +280,7 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
 void CommunicatorImpl::checkHeader(const WaitContext& wait) {
   if (headerChecked_) return;
   headerChecked_ = true;
-  readPeerHeader(running_, /*takeInline=*/true, wait);
+  readRunningHeader(wait);
 }
 
 // Two-rank calls in which one rank only sends (OpHeader::sendsOnly) return on that rank once its
@@ -279,25 +289,20 @@ void CommunicatorImpl::checkHeader(const WaitContext& wait) {
 // and found this rank's header and data waiting and matching, with nothing: its next header
 // (whose sequence number is higher) then says it passed those calls, which it does only after
 // checking them. So a header numbered s settles every unchecked call before s.
-void CommunicatorImpl::settleUnchecked(const OpHeader& theirs, const WaitContext& wait) {
-  while (!unchecked_.empty() && unchecked_.front().seq < theirs.seq) unchecked_.pop_front();
-  if (unchecked_.empty() || unchecked_.front().seq != theirs.seq) return;
+bool CommunicatorImpl::settlesUnchecked(const OpHeader& theirs, const WaitContext& wait) {
+  if (unchecked_.empty() || !isCollective(theirs.kind) || theirs.seq > unchecked_.back().seq) {
+    return false;
+  }
+  while (unchecked_.front().seq < theirs.seq) unchecked_.pop_front();
+  if (unchecked_.front().seq != theirs.seq) return true;
   const OpHeader mine = unchecked_.front();
   unchecked_.pop_front();
-  if (mine.sameCall(theirs)) return;
+  if (mine.sameCall(theirs)) return true;
   throw MismatchError(
       describeMismatch(wait.describe(), rank_, mine, group_.prev().peer(), theirs) +
       fmt::format(" (call #{} returned on rank {} once its data was sent: a rank that only sends "
                   "in a two-rank call reads its peer's call at a later one)",
                   mine.seq, rank_));
-}
-
-bool CommunicatorImpl::settlesUnchecked(const OpHeader& theirs, const WaitContext& wait) {
-  if (unchecked_.empty() || !isCollective(theirs.kind) || theirs.seq > unchecked_.back().seq) {
-    return false;
-  }
-  settleUnchecked(theirs, wait);
-  return true;
 }
 
 void CommunicatorImpl::readSettlingHeader(const WaitContext& wait) {
@@ -325,12 +330,8 @@ void CommunicatorImpl::settleArrived(const WaitContext& wait) {
     if (prev.canPeek()) {
       // Only what answers unchecked_: a later call's header stays for that call.
       size_t bytes = 0;
-      const std::byte* next = prev.peekMessage(&bytes);
       OpHeader theirs;
-      if (next == nullptr || bytes < OpHeader::kFieldBytes || bytes > OpHeader::kWireBytes ||
-          !OpHeader::decode(next, theirs) || !isCollective(theirs.kind)) {
-        return;
-      }
+      if (!peekCallHeader(prev, theirs, bytes)) return;
       if (theirs.seq > unchecked_.back().seq) {
         unchecked_.clear();  // the peer passed them all: each checked, or answered before this
         return;
@@ -350,13 +351,9 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
   if (!prev.spinForMessage()) return false;
   for (;;) {
     size_t bytes = 0;
-    const std::byte* next = prev.peekMessage(&bytes);
     OpHeader theirs;
-    if (next == nullptr || bytes < OpHeader::kFieldBytes || bytes > OpHeader::kWireBytes ||
-        !OpHeader::decode(next, theirs) || !isCollective(theirs.kind)) {
-      return false;
-    }
-    if (theirs.seq < header.seq && settlesUnchecked(theirs, wait)) {
+    if (!peekCallHeader(prev, theirs, bytes)) return false;
+    if (settlesUnchecked(theirs, wait)) {
       prev.recvAny(OpHeader::kWireBytes, &bytes, wait);  // the header just settled
       prev.release();
       continue;
@@ -374,9 +371,9 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
   }
 }
 
-void CommunicatorImpl::readPeerHeader(const OpHeader& expected, bool takeInline,
-                                      const WaitContext& wait) {
+void CommunicatorImpl::readRunningHeader(const WaitContext& wait) {
   transport::Link& prev = group_.prev();
+  const OpHeader& expected = running_;
   size_t bytes = 0;
   OpHeader theirs;
   bool ok = false;
@@ -385,11 +382,11 @@ void CommunicatorImpl::readPeerHeader(const OpHeader& expected, bool takeInline,
     in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
     ok = bytes >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
     // The peer's answers to this rank's earlier sender-only calls come first.
-    if (!ok || theirs.seq >= expected.seq || !settlesUnchecked(theirs, wait)) break;
+    if (!ok || !settlesUnchecked(theirs, wait)) break;
     prev.release();
   }
   const bool same = ok && expected.sameCall(theirs);
-  if (same && takeInline && expected.inlineBytes > 0) {
+  if (same && expected.inlineBytes > 0) {
     if (bytes != expected.wireBytes()) {
       prev.release();
       throw IoError(fmt::format("{}: rank {} sent a call header of {} bytes for {} (expected {})",
@@ -403,8 +400,9 @@ void CommunicatorImpl::readPeerHeader(const OpHeader& expected, bool takeInline,
     throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
                               wait.describe(), prev.peer()));
   }
-  if (!same)
+  if (!same) {
     throw MismatchError(describeMismatch(wait.describe(), rank_, expected, prev.peer(), theirs));
+  }
   unchecked_.clear();  // all before this call, which the peer has passed
 }
 

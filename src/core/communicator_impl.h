@@ -119,9 +119,10 @@ class CommunicatorImpl {
   // body unless the header says earlyData, in which case the body calls it after sending its
   // first message (saving a round trip) and before reading any data.
   void checkHeader(const transport::WaitContext& wait);
-  // For point-to-point receives on a two-rank communicator: a collective's header `theirs` that
-  // came before the message answers this rank's earlier sender-only calls; true when it did (it
-  // is then settled, or a MismatchError thrown), false when it is not one of those.
+  // Two-rank calls: whether the peer's header `theirs`, a collective's numbered s, answers this
+  // rank's sender-only calls (unchecked_). If so it settles every one before s (the peer passed
+  // those without a header only after checking them: takeWaitingHeader) and the one numbered s,
+  // if it is one, must match (else MismatchError). Also read before point-to-point messages.
   bool settlesUnchecked(const OpHeader& theirs, const transport::WaitContext& wait);
   // The header of the collective being executed, with its sequence number.
   const OpHeader& runningHeader() const { return running_; }
@@ -181,14 +182,10 @@ class CommunicatorImpl {
   transport::Transport& transportFor(size_t registryIndex);
   void execute(const OpHeader& header, const OpBody& body);
   void sendHeader(const OpHeader& header, const transport::WaitContext& wait);
-  // Reads the previous rank's next call header and throws MismatchError unless it is the same
-  // call as `expected`; `takeInline` keeps its inline data (inlineFromPrev()).
-  void readPeerHeader(const OpHeader& expected, bool takeInline,
-                      const transport::WaitContext& wait);
-  // Two-rank calls. The peer's header `theirs` of the collective numbered s settles this rank's
-  // sender-only calls (unchecked_) before s: the peer passed those without a header only after
-  // checking them (takeWaitingHeader). The call numbered s, if it is one, must match.
-  void settleUnchecked(const OpHeader& theirs, const transport::WaitContext& wait);
+  // Reads the previous rank's header of the running call (after the answers to earlier
+  // sender-only calls that come first) and throws MismatchError unless it is the same call;
+  // keeps its inline data (inlineFromPrev()).
+  void readRunningHeader(const transport::WaitContext& wait);
   // Reads the next message from the peer, waiting for it: a header that settles unchecked_.
   void readSettlingHeader(const transport::WaitContext& wait);
   // Reads, without waiting, the peer's headers that have arrived for unchecked_; stops at
@@ -266,7 +263,6 @@ class CommunicatorImpl {
   std::mutex queueMutex_;
   std::condition_variable queueChanged_;
   std::deque<Pending> queue_;
-  bool workerBusy_ = false;
   // Calls queued for the worker or running on it (runBlocking's fast path needs none).
   std::atomic<size_t> asyncInFlight_{0};
   bool stopping_ = false;

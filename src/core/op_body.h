@@ -59,7 +59,6 @@ class OpBody {
   OpBody& operator=(const OpBody&) = delete;
   ~OpBody() { reset(); }
 
-  explicit operator bool() const { return ops_ != nullptr; }
   // Calls the body (which must be set).
   void operator()(const collectives::Group& group, const transport::WaitContext& wait) const {
     ops_->invoke(&storage_, group, wait);
