@@ -95,11 +95,12 @@ void LinkPrims::recvReduceCopy(const Piece& p) {
   trace::StepScope scope(wait_.trace,
                          [&] { return traced("recvReduceCopy", p, false, true, true); });
   const std::byte* in = prev_.recv(bytes(p), wait_);
+  std::byte* out = finalOutput(p);
   if (streaming_) {
-    reduceStreaming(output(p), nullptr, input(p), in, p.count, type_, op_, divisor_);
+    reduceStreaming(out, nullptr, input(p), in, p.count, type_, op_, divisor_);
   } else {
-    reduce(output(p), input(p), in, p.count, type_, op_);
-    if (op_ == ReduceOp::kAvg) finishAverage(output(p), p.count, type_, divisor_);
+    reduce(out, input(p), in, p.count, type_, op_);
+    if (op_ == ReduceOp::kAvg) finishAverage(out, p.count, type_, divisor_);
   }
   prev_.release();
 }

@@ -39,6 +39,14 @@ class LinkPrims {
   void recv(const Piece& p);
   void recvReduceCopy(const Piece& p);
 
+  // recvReduceCopy writes `out` instead of the output: the piece at element `first` of the
+  // buffer lands at out[0] (reduce-scatter: only this rank's chunk is kept, straight in the
+  // caller's buffer, so partial sums passed on need no memory of the caller's size).
+  void finalOutputAt(std::byte* out, size_t first) {
+    finalOutput_ = out;
+    finalFirst_ = first;
+  }
+
   // Trace mode: the pieces are slices of `slice` elements of `chunks` even chunks of `count`
   // (RingPieces), so that each traced step names its chunk and slice.
   void traceChunks(size_t count, int chunks, size_t slice);
@@ -47,6 +55,10 @@ class LinkPrims {
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
   const std::byte* input(const Piece& p) const { return input_ + p.offset * elementBytes_; }
   std::byte* output(const Piece& p) const { return output_ + p.offset * elementBytes_; }
+  std::byte* finalOutput(const Piece& p) const {
+    return finalOutput_ == nullptr ? output(p)
+                                   : finalOutput_ + (p.offset - finalFirst_) * elementBytes_;
+  }
   void copyOut(std::byte* dst, const std::byte* src, size_t n) const;
   // The trace record of primitive `name` on `p`.
   trace::Step traced(const char* name, const Piece& p, bool sends, bool receives,
@@ -62,6 +74,8 @@ class LinkPrims {
   const int divisor_;
   const bool streaming_;
   const WaitContext& wait_;
+  std::byte* finalOutput_ = nullptr;  // finalOutputAt()
+  size_t finalFirst_ = 0;
   size_t traceCount_ = 0;  // traceChunks(); 0: the pieces are not ring chunks
   int traceParts_ = 0;
   size_t traceSlice_ = 0;

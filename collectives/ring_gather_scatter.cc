@@ -48,17 +48,16 @@ void reduceScatterRing(const Group& group, const std::byte* send, std::byte* rec
                        size_t extent, DataType type, ReduceOp op, const Pieces& piece,
                        const WaitContext& wait) {
   const size_t elementBytes = elementSize(type);
-  // Partial sums of the other ranks' blocks go through a buffer of the whole size; this rank's
-  // block ends there too and is copied out (recv may be this rank's block of send: in place).
-  std::byte* partial = scratch(extent * elementBytes);
+  // Partial sums of the other ranks' blocks pass through memory of the whole size (over TCP a
+  // send leaves from it); this rank's block is reduced straight into recv (which may be this
+  // rank's block of send: in place, element by element). Two ranks pass nothing on.
+  std::byte* partial = group.size > 2 ? scratch(extent * elementBytes) : recv;
   LinkPrims prims(group.prev(), group.next(), send, partial, elementBytes, type, op, group.size,
-                  /*streaming=*/false, wait);
+                  extent * elementBytes >= kernels::kStreamingBytes, wait);
+  prims.finalOutputAt(recv, own.offset);
   traceLayout(prims, piece);
   ringReduceScatterSchedule(prims, group.rank, group.size, piece);
   group.next().flush(wait);
-  if (own.count > 0) {
-    std::memmove(recv, partial + own.offset * elementBytes, own.count * elementBytes);
-  }
 }
 
 // The all-gather of ring_schedule.h over `piece`: recv is both input and output, so every chunk
