@@ -4,7 +4,8 @@
 //
 // All-gather. tmp[i] holds the block of rank r+i. Round k (dist = 2^k): send tmp[0, dist) to
 // rank r-dist, receive tmp[dist, 2 dist) from rank r+dist (cut at N). N = 5, rank 0:
-//   start [0]   dist 1: +[1]   dist 2: +[2 3]   dist 4: +[4]   then rotate into rank order.
+//   start [0]   dist 1: +[1]   dist 2: +[2 3]   dist 4: +[4]
+// tmp is the output itself read from block r on, wrapping (so no rotation at the end).
 //
 // All-to-all. tmp[i] starts as the block for rank r+i. Round k: the blocks whose index has bit
 // k set go to rank r+2^k, and the same indices come back from rank r-2^k. After the last round
@@ -20,20 +21,32 @@ void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceB
   const int n = group.size;
   const int r = group.rank;
   const size_t block = args.sendCount * elementSize(args.type);
-  std::byte* tmp = scratchBytes(0, block * n);
-  if (block > 0) std::memcpy(tmp, args.send, block);
+  // tmp[i] is recv's block r+i (mod n), so the rounds work in recv itself: a run of tmp is at
+  // most two runs of recv, split where the block index wraps to 0. A round's sender and
+  // receiver name the same blocks (the sender's tmp[0, c) is the receiver's tmp[dist, dist+c)),
+  // so both split it alike and each part is one exchange. No scratch, no final rotation.
+  std::byte* mine = args.recv + static_cast<size_t>(r) * block;
+  if (mine != args.send && block > 0) std::memcpy(mine, args.send, block);
+  // Blocks [first, first+count) mod n: the part before the wrap, then the part after it.
+  auto part = [&](int first, int count, int which) {
+    const int before = std::min(count, n - first);
+    return which == 0 ? Piece{static_cast<size_t>(first) * block,
+                              static_cast<size_t>(before) * block}
+                      : Piece{0, static_cast<size_t>(count - before) * block};
+  };
   for (int dist = 1; dist < n; dist <<= 1) {
-    const size_t bytes = static_cast<size_t>(std::min(dist, n - dist)) * block;
-    exchange({.out = &group.link(wrap(r - dist, n)),
-              .send = tmp,
-              .sendBytes = bytes,
-              .in = &group.link(wrap(r + dist, n)),
-              .recv = tmp + dist * block,
-              .recvBytes = bytes},
-             sliceBytes, wait);
-  }
-  for (int i = 0; i < n && block > 0; ++i) {
-    std::memcpy(args.recv + wrap(r + i, n) * block, tmp + i * block, block);
+    const int count = std::min(dist, n - dist);
+    for (int which = 0; which < 2; ++which) {
+      const Piece out = part(r, count, which);
+      const Piece in = part(wrap(r + dist, n), count, which);
+      exchange({.out = &group.link(wrap(r - dist, n)),
+                .send = args.recv + out.offset,
+                .sendBytes = out.count,
+                .in = &group.link(wrap(r + dist, n)),
+                .recv = args.recv + in.offset,
+                .recvBytes = in.count},
+               sliceBytes, wait);
+    }
   }
 }
 

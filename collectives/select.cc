@@ -310,7 +310,13 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         return (n - 2 + stepSlices) * a + (n - 1) / n * m * b + m / n * d;
       }
       if (algorithm == Algorithm::kBruck) {
-        return rounds * a + (n - 1) / n * m * b * hostLinkShare + (1 + 1 / n) * m * d;
+        // Round k moves min(2^k, n - 2^k) blocks in one exchange, cut into slices: a message
+        // per slice, and the rounds one after another.
+        double messages = 0;
+        for (int dist = 1; dist < size; dist <<= 1) {
+          messages += std::max(1.0, std::ceil(std::min(dist, size - dist) * m / n / slice));
+        }
+        return messages * a + (n - 1) / n * m * b * hostLinkShare + m / n * d;
       }
       break;
     case Collective::kReduceScatter:
