@@ -2,6 +2,7 @@
 
     /usr/bin/python3 bench/busy/run.py [--repeats 5] [--ranks 2,4] [--transports shm,tcp]
                                         [--waits adaptive,fixed] [--no-gloo] [--loads busy,idle]
+                                        [--ops allreduce,...] [--sizes 8,64M]
                                         [--out bench/results/busy-cores]
 
 Every measurement runs under scripts/with-cpu-hogs.sh (one busy loop per core, started before
@@ -15,6 +16,8 @@ phases of a shared machine hit them all alike:
     the ringlet backend and through gloo in the same processes (needs the PyTorch backend);
     with --gloo-bind also under ringlet-run --bind cores.
 With --loads idle (or busy,idle) the runs are made without the load (the regression check).
+--ops runs other collectives beside their Open MPI calls (ringlet-bench --ops; Gloo's run is
+all-reduce only), --sizes only the sizes named (default: 8 B and 64 KiB..64 MiB by 4x).
 
 Writes OUT.json (every run) and OUT.md: per configuration and size the median busbw (time at
 8 B) with min and max over the repeats, the ratios of the medians, and max/median.
@@ -33,6 +36,8 @@ HOGS = os.path.join(ROOT, "scripts", "with-cpu-hogs.sh")
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 PY = "/usr/bin/python3"
 RANGES = [("8", "8", "2"), ("64K", "64M", "4")]
+OPS = ["allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall", "gather",
+       "scatter", "barrier", "sendrecv"]
 
 
 def run(cmd, env=None, load=True, timeout=900):
@@ -45,9 +50,9 @@ def run(cmd, env=None, load=True, timeout=900):
     return p.stdout, time.time() - t0
 
 
-def mpi_run(n, transport, wait, load, min_ms, tmp):
+def mpi_run(n, transport, wait, load, min_ms, tmp, ops="allreduce", ranges=RANGES):
     rows = []
-    for lo, hi, f in RANGES:
+    for lo, hi, f in ranges:
         out = os.path.join(tmp, "r.json")
         cmd = ["mpirun", "--allow-run-as-root", "-np", str(n)]
         if n > os.cpu_count():
@@ -56,12 +61,13 @@ def mpi_run(n, transport, wait, load, min_ms, tmp):
             cmd += ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo"]
         cmd += ["-x", f"RINGLET_WAIT={wait}", "-x", f"RINGLET_TRANSPORT={transport}",
                 "-x", "RINGLET_TIMEOUT=300", "-x", "RINGLET_DEBUG=NONE",
-                os.path.join(BUILD, "bin", "ringlet-bench"), "--ops", "allreduce", "-b", lo,
+                os.path.join(BUILD, "bin", "ringlet-bench"), "--ops", ops, "-b", lo,
                 "-e", hi, "-f", f, "-n", "auto", "--min-time-ms", str(min_ms), "-w", "1",
                 "--warmup-ms", "50", "--vs-mpi", "--json", out]
         run(cmd, load=load)
         for r in json.load(open(out))["results"]:
-            rows.append({"bytes": r["size"], "ringlet_us": r["out_of_place"]["time_us"],
+            rows.append({"op": r["op"], "bytes": r["size"],
+                         "ringlet_us": r["out_of_place"]["time_us"],
                          "ringlet_busbw": r["out_of_place"]["busbw_gbs"],
                          "ref_us": r["mpi"]["time_us"], "ref_busbw": r["mpi"]["busbw_gbs"]})
     return rows
@@ -96,15 +102,19 @@ def summarize(runs):
         lines += [f"### {config}", "",
                   f"| size | ringlet median (min-max) | {ref} median (min-max) | ratio of medians "
                   f"| ringlet max/median |", "| --- | --- | --- | --- | --- |"]
-        sizes = sorted({r["bytes"] for rows in repeats for r in rows})
-        for size in sizes:
-            rs = [r for rows in repeats for r in rows if r["bytes"] == size]
+        points = sorted({(r.get("op", "allreduce"), r["bytes"]) for rows in repeats for r in rows},
+                        key=lambda p: (OPS.index(p[0]) if p[0] in OPS else len(OPS), p[0], p[1]))
+        several = len({op for op, _ in points}) > 1
+        for op, size in points:
+            rs = [r for rows in repeats for r in rows
+                  if r["bytes"] == size and r.get("op", "allreduce") == op]
+            what = f"{op} " if several else ""
             if size <= 8:  # latency: time, lower is better
                 mine = [r["ringlet_us"] for r in rs]
                 ref_v = [r["ref_us"] for r in rs]
                 m, f = statistics.median(mine), statistics.median(ref_v)
                 lines.append(
-                    f"| {size} B | {m:.2f} us ({min(mine):.2f}-{max(mine):.2f}) | {f:.2f} us "
+                    f"| {what}{size} B | {m:.2f} us ({min(mine):.2f}-{max(mine):.2f}) | {f:.2f} us "
                     f"({min(ref_v):.2f}-{max(ref_v):.2f}) | time {m / f:.2f}x | "
                     f"{max(mine) / m:.2f} |")
             else:
@@ -114,7 +124,7 @@ def summarize(runs):
                 m, f = statistics.median(mine), statistics.median(ref_v)
                 label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
                 lines.append(
-                    f"| {label} | {m:.2f} GB/s ({min(mine):.2f}-{max(mine):.2f}) | {f:.2f} GB/s "
+                    f"| {what}{label} | {m:.2f} GB/s ({min(mine):.2f}-{max(mine):.2f}) | {f:.2f} GB/s "
                     f"({min(ref_v):.2f}-{max(ref_v):.2f}) | busbw {m / f:.2f}x | "
                     f"{max(times) / statistics.median(times):.2f} |")
         lines.append("")
@@ -132,9 +142,18 @@ def main():
     p.add_argument("--loads", default="busy", help="busy, idle, or busy,idle")
     p.add_argument("--gloo-bind", action="store_true",
                    help="also run the Gloo comparison with ringlet-run --bind cores (n <= CPUs)")
+    p.add_argument("--ops", default="allreduce",
+                   help="collectives beside their Open MPI calls (ringlet-bench --ops)")
+    p.add_argument("--sizes", default="",
+                   help="only these sizes (8,64M): default 8 B and 64 KiB..64 MiB by 4x")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "busy-cores"))
     a = p.parse_args()
     ranks = [int(x) for x in a.ranks.split(",")]
+    ranges = [(x, x, "2") for x in a.sizes.split(",")] if a.sizes else RANGES
+    for op in a.ops.split(","):
+        if op not in OPS:
+            sys.exit(f"ringlet: busy-cores bench: --ops: unknown collective {op!r} "
+                     f"(one of {','.join(OPS)})")
     transports = a.transports.split(",")
     waits = a.waits.split(",")
     gloo = not a.no_gloo and os.path.isdir(os.path.join(BUILD, "python", "ringlet_torch"))
@@ -153,8 +172,8 @@ def main():
                         for w in waits:
                             key = f"mpi {tag} n{n} {t} wait={w}"
                             t0 = time.time()
-                            runs.setdefault(key, []).append(mpi_run(n, t, w, load, a.min_time_ms,
-                                                                    tmp))
+                            runs.setdefault(key, []).append(
+                                mpi_run(n, t, w, load, a.min_time_ms, tmp, a.ops, ranges))
                             print(f"[{rep + 1}/{a.repeats}] {key}: {time.time() - t0:.0f} s",
                                   flush=True)
                         binds = [False, True] if a.gloo_bind and n <= os.cpu_count() else [False]
@@ -166,8 +185,10 @@ def main():
                                   flush=True)
     with open(a.out + ".json", "w") as f:
         json.dump({"cpus": os.cpu_count(), "repeats": a.repeats, "runs": runs}, f, indent=1)
-    text = ("# All-reduce on busy cores\n\n"
-            f"`bench/busy/run.py`, {a.repeats} repeats, {os.cpu_count()} CPUs, float32 sum; "
+    title = "All-reduce" if a.ops == "allreduce" else "Collectives"
+    text = (f"# {title} on busy cores\n\n"
+            f"`bench/busy/run.py {' '.join(sys.argv[1:])}`, {a.repeats} repeats, "
+            f"{os.cpu_count()} CPUs, float32 sum; "
             "one busy loop per core (scripts/with-cpu-hogs.sh) in the 'busy' runs. Ratio: "
             "ringlet's median over the reference's (busbw: > 1 is ringlet faster; time at 8 B: "
             "< 1 is ringlet faster).\n\n" + summarize(runs))

@@ -144,6 +144,47 @@ TEST_P(TcpLinkTest, ReceivedMessagesAreAlignedAfterOddSizedOnes) {
   });
 }
 
+// peekMessage() shows a whole small message where it lies, leaves it for recv(), shows nothing
+// while a message is held, and never shows a large message striped over several streams.
+TEST_P(TcpLinkTest, PeekShowsAWholeMessageAndLeavesItForRecv) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw);
+    ASSERT_TRUE(link.canPeek());
+    const std::vector<size_t> sizes = {3, 300, 12, size_t{6} << 20};
+    for (size_t m = 0; m < sizes.size(); ++m) {
+      auto out = pattern(rank, int(m), sizes[m]);
+      link.send(out.data(), sizes[m], wait);
+      link.flush(wait);
+    }
+    for (size_t m = 0; m < sizes.size(); ++m) {
+      const bool striped = m == 3 && GetParam() > 1;
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      size_t bytes = 0;
+      const std::byte* peeked = nullptr;
+      while (peeked == nullptr && std::chrono::steady_clock::now() < deadline &&
+             !(striped && link.messageReady())) {
+        peeked = link.peekMessage(&bytes);
+      }
+      if (striped) {
+        EXPECT_EQ(peeked, nullptr) << "a striped message was peeked";
+      } else {
+        ASSERT_NE(peeked, nullptr) << "message " << m << " never showed";
+        EXPECT_EQ(bytes, sizes[m]);
+        EXPECT_EQ(firstWrong(peeked, 1 - rank, int(m), sizes[m]), -1) << "message " << m;
+        size_t again = 0;
+        EXPECT_EQ(link.peekMessage(&again), peeked) << "a second peek moved the message";
+      }
+      const std::byte* data = link.recv(sizes[m], wait);
+      EXPECT_EQ(firstWrong(data, 1 - rank, int(m), sizes[m]), -1) << "message " << m;
+      size_t held = 0;
+      EXPECT_EQ(link.peekMessage(&held), nullptr) << "peeked while message " << m << " is held";
+      link.release();
+    }
+  });
+}
+
 TEST_P(TcpLinkTest, HeldMessageSurvivesReadAhead) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));

@@ -364,6 +364,21 @@ bool TcpLink::messageReady() noexcept {
   return whole();
 }
 
+const std::byte* TcpLink::peekMessage(size_t* bytes) noexcept {
+  if (!messageReady()) return nullptr;  // also: a message is held
+  const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+  if (header.type != kFrameData || isStriped(header.length, streams())) return nullptr;
+  // Room to read kMinMessageBytes from the payload whatever its length (moves what is
+  // buffered, if anything: nothing is held).
+  try {
+    reserve(kFrameHeaderBytes + std::max<size_t>(header.length, kMinMessageBytes));
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  *bytes = header.length;
+  return buffer_.data.get() + start_ + kFrameHeaderBytes;
+}
+
 void TcpLink::checkPeer(const WaitContext& wait) {
   if (held_) return;  // between recv() and release(): the caller reads on
   readAheadQuietly();
