@@ -23,7 +23,13 @@
 //   all-gather  ring                (n-1+k-1) a + (n-1)/n m b + m/n d       (own block)
 //               bruck               ceil(log2 n) a + (n-1)/n m b + (1+1/n) m d  (own block,
 //                                   final rotation)
+//               recursive doubling  (L+2e) a + (p-1)/p m b + m/n d       (own block)
+//                                   + e ((1/n + 1) m b1 + m d)  (the folded rank's block in, the
+//                                   result out, one way each; the result laid back in rank order)
 //   reduce-sc.  ring                (n-1+k-1) a + (n-1)/n m (b + g)
+//               recursive halving   (L+2e) a + (p-1)/p m (b + g + d)  (sends copy, as
+//                                   Rabenseifner's) + e ((1 + 1/n) m b1 + m g + m/n d)  (the
+//                                   folded rank's input in and reduced, its block out; own block)
 //   all-to-all  pairwise            (n-1) (a + m/n b)
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1
@@ -70,8 +76,9 @@ constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
 // Two ranks: a tree and a chain of one slice cost the same in the model, and the tree's single
 // message is a little cheaper (measured), so it wins the tie.
 constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kTree, Algorithm::kChain};
-constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruck};
-constexpr Algorithm kRingOnly[] = {Algorithm::kRing};
+constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruck,
+                                              Algorithm::kRecursiveDoubling};
+constexpr Algorithm kReduceScatterAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveHalving};
 constexpr Algorithm kAllToAllAlgorithms[] = {Algorithm::kPairwise, Algorithm::kBruck};
 constexpr Algorithm kTreeOnly[] = {Algorithm::kTree};
 constexpr Algorithm kBarrierAlgorithms[] = {Algorithm::kDissemination};
@@ -108,6 +115,8 @@ std::string_view nameOf(Algorithm algorithm) {
       return "pairwise";
     case Algorithm::kDissemination:
       return "dissemination";
+    case Algorithm::kRecursiveHalving:
+      return "recursive_halving";
     case Algorithm::kHeaderInline:
       return "header_inline";
   }
@@ -131,7 +140,7 @@ std::span<const Algorithm> algorithmsOf(Collective collective) {
     case Collective::kAllgather:
       return kAllgatherAlgorithms;
     case Collective::kReduceScatter:
-      return kRingOnly;
+      return kReduceScatterAlgorithms;
     case Collective::kAllToAll:
       return kAllToAllAlgorithms;
     case Collective::kGather:
@@ -312,10 +321,18 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kBruck) {
         return rounds * a + (n - 1) / n * m * b * hostLinkShare + (1 + 1 / n) * m * d;
       }
+      if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
+        return (L + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + m / n * d +
+               e * ((1 / n + 1) * m * b1 + m * d);
+      }
       break;
     case Collective::kReduceScatter:
       if (algorithm == Algorithm::kRing) {
         return (n - 2 + stepSlices) * a + (n - 1) / n * m * (b + g);
+      }
+      if (algorithm == Algorithm::kRecursiveHalving) {  // its sends copy, as Rabenseifner's
+        return (L + 2 * e) * a + (p - 1.0) / p * m * (b * hostLinkShare + g + d) +
+               e * ((1 + 1 / n) * m * b1 + m * g + m / n * d);
       }
       break;
     case Collective::kAllToAll:

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "ringlet/error.h"
 
@@ -117,23 +118,60 @@ TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
       0.5 * static_cast<double>(big) * 1e-10 * 3);
 }
 
-// Bruck's rounds cross hosts from every rank of a host at once; the host-ordered ring crosses
-// once. Where alphas favour Bruck on one host, a large all-gather across hosts takes the ring.
-TEST(CostModel, BruckAcrossHostsPaysForEveryRankOnTheLink) {
+// Bruck's and recursive doubling's rounds cross hosts from every rank of a host at once; the
+// host-ordered ring crosses once. Where alphas favour them on one host, a large all-gather across
+// hosts takes the ring.
+TEST(CostModel, LogStepAllgathersAcrossHostsPayForEveryRankOnTheLink) {
   const CostModel slowLink{.alpha = 1e-3, .beta = 8e-9, .gamma = 0, .delta = 1e-10};
   const size_t bytes = size_t{16} << 20;
-  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 1),
-            Algorithm::kBruck);
-  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 4),
-            Algorithm::kRing);
+  auto pick = [&](int n, int hosts) {
+    return choose(Collective::kAllgather, n, bytes, 512 << 10, slowLink, Algorithm::kAuto, hosts);
+  };
+  // Six ranks: Bruck's three rounds against recursive doubling's two plus the fold in and out.
+  EXPECT_EQ(pick(6, 1), Algorithm::kBruck);
+  EXPECT_EQ(pick(6, 3), Algorithm::kRing);
+  // Eight: recursive doubling's rounds are Bruck's, without the final rotation.
+  EXPECT_EQ(pick(8, 1), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pick(8, 4), Algorithm::kRing);
   // One rank per host: nothing shares a link, the same choice as on one host.
-  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 8),
-            Algorithm::kBruck);
+  EXPECT_EQ(pick(6, 6), Algorithm::kBruck);
+  EXPECT_EQ(pick(8, 8), Algorithm::kRecursiveDoubling);
   // All-to-all: a host's link carries its ranks' bytes for other hosts.
   const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
   EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 8, bytes, 512 << 10,
                                   bytesOnly, 4),
                    2.0 * 3 / 4 * static_cast<double>(bytes) * 1e-9);
+}
+
+// Recursive halving and doubling: log2(p) messages, plus two for a fold; for N = p the ring's
+// link bytes, and recursive halving's sends copied as Rabenseifner's are.
+TEST(CostModel, RecursiveHalvingAndDoublingCountTheirSteps) {
+  const CostModel messages{.alpha = 1e-6, .beta = 0, .gamma = 0, .delta = 0};
+  const size_t bytes = size_t{1} << 20;
+  auto seconds = [&](Collective c, Algorithm a, int n, const CostModel& m) {
+    return predictSeconds(c, a, n, bytes, 512 << 10, m);
+  };
+  constexpr std::pair<int, int> kRanksAndSteps[] = {{2, 1}, {3, 3}, {4, 2}, {5, 4}, {8, 3}};
+  for (auto [n, steps] : kRanksAndSteps) {
+    EXPECT_DOUBLE_EQ(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, n, messages),
+                     steps * 1e-6)
+        << n;
+    EXPECT_DOUBLE_EQ(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, messages),
+                     steps * 1e-6)
+        << n;
+  }
+  const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 2e-10, .delta = 0};
+  EXPECT_DOUBLE_EQ(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 8, bytesOnly),
+                   seconds(Collective::kAllgather, Algorithm::kRing, 8, bytesOnly));
+  EXPECT_DOUBLE_EQ(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 8, bytesOnly),
+                   seconds(Collective::kReduceScatter, Algorithm::kRing, 8, bytesOnly));
+  CostModel copies = bytesOnly;
+  copies.delta = 1e-10;
+  EXPECT_GT(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 8, copies),
+            seconds(Collective::kReduceScatter, Algorithm::kRing, 8, copies));
+  // A fold moves the folded rank's data in and out on top.
+  EXPECT_GT(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 6, bytesOnly),
+            seconds(Collective::kAllgather, Algorithm::kRing, 6, bytesOnly));
 }
 
 TEST(CostModel, OneWayRateDrivesTreesNotRings) {
@@ -164,6 +202,11 @@ TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
   EXPECT_EQ(pick(Collective::kAllreduce, 3, freeMessages), Algorithm::kRing);
   EXPECT_EQ(pick(Collective::kAllgather, 5, slowMessages), Algorithm::kBruck);
   EXPECT_EQ(pick(Collective::kAllgather, 5, freeMessages), Algorithm::kRing);
+  EXPECT_EQ(pick(Collective::kAllgather, 8, slowMessages), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pick(Collective::kAllgather, 8, freeMessages), Algorithm::kRing);
+  EXPECT_EQ(pick(Collective::kReduceScatter, 5, slowMessages), Algorithm::kRecursiveHalving);
+  EXPECT_EQ(pick(Collective::kReduceScatter, 8, slowMessages), Algorithm::kRecursiveHalving);
+  EXPECT_EQ(pick(Collective::kReduceScatter, 8, freeMessages), Algorithm::kRing);
   EXPECT_EQ(pick(Collective::kAllToAll, 8, slowMessages), Algorithm::kBruck);
   EXPECT_EQ(pick(Collective::kAllToAll, 8, freeMessages), Algorithm::kPairwise);
   EXPECT_EQ(pick(Collective::kBroadcast, 8, slowMessages), Algorithm::kTree);
