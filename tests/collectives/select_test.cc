@@ -118,24 +118,27 @@ TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
       0.5 * static_cast<double>(big) * 1e-10 * 3);
 }
 
-// Bruck's and recursive doubling's rounds cross hosts from every rank of a host at once; the
-// host-ordered ring crosses once. Where alphas favour them on one host, a large all-gather across
-// hosts takes the ring.
-TEST(CostModel, LogStepAllgathersAcrossHostsPayForEveryRankOnTheLink) {
+// Bruck's rounds cross hosts from every rank of a host at once; the host-ordered ring crosses
+// once. Where alphas favour Bruck on one host, a large all-gather across hosts takes the ring.
+TEST(CostModel, BruckAcrossHostsPaysForEveryRankOnTheLink) {
   const CostModel slowLink{.alpha = 1e-3, .beta = 8e-9, .gamma = 0, .delta = 1e-10};
   const size_t bytes = size_t{16} << 20;
-  auto pick = [&](int n, int hosts) {
-    return choose(Collective::kAllgather, n, bytes, 512 << 10, slowLink, Algorithm::kAuto, hosts);
-  };
-  // Six ranks: Bruck's three rounds against recursive doubling's two plus the fold in and out.
-  EXPECT_EQ(pick(6, 1), Algorithm::kBruck);
-  EXPECT_EQ(pick(6, 3), Algorithm::kRing);
-  // Eight: recursive doubling's rounds are Bruck's, without the final rotation.
-  EXPECT_EQ(pick(8, 1), Algorithm::kRecursiveDoubling);
-  EXPECT_EQ(pick(8, 4), Algorithm::kRing);
+  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 1),
+            Algorithm::kBruck);
+  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 4),
+            Algorithm::kRing);
   // One rank per host: nothing shares a link, the same choice as on one host.
-  EXPECT_EQ(pick(6, 6), Algorithm::kBruck);
-  EXPECT_EQ(pick(8, 8), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 8),
+            Algorithm::kBruck);
+  // Recursive doubling's exchanges cross hosts the same way: at 64 KiB, where it wins on one
+  // host, four hosts of two ranks take the ring.
+  const CostModel slowNetwork{.alpha = 1e-5, .beta = 8e-8, .gamma = 0, .delta = 1e-10};
+  auto pickSmall = [&](int hosts) {
+    return choose(Collective::kAllgather, 8, 64 << 10, 512 << 10, slowNetwork, Algorithm::kAuto,
+                  hosts);
+  };
+  EXPECT_EQ(pickSmall(1), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pickSmall(4), Algorithm::kRing);
   // All-to-all: a host's link carries its ranks' bytes for other hosts.
   const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
   EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 8, bytes, 512 << 10,
@@ -165,6 +168,16 @@ TEST(CostModel, RecursiveHalvingAndDoublingCountTheirSteps) {
                    seconds(Collective::kAllgather, Algorithm::kRing, 8, bytesOnly));
   EXPECT_DOUBLE_EQ(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 8, bytesOnly),
                    seconds(Collective::kReduceScatter, Algorithm::kRing, 8, bytesOnly));
+  // Past a slice, each slice of an exchange waits for the partner's, as the ring's do.
+  const size_t large = size_t{64} << 20;
+  for (int n : {2, 4}) {
+    const double ring =
+        predictSeconds(Collective::kAllgather, Algorithm::kRing, n, large, 512 << 10, messages);
+    EXPECT_GE(predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, large,
+                             512 << 10, messages),
+              ring)
+        << n;
+  }
   CostModel copies = bytesOnly;
   copies.delta = 1e-10;
   EXPECT_GT(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 8, copies),
@@ -202,11 +215,17 @@ TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
   EXPECT_EQ(pick(Collective::kAllreduce, 3, freeMessages), Algorithm::kRing);
   EXPECT_EQ(pick(Collective::kAllgather, 5, slowMessages), Algorithm::kBruck);
   EXPECT_EQ(pick(Collective::kAllgather, 5, freeMessages), Algorithm::kRing);
-  EXPECT_EQ(pick(Collective::kAllgather, 8, slowMessages), Algorithm::kRecursiveDoubling);
   EXPECT_EQ(pick(Collective::kAllgather, 8, freeMessages), Algorithm::kRing);
-  EXPECT_EQ(pick(Collective::kReduceScatter, 5, slowMessages), Algorithm::kRecursiveHalving);
-  EXPECT_EQ(pick(Collective::kReduceScatter, 8, slowMessages), Algorithm::kRecursiveHalving);
   EXPECT_EQ(pick(Collective::kReduceScatter, 8, freeMessages), Algorithm::kRing);
+  // Recursive halving and doubling where the exchanges fit a slice (their sliced exchanges pay a
+  // latency per slice).
+  auto pickSmall = [](Collective c, int n, const CostModel& m) {
+    return choose(c, n, 64 << 10, 512 << 10, m, Algorithm::kAuto);
+  };
+  EXPECT_EQ(pickSmall(Collective::kAllgather, 8, slowMessages), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pickSmall(Collective::kAllgather, 6, slowMessages), Algorithm::kBruck);
+  EXPECT_EQ(pickSmall(Collective::kReduceScatter, 6, slowMessages), Algorithm::kRecursiveHalving);
+  EXPECT_EQ(pickSmall(Collective::kReduceScatter, 8, slowMessages), Algorithm::kRecursiveHalving);
   EXPECT_EQ(pick(Collective::kAllToAll, 8, slowMessages), Algorithm::kBruck);
   EXPECT_EQ(pick(Collective::kAllToAll, 8, freeMessages), Algorithm::kPairwise);
   EXPECT_EQ(pick(Collective::kBroadcast, 8, slowMessages), Algorithm::kTree);
