@@ -266,8 +266,8 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   const double e = size != p ? 1.0 : 0.0;
   // Recursive halving and doubling exchange m/2, m/4, .. m/p with their partners, each cut into
   // slices; an exchange sends and receives a slice in turn, so each slice waits for the
-  // partner's, as each slice of the ring's pipeline does (X in the table above). At most one
-  // slice per exchange: L.
+  // partner's, as each slice of the ring's pipeline does (X in the table above; L while m/2
+  // fits a slice).
   double exchangeSlices = 0;
   for (int j = 1; j <= L; ++j) exchangeSlices += std::max(1.0, std::ceil(m / (1 << j) / slice));
   // Bruck's rounds send to ranks 1, 2, 4, ... away, which lie on other hosts for every rank of a
