@@ -58,6 +58,38 @@ inline std::vector<Piece> equalBlocks(size_t count, int parts) {
   return blocks;
 }
 
+// The largest power of two <= n (n >= 1): the ranks the recursive halving and doubling
+// schedules run on; the n - p others fold into ranks 0 .. n-p-1.
+inline int largestPowerOfTwo(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// N blocks of `blockCount` elements grouped into p = largestPowerOfTwo(N) chunks for the
+// recursive halving reduce-scatter and doubling all-gather: chunk v holds block v, then block
+// v + p when v < N - p (the block of the rank that folds into v). Laid out chunk by chunk, so a
+// range of chunks is one piece. N = 6, p = 4: B0 B4 | B1 B5 | B2 | B3. For N = p this is the
+// blocks in rank order.
+struct FoldedBlocks {
+  int blocks = 1;
+  size_t blockCount = 0;
+  int p = largestPowerOfTwo(blocks);
+
+  // Chunks [first, last) in the folded layout (last == p: to the end).
+  Piece chunks(int first, int last) const {
+    return {blockStart(first), blockStart(last) - blockStart(first)};
+  }
+  // Where block b lies in the folded layout.
+  size_t offsetOf(int b) const { return b < p ? blockStart(b) : blockStart(b - p) + blockCount; }
+
+ private:
+  // Elements before chunk v: v blocks, and one more for each folded block before it.
+  size_t blockStart(int v) const {
+    return static_cast<size_t>(v + std::min(v, blocks - p)) * blockCount;
+  }
+};
+
 // How many slices of `sliceElements` cover the largest of `blocks` (at least 1).
 inline size_t blockSliceCount(std::span<const Piece> blocks, size_t sliceElements) {
   size_t largest = 0;

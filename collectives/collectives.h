@@ -192,6 +192,16 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
 void rabenseifnerAllreduce(const Group& group, const AllreduceArgs& args, size_t sliceBytes,
                            const WaitContext& wait);
 
+// Rabenseifner's two halves run apart, equal blocks, any N: log2(p) exchanges with rank ^ 2^k
+// (p = the largest power of two <= N) moving (p-1)/p of the data, plus a fold in and out for the
+// N-p other ranks. Few messages and the ring's bytes: small and medium blocks.
+// Reduce-scatter by recursive halving: rank r ends with block r reduced over all ranks.
+void recursiveHalvingReduceScatter(const Group& group, const ReduceScatterArgs& args,
+                                   size_t sliceBytes, const WaitContext& wait);
+// All-gather by recursive doubling: every rank ends with every rank's block, in rank order.
+void recursiveDoublingAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
+                                const WaitContext& wait);
+
 // Bruck all-gather and all-to-all (any N): ceil(log2 N) rounds with ranks +- 2^k, then a local
 // rotation. Few messages: small blocks.
 void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,

@@ -8,8 +8,10 @@
 // where "messages" counts the message latencies on the critical path (a pipelined schedule
 // streams its k slices per step, so they add k-1 latencies, not k per step) and "link bytes"
 // the bytes one rank sends in sequence. With n ranks, m bytes, p = the largest power of
-// two <= n, L = log2(p), e = 1 when n != p (the fold in and out of recursive doubling), and k the
-// slices a pipelined step is cut into:
+// two <= n, L = log2(p), e = 1 when n != p (the fold in and out of recursive doubling), k the
+// slices a pipelined step is cut into, and X = the sum of ceil(m / 2^j / s) over j = 1..L (the
+// slices of recursive halving's and doubling's exchanges, each waiting for the partner's; L
+// while m/2 fits a slice):
 //
 //   all-reduce  ring                (2(n-1)+k-1) a + 2(n-1)/n m b + (n-1)/n m g
 //               recursive doubling  (L+2e) a   + (L+2e) m b   + (L+e) m g
@@ -23,7 +25,13 @@
 //   all-gather  ring                (n-1+k-1) a + (n-1)/n m b + m/n d       (own block)
 //               bruck               ceil(log2 n) a + (n-1)/n m b + (1+1/n) m d  (own block,
 //                                   final rotation)
+//               recursive doubling  (X+2e) a + (p-1)/p m b + m/n d       (own block)
+//                                   + e ((1/n + 1) m b1 + m d)  (the folded rank's block in, the
+//                                   result out, one way each; the result laid back in rank order)
 //   reduce-sc.  ring                (n-1+k-1) a + (n-1)/n m (b + g)
+//               recursive halving   (X+2e) a + (p-1)/p m (b + g + d)  (sends copy, as
+//                                   Rabenseifner's) + e ((1 + 1/n) m b1 + m g + m/n d)  (the
+//                                   folded rank's input in and reduced, its block out; own block)
 //   all-to-all  pairwise            (n-1) (a + m/n b)
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1
@@ -70,8 +78,9 @@ constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
 // Two ranks: a tree and a chain of one slice cost the same in the model, and the tree's single
 // message is a little cheaper (measured), so it wins the tie.
 constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kTree, Algorithm::kChain};
-constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruck};
-constexpr Algorithm kRingOnly[] = {Algorithm::kRing};
+constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruck,
+                                              Algorithm::kRecursiveDoubling};
+constexpr Algorithm kReduceScatterAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveHalving};
 constexpr Algorithm kAllToAllAlgorithms[] = {Algorithm::kPairwise, Algorithm::kBruck};
 constexpr Algorithm kTreeOnly[] = {Algorithm::kTree};
 constexpr Algorithm kBarrierAlgorithms[] = {Algorithm::kDissemination};
@@ -108,6 +117,8 @@ std::string_view nameOf(Algorithm algorithm) {
       return "pairwise";
     case Algorithm::kDissemination:
       return "dissemination";
+    case Algorithm::kRecursiveHalving:
+      return "recursive_halving";
     case Algorithm::kHeaderInline:
       return "header_inline";
   }
@@ -131,7 +142,7 @@ std::span<const Algorithm> algorithmsOf(Collective collective) {
     case Collective::kAllgather:
       return kAllgatherAlgorithms;
     case Collective::kReduceScatter:
-      return kRingOnly;
+      return kReduceScatterAlgorithms;
     case Collective::kAllToAll:
       return kAllToAllAlgorithms;
     case Collective::kGather:
@@ -253,6 +264,12 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   while (p * 2 <= size) p *= 2;
   const double L = ceilLog2(p);
   const double e = size != p ? 1.0 : 0.0;
+  // Recursive halving and doubling exchange m/2, m/4, .. m/p with their partners, each cut into
+  // slices; an exchange sends and receives a slice in turn, so each slice waits for the
+  // partner's, as each slice of the ring's pipeline does (X in the table above; L while m/2
+  // fits a slice).
+  double exchangeSlices = 0;
+  for (int j = 1; j <= L; ++j) exchangeSlices += std::max(1.0, std::ceil(m / (1 << j) / slice));
   // Bruck's rounds send to ranks 1, 2, 4, ... away, which lie on other hosts for every rank of a
   // host at once (in any placement but the luckiest): a host's link carries the bytes of all its
   // ranks, where the host-ordered ring's carries one rank's. Measured at 16 MiB on 4 emulated
@@ -318,10 +335,18 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         }
         return messages * a + (n - 1) / n * m * b * hostLinkShare + m / n * d;
       }
+      if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
+        return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + m / n * d +
+               e * ((1 / n + 1) * m * b1 + m * d);
+      }
       break;
     case Collective::kReduceScatter:
       if (algorithm == Algorithm::kRing) {
         return (n - 2 + stepSlices) * a + (n - 1) / n * m * (b + g);
+      }
+      if (algorithm == Algorithm::kRecursiveHalving) {  // its sends copy, as Rabenseifner's
+        return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * (b * hostLinkShare + g + d) +
+               e * ((1 + 1 / n) * m * b1 + m * g + m / n * d);
       }
       break;
     case Collective::kAllToAll:

@@ -36,13 +36,15 @@ inline constexpr size_t kCollectiveCount = 9;
 enum class Algorithm : uint8_t {
   kAuto,               // the cost model decides
   kRing,               // bandwidth-optimal, N-1 (or 2(N-1)) steps of 1/N of the data
-  kRecursiveDoubling,  // log2(N) exchanges of the whole buffer (all-reduce)
+  kRecursiveDoubling,  // log2(N) exchanges of the whole buffer (all-reduce); all-gather: of
+                       // what a rank holds, which doubles each step
   kRabenseifner,       // recursive halving reduce-scatter + recursive doubling all-gather
   kTree,               // binomial tree: ceil(log2 N) rounds of the whole buffer
   kChain,              // pipelined chain along the ring: N-1 hops, sliced
   kBruck,              // ceil(log2 N) rounds of about half the data, any N
   kPairwise,           // N-1 exchanges, one block each way
   kDissemination,      // barrier: ceil(log2 N) rounds of signals
+  kRecursiveHalving,   // reduce-scatter: log2(N) exchanges of half of what a rank holds
   // Two ranks, data that fits a call header: the header exchange carries it, one message each
   // way (the communicator's; never forced, not one of algorithmsOf()).
   kHeaderInline,
@@ -50,7 +52,8 @@ enum class Algorithm : uint8_t {
 
 // "allreduce", "reducescatter", "alltoall", ... (the names RINGLET_ALGO and ringlet-bench use).
 std::string_view nameOf(Collective collective);
-// "ring", "recursive_doubling", "rabenseifner", "tree", "chain", "bruck", "pairwise", ...
+// "ring", "recursive_doubling", "rabenseifner", "tree", "chain", "bruck", "pairwise",
+// "recursive_halving", ...
 std::string_view nameOf(Algorithm algorithm);
 std::optional<Collective> collectiveNamed(std::string_view name);
 // The algorithms built for a collective, the model's candidates (kAuto not included).

@@ -128,6 +128,9 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
     if (algorithm == collectives::Algorithm::kBruck) {
       return collectives::bruckAllgather(group, args, impl.sliceBytes({}), wait);
     }
+    if (algorithm == collectives::Algorithm::kRecursiveDoubling) {
+      return collectives::recursiveDoublingAllgather(group, args, impl.sliceBytes({}), wait);
+    }
     if (impl.ringReordered()) {
       const collectives::Group& ring = impl.hostRing();
       const std::vector<collectives::Piece> blocks = blocksByRingPlace(impl, args.sendCount);
@@ -177,6 +180,9 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
         kernels::finishAverage(args.recv, args.recvCount, args.type, 2);
       }
       return;
+    }
+    if (algorithm == collectives::Algorithm::kRecursiveHalving) {
+      return collectives::recursiveHalvingReduceScatter(group, args, impl.sliceBytes({}), wait);
     }
     if (impl.ringReordered()) {
       const collectives::Group& ring = impl.hostRing();

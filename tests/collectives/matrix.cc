@@ -274,7 +274,8 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
   std::vector<size_t> counts = {0, 1, n > 1 ? n - 1 : 2, n + 1, 4099};
   // One communicator per algorithm of each collective, forced: the pipelined ring / chain /
   // pairwise exchange with tiny slices (many slices per chunk), the log-step ones (recursive
-  // doubling, trees, Bruck), and Rabenseifner beside the model's own choice for the rest.
+  // doubling, trees, Bruck), and Rabenseifner, recursive doubling all-gather and recursive
+  // halving reduce-scatter beside the model's own choice for the rest.
   const std::vector<std::map<std::string, std::string>> algorithmSets = {
       {{"allreduce", "ring"},
        {"broadcast", "chain"},
@@ -286,7 +287,9 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
        {"reduce", "tree"},
        {"allgather", "bruck"},
        {"alltoall", "bruck"}},
-      {{"allreduce", "rabenseifner"}},
+      {{"allreduce", "rabenseifner"},
+       {"allgather", "recursive_doubling"},
+       {"reducescatter", "recursive_halving"}},
   };
   for (size_t set = 0; set < algorithmSets.size(); ++set) {
     SCOPED_TRACE(fmt::format("algorithms {}", fmt::join(algorithmSets[set], ",")));
@@ -378,6 +381,18 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       gatherScatterCase(sliced, DataType::kFloat32, count / size + 1, 0, inPlace);
       allToAllCase(sliced, DataType::kFloat32, count / size + 1, inPlace);
     }
+    // Recursive halving and doubling the same way; the all-gather's result past
+    // kernels::kStreamingBytes, which a folded rank receives with non-temporal stores.
+    CommunicatorOptions halvingOptions = o;
+    halvingOptions.algorithms = algorithmSets[2];
+    Communicator halving = Communicator::create(bootstrap, halvingOptions);
+    for (bool inPlace : {false, true}) {
+      reduceScatterCase(halving, DataType::kFloat32, ReduceOp::kSum, count / size + 1, inPlace);
+      reduceScatterCase(halving, DataType::kFloat32, ReduceOp::kAvg, count / size + 1, inPlace);
+      reduceScatterCase(halving, DataType::kInt64, ReduceOp::kMax, count / size + 1, inPlace);
+      allgatherCase(halving, DataType::kFloat32, count / size + 1, inPlace);
+    }
+    allgatherCase(halving, DataType::kFloat32, 2200003 / size + 1, false);
     // The trees past kernels::kStreamingBytes: the root reduces (and a receiver copies) into its
     // buffer with non-temporal stores, and the root's first child is reduced with its input
     // straight into recv.

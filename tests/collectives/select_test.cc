@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "ringlet/error.h"
 
@@ -129,11 +130,61 @@ TEST(CostModel, BruckAcrossHostsPaysForEveryRankOnTheLink) {
   // One rank per host: nothing shares a link, the same choice as on one host.
   EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 8),
             Algorithm::kBruck);
+  // Recursive doubling's exchanges cross hosts the same way: at 64 KiB, where it wins on one
+  // host, four hosts of two ranks take the ring.
+  const CostModel slowNetwork{.alpha = 1e-5, .beta = 8e-8, .gamma = 0, .delta = 1e-10};
+  auto pickSmall = [&](int hosts) {
+    return choose(Collective::kAllgather, 8, 64 << 10, 512 << 10, slowNetwork, Algorithm::kAuto,
+                  hosts);
+  };
+  EXPECT_EQ(pickSmall(1), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pickSmall(4), Algorithm::kRing);
   // All-to-all: a host's link carries its ranks' bytes for other hosts.
   const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0};
   EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 8, bytes, 512 << 10,
                                   bytesOnly, 4),
                    2.0 * 3 / 4 * static_cast<double>(bytes) * 1e-9);
+}
+
+// Recursive halving and doubling: log2(p) messages, plus two for a fold; for N = p the ring's
+// link bytes, and recursive halving's sends copied as Rabenseifner's are.
+TEST(CostModel, RecursiveHalvingAndDoublingCountTheirSteps) {
+  const CostModel messages{.alpha = 1e-6, .beta = 0, .gamma = 0, .delta = 0};
+  const size_t bytes = size_t{1} << 20;
+  auto seconds = [&](Collective c, Algorithm a, int n, const CostModel& m) {
+    return predictSeconds(c, a, n, bytes, 512 << 10, m);
+  };
+  constexpr std::pair<int, int> kRanksAndSteps[] = {{2, 1}, {3, 3}, {4, 2}, {5, 4}, {8, 3}};
+  for (auto [n, steps] : kRanksAndSteps) {
+    EXPECT_DOUBLE_EQ(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, n, messages),
+                     steps * 1e-6)
+        << n;
+    EXPECT_DOUBLE_EQ(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, messages),
+                     steps * 1e-6)
+        << n;
+  }
+  const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 2e-10, .delta = 0};
+  EXPECT_DOUBLE_EQ(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 8, bytesOnly),
+                   seconds(Collective::kAllgather, Algorithm::kRing, 8, bytesOnly));
+  EXPECT_DOUBLE_EQ(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 8, bytesOnly),
+                   seconds(Collective::kReduceScatter, Algorithm::kRing, 8, bytesOnly));
+  // Past a slice, each slice of an exchange waits for the partner's, as the ring's do.
+  const size_t large = size_t{64} << 20;
+  for (int n : {2, 4}) {
+    const double ring =
+        predictSeconds(Collective::kAllgather, Algorithm::kRing, n, large, 512 << 10, messages);
+    EXPECT_GE(predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, large,
+                             512 << 10, messages),
+              ring)
+        << n;
+  }
+  CostModel copies = bytesOnly;
+  copies.delta = 1e-10;
+  EXPECT_GT(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 8, copies),
+            seconds(Collective::kReduceScatter, Algorithm::kRing, 8, copies));
+  // A fold moves the folded rank's data in and out on top.
+  EXPECT_GT(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 6, bytesOnly),
+            seconds(Collective::kAllgather, Algorithm::kRing, 6, bytesOnly));
 }
 
 TEST(CostModel, OneWayRateDrivesTreesNotRings) {
@@ -164,6 +215,17 @@ TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
   EXPECT_EQ(pick(Collective::kAllreduce, 3, freeMessages), Algorithm::kRing);
   EXPECT_EQ(pick(Collective::kAllgather, 5, slowMessages), Algorithm::kBruck);
   EXPECT_EQ(pick(Collective::kAllgather, 5, freeMessages), Algorithm::kRing);
+  EXPECT_EQ(pick(Collective::kAllgather, 8, freeMessages), Algorithm::kRing);
+  EXPECT_EQ(pick(Collective::kReduceScatter, 8, freeMessages), Algorithm::kRing);
+  // Recursive halving and doubling where the exchanges fit a slice (their sliced exchanges pay a
+  // latency per slice).
+  auto pickSmall = [](Collective c, int n, const CostModel& m) {
+    return choose(c, n, 64 << 10, 512 << 10, m, Algorithm::kAuto);
+  };
+  EXPECT_EQ(pickSmall(Collective::kAllgather, 8, slowMessages), Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(pickSmall(Collective::kAllgather, 6, slowMessages), Algorithm::kBruck);
+  EXPECT_EQ(pickSmall(Collective::kReduceScatter, 6, slowMessages), Algorithm::kRecursiveHalving);
+  EXPECT_EQ(pickSmall(Collective::kReduceScatter, 8, slowMessages), Algorithm::kRecursiveHalving);
   EXPECT_EQ(pick(Collective::kAllToAll, 8, slowMessages), Algorithm::kBruck);
   EXPECT_EQ(pick(Collective::kAllToAll, 8, freeMessages), Algorithm::kPairwise);
   EXPECT_EQ(pick(Collective::kBroadcast, 8, slowMessages), Algorithm::kTree);

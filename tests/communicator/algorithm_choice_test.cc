@@ -37,6 +37,12 @@ TEST(AlgorithmChoice, ForcedAlgorithmsAreUsedAtEverySize) {
       EXPECT_EQ(comm.algorithmFor("allgather", bytes), "bruck");
       EXPECT_EQ(comm.algorithmFor("reduce", bytes), "tree");
     }
+    o.algorithms = {{"allgather", "recursive_doubling"}, {"reducescatter", "recursive_halving"}};
+    Communicator halving = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    for (size_t bytes : {size_t{1024}, size_t{1} << 28}) {
+      EXPECT_EQ(halving.algorithmFor("allgather", bytes), "recursive_doubling");
+      EXPECT_EQ(halving.algorithmFor("reducescatter", bytes), "recursive_halving");
+    }
     EXPECT_THROW(comm.algorithmFor("allreduc", 8), InvalidArgument);
   });
 }
