@@ -30,9 +30,9 @@ void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceB
   // Blocks [first, first+count) mod n: the part before the wrap, then the part after it.
   auto part = [&](int first, int count, int which) {
     const int before = std::min(count, n - first);
-    return which == 0 ? Piece{static_cast<size_t>(first) * block,
-                              static_cast<size_t>(before) * block}
-                      : Piece{0, static_cast<size_t>(count - before) * block};
+    return which == 0
+               ? Piece{static_cast<size_t>(first) * block, static_cast<size_t>(before) * block}
+               : Piece{0, static_cast<size_t>(count - before) * block};
   };
   for (int dist = 1; dist < n; dist <<= 1) {
     const int count = std::min(dist, n - dist);

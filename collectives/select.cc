@@ -23,8 +23,8 @@
 //   reduce      tree                ceil(log2 n) (a + (m+s) b1 + m g)
 //               chain               (n-2+k) (a + m/k (c + g)) + s b1
 //   all-gather  ring                (n-1+k-1) a + (n-1)/n m b + m/n d       (own block)
-//               bruck               ceil(log2 n) a + (n-1)/n m b + (1+1/n) m d  (own block,
-//                                   final rotation)
+//               bruck               Y a + (n-1)/n m b + m/n d   (own block; works in the
+//                                   output, no rotation)
 //               recursive doubling  (X+2e) a + (p-1)/p m b + m/n d       (own block)
 //                                   + e ((1/n + 1) m b1 + m d)  (the folded rank's block in, the
 //                                   result out, one way each; the result laid back in rank order)
@@ -270,6 +270,11 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   // fits a slice).
   double exchangeSlices = 0;
   for (int j = 1; j <= L; ++j) exchangeSlices += std::max(1.0, std::ceil(m / (1 << j) / slice));
+  // Bruck all-gather's round k exchanges min(2^k, n - 2^k) blocks, sliced the same way (Y).
+  double bruckSlices = 0;
+  for (int dist = 1; dist < size; dist <<= 1) {
+    bruckSlices += std::max(1.0, std::ceil(std::min(dist, size - dist) * m / n / slice));
+  }
   // Bruck's rounds send to ranks 1, 2, 4, ... away, which lie on other hosts for every rank of a
   // host at once (in any placement but the luckiest): a host's link carries the bytes of all its
   // ranks, where the host-ordered ring's carries one rank's. Measured at 16 MiB on 4 emulated
@@ -327,13 +332,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         return (n - 2 + stepSlices) * a + (n - 1) / n * m * b + m / n * d;
       }
       if (algorithm == Algorithm::kBruck) {
-        // Round k moves min(2^k, n - 2^k) blocks in one exchange, cut into slices: a message
-        // per slice, and the rounds one after another.
-        double messages = 0;
-        for (int dist = 1; dist < size; dist <<= 1) {
-          messages += std::max(1.0, std::ceil(std::min(dist, size - dist) * m / n / slice));
-        }
-        return messages * a + (n - 1) / n * m * b * hostLinkShare + m / n * d;
+        return bruckSlices * a + (n - 1) / n * m * b * hostLinkShare + m / n * d;
       }
       if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
         return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + m / n * d +
