@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks="2 3 4"
 maxbytes=256M
-ops="allreduce broadcast reduce allgather alltoall"
+ops="allreduce broadcast reduce allgather reducescatter alltoall"
 transport=shm
 repeats=3
 while [[ $# -gt 0 ]]; do
