@@ -44,10 +44,10 @@ namespace {
 using Seconds = std::chrono::duration<double>;
 constexpr size_t kLargeBytes = size_t{1} << 20;
 
-// The median of `batches` batches of `reps` runs, per run.
+// The median of `batches` batches of `reps` runs, per run, after `warm` runs untimed.
 template <typename F>
-double medianSeconds(int batches, int reps, F&& run) {
-  run();  // warm: caches, pages, the peer's arrival
+double medianSeconds(int batches, int reps, F&& run, int warm = 1) {
+  for (int i = 0; i < warm; ++i) run();  // caches, pages, the peer's arrival, the waits' spin
   std::vector<double> times;
   for (int b = 0; b < batches; ++b) {
     const auto start = transport::Clock::now();
@@ -118,10 +118,20 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
                            .recvBytes = bytes},
                           slice, wait);
   };
-  const double small = medianSeconds(8 * effort, 4, [&] { shift(8); });
-  const double large = medianSeconds(4 * effort, 1, [&] { shift(kLargeBytes); });
+  // Over shared memory the first few hundred microseconds of transfers ran slow: with one run
+  // of warm-up the 1 MiB shift's rate came out anywhere from 8 to 18 GB/s at effort 1 (2 ranks,
+  // one host), with 24 runs and 8 batches 16-19, as at effort 20. About 2 ms more per
+  // communicator on one host; other links keep a short warm-up (a 1 MiB shift over TCP takes
+  // about a millisecond).
+  const bool fused = group.next().sharesMemory() && group.prev().sharesMemory();
+  const int warm = fused ? 24 : 2;
+  const double small = medianSeconds(
+      8 * effort, 4, [&] { shift(8); }, warm);
+  const double large = medianSeconds(
+      8 * effort, 1, [&] { shift(kLargeBytes); }, warm);
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
-  const double cached = medianSeconds(4 * effort, 2, [&] { shift(kCachedBytes); });
+  const double cached = medianSeconds(
+      4 * effort, 2, [&] { shift(kCachedBytes); }, warm);
   // One way: even ring positions send to the next, which answers; an odd last one sits out.
   // Across hosts the odd positions then do the same, so that the ring's crossings between hosts
   // are measured too (with several ranks per host, the even pairs may all share a host).
@@ -144,8 +154,10 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
       }
     };
     if (sender || receiver) {
-      const double roundTrip = medianSeconds(4 * effort, 4, [&] { pingPong(8); });
-      const double stream = medianSeconds(4 * effort, 1, [&] { pingPong(kLargeBytes); });
+      const double roundTrip = medianSeconds(
+          4 * effort, 4, [&] { pingPong(8); }, warm);
+      const double stream = medianSeconds(
+          8 * effort, 1, [&] { pingPong(kLargeBytes); }, warm);
       oneWay =
           std::max(oneWay, std::max(stream - roundTrip, 0.0) / static_cast<double>(kLargeBytes));
     }
@@ -161,8 +173,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   const double beta = std::max(large - small, 0.0) / bytes;
   const double cachedBeta = std::max(cached - small, 0.0) / static_cast<double>(kCachedBytes);
   // On shared memory a received byte is reduced straight from the link's slot instead of being
-  // copied out of it: what a reduction adds to a transfer is its cost over a copy's.
-  const bool fused = group.next().sharesMemory() && group.prev().sharesMemory();
+  // copied out of it: what a reduction adds to a transfer is its cost over a copy's (fused).
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
   double values[8] = {small,
                       beta,
