@@ -109,7 +109,7 @@ def summarize(runs):
             rs = [r for rows in repeats for r in rows
                   if r["bytes"] == size and r.get("op", "allreduce") == op]
             what = f"{op} " if several else ""
-            if size <= 8:  # latency: time, lower is better
+            if size < 64 << 10:  # latency: time, lower is better
                 mine = [r["ringlet_us"] for r in rs]
                 ref_v = [r["ref_us"] for r in rs]
                 m, f = statistics.median(mine), statistics.median(ref_v)
@@ -146,6 +146,8 @@ def main():
                    help="collectives beside their Open MPI calls (ringlet-bench --ops)")
     p.add_argument("--sizes", default="",
                    help="only these sizes (8,64M): default 8 B and 64 KiB..64 MiB by 4x")
+    p.add_argument("--from-json", default="",
+                   help="only rewrite OUT.md from a JSON this script wrote (no runs)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "busy-cores"))
     a = p.parse_args()
     ranks = [int(x) for x in a.ranks.split(",")]
@@ -163,6 +165,11 @@ def main():
             sys.exit(f"ringlet: busy-cores bench: --loads takes busy and/or idle, not {load!r}")
         loads.append(load == "busy")
     runs = {}
+    if a.from_json:
+        saved = json.load(open(a.from_json))
+        a.repeats, runs = saved["repeats"], saved["runs"]
+        a.loads = ""
+        loads = []
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.repeats):
             for load in loads:
@@ -183,11 +190,15 @@ def main():
                             runs.setdefault(key, []).append(gloo_run(n, t, load, bind, tmp))
                             print(f"[{rep + 1}/{a.repeats}] {key}: {time.time() - t0:.0f} s",
                                   flush=True)
-    with open(a.out + ".json", "w") as f:
-        json.dump({"cpus": os.cpu_count(), "repeats": a.repeats, "runs": runs}, f, indent=1)
+    if not a.from_json:
+        with open(a.out + ".json", "w") as f:
+            json.dump({"cpus": os.cpu_count(), "repeats": a.repeats, "runs": runs,
+                       "command": " ".join(sys.argv[1:])}, f, indent=1)
+    command = json.load(open(a.from_json)).get("command", "") if a.from_json else \
+        " ".join(sys.argv[1:])
     title = "All-reduce" if a.ops == "allreduce" else "Collectives"
     text = (f"# {title} on busy cores\n\n"
-            f"`bench/busy/run.py {' '.join(sys.argv[1:])}`, {a.repeats} repeats, "
+            f"`bench/busy/run.py {command}`, {a.repeats} repeats, "
             f"{os.cpu_count()} CPUs, float32 sum; "
             "one busy loop per core (scripts/with-cpu-hogs.sh) in the 'busy' runs. Ratio: "
             "ringlet's median over the reference's (busbw: > 1 is ringlet faster; time at 8 B: "
