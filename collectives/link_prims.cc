@@ -111,6 +111,11 @@ void LinkPrims::traceChunks(size_t count, int chunks, size_t slice) {
   traceSlice_ = std::max<size_t>(slice, 1);
 }
 
+void LinkPrims::traceBlocks(std::span<const Piece> blocks, size_t slice) {
+  traceBlocks_ = blocks;
+  traceSlice_ = std::max<size_t>(slice, 1);
+}
+
 trace::Step LinkPrims::traced(const char* name, const Piece& p, bool sends, bool receives,
                               bool reduces) const {
   trace::Step step{.name = name,
@@ -129,6 +134,14 @@ trace::Step LinkPrims::traced(const char* name, const Piece& p, bool sends, bool
     const Piece whole = evenChunk(traceCount_, traceParts_, static_cast<int>(chunk));
     step.chunk = static_cast<int>(chunk);
     step.slice = static_cast<int64_t>((p.offset - whole.offset) / traceSlice_);
+  }
+  for (size_t b = 0; b < traceBlocks_.size(); ++b) {  // blocks do not overlap
+    const Piece& block = traceBlocks_[b];
+    if (block.count > 0 && p.offset >= block.offset && p.offset < block.offset + block.count) {
+      step.chunk = static_cast<int>(b);
+      step.slice = static_cast<int64_t>((p.offset - block.offset) / traceSlice_);
+      break;
+    }
   }
   return step;
 }

@@ -17,6 +17,7 @@
 // written with non-temporal stores, since nothing reads it again during the call.
 
 #include <cstddef>
+#include <span>
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
@@ -50,6 +51,9 @@ class LinkPrims {
   // Trace mode: the pieces are slices of `slice` elements of `chunks` even chunks of `count`
   // (RingPieces), so that each traced step names its chunk and slice.
   void traceChunks(size_t count, int chunks, size_t slice);
+  // Trace mode, v-forms: the pieces are slices of `slice` elements of `blocks` (BlockPieces), so
+  // that each traced step names its block (as `chunk`) and slice. `blocks` outlives the calls.
+  void traceBlocks(std::span<const Piece> blocks, size_t slice);
 
  private:
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
@@ -79,6 +83,7 @@ class LinkPrims {
   size_t traceCount_ = 0;  // traceChunks(); 0: the pieces are not ring chunks
   int traceParts_ = 0;
   size_t traceSlice_ = 0;
+  std::span<const Piece> traceBlocks_;  // traceBlocks()
 };
 
 }  // namespace ringlet::collectives

@@ -34,11 +34,13 @@ size_t sliceElements(size_t sliceBytes, size_t elementBytes) {
 // from caller memory, which must stay unchanged until the flush).
 std::byte* scratch(size_t bytes) { return scratchBytes(0, bytes); }
 
-// Trace mode: ring chunks are named in each step; the v-forms' blocks by their offset only.
+// Trace mode: each step names its ring chunk, or its v-form block, and slice.
 void traceLayout(LinkPrims& prims, const RingPieces& piece) {
   prims.traceChunks(piece.count, piece.size, piece.sliceElements);
 }
-void traceLayout(LinkPrims&, const BlockPieces&) {}
+void traceLayout(LinkPrims& prims, const BlockPieces& piece) {
+  prims.traceBlocks(piece.blocks, piece.sliceElements);
+}
 
 // The reduce-scatter of ring_schedule.h over `piece` (even chunks or the v-form's blocks): this
 // rank's chunk `own` ends reduced in `recv`. `extent`: elements from the start of send that the

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,43 @@ TEST(Trace, RingAllreduceStepsFollowTheSchedule) {
     }
     // Every rank receives 2(N-1) chunks: 2(N-1)/N of the buffer.
     EXPECT_EQ(bytes, 2 * (n - 1) * chunkBytes) << "rank " << r;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The v-forms' steps name their block (as `chunk`) and its slice: with blocks of 40000, 0 and
+// 20000 floats in 64 KiB slices, every rank receives the 3 + 2 slices of the blocks not its own,
+// and nothing ever names the empty block.
+TEST(Trace, VFormStepsNameTheirBlockAndSlice) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  const int n = 3;
+  const std::vector<size_t> counts = {40000, 0, 20000};
+  const std::vector<size_t> slicesOf = {3, 0, 2};  // 160000 B and 80000 B in 65536 B slices
+  runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm =
+        Communicator::create(Bootstrap::forThread(rank, size, store), traced(dir + "/t.{rank}"));
+    std::vector<float> send(counts[rank], float(rank + 1));
+    std::vector<float> recv(60000);
+    comm.allgatherv(send.data(), recv.data(), counts, DataType::kFloat32);
+    EXPECT_EQ(recv[0], 1.0f);
+    EXPECT_EQ(recv[59999], 3.0f);
+  });
+  for (int r = 0; r < n; ++r) {
+    const std::vector<json> steps =
+        stepsOf(readTrace(dir + "/t." + std::to_string(r)), "allgatherv");
+    std::set<std::pair<int, int64_t>> received;
+    for (const json& s : steps) {
+      const int block = s["args"]["chunk"];
+      const int64_t slice = s["args"]["slice"];
+      ASSERT_TRUE(block == 0 || block == 2) << "rank " << r << ": a step names block " << block;
+      EXPECT_LT(slice, static_cast<int64_t>(slicesOf[block])) << "rank " << r;
+      if (s["args"]["from"] != -1) received.insert({block, slice});
+    }
+    std::set<std::pair<int, int64_t>> expected;
+    for (int b : {0, 2}) {
+      for (size_t k = 0; k < slicesOf[b] && b != r; ++k) expected.insert({b, int64_t(k)});
+    }
+    EXPECT_EQ(received, expected) << "rank " << r;
   }
   std::filesystem::remove_all(dir);
 }
