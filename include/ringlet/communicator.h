@@ -281,6 +281,8 @@ class Communicator {
   // same recvCounts, the non-roots too (MismatchError as for allgatherv, so a rank that disagrees
   // fails instead of hanging). displs are read on the root only (elsewhere they are ignored, as
   // is recv, which may be null). In place on the root: send == recv + displs[root] elements.
+  // Binomial tree. As with gather, a rank whose part is only to send may return before a
+  // disagreement found elsewhere reaches it; its next call then fails, naming it.
   void gatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
                std::span<const size_t> displs, DataType type, int root);
   void gatherv(const void* send, void* recv, std::span<const size_t> recvCounts, DataType type,
@@ -298,7 +300,8 @@ class Communicator {
   // displs[r] of send (packed in rank order when displs is empty) in recv. Every rank passes the
   // same sendCounts (MismatchError as for gatherv). displs and send are read on the root only
   // (elsewhere they are ignored; send may be null). The root's blocks may overlap in send (they
-  // are only read). In place on the root: recv == send + displs[root] elements.
+  // are only read). In place on the root: recv == send + displs[root] elements. Binomial tree;
+  // the root, which only sends, may return before a disagreement reaches it (as for gatherv).
   void scatterv(const void* send, std::span<const size_t> sendCounts,
                 std::span<const size_t> displs, void* recv, DataType type, int root);
   void scatterv(const void* send, std::span<const size_t> sendCounts, void* recv, DataType type,
