@@ -51,6 +51,29 @@ inline std::vector<Piece> blocksOf(std::span<const size_t> counts, std::span<con
   return blocks;
 }
 
+// The v-forms' blocks as a binomial tree rooted at `root` moves them: relative block u is rank
+// (root + u) mod N's, and a subtree's blocks travel packed in relative order, so relative blocks
+// [first, last) are the bytes [start(first), start(last)) of that packing. N = 4, root 2, counts
+// by rank 1 0 3 2: relative blocks 3 2 1 0 (ranks 2 3 0 1), starts 0 3 5 6 6 (elements).
+class RelativeBlocks {
+ public:
+  RelativeBlocks(std::span<const Piece> blocks, int root, size_t elementBytes)
+      : starts_(blocks.size() + 1, 0) {
+    const size_t n = blocks.size();
+    for (size_t u = 0; u < n; ++u) {
+      starts_[u + 1] =
+          starts_[u] + blocks[(static_cast<size_t>(root) + u) % n].count * elementBytes;
+    }
+  }
+  // Bytes of relative blocks [0, u); u may be N (all of them).
+  size_t start(int u) const { return starts_[static_cast<size_t>(u)]; }
+  // Bytes of relative blocks [first, last).
+  size_t bytes(int first, int last) const { return start(last) - start(first); }
+
+ private:
+  std::vector<size_t> starts_;
+};
+
 // N equal blocks of `count` elements, packed: the equal-block collectives as v-forms.
 inline std::vector<Piece> equalBlocks(size_t count, int parts) {
   std::vector<Piece> blocks(static_cast<size_t>(parts));

@@ -99,6 +99,24 @@ struct ScatterArgs {
   int root = 0;
 };
 
+// The rooted v-forms: block r (elements of `elementBytes`) belongs to rank r; every rank knows
+// every block's count, only the root their places.
+struct GathervArgs {
+  const std::byte* send = nullptr;  // blocks[rank].count elements; may be the root's block of recv
+  std::byte* recv = nullptr;        // the root's: rank r's block at blocks[r]; unused elsewhere
+  std::span<const Piece> blocks;    // one per rank, not overlapping (offsets read on the root only)
+  size_t elementBytes = 1;
+  int root = 0;
+};
+
+struct ScattervArgs {
+  const std::byte* send = nullptr;  // the root's: rank r's block at blocks[r]; unused elsewhere
+  std::byte* recv = nullptr;        // blocks[rank].count elements; may be the root's block of send
+  std::span<const Piece> blocks;    // one per rank (offsets read on the root only)
+  size_t elementBytes = 1;
+  int root = 0;
+};
+
 struct AllToAllArgs {
   const std::byte* send = nullptr;  // N blocks: block q goes to rank q
   std::byte* recv = nullptr;        // N blocks: block q came from rank q; disjoint from send
@@ -118,6 +136,12 @@ void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
                 const WaitContext& wait);
 void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
                  const WaitContext& wait);
+// The same trees over blocks of their own size per rank: a subtree's blocks travel packed in
+// relative order (RelativeBlocks, chunking.h); an empty subtree costs no message.
+void treeGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
+                 const WaitContext& wait);
+void treeScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
+                  const WaitContext& wait);
 
 // Ring reduce-scatter (N-1 steps): rank r ends with block r reduced over all ranks.
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,

@@ -275,6 +275,46 @@ class Communicator {
   Work reduceScattervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
                            DataType type, ReduceOp op);
 
+  // Gather-v (MPI_Gatherv): rank r sends recvCounts[r] elements (send); the root ends with rank
+  // r's at element displs[r] of recv, or packed in rank order (at the prefix sums of recvCounts)
+  // when displs is empty; elements between the blocks are left untouched. Every rank passes the
+  // same recvCounts, the non-roots too (MismatchError as for allgatherv, so a rank that disagrees
+  // fails instead of hanging). displs are read on the root only (elsewhere they are ignored, as
+  // is recv, which may be null). In place on the root: send == recv + displs[root] elements.
+  // Binomial tree. As with gather, a rank whose part is only to send may return before a
+  // disagreement found elsewhere reaches it; its next call then fails, naming it.
+  void gatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
+               std::span<const size_t> displs, DataType type, int root);
+  void gatherv(const void* send, void* recv, std::span<const size_t> recvCounts, DataType type,
+               int root) {
+    gatherv(send, recv, recvCounts, {}, type, root);
+  }
+  Work gathervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
+                    std::span<const size_t> displs, DataType type, int root);
+  Work gathervAsync(const void* send, void* recv, std::span<const size_t> recvCounts, DataType type,
+                    int root) {
+    return gathervAsync(send, recv, recvCounts, {}, type, root);
+  }
+
+  // Scatter-v (MPI_Scatterv): rank r ends with the root's sendCounts[r] elements from element
+  // displs[r] of send (packed in rank order when displs is empty) in recv. Every rank passes the
+  // same sendCounts (MismatchError as for gatherv). displs and send are read on the root only
+  // (elsewhere they are ignored; send may be null). The root's blocks may overlap in send (they
+  // are only read). In place on the root: recv == send + displs[root] elements. Binomial tree;
+  // the root, which only sends, may return before a disagreement reaches it (as for gatherv).
+  void scatterv(const void* send, std::span<const size_t> sendCounts,
+                std::span<const size_t> displs, void* recv, DataType type, int root);
+  void scatterv(const void* send, std::span<const size_t> sendCounts, void* recv, DataType type,
+                int root) {
+    scatterv(send, sendCounts, {}, recv, type, root);
+  }
+  Work scattervAsync(const void* send, std::span<const size_t> sendCounts,
+                     std::span<const size_t> displs, void* recv, DataType type, int root);
+  Work scattervAsync(const void* send, std::span<const size_t> sendCounts, void* recv,
+                     DataType type, int root) {
+    return scattervAsync(send, sendCounts, {}, recv, type, root);
+  }
+
   // All-to-all-v (MPI_Alltoallv): rank r sends sendCounts[q] elements from element sendDispls[q]
   // of send to rank q, and receives recvCounts[q] elements from rank q at element recvDispls[q]
   // of recv. Empty displacements mean packed in rank order. Each pair must agree: rank p's

@@ -90,6 +90,10 @@ const char* OpHeader::name() const {
       return "reduce_scatterv";
     case OpKind::kAllToAllv:
       return "alltoallv";
+    case OpKind::kGatherv:
+      return "gatherv";
+    case OpKind::kScatterv:
+      return "scatterv";
     case OpKind::kCalibrate:
       return "calibrate";
     case OpKind::kClockOffset:
@@ -136,6 +140,10 @@ std::string OpHeader::describeCall() const {
     case OpKind::kAllToAllv:
       return fmt::format("alltoallv(sends {} in all over {} ranks, {}{})", count, ranks,
                          toString(type), where);
+    case OpKind::kGatherv:
+    case OpKind::kScatterv:
+      return fmt::format("{}(count={} in all over {} ranks, {}, root={}, counts #{:016x}{})",
+                         name(), count, ranks, toString(type), root, countsHash, where);
     case OpKind::kSplit:
       if (tag == kSplitIsDup) return "dup()";
       return fmt::format("split(color={}, key={})", root, static_cast<int64_t>(count));
@@ -188,6 +196,10 @@ bool OpHeader::sameCall(const OpHeader& o) const {
              countsHash == o.countsHash;
     case OpKind::kAllToAllv:
       return type == o.type && ranks == o.ranks;
+    case OpKind::kGatherv:
+    case OpKind::kScatterv:
+      return count == o.count && type == o.type && root == o.root && ranks == o.ranks &&
+             countsHash == o.countsHash;
     case OpKind::kBarrier:
       return true;
     case OpKind::kSplit:  // colors and keys differ between ranks; split and dup do not match

@@ -39,6 +39,9 @@ enum class OpKind : uint8_t {
   kSendRecv = 21,
   // Trace mode's clock exchange with rank 0 at the end of create() (src/core/clock_offset.cc).
   kClockOffset = 22,
+  // The rooted v-forms: as kAllgatherv (count in all, countsHash, ranks) with the root.
+  kGatherv = 23,
+  kScatterv = 24,
 };
 
 // A rank's part in a two-rank call whose data rides in the call headers (kHeaderInline).

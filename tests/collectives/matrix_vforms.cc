@@ -1,7 +1,8 @@
-// The v-forms' part of the collective matrix: all-gather-v, reduce-scatter-v and all-to-all-v
-// with counts per rank that differ wildly (zeros on some ranks or all, one rank with everything),
-// packed and scattered layouts, in place and out of place, every type and reduction, async.
-// Every expected block is computed here from the data functions of data.h.
+// The v-forms' part of the collective matrix: all-gather-v, reduce-scatter-v, all-to-all-v,
+// gather-v and scatter-v (every root) with counts per rank that differ wildly (zeros on some ranks
+// or all, one rank with everything), packed and scattered layouts, in place and out of place,
+// every type and reduction, async. Every expected block is computed here from the data functions
+// of data.h.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -145,6 +146,76 @@ void reduceScattervCase(Communicator& comm, DataType type, ReduceOp op,
   }
 }
 
+// Gather-v then scatter-v with one layout at the root: rank q's block is makeInput(counts[q], q)
+// and the root ends with all of them at displs; the root then scatters makeInput(counts[q],
+// q + 100) from the same places. The other ranks pass null for the root's buffer, and no
+// displacements (they are ignored there). `sameDispls`: every block of the root's send starts at
+// element 0 (blocks that are only read may overlap; scatterv only).
+void gatherScattervCase(Communicator& comm, DataType type, const std::vector<size_t>& counts,
+                        int root, bool scattered, bool inPlace, bool sameDispls = false) {
+  const int rank = comm.rank();
+  const bool isRoot = rank == root;
+  const std::string what =
+      fmt::format("rank {} gatherv/scatterv {} counts [{}] root {} {} {}", rank, toString(type),
+                  fmt::join(counts, " "), root,
+                  sameDispls ? "overlapping" : (scattered ? "scattered" : "packed"),
+                  inPlace ? "in-place" : "out-of-place");
+  const size_t element = elementSize(type);
+  size_t extent = 0;
+  auto displs = scattered ? scatteredDispls(counts, &extent) : packedDispls(counts, &extent);
+  const std::vector<size_t> none;
+  const std::vector<size_t>& rootDispls = isRoot ? displs : none;
+  if (!sameDispls) {
+    std::vector<std::byte> all(isRoot ? extent * element + 1 : 0, kUntouched);
+    std::vector<std::byte> input = makeInput(type, counts[rank], rank, ReduceOp::kSum);
+    const std::vector<std::byte> before = input;
+    const std::byte* send = input.data();
+    if (inPlace && isRoot) {
+      std::byte* own = all.data() + displs[rank] * element;
+      std::memcpy(own, input.data(), counts[rank] * element);
+      send = own;
+    }
+    comm.gatherv(send, isRoot ? all.data() : nullptr, counts, rootDispls, type, root);
+    EXPECT_TRUE(before == input) << what << ": gatherv changed the send buffer";
+    if (isRoot) {
+      for (int q = 0; q < comm.size(); ++q) {
+        const auto theirs = makeInput(type, counts[q], q, ReduceOp::kSum);
+        EXPECT_EQ(std::memcmp(all.data() + displs[q] * element, theirs.data(), counts[q] * element),
+                  0)
+            << what << ": gathered block of rank " << q << " differs";
+      }
+      EXPECT_EQ(touchedOutside(all, counts, displs, element), 0u)
+          << what << ": gatherv wrote outside the blocks";
+    }
+  } else {
+    std::fill(displs.begin(), displs.end(), 0);
+    extent = *std::max_element(counts.begin(), counts.end());
+  }
+  // Scatter-v back from the same layout (or from blocks that all start at element 0).
+  std::vector<std::byte> all(isRoot ? extent * element + 1 : 0, kUntouched);
+  if (isRoot) {
+    for (int q = 0; q < comm.size(); ++q) {
+      const auto next = makeInput(type, counts[q], q + 100, ReduceOp::kSum);
+      if (!sameDispls)
+        std::memcpy(all.data() + displs[q] * element, next.data(), counts[q] * element);
+    }
+  }
+  if (sameDispls && isRoot) {
+    const auto shared = makeInput(type, extent, 100, ReduceOp::kSum);
+    std::memcpy(all.data(), shared.data(), extent * element);
+  }
+  const std::vector<std::byte> rootBefore = all;
+  std::vector<std::byte> got(counts[rank] * element + 1, std::byte{0x11});
+  std::byte* recv = inPlace && isRoot ? all.data() + displs[rank] * element : got.data();
+  comm.scatterv(isRoot ? all.data() : nullptr, counts, rootDispls, recv, type, root);
+  const auto want = makeInput(type, sameDispls ? extent : counts[rank],
+                              sameDispls ? 100 : rank + 100, ReduceOp::kSum);
+  EXPECT_EQ(std::memcmp(recv, want.data(), counts[rank] * element), 0)
+      << what << ": scattered block differs";
+  EXPECT_EQ(got.back(), std::byte{0x11}) << what << ": scatterv wrote past the end";
+  EXPECT_TRUE(rootBefore == all) << what << ": scatterv changed the root's send buffer";
+}
+
 // Elements rank p sends rank q.
 using PairCounts = std::function<size_t(int p, int q)>;
 
@@ -222,7 +293,19 @@ void asyncVCase(Communicator& comm) {
       at += pair(rank, q);
     }
   }
-  Work a, b, c;
+  const int root = n / 2;
+  size_t rootExtent = 0;
+  const auto rootDispls = scatteredDispls(counts, &rootExtent);
+  std::vector<std::byte> rooted(rank == root ? rootExtent * 4 + 1 : 1),
+      spread(counts[rank] * 4 + 1);
+  if (rank == root) {
+    for (int q = 0; q < n; ++q) {
+      const auto block = makeInput(type, counts[q], q + 100, ReduceOp::kSum);
+      std::memcpy(rooted.data() + rootDispls[q] * 4, block.data(), counts[q] * 4);
+    }
+  }
+  std::vector<std::byte> gatheredAtRoot(rank == root ? rootExtent * 4 + 1 : 1);
+  Work a, b, c, d, e;
   {
     std::vector<size_t> copy = counts, sendCounts(n), recvCounts(n);
     for (int q = 0; q < n; ++q) {
@@ -232,12 +315,31 @@ void asyncVCase(Communicator& comm) {
     a = comm.reduceScattervAsync(input.data(), scattered.data(), copy, type, ReduceOp::kSum);
     b = comm.allgathervAsync(mine.data(), gathered.data(), copy, type);
     c = comm.allToAllvAsync(toSend.data(), sendCounts, exchanged.data(), recvCounts, type);
+    std::vector<size_t> displsCopy = rootDispls;
+    d = comm.scattervAsync(rooted.data(), copy, displsCopy, spread.data(), type, root);
+    e = comm.gathervAsync(mine.data(), gatheredAtRoot.data(), copy, displsCopy, type, root);
+    std::fill(displsCopy.begin(), displsCopy.end(), 3);
     std::fill(copy.begin(), copy.end(), 12345);  // the calls hold their own copies
     std::fill(sendCounts.begin(), sendCounts.end(), 0);
   }
   a.wait();
   b.wait();
   c.wait();
+  d.wait();
+  e.wait();
+  {
+    const auto want = makeInput(type, counts[rank], rank + 100, ReduceOp::kSum);
+    ASSERT_EQ(std::memcmp(spread.data(), want.data(), counts[rank] * 4), 0)
+        << "rank " << rank << " async scatterv";
+  }
+  if (rank == root) {
+    for (int q = 0; q < n; ++q) {
+      const auto theirs = makeInput(type, counts[q], q, ReduceOp::kSum);
+      ASSERT_EQ(
+          std::memcmp(gatheredAtRoot.data() + rootDispls[q] * 4, theirs.data(), counts[q] * 4), 0)
+          << "rank " << rank << " async gatherv block " << q;
+    }
+  }
   for (size_t k = 0; k < counts[rank]; ++k) {
     ASSERT_EQ(loadValue(type, scattered.data(), k),
               expectedAllreduce(type, ReduceOp::kSum, n, offsets[rank] + k))
@@ -272,8 +374,21 @@ void runVFormMatrix(Communicator& comm, bool large) {
       reduceScattervCase(comm, DataType::kInt32, ReduceOp::kMax, counts, inPlace);
     }
   }
+  // Gather-v and scatter-v: every root, packed and scattered, in place and out of place; blocks
+  // of the root's send that overlap.
+  for (const auto& counts : patterns) {
+    for (int root = 0; root < n; ++root) {
+      for (bool inPlace : {false, true}) {
+        for (bool scattered : {false, true}) {
+          gatherScattervCase(comm, DataType::kFloat32, counts, root, scattered, inPlace);
+        }
+      }
+    }
+    gatherScattervCase(comm, DataType::kInt8, counts, n - 1, false, false, true);
+  }
   // Every type and reduction over the wildly uneven counts.
   for (DataType type : kTypes) {
+    gatherScattervCase(comm, type, patterns[3], n - 1, true, false);
     allgathervCase(comm, type, patterns[3], false, false);
     for (ReduceOp op : kOps) {
       for (bool inPlace : {false, true}) reduceScattervCase(comm, type, op, patterns[3], inPlace);
@@ -312,6 +427,8 @@ void runVFormMatrix(Communicator& comm, bool large) {
     std::vector<size_t> counts(n);
     for (int r = 0; r < n; ++r) counts[r] = r == 0 ? 1000003 : static_cast<size_t>(r % 2) * 17;
     allgathervCase(comm, DataType::kFloat32, counts, true, false);
+    gatherScattervCase(comm, DataType::kFloat32, counts, n - 1, true, false);
+    gatherScattervCase(comm, DataType::kFloat32, counts, 0, false, true);
     std::reverse(counts.begin(), counts.end());
     reduceScattervCase(comm, DataType::kFloat32, ReduceOp::kSum, counts, true);
     allToAllvCase(

@@ -79,6 +79,36 @@ TEST(OpHeader, VFormsCarryAFingerprintOfTheirCounts) {
   EXPECT_FALSE(a.sameCall(b));
 }
 
+TEST(OpHeader, RootedVFormsCompareTheirCountsAndRoot) {
+  const std::vector<size_t> counts = {3, 0, 4};
+  OpHeader gatherv{.kind = OpKind::kGatherv,
+                   .type = DataType::kFloat64,
+                   .root = 2,
+                   .count = 7,
+                   .seq = 3,
+                   .countsHash = hashCounts(counts),
+                   .ranks = 3};
+  OpHeader got;
+  ASSERT_TRUE(OpHeader::decode(gatherv.encode().data(), got));
+  EXPECT_TRUE(got.sameCall(gatherv));
+  EXPECT_EQ(gatherv.describeCall().rfind(
+                "gatherv(count=7 in all over 3 ranks, float64, root=2, counts #", 0),
+            0u)
+      << gatherv.describeCall();
+  OpHeader otherRoot = gatherv;
+  otherRoot.root = 0;
+  EXPECT_FALSE(otherRoot.sameCall(gatherv));
+  OpHeader otherCounts = gatherv;
+  otherCounts.countsHash = hashCounts(std::vector<size_t>{4, 0, 3});
+  EXPECT_FALSE(otherCounts.sameCall(gatherv));
+  OpHeader scatterv = gatherv;
+  scatterv.kind = OpKind::kScatterv;
+  EXPECT_FALSE(scatterv.sameCall(gatherv));
+  EXPECT_STREQ(scatterv.name(), "scatterv");
+  EXPECT_EQ(scatterv.describeCall().rfind("scatterv(count=7 in all over 3 ranks", 0), 0u)
+      << scatterv.describeCall();
+}
+
 TEST(OpHeader, NotAHeaderIsRejected) {
   std::array<std::byte, OpHeader::kWireBytes> junk{};
   OpHeader out;

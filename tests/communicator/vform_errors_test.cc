@@ -1,6 +1,7 @@
-// The v-forms' errors: bad counts, displacements and buffers throw InvalidArgument before
-// anything is sent; counts that disagree between ranks give MismatchError on the ranks involved
-// and an error naming the failure (never a timeout) everywhere else.
+// The v-forms' errors (gatherv and scatterv too): bad counts, displacements, roots and buffers
+// throw InvalidArgument before anything is sent; counts that disagree between ranks give
+// MismatchError on the ranks involved and an error naming the failure (never a timeout)
+// everywhere else.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -98,6 +99,49 @@ TEST(VFormErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
     expectThrowWith<InvalidArgument>(
         [&] { comm.allToAllv(nullptr, counts, recv.data(), counts, f32); },
         {"send buffer is null", "sendCounts sum to 9"});
+    // Gather-v and scatter-v. A check of the root's arguments is made on the root only, so these
+    // calls make every rank its own root: each throws before anything is sent.
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.gatherv(send.data(), recv.data(), counts, f32, 3); },
+        {"gatherv on rank", "root 3 is out of range for world size 3"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.scatterv(send.data(), counts, recv.data(), f32, -1); },
+        {"scatterv on rank", "root -1 is out of range"});
+    expectThrowWith<InvalidArgument>([&] { comm.gatherv(send.data(), recv.data(), two, f32, 0); },
+                                     {"gatherv on rank", "recvCounts has 2 entries", "3 ranks"});
+    expectThrowWith<InvalidArgument>([&] { comm.scatterv(send.data(), two, recv.data(), f32, 0); },
+                                     {"scatterv on rank", "sendCounts has 2 entries", "3 ranks"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.gatherv(send.data(), recv.data(), counts, two, f32, rank); },
+        {"gatherv", "displs has 2 entries"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.gatherv(send.data(), recv.data(), counts, static_cast<DataType>(99), 0); },
+        {"gatherv", "unknown data type 99"});
+    expectThrowWith<InvalidArgument>([&] { comm.gatherv(send.data(), recv.data(), huge, f32, 0); },
+                                     {"gatherv", "recvCounts sum to more than", "overflows"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.scatterv(send.data(), counts, pastTheEnd, recv.data(), f32, rank); },
+        {"scatterv", "displs[1] = 18446744073709551614", "sendCounts[1] = 3", "overflows"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.gatherv(send.data(), recv.data(), counts, overlapping, f32, rank); },
+        {"gatherv", "blocks of ranks 0 and 1 overlap", "[0, 3) and [2, 5)"});
+    // Null buffers: the root's and a rank's own, each where it is used.
+    expectThrowWith<InvalidArgument>([&] { comm.gatherv(nullptr, recv.data(), counts, f32, 0); },
+                                     {"gatherv", "send buffer is null"});
+    expectThrowWith<InvalidArgument>([&] { comm.gatherv(send.data(), nullptr, counts, f32, rank); },
+                                     {"gatherv", "recv buffer is null"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.scatterv(nullptr, counts, recv.data(), f32, rank); },
+        {"scatterv", "send buffer is null"});
+    expectThrowWith<InvalidArgument>([&] { comm.scatterv(send.data(), counts, nullptr, f32, 0); },
+                                     {"scatterv", "recv buffer is null"});
+    // In place on the root: only the root's own block.
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.gatherv(recv.data() + wrongBlock, recv.data(), counts, f32, rank); },
+        {"gatherv", "not this rank's block"});
+    expectThrowWith<InvalidArgument>(
+        [&] { comm.scatterv(send.data(), counts, send.data() + wrongBlock, f32, rank); },
+        {"scatterv", "not this rank's block"});
     // Nothing was sent and no sequence number was used: the next calls work everywhere.
     const std::vector<size_t> uneven = {1, 0, 4};
     std::vector<float> mine(uneven[rank], static_cast<float>(rank + 1));
@@ -113,6 +157,24 @@ TEST(VFormErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
     for (int q = 0; q < size; ++q) {
       for (size_t k = 0; k < 3; ++k) EXPECT_EQ(recv[q * 3 + k], 1.0f);
     }
+    // Rooted v-forms: the non-roots pass no root buffer and no displacements (ignored there),
+    // an empty block may be a null buffer, and the root's blocks of scatterv's send may overlap.
+    std::vector<float> gathered(7, -1.0f);
+    const std::vector<size_t> gaps = {6, 0, 1};  // rank 2's block first, rank 0's after a gap
+    comm.gatherv(mine.empty() ? nullptr : mine.data(), rank == 1 ? gathered.data() : nullptr,
+                 uneven, rank == 1 ? std::span<const size_t>(gaps) : std::span<const size_t>{}, f32,
+                 1);
+    if (rank == 1) {
+      EXPECT_EQ(gathered, (std::vector<float>{-1, 3, 3, 3, 3, -1, 1}));
+    }
+    std::vector<float> ramp = {10, 11, 12, 13, 14};
+    std::vector<float> part(uneven[rank], 0.0f);
+    const std::vector<size_t> shared = {1, 0, 0};  // ranks 0 and 2 both read from element 0 on
+    comm.scatterv(rank == 0 ? ramp.data() : nullptr, uneven,
+                  rank == 0 ? shared : std::vector<size_t>{}, part.empty() ? nullptr : part.data(),
+                  f32, 0);
+    const std::vector<std::vector<float>> wantPart = {{11}, {}, {10, 11, 12, 13}};
+    EXPECT_EQ(part, wantPart[rank]);
   });
 }
 
@@ -169,6 +231,80 @@ TEST(VFormErrors, CountsThatDifferFailWithMismatchNamingBothCalls) {
           }
         },
         {"allgatherv(count=8 in all over 2 ranks, float32", "allgather(count=4 per rank"});
+  });
+}
+
+// Gather-v and scatter-v with rank 1's counts other than the rest (same total), for every root:
+// ranks 1 and 2 throw MismatchError naming both calls, the rest a PeerError. A rank whose only
+// part is to send (a leaf of the gather tree, the scatter root) may return before the failure
+// reaches it, as a gather's would; its next call then fails, naming it.
+TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
+  for (bool scatter : {false, true}) {
+    for (int root = 0; root < 3; ++root) {
+      SCOPED_TRACE(fmt::format("{} root {}", scatter ? "scatterv" : "gatherv", root));
+      runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        const std::vector<size_t> counts =
+            rank == 1 ? std::vector<size_t>{2, 1, 3} : std::vector<size_t>{1, 2, 3};
+        std::vector<float> send(6, 1.0f), recv(6, 0.0f);
+        const char* name = scatter ? "scatterv" : "gatherv";
+        try {
+          if (scatter) {
+            comm.scatterv(send.data(), counts, recv.data(), DataType::kFloat32, root);
+          } else {
+            comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, root);
+          }
+          const bool onlySends = scatter ? rank == root : rank != root;
+          EXPECT_TRUE(onlySends) << "rank " << rank << ": expected an error";
+          EXPECT_EQ(rank, 0) << "rank " << rank << ": expected an error";
+          try {
+            comm.barrier();
+            ADD_FAILURE() << "rank " << rank << ": the call after the disagreement succeeded";
+          } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+          }
+        } catch (const MismatchError& e) {
+          EXPECT_NE(rank, 0) << e.what();
+          const std::string message = e.what();
+          EXPECT_NE(message.find(fmt::format("{}(count=6 in all over 3 ranks, float32, root={}, "
+                                             "counts #",
+                                             name, root)),
+                    std::string::npos)
+              << message;
+          const size_t first = message.find("counts #");
+          const size_t second = message.find("counts #", first + 1);
+          ASSERT_NE(second, std::string::npos) << message;
+          EXPECT_NE(message.substr(first, 24), message.substr(second, 24)) << message;
+        } catch (const PeerError& e) {
+          EXPECT_EQ(rank, 0) << e.what();
+          EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+        }
+      });
+    }
+  }
+  // A v-form against its equal-block form, and the same counts with two roots.
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> send(4, 1.0f), recv(8, 0.0f);
+    const std::vector<size_t> counts = {4, 4};
+    expectThrowWith<MismatchError>(
+        [&] {
+          // (The root takes the gather: a two-rank gather's other rank only sends.)
+          if (rank == 1) {
+            comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
+          } else {
+            comm.gather(send.data(), recv.data(), 4, DataType::kFloat32, 0);
+          }
+        },
+        {"gatherv(count=8 in all over 2 ranks, float32, root=0", "gather(count=4 per rank"});
+  });
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> send(8, 1.0f), recv(8, 0.0f);
+    const std::vector<size_t> counts = {4, 4};
+    expectThrowWith<MismatchError>(
+        [&] { comm.scatterv(send.data(), counts, recv.data(), DataType::kFloat32, rank); },
+        {"scatterv(count=8 in all over 2 ranks, float32, root=0", "root=1"});
   });
 }
 

@@ -1,0 +1,138 @@
+// Communicator::gatherv and scatterv: argument checks, the call header (a fingerprint of the
+// counts every rank must share, the root's included), and the algorithm
+// (collectives/tree_gather_scatter.cc).
+#include <fmt/format.h>
+
+#include <cstring>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "ringlet/communicator.h"
+#include "ringlet/error.h"
+#include "src/core/call_checks.h"
+#include "src/core/communicator_impl.h"
+
+namespace ringlet {
+
+using collectives::Piece;
+using detail::BlockLayout;
+using detail::OpHeader;
+using detail::OpKind;
+using Prepared = detail::PreparedCall;
+
+namespace {
+
+void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+// What both calls share: the root, the counts (every rank), the displacements (the root only:
+// elsewhere they are ignored), the root's buffer of all blocks against this rank's own block
+// (in place on the root: `mine` == `all` + displs[root]), and a non-null own block elsewhere.
+// `allMayOverlap`: blocks that are only read (scatterv's send) may overlap.
+BlockLayout checkRootedV(const char* name, detail::CommunicatorImpl& impl, const void* all,
+                         const char* allName, const void* mine, const char* mineName,
+                         std::span<const size_t> counts, const char* countsName,
+                         std::span<const size_t> displs, DataType type, int root,
+                         bool allMayOverlap) {
+  const int rank = impl.rank();
+  if (root < 0 || root >= impl.size()) {
+    throw InvalidArgument(fmt::format("{} on rank {}: root {} is out of range for world size {}",
+                                      name, rank, root, impl.size()));
+  }
+  const bool isRoot = rank == root;
+  BlockLayout layout =
+      detail::checkLayout(name, rank, impl.size(), countsName, counts, "displs",
+                          isRoot ? displs : std::span<const size_t>{}, type, allMayOverlap);
+  const size_t element = elementSize(type);
+  const Piece own = layout.blocks[rank];
+  if (isRoot) {
+    detail::checkRegions(name, rank, mineName, mine, own.count * element, allName, all,
+                         layout.extent * element, own.offset * element);
+  } else if (own.count > 0 && mine == nullptr) {
+    throw InvalidArgument(fmt::format("{} on rank {}: {} buffer is null but {}[{}] is {}", name,
+                                      rank, mineName, countsName, rank, own.count));
+  }
+  return layout;
+}
+
+Prepared prepareGatherv(detail::CommunicatorImpl& impl, const void* send, void* recv,
+                        std::span<const size_t> recvCounts, std::span<const size_t> displs,
+                        DataType type, int root) {
+  BlockLayout layout = checkRootedV("gatherv", impl, recv, "recv", send, "send", recvCounts,
+                                    "recvCounts", displs, type, root, /*allMayOverlap=*/false);
+  OpHeader header{.kind = OpKind::kGatherv,
+                  .type = type,
+                  .root = root,
+                  .count = layout.total,
+                  .countsHash = detail::hashCounts(recvCounts),
+                  .ranks = impl.size()};
+  auto body = [&impl, send = static_cast<const std::byte*>(send),
+               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
+               root](const collectives::Group& group, const transport::WaitContext& wait) {
+    const size_t element = elementSize(type);
+    if (group.size == 1) {
+      return copyBytes(recv + blocks[0].offset * element, send, blocks[0].count * element);
+    }
+    collectives::treeGatherv(
+        group,
+        {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
+        impl.sliceBytes({}), wait);
+  };
+  return {header, body};
+}
+
+Prepared prepareScatterv(detail::CommunicatorImpl& impl, const void* send,
+                         std::span<const size_t> sendCounts, std::span<const size_t> displs,
+                         void* recv, DataType type, int root) {
+  BlockLayout layout = checkRootedV("scatterv", impl, send, "send", recv, "recv", sendCounts,
+                                    "sendCounts", displs, type, root, /*allMayOverlap=*/true);
+  OpHeader header{.kind = OpKind::kScatterv,
+                  .type = type,
+                  .root = root,
+                  .count = layout.total,
+                  .countsHash = detail::hashCounts(sendCounts),
+                  .ranks = impl.size()};
+  auto body = [&impl, send = static_cast<const std::byte*>(send),
+               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
+               root](const collectives::Group& group, const transport::WaitContext& wait) {
+    const size_t element = elementSize(type);
+    if (group.size == 1) {
+      return copyBytes(recv, send + blocks[0].offset * element, blocks[0].count * element);
+    }
+    collectives::treeScatterv(
+        group,
+        {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
+        impl.sliceBytes({}), wait);
+  };
+  return {header, body};
+}
+
+}  // namespace
+
+void Communicator::gatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
+                           std::span<const size_t> displs, DataType type, int root) {
+  auto p = prepareGatherv(*impl_, send, recv, recvCounts, displs, type, root);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::gathervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
+                                std::span<const size_t> displs, DataType type, int root) {
+  auto p = prepareGatherv(*impl_, send, recv, recvCounts, displs, type, root);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+void Communicator::scatterv(const void* send, std::span<const size_t> sendCounts,
+                            std::span<const size_t> displs, void* recv, DataType type, int root) {
+  auto p = prepareScatterv(*impl_, send, sendCounts, displs, recv, type, root);
+  impl_->runBlocking(p.header, std::move(p.body));
+}
+
+Work Communicator::scattervAsync(const void* send, std::span<const size_t> sendCounts,
+                                 std::span<const size_t> displs, void* recv, DataType type,
+                                 int root) {
+  auto p = prepareScatterv(*impl_, send, sendCounts, displs, recv, type, root);
+  return impl_->runAsync(p.header, std::move(p.body));
+}
+
+}  // namespace ringlet
