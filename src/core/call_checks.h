@@ -3,6 +3,7 @@
 // rank and the offending value (InvalidArgument).
 
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -40,5 +41,10 @@ struct BlockLayout {
 BlockLayout checkLayout(const char* op, int rank, int size, const char* countsName,
                         std::span<const size_t> counts, const char* displsName,
                         std::span<const size_t> displs, DataType type, bool mayOverlap = false);
+
+// One rank's copy of its own block (N = 1): nothing when it is already in place.
+inline void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
+}
 
 }  // namespace ringlet::detail

@@ -16,15 +16,12 @@ namespace ringlet {
 
 using collectives::Piece;
 using detail::BlockLayout;
+using detail::copyBytes;
 using detail::OpHeader;
 using detail::OpKind;
 using Prepared = detail::PreparedCall;
 
 namespace {
-
-void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
-}
 
 // What both calls share: the root, the counts (every rank), the displacements (the root only:
 // elsewhere they are ignored), the root's buffer of all blocks against this rank's own block

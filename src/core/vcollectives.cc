@@ -19,6 +19,7 @@ namespace ringlet {
 
 using collectives::Piece;
 using detail::BlockLayout;
+using detail::copyBytes;
 using detail::OpHeader;
 using detail::OpKind;
 using Prepared = detail::PreparedCall;
@@ -27,10 +28,6 @@ namespace {
 
 size_t ringSlice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
   return impl.sliceBytes({&group.next(), &group.prev()});
-}
-
-void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
 }
 
 std::vector<size_t> copyOf(std::span<const size_t> values) {
