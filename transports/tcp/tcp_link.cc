@@ -129,6 +129,7 @@ std::byte* TcpLink::sendBuffer(size_t bytes, std::byte* scratch, const WaitConte
 
 void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait) {
   checkUsable();
+  readAheadFresh_ = false;
   if (bytes > kMaxMessageBytes) {
     throw InvalidArgument(fmt::format("{}: message of {} bytes exceeds the tcp link's maximum {}",
                                       wait.describe(), bytes, kMaxMessageBytes));
@@ -154,6 +155,7 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
 }
 
 void TcpLink::sendMore(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  readAheadFresh_ = false;
   checkUsable();
   if (bytes > kMaxMessageBytes) {
     throw InvalidArgument(fmt::format("{}: message of {} bytes exceeds the tcp link's maximum {}",

@@ -188,8 +188,11 @@ class TcpLink final : public Link {
   std::deque<Outgoing> queue_;
 
   Buffer buffer_;
-  size_t start_ = 0;             // next unread byte
-  size_t end_ = 0;               // end of the bytes read
+  size_t start_ = 0;  // next unread byte
+  size_t end_ = 0;    // end of the bytes read
+  // readAheadQuietly() ran since the last send(): checkPeer() looks at what it read instead of
+  // reading the socket again (a rank that only sends peeks, then checks, in every call).
+  bool readAheadFresh_ = false;
   bool held_ = false;            // recv() returned a message that release() has not yet returned
   std::vector<Buffer> retired_;  // buffers that still hold the held message
   Buffer assembled_;             // a striped message recv() returned

@@ -381,7 +381,8 @@ const std::byte* TcpLink::peekMessage(size_t* bytes) noexcept {
 
 void TcpLink::checkPeer(const WaitContext& wait) {
   if (held_) return;  // between recv() and release(): the caller reads on
-  readAheadQuietly();
+  // A peek or wait of this call read the socket a moment ago: what it read is what counts.
+  if (!readAheadFresh_) readAheadQuietly();
   if (buffered() >= kFrameHeaderBytes &&
       decodeFrameHeader(buffer_.data.get() + start_).type == kFrameAbort) {
     peekDataHeader(0, wait);  // throws the peer's abort once the frame is whole
@@ -392,6 +393,7 @@ void TcpLink::checkPeer(const WaitContext& wait) {
 
 void TcpLink::readAheadQuietly() noexcept {
   if (peerClosed_ || aborted_.load(std::memory_order_acquire) || failure_) return;
+  readAheadFresh_ = true;
   for (Stripe& stripe : stripes_) {
     if (!stripe.direct) readStripeAhead(stripe);
   }
