@@ -39,6 +39,7 @@ void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceB
     for (int which = 0; which < 2; ++which) {
       const Piece out = part(r, count, which);
       const Piece in = part(wrap(r + dist, n), count, which);
+      if (out.count == 0 && in.count == 0) continue;  // no wrap on either side: no step
       exchange({.out = &group.link(wrap(r - dist, n)),
                 .send = args.recv + out.offset,
                 .sendBytes = out.count,
