@@ -55,7 +55,7 @@ void reduceScatterRing(const Group& group, const std::byte* send, std::byte* rec
   // rank's block of send: in place, element by element). Two ranks pass nothing on.
   std::byte* partial = group.size > 2 ? scratch(extent * elementBytes) : recv;
   // Ordinary stores: non-temporal ones into recv were slower at every size from 8 to 64 MiB
-  // (N = 2, 1.1-1.4x the time).
+  // (N = 2, 1.07-1.4x the time).
   LinkPrims prims(group.prev(), group.next(), send, partial, elementBytes, type, op, group.size,
                   /*streaming=*/false, wait);
   prims.finalOutputAt(recv, own.offset);
