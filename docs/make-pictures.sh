@@ -8,7 +8,7 @@
 #   docs/images/model-n{2,4}.png     predicted against measured curves
 #   docs/images/trace-n4*.png        the timeline of the ring's steps
 # Usage: docs/make-pictures.sh [BUILD_DIR]   (default build/; builds the tools it needs)
-# Needs matplotlib for /usr/bin/python3 (installed with apt-get when missing). Takes a minute or
+# Needs matplotlib and scipy for /usr/bin/python3 (installed with apt-get when missing). Takes a minute or
 # two. The ranks run at real-time priority (chrt -f 1, when allowed): on a machine that others
 # keep busy, a rank that waits for its peer otherwise loses its core for a scheduler tick
 # (4 ms), and the times measure the other work, not ringlet. Each size is the median of 7
@@ -16,8 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-if ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
-  apt-get install -y python3-matplotlib
+if ! /usr/bin/python3 -c "import matplotlib, scipy" 2>/dev/null; then
+  apt-get update && apt-get install -y python3-matplotlib python3-scipy
 fi
 if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
