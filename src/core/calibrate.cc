@@ -19,7 +19,8 @@
 // Each is the median of a few batches: the fastest batch is the luckiest, and it made the model
 // up to twice too optimistic on a machine shared with others. Each rank measures, then all take
 // the largest value of each (a max all-reduce; the smallest cacheBytes), so the model and every
-// choice made from it is the same on every rank. About a millisecond on one idle host, tens of
+// choice made from it is the same on every rank. A few milliseconds on one idle host (a
+// two-rank Communicator::create took 42-45 ms with the warm-up below and without it), tens of
 // milliseconds over TCP or with more ranks than cores, plus the memory measurement once per
 // process. CommunicatorOptions::calibrationEffort multiplies the batches (ringlet-model uses
 // more).
