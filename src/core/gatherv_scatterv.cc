@@ -53,54 +53,43 @@ BlockLayout checkRootedV(const char* name, detail::CommunicatorImpl& impl, const
   return layout;
 }
 
-Prepared prepareGatherv(detail::CommunicatorImpl& impl, const void* send, void* recv,
-                        std::span<const size_t> recvCounts, std::span<const size_t> displs,
+// Gather-v when `kind` is kGatherv (the root's recv holds the blocks), else scatter-v (the
+// root's send does); `counts` are recvCounts or sendCounts.
+Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void* send, void* recv,
+                        std::span<const size_t> counts, std::span<const size_t> displs,
                         DataType type, int root) {
-  BlockLayout layout = checkRootedV("gatherv", impl, recv, "recv", send, "send", recvCounts,
-                                    "recvCounts", displs, type, root, /*allMayOverlap=*/false);
-  OpHeader header{.kind = OpKind::kGatherv,
+  const bool gather = kind == OpKind::kGatherv;
+  BlockLayout layout = gather
+                           ? checkRootedV("gatherv", impl, recv, "recv", send, "send", counts,
+                                          "recvCounts", displs, type, root, /*allMayOverlap=*/false)
+                           : checkRootedV("scatterv", impl, send, "send", recv, "recv", counts,
+                                          "sendCounts", displs, type, root, /*allMayOverlap=*/true);
+  OpHeader header{.kind = kind,
                   .type = type,
                   .root = root,
                   .count = layout.total,
-                  .countsHash = detail::hashCounts(recvCounts),
+                  .countsHash = detail::hashCounts(counts),
                   .ranks = impl.size()};
-  auto body = [&impl, send = static_cast<const std::byte*>(send),
+  auto body = [&impl, gather, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
                root](const collectives::Group& group, const transport::WaitContext& wait) {
     const size_t element = elementSize(type);
     if (group.size == 1) {
-      return copyBytes(recv + blocks[0].offset * element, send, blocks[0].count * element);
+      const size_t at = blocks[0].offset * element;
+      const size_t bytes = blocks[0].count * element;
+      return gather ? copyBytes(recv + at, send, bytes) : copyBytes(recv, send + at, bytes);
     }
-    collectives::treeGatherv(
-        group,
-        {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-        impl.sliceBytes({}), wait);
-  };
-  return {header, body};
-}
-
-Prepared prepareScatterv(detail::CommunicatorImpl& impl, const void* send,
-                         std::span<const size_t> sendCounts, std::span<const size_t> displs,
-                         void* recv, DataType type, int root) {
-  BlockLayout layout = checkRootedV("scatterv", impl, send, "send", recv, "recv", sendCounts,
-                                    "sendCounts", displs, type, root, /*allMayOverlap=*/true);
-  OpHeader header{.kind = OpKind::kScatterv,
-                  .type = type,
-                  .root = root,
-                  .count = layout.total,
-                  .countsHash = detail::hashCounts(sendCounts),
-                  .ranks = impl.size()};
-  auto body = [&impl, send = static_cast<const std::byte*>(send),
-               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
-               root](const collectives::Group& group, const transport::WaitContext& wait) {
-    const size_t element = elementSize(type);
-    if (group.size == 1) {
-      return copyBytes(recv, send + blocks[0].offset * element, blocks[0].count * element);
+    if (gather) {
+      collectives::treeGatherv(
+          group,
+          {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
+          impl.sliceBytes({}), wait);
+    } else {
+      collectives::treeScatterv(
+          group,
+          {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
+          impl.sliceBytes({}), wait);
     }
-    collectives::treeScatterv(
-        group,
-        {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-        impl.sliceBytes({}), wait);
   };
   return {header, body};
 }
@@ -109,26 +98,26 @@ Prepared prepareScatterv(detail::CommunicatorImpl& impl, const void* send,
 
 void Communicator::gatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
                            std::span<const size_t> displs, DataType type, int root) {
-  auto p = prepareGatherv(*impl_, send, recv, recvCounts, displs, type, root);
+  auto p = prepareRootedV(*impl_, OpKind::kGatherv, send, recv, recvCounts, displs, type, root);
   impl_->runBlocking(p.header, std::move(p.body));
 }
 
 Work Communicator::gathervAsync(const void* send, void* recv, std::span<const size_t> recvCounts,
                                 std::span<const size_t> displs, DataType type, int root) {
-  auto p = prepareGatherv(*impl_, send, recv, recvCounts, displs, type, root);
+  auto p = prepareRootedV(*impl_, OpKind::kGatherv, send, recv, recvCounts, displs, type, root);
   return impl_->runAsync(p.header, std::move(p.body));
 }
 
 void Communicator::scatterv(const void* send, std::span<const size_t> sendCounts,
                             std::span<const size_t> displs, void* recv, DataType type, int root) {
-  auto p = prepareScatterv(*impl_, send, sendCounts, displs, recv, type, root);
+  auto p = prepareRootedV(*impl_, OpKind::kScatterv, send, recv, sendCounts, displs, type, root);
   impl_->runBlocking(p.header, std::move(p.body));
 }
 
 Work Communicator::scattervAsync(const void* send, std::span<const size_t> sendCounts,
                                  std::span<const size_t> displs, void* recv, DataType type,
                                  int root) {
-  auto p = prepareScatterv(*impl_, send, sendCounts, displs, recv, type, root);
+  auto p = prepareRootedV(*impl_, OpKind::kScatterv, send, recv, sendCounts, displs, type, root);
   return impl_->runAsync(p.header, std::move(p.body));
 }
 
