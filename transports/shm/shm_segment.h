@@ -32,9 +32,11 @@
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
-inline constexpr uint32_t kSegmentVersion = 3;
+inline constexpr uint32_t kSegmentVersion = 4;
 inline constexpr size_t kMaxSlots = 64;
-inline constexpr size_t kMaxReasonBytes = 240;
+// An abort's reason: a call-mismatch description names both calls and runs to ~450 bytes; at 240
+// its end was cut (segment version 4; TCP's frames carry up to 4096).
+inline constexpr size_t kMaxReasonBytes = 1008;
 inline constexpr size_t kCacheLine = 64;
 // Every segment name starts with this; nothing else is ever opened or unlinked.
 inline constexpr std::string_view kSegmentPrefix = "ringlet-";
