@@ -24,9 +24,20 @@ struct Group {
   int size = 1;
   std::span<Link* const> links;
 
-  Link& link(int peer) const;  // throws an internal Error if that link is missing
-  Link& next() const { return link((rank + 1) % size); }
-  Link& prev() const { return link((rank + size - 1) % size); }
+  // Throws an internal Error if that link is missing. Inline, and next()/prev() without a
+  // division: a small call asks for its links several times.
+  Link& link(int peer) const {
+    Link* found = static_cast<size_t>(peer) < links.size() ? links[peer] : nullptr;
+    if (found == nullptr) [[unlikely]] {
+      throwNoLink(peer);
+    }
+    return *found;
+  }
+  Link& next() const { return link(rank + 1 == size ? 0 : rank + 1); }
+  Link& prev() const { return link(rank == 0 ? size - 1 : rank - 1); }
+
+ private:
+  [[noreturn]] void throwNoLink(int peer) const;
 };
 
 struct AllreduceArgs {

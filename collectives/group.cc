@@ -5,12 +5,9 @@
 
 namespace ringlet::collectives {
 
-Link& Group::link(int peer) const {
-  if (peer < 0 || peer >= static_cast<int>(links.size()) || links[peer] == nullptr) {
-    throw Error(ErrorCode::kInternal,
-                fmt::format("rank {} has no link to rank {} (world size {})", rank, peer, size));
-  }
-  return *links[peer];
+void Group::throwNoLink(int peer) const {
+  throw Error(ErrorCode::kInternal,
+              fmt::format("rank {} has no link to rank {} (world size {})", rank, peer, size));
 }
 
 }  // namespace ringlet::collectives

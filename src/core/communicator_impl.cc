@@ -221,7 +221,6 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
           // that a disagreement shows at one call on both ranks.)
           settleArrived(wait);
           unchecked_.push_back(header);
-          unchecked_.back().inlineData = nullptr;
           while (unchecked_.size() > kMaxUnchecked) readSettlingHeader(wait);
           headerChecked_ = true;
           group_.prev().checkPeer(wait);  // a peer that failed (or disagreed) and aborted
@@ -325,8 +324,10 @@ void CommunicatorImpl::readSettlingHeader(const WaitContext& wait) {
 }
 
 void CommunicatorImpl::settleArrived(const WaitContext& wait) {
+  if (unchecked_.empty()) return;
   transport::Link& prev = group_.prev();
-  while (!unchecked_.empty()) {
+  // Most calls find nothing: the peer answers every kConfirmEvery calls.
+  while (!unchecked_.empty() && prev.messageReady()) {
     if (prev.canPeek()) {
       // Only what answers unchecked_: a later call's header stays for that call.
       size_t bytes = 0;
@@ -336,8 +337,6 @@ void CommunicatorImpl::settleArrived(const WaitContext& wait) {
         unchecked_.clear();  // the peer passed them all: each checked, or answered before this
         return;
       }
-    } else if (!prev.messageReady()) {
-      return;
     }
     readSettlingHeader(wait);
   }

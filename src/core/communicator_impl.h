@@ -232,9 +232,36 @@ class CommunicatorImpl {
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
   // Sender-only two-rank calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
-  // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control).
-  std::deque<OpHeader> unchecked_;
-  static constexpr size_t kMaxUnchecked = 16;
+  // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control). A fixed
+  // ring, not a deque: a deque allocates and frees a block every few calls.
+  static constexpr size_t kMaxUnchecked = 48;
+  class UncheckedCalls {
+   public:
+    bool empty() const { return size_ == 0; }
+    size_t size() const { return size_; }
+    const OpHeader& front() const { return calls_[first_]; }
+    const OpHeader& back() const { return calls_[(first_ + size_ - 1) % kCapacity]; }
+    // Keeps the call's header, not its data (inlineData is cleared). The caller keeps size()
+    // at most kMaxUnchecked + 1.
+    void push_back(const OpHeader& header) {
+      OpHeader& kept = calls_[(first_ + size_) % kCapacity];
+      kept = header;
+      kept.inlineData = nullptr;
+      ++size_;
+    }
+    void pop_front() {
+      first_ = (first_ + 1) % kCapacity;
+      --size_;
+    }
+    void clear() { size_ = 0; }
+
+   private:
+    static constexpr size_t kCapacity = kMaxUnchecked + 1;
+    std::array<OpHeader, kCapacity> calls_{};
+    size_t first_ = 0;
+    size_t size_ = 0;
+  };
+  UncheckedCalls unchecked_;
   // Receive-only calls in a row that sent no header (takeWaitingHeader); every kConfirmEvery-th
   // sends one, so that the sender's unchecked_ never waits at kMaxUnchecked for long.
   size_t skippedHeaders_ = 0;

@@ -9,6 +9,7 @@
 #include "tests/shm/shm_test_support.h"
 #include "tests/support/ranks.h"
 #include "transports/registry.h"
+#include "transports/shm/shm_segment.h"
 
 namespace ringlet::testing::shm {
 namespace {
@@ -43,6 +44,72 @@ TEST_P(ShmMesh, ManyMessagesEveryPair) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, ShmMesh, ::testing::Values(2, 3, 5, 8));
+
+// Small messages are announced with their bytes in a cell, larger ones in a cell with their bytes
+// in the next slot; both kinds interleave in one order. The writer runs up to kCells small
+// messages ahead of a reader that holds none, and no further; the reader may hold slotCount
+// messages of either kind at once.
+TEST(ShmLink, CellsAndSlotsInterleaveInOrder) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-cells");
+  constexpr size_t kSlotBytes = 4096;
+  const size_t cell = transport::shm::kCellPayloadBytes;
+  // Sizes around the cell's edge and the slot's, in a pattern that is not periodic in 8 or 64.
+  const std::vector<size_t> sizes = {0, 8, cell, cell + 1, 56, kSlotBytes, 1, cell - 1, 300};
+  auto sizeOf = [&](int k) { return sizes[(k * 7 + k / 5) % sizes.size()]; };
+  constexpr int kMessages = 1000;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path(), kSlotBytes), job);
+    Link& link = mesh.to(1 - rank);
+    if (rank == 0) {
+      // kCells small messages go without the reader taking any...
+      for (int k = 0; k < static_cast<int>(transport::shm::kCells); ++k) {
+        std::byte* out = link.sendBuffer(8, nullptr, mesh.wait());
+        fillMessage(out, 8, 0, 1, k);
+        link.send(out, 8, mesh.wait());
+      }
+      // ...but not one more.
+      std::vector<std::byte> extra(8);
+      EXPECT_THROW(link.send(extra.data(), 8, mesh.wait(50ms)), TimeoutError);
+      store->setString("filled", "1");
+      // Then a mix; sendBuffer() asked twice for the same message, first for fewer bytes.
+      for (int k = 0; k < kMessages; ++k) {
+        const size_t bytes = sizeOf(k);
+        link.sendBuffer(std::min<size_t>(bytes, 8), nullptr, mesh.wait());
+        std::byte* out = link.sendBuffer(bytes, nullptr, mesh.wait());
+        fillMessage(out, bytes, 0, 1, 100 + k);
+        link.send(out, bytes, mesh.wait());
+      }
+      // A send longer than what sendBuffer() handed out is refused, not written past it.
+      std::byte* small = link.sendBuffer(8, nullptr, mesh.wait());
+      EXPECT_THROW(link.send(small, cell + 1, mesh.wait()), InvalidArgument);
+      link.send(small, 8, mesh.wait());
+      store->getString("done");
+    } else {
+      store->getString("filled");
+      for (int k = 0; k < static_cast<int>(transport::shm::kCells); ++k) {
+        const std::byte* in = link.recv(8, mesh.wait());
+        EXPECT_EQ(firstWrongByte(in, 8, 0, 1, k), -1) << "message " << k;
+        link.release();
+      }
+      // Hold slotCount (8) messages at a time, then check and release them all.
+      for (int k = 0; k < kMessages; k += 8) {
+        std::vector<const std::byte*> held;
+        for (int j = k; j < std::min(k + 8, kMessages); ++j) {
+          held.push_back(link.recv(sizeOf(j), mesh.wait()));
+        }
+        for (int j = k; j < std::min(k + 8, kMessages); ++j) {
+          EXPECT_EQ(firstWrongByte(held[j - k], sizeOf(j), 0, 1, 100 + j), -1)
+              << "message " << j << " of " << sizeOf(j) << " bytes";
+          link.release();
+        }
+        if (::testing::Test::HasFailure()) break;
+      }
+      link.recvInto(std::vector<std::byte>(8).data(), 8, mesh.wait());
+      store->setString("done", "1");
+    }
+  });
+}
 
 TEST(ShmLink, NoFileRemainsOnceConnected) {
   ShmDir dir;

@@ -51,6 +51,7 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       other_(segment_.endpoint(1 - side)),
       out_(segment_.fifo(side)),
       outSlots_(segment_.slots(side)),
+      slotMessage_(slotCount_, 0),
       in_(segment_.fifo(1 - side)),
       inSlots_(segment_.slots(1 - side)),
       membarrierFences_(self_->membarrierFences == 1 && other_->membarrierFences == 1) {}
@@ -63,8 +64,9 @@ ShmLink::~ShmLink() {
 }
 
 std::string ShmLink::describe() const {
-  return fmt::format("shm rank {} <-> rank {} ({} slots x {} bytes per direction)", rank_, peer(),
-                     slotCount_, slotBytes_);
+  return fmt::format(
+      "shm rank {} <-> rank {} ({} slots x {} bytes per direction, {} cells of up to {} bytes)",
+      rank_, peer(), slotCount_, slotBytes_, kCells, kCellPayloadBytes);
 }
 
 void ShmLink::wakeAll() {
@@ -177,49 +179,81 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
 }
 
 std::byte* ShmLink::claimSlot(size_t bytes, const WaitContext& wait) {
-  if (claimed_ != nullptr) return claimed_;
-  if (outHead_ - outTailSeen_ >= slotCount_) {
-    auto ready = [&] {
-      outTailSeen_ = out_->tail.load(std::memory_order_acquire);
-      return outHead_ - outTailSeen_ < slotCount_;
-    };
-    if (!ready()) {
-      waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, &out_->spacePublished,
-                WaitFor::kSlot, bytes, wait);
-    }
+  if (claimed_ != nullptr) {
+    if (claimedSlot_ || bytes <= kCellPayloadBytes) return claimed_;
+    claimed_ = nullptr;  // a cell was handed out for a smaller message: a slot instead
   }
-  claimed_ = outSlots_ + slotOf(outHead_) * slotBytes_;
+  auto cellFree = [&] { return outHead_ - outTailSeen_ < kCells; };
+  if (!cellFree()) [[unlikely]] {
+    waitForSpace(cellFree, bytes, wait);
+  }
+  if (bytes <= kCellPayloadBytes) {
+    claimedSlot_ = false;
+    claimed_ = out_->cells[outHead_ & (kCells - 1)].payload;
+    return claimed_;
+  }
+  const size_t slot = slotOf(outLarge_);
+  // The slot's last message (slotCount_ large messages ago) must have been released.
+  auto slotFree = [&] { return outLarge_ < slotCount_ || outTailSeen_ > slotMessage_[slot]; };
+  if (!slotFree()) waitForSpace(slotFree, bytes, wait);
+  claimedSlot_ = true;
+  claimed_ = outSlots_ + slot * slotBytes_;
   return claimed_;
 }
 
+template <typename Ready>
+void ShmLink::waitForSpace(const Ready& free, size_t bytes, const WaitContext& wait) {
+  auto ready = [&] {
+    outTailSeen_ = out_->tail.load(std::memory_order_acquire);
+    return free();
+  };
+  if (!ready()) {
+    waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, &out_->spacePublished,
+              WaitFor::kSlot, bytes, wait);
+  }
+}
+
 std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* /*scratch*/, const WaitContext& wait) {
-  checkUsable("sendBuffer");
-  checkSize(bytes, "sendBuffer");
+  if (aborted_ || bytes > slotBytes_) [[unlikely]] {
+    checkUsable("sendBuffer");
+    checkSize(bytes, "sendBuffer");
+  }
   return claimSlot(bytes, wait);
 }
 
 void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait) {
-  checkUsable("send");
-  checkSize(bytes, "send");
-  if (bytes > 0 && data == nullptr) {
+  if (aborted_ || bytes > slotBytes_ || (bytes > 0 && data == nullptr)) [[unlikely]] {
+    checkUsable("send");
+    checkSize(bytes, "send");
     throw InvalidArgument(
         fmt::format("send: data is null for a message of {} bytes to rank {}", bytes, peer()));
   }
-  std::byte* slot = claimSlot(bytes, wait);
-  if (data != slot && bytes > 0) {
-    // Caller memory (or a region inside the slot): copy it in now, so the caller may reuse it
-    // as soon as send() returns.
-    bool overlaps = data < slot + slotBytes_ && slot < data + bytes;
+  if (data == claimed_ && !claimedSlot_ && bytes > kCellPayloadBytes) [[unlikely]] {
+    throw InvalidArgument(fmt::format(
+        "send: a message of {} bytes to rank {} from the {} bytes sendBuffer() handed out", bytes,
+        peer(), kCellPayloadBytes));
+  }
+  std::byte* claimed = claimSlot(bytes, wait);  // a slot instead of a cell if the bytes need it
+  const size_t room = claimedSlot_ ? slotBytes_ : kCellPayloadBytes;
+  if (data != claimed && bytes > 0) {
+    // Caller memory (or a region inside the claimed memory): copy it in now, so the caller may
+    // reuse it as soon as send() returns.
+    bool overlaps = data < claimed + room && claimed < data + bytes;
     if (overlaps) {
-      std::memmove(slot, data, bytes);
+      std::memmove(claimed, data, bytes);
     } else {
-      std::memcpy(slot, data, bytes);
+      std::memcpy(claimed, data, bytes);
     }
   }
-  out_->lengths[slotOf(outHead_)] = bytes;
+  uint64_t word = (uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes;
+  if (claimedSlot_) {
+    word |= Cell::kInSlot;
+    slotMessage_[slotOf(outLarge_)] = outHead_;
+    ++outLarge_;
+  }
+  out_->cells[outHead_ & (kCells - 1)].word.store(word, std::memory_order_release);
   ++outHead_;
   claimed_ = nullptr;
-  out_->head.store(outHead_, std::memory_order_release);
   notify(&out_->dataWord, &out_->consumerSleeping, &out_->dataPublished, membarrierFences_);
 }
 
@@ -249,40 +283,35 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
         "slots)",
         peer(), inNext_ - inTail_, slotCount_));
   }
-  if (inHeadSeen_ <= inNext_) {
-    auto ready = [&] {
-      inHeadSeen_ = in_->head.load(std::memory_order_acquire);
-      return inHeadSeen_ > inNext_;
-    };
-    if (!ready()) {
-      waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, &in_->dataPublished,
-                WaitFor::kMessage, bytes, wait);
-    }
+  uint64_t word = 0;
+  if (!announced(inNext_, &word)) {
+    auto ready = [&] { return announced(inNext_, &word); };
+    waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, &in_->dataPublished, WaitFor::kMessage,
+              bytes, wait);
   }
-  const size_t index = slotOf(inNext_);
-  *length = in_->lengths[index];
+  *length = word & Cell::kLengthMask;
   if (exact ? *length != bytes : *length > bytes) {
     throw IoError(fmt::format(
         "{}: rank {} sent a message of {} bytes over shm but rank {} expected {}{} bytes (the "
         "ranks disagree about what they are doing)",
         wait.describe(), peer(), *length, rank_, exact ? "" : "at most ", bytes));
   }
+  const std::byte* payload = payloadOf(inNext_, word, inLarge_);
+  if ((word & Cell::kInSlot) != 0) ++inLarge_;
   ++inNext_;
-  return inSlots_ + index * slotBytes_;
+  return payload;
 }
 
 bool ShmLink::messageReady() noexcept {
-  if (aborted_) return false;
-  if (inHeadSeen_ > inNext_) return true;
-  inHeadSeen_ = in_->head.load(std::memory_order_acquire);
-  return inHeadSeen_ > inNext_;
+  uint64_t word = 0;
+  return !aborted_ && announced(inNext_, &word);
 }
 
 const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
-  if (inNext_ != inTail_ || !messageReady()) return nullptr;
-  const size_t index = slotOf(inNext_);
-  *bytes = in_->lengths[index];
-  return inSlots_ + index * slotBytes_;
+  uint64_t word = 0;
+  if (aborted_ || inNext_ != inTail_ || !announced(inNext_, &word)) return nullptr;
+  *bytes = word & Cell::kLengthMask;
+  return payloadOf(inNext_, word, inLarge_);
 }
 
 bool ShmLink::spinForMessage() noexcept {

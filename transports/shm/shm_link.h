@@ -1,11 +1,11 @@
 #pragma once
 // A Link over one shared-memory segment (see shm_segment.h for the layout).
 //
-// Zero-copy in both directions: sendBuffer() returns the next free slot of the outgoing FIFO, so
-// the caller writes (reduces) straight into memory the peer reads; recv() returns the next filled
-// slot of the incoming FIFO, so the caller reduces straight out of it. send() with caller memory
-// copies into the slot first. Up to slotCount received messages may be held (recv() several
-// times, release() frees the oldest).
+// Zero-copy in both directions: sendBuffer() returns the next free cell (a message of up to
+// kCellPayloadBytes) or slot of the outgoing FIFO, so the caller writes (reduces) straight into
+// memory the peer reads; recv() returns the message in its cell or slot, so the caller reduces
+// straight out of it. send() with caller memory copies in first. Up to slotCount received
+// messages may be held (recv() several times, release() frees the oldest).
 //
 // Not thread-safe: one thread drives a link at a time (the communicator's worker).
 //
@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "transports/progress.h"
 #include "transports/shm/shm_segment.h"
@@ -73,7 +74,23 @@ class ShmLink final : public Link {
   // in `length`; IoError unless it is `bytes` long (`exact`) or at most `bytes`.
   const std::byte* takeMessage(size_t bytes, bool exact, uint64_t* length, const WaitContext& wait);
   void checkSize(size_t bytes, const char* call) const;
+  // The memory message outHead_'s `bytes` go to: its cell's payload when they fit, else the next
+  // slot (waiting for a free cell, and slot, first).
   std::byte* claimSlot(size_t bytes, const WaitContext& wait);
+  // claimSlot()'s wait until `ready` (a free cell, or cell and slot) holds.
+  template <typename Ready>
+  void waitForSpace(const Ready& ready, size_t bytes, const WaitContext& wait);
+  // Whether message `index`'s announcement is in its cell (its word, in `word`).
+  bool announced(uint64_t index, uint64_t* word) const {
+    *word = in_->cells[index & (kCells - 1)].word.load(std::memory_order_acquire);
+    return (*word >> 32) == static_cast<uint32_t>(index + 1);
+  }
+  // Where message `index` (announced as `word`) holds its bytes; `large` counts the messages
+  // before it that went to slots.
+  const std::byte* payloadOf(uint64_t index, uint64_t word, uint64_t large) const {
+    return (word & Cell::kInSlot) != 0 ? inSlots_ + slotOf(large) * slotBytes_
+                                       : in_->cells[index & (kCells - 1)].payload;
+  }
   // Bumps and wakes every futex word of the segment (close and abort).
   void wakeAll();
 
@@ -91,15 +108,20 @@ class ShmLink final : public Link {
 
   Fifo* out_;
   std::byte* outSlots_;
-  uint64_t outHead_ = 0;          // messages this side published
-  uint64_t outTailSeen_ = 0;      // last tail read from shared memory
-  std::byte* claimed_ = nullptr;  // slot handed out by sendBuffer(), not yet sent
+  uint64_t outHead_ = 0;      // messages this side published
+  uint64_t outTailSeen_ = 0;  // last tail read from shared memory
+  uint64_t outLarge_ = 0;     // of them, those whose bytes went to a slot
+  // Per slot, the index of the last message published in it: the slot is free again once the
+  // tail passed it.
+  std::vector<uint64_t> slotMessage_;
+  std::byte* claimed_ = nullptr;  // memory handed out by sendBuffer(), not yet sent
+  bool claimedSlot_ = false;      // claimed_ is a slot, not the cell's payload
 
   Fifo* in_;
   std::byte* inSlots_;
-  uint64_t inNext_ = 0;      // messages handed out by recv()
-  uint64_t inTail_ = 0;      // messages released
-  uint64_t inHeadSeen_ = 0;  // last head read from shared memory
+  uint64_t inNext_ = 0;   // messages handed out by recv()
+  uint64_t inTail_ = 0;   // messages released
+  uint64_t inLarge_ = 0;  // of those handed out, those whose bytes were in a slot
 
   // Both sides joined membarrier fences: the writer's side of the sleep handshake needs no
   // full fence (shm_wait.h).

@@ -13,13 +13,13 @@
 //
 //   SegmentHeader      magic, version, geometry, ranks of the two sides
 //   Endpoint[2]        per side: open/closed/aborted, abort origin and reason   (side 0: creator)
-//   Fifo[2]            per direction: head and message lengths, tail, futex words (fifo 0: 0 -> 1)
+//   Fifo[2]            per direction: tail, futex words, 64 message cells (fifo 0: 0 -> 1)
 //   slots of fifo 0    slotCount x slotBytes
 //   slots of fifo 1    slotCount x slotBytes
 //
-// Each Fifo is single-producer single-consumer: head counts messages published (written by the
-// producer only), tail counts messages released (written by the consumer only); slot i holds
-// message i % slotCount. head and tail sit on separate cache lines.
+// Each Fifo is single-producer single-consumer: the producer announces message i in cell
+// i % kCells (with its bytes when they fit the cell, else they are in the next slot, slots taken
+// in turn), the consumer counts messages released in tail. Each sits on cache lines of its own.
 
 #include <atomic>
 #include <cstddef>
@@ -32,7 +32,7 @@
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
-inline constexpr uint32_t kSegmentVersion = 4;
+inline constexpr uint32_t kSegmentVersion = 5;
 inline constexpr size_t kMaxSlots = 64;
 // An abort's reason: a call-mismatch description names both calls and runs to ~450 bytes; at 240
 // its end was cut (segment version 4; TCP's frames carry up to 4096).
@@ -69,22 +69,40 @@ struct alignas(kCacheLine) Endpoint {
   char reason[kMaxReasonBytes];
 };
 
+// A message's cell: its announcement and, when it fits, its bytes. `word` is stored last
+// (release): (message index + 1) mod 2^32 in its top 32 bits, so a reader polling cell i % kCells
+// for message i tells a new message from the one kCells before it; kInSlot when the bytes are in
+// the next slot (messages longer than kCellPayloadBytes, or a slot claimed by sendBuffer());
+// the length in the low 31 bits.
+struct alignas(kCacheLine) Cell {
+  static constexpr uint64_t kInSlot = uint64_t{1} << 31;
+  static constexpr uint64_t kLengthMask = kInSlot - 1;
+  std::atomic<uint64_t> word;
+  std::byte payload[5 * kCacheLine - sizeof(uint64_t)];
+};
+inline constexpr size_t kCells = 64;  // a power of two: cell of message i is i & (kCells - 1)
+inline constexpr size_t kCellPayloadBytes = sizeof(Cell::payload);
+// A reader holds at most slotCount messages unreleased; they must all fit the cells.
+static_assert(kMaxSlots <= kCells);
+
 struct Fifo {
-  // head and the first lengths share a cache line: a small message costs its reader one line for
-  // both, and its writer one ownership transfer (segment version 3).
-  alignas(kCacheLine) std::atomic<uint64_t> head;  // producer: messages published
-  uint64_t lengths[kMaxSlots];                     // written by the producer before head
-  alignas(kCacheLine) std::atomic<uint64_t> tail;  // consumer: messages released
+  // Consumer: messages released. The producer reads it only when it runs out of cells or slots.
+  alignas(kCacheLine) std::atomic<uint64_t> tail;
   // The consumer sleeps on dataWord when it finds no message; the producer bumps and wakes it
-  // only when consumerSleeping is set. Likewise the producer sleeps on spaceWord for a free slot.
-  // Before waking a sleeper the waker stamps when it published (Clock nanoseconds), so the
-  // sleeper's wait policy can tell how long the data took apart from how long its wake-up took.
+  // only when consumerSleeping is set. Likewise the producer sleeps on spaceWord for a free cell
+  // or slot. Before waking a sleeper the waker stamps when it published (Clock nanoseconds), so
+  // the sleeper's wait policy can tell how long the data took apart from how long its wake-up
+  // took.
   alignas(kCacheLine) std::atomic<uint32_t> dataWord;
   std::atomic<uint32_t> consumerSleeping;
   std::atomic<int64_t> dataPublished;
   alignas(kCacheLine) std::atomic<uint32_t> spaceWord;
   std::atomic<uint32_t> producerSleeping;
   std::atomic<int64_t> spacePublished;
+  // Message i is announced in cells[i % kCells] (segment version 5: a small message costs its
+  // reader one cache line, announcement and bytes together, and runs up to kCells ahead of the
+  // reader; with slots only, 8).
+  Cell cells[kCells];
 };
 
 struct SegmentGeometry {
