@@ -81,6 +81,15 @@ void DeviceSide::run(BenchOp op, const void* send, void* recv, size_t count) {
     case BenchOp::kBroadcast:
       s.dc->broadcast(recv, count, s.options.type, s.options.root, s.stream);
       return;
+    case BenchOp::kReduce:
+      s.dc->reduce(send, recv, count, s.options.type, s.options.op, s.options.root, s.stream);
+      return;
+    case BenchOp::kAllgather:
+      s.dc->allgather(send, recv, count, s.options.type, s.stream);
+      return;
+    case BenchOp::kReduceScatter:
+      s.dc->reduceScatter(send, recv, count, s.options.type, s.options.op, s.stream);
+      return;
     case BenchOp::kBarrier:
       s.comm->barrier();
       return;

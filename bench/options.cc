@@ -202,7 +202,7 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   std::string device = "host";
   app.add_option("--device", device,
                  "where the buffers live: host, or cuda (GPU local-rank mod GPUs; allreduce, "
-                 "broadcast and barrier)")
+                 "broadcast, reduce, allgather, reducescatter and barrier)")
       ->capture_default_str()
       ->check(CLI::IsMember({"host", "cuda"}));
   app.add_option("--inject-wrong", options.injectWrong,
@@ -257,10 +257,11 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   }
   if (options.cuda) {
     for (BenchOp o : options.ops) {
-      if (o != BenchOp::kAllreduce && o != BenchOp::kBroadcast && o != BenchOp::kBarrier) {
+      if (o != BenchOp::kAllreduce && o != BenchOp::kBroadcast && o != BenchOp::kReduce &&
+          o != BenchOp::kAllgather && o != BenchOp::kReduceScatter && o != BenchOp::kBarrier) {
         throw InvalidArgument(fmt::format(
             "--device cuda: {} has no device form yet (device collectives: allreduce, broadcast, "
-            "barrier)",
+            "reduce, allgather, reducescatter, barrier)",
             toString(o)));
       }
     }

@@ -31,25 +31,30 @@ Runner::Runner(Communicator& comm, const Options& options, device::DeviceSide* d
 CallArgs Runner::args(BenchOp op, const Shape& shape, bool inPlace) {
   CallArgs a = work_.args(op, shape, inPlace);
   if (device_ != nullptr) {
-    a.send = inPlace ? device_->recv() : device_->send();
-    a.recv = device_->recv();
+    // The same places in the device buffers (in place: a block of recv, or recv itself).
+    auto onDevice = [&](const void* host) -> void* {
+      const auto* p = static_cast<const std::byte*>(host);
+      if (p >= work_.recv() && p < work_.recv() + options_.maxBytes) {
+        return static_cast<std::byte*>(device_->recv()) + (p - work_.recv());
+      }
+      return static_cast<std::byte*>(device_->send()) + (p - work_.send());
+    };
+    a.send = onDevice(a.send);
+    a.recv = onDevice(a.recv);
   }
   return a;
 }
 
-void Runner::toDevice(BenchOp op, bool inPlace, size_t count) {
-  const size_t bytes = count * elementSize(options_.type);
-  if (op == BenchOp::kBarrier) return;
-  if (op == BenchOp::kAllreduce && !inPlace) device_->upload(device_->send(), work_.send(), bytes);
-  device_->upload(device_->recv(), work_.recv(), bytes);
+void Runner::toDevice(const Shape& shape, bool inPlace) {
+  const size_t element = elementSize(options_.type);
+  if (!inPlace) device_->upload(device_->send(), work_.send(), shape.sendCount * element);
+  device_->upload(device_->recv(), work_.recv(), shape.recvCount * element);
 }
 
-void Runner::fromDevice(BenchOp op, bool inPlace, size_t count) {
-  const size_t bytes = count * elementSize(options_.type);
-  if (op == BenchOp::kBarrier) return;
-  if (op == BenchOp::kAllreduce && !inPlace)
-    device_->download(work_.send(), device_->send(), bytes);
-  device_->download(work_.recv(), device_->recv(), bytes);
+void Runner::fromDevice(const Shape& shape, bool inPlace) {
+  const size_t element = elementSize(options_.type);
+  if (!inPlace) device_->download(work_.send(), device_->send(), shape.sendCount * element);
+  device_->download(work_.recv(), device_->recv(), shape.recvCount * element);
 }
 
 void Runner::runOnce(Impl impl, BenchOp op, const CallArgs& a) {
@@ -119,7 +124,7 @@ int Runner::warmUp(Impl impl, BenchOp op, const CallArgs& a, double* secondsPerC
 
 Runner::Loop Runner::timeLoop(Impl impl, BenchOp op, const Shape& shape, bool inPlace) {
   work_.prepare(op, shape, inPlace);
-  if (device_ != nullptr) toDevice(op, inPlace, shape.count);
+  if (device_ != nullptr) toDevice(shape, inPlace);
   const CallArgs a = args(op, shape, inPlace);
   const bool async = options_.async && impl == Impl::kRinglet && device_ == nullptr;
   Loop loop;
@@ -150,9 +155,9 @@ Runner::Loop Runner::timeLoop(Impl impl, BenchOp op, const Shape& shape, bool in
 int64_t Runner::check(Impl impl, BenchOp op, const Shape& shape, bool inPlace) {
   if (!options_.check || !hasBandwidth(op)) return -1;
   work_.prepare(op, shape, inPlace);
-  if (device_ != nullptr) toDevice(op, inPlace, shape.count);
+  if (device_ != nullptr) toDevice(shape, inPlace);
   runBatch(impl, op, args(op, shape, inPlace), 1);
-  if (device_ != nullptr) fromDevice(op, inPlace, shape.count);
+  if (device_ != nullptr) fromDevice(shape, inPlace);
   if (impl == Impl::kMpi) syncAfter(impl);
   return work_.countWrong(op, shape, inPlace);
 }

@@ -57,8 +57,9 @@ class Runner {
   double timeCopy(size_t bytes, int iters);  // seconds per copy, max over ranks
 
   // --device cuda: host buffers are filled and checked, device buffers run the collective.
-  void toDevice(BenchOp op, bool inPlace, size_t count);
-  void fromDevice(BenchOp op, bool inPlace, size_t count);
+  // The shape's send and recv elements (send only out of place, where it is a buffer of its own).
+  void toDevice(const Shape& shape, bool inPlace);
+  void fromDevice(const Shape& shape, bool inPlace);
 
   Communicator& comm_;
   Options options_;

@@ -177,8 +177,10 @@ TEST(BenchCli, JsonHasOneRecordPerOpAndSize) {
 TEST(BenchCli, TwoRanksDeviceCuda) {
   if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
   const ProcessResult r = runProcess(
-      withLauncher(2, {"-b", "8", "-e", "64K", "-n", "2", "-w", "1", "--device", "cuda"}), kEnv,
-      kDeadline);
+      withLauncher(
+          2, {"-b", "8", "-e", "64K", "-n", "2", "-w", "1", "--device", "cuda", "--ops",
+              "allreduce,broadcast,reduce,allgather,reducescatter,barrier", "--inplace", "1"}),
+      kEnv, kDeadline);
   if (r.exitCode != 0) {
     EXPECT_NE(r.err.find("ringlet: --device cuda: "), std::string::npos) << describe(r);
     EXPECT_TRUE(r.err.find("no CUDA device") != std::string::npos ||
@@ -188,7 +190,13 @@ TEST(BenchCli, TwoRanksDeviceCuda) {
   }
   EXPECT_NE(r.out.find("# device: cuda device"), std::string::npos) << r.out;
   auto sections = parseTable(r.out);
-  expectSweep(sections["allreduce"], "allreduce");
+  for (const char* op : {"allreduce", "broadcast", "reduce", "allgather", "reducescatter"}) {
+    expectSweep(sections[op], op);  // #wrong 0 out of place
+    for (const TableRow& row : sections[op]) {
+      ASSERT_GE(row.fields.size(), 13u) << op << ": no in-place columns at size " << row.size;
+      EXPECT_EQ(row.fields[12], "0") << op << " in-place #wrong at size " << row.size;
+    }
+  }
   for (const TableRow& row : sections["allreduce"]) {
     ASSERT_GE(row.fields.size(), 11u) << "no copy columns at size " << row.size;
     EXPECT_GT(std::stod(row.fields[9]), 0.0) << "copy bandwidth at size " << row.size;
@@ -450,7 +458,7 @@ TEST(BenchCli, InvalidOptionsFailWithOneLine) {
   expectOneLineError({"--algo", "sendrecv:ring"}, "sendrecv:ring");
   expectOneLineError({"--algo", "allreduce:"}, "allreduce:");
   expectOneLineError({"--algo", "allreduce:bogus"}, "bogus");  // the library names it
-  expectOneLineError({"--device", "cuda", "--ops", "allgather"}, "allgather");
+  expectOneLineError({"--device", "cuda", "--ops", "alltoall"}, "alltoall");
   expectOneLineError({"--inject-wrong", "1", "-c", "0"}, "--inject-wrong");
   expectOneLineError({"--check", "2"}, "check");
   expectOneLineError({"-r", "3"}, "root 3");  // world of one: no rank 3
