@@ -12,11 +12,18 @@ apt-get install python3-matplotlib, then run with /usr/bin/python3).
 
 The one clock: on one host, the monotonic clock its ranks share; across hosts, rank 0's, each
 host moved by the offset its ranks measured against rank 0's clock when the communicator was
-created (otherData.clock_offset_to_rank0_ns, within clock_offset_uncertainty_ns; measured once,
-so drift over a long run is not corrected), or by the hosts' wall clocks for files without
-offsets (as good as NTP). The merged file's otherData.clock says which.
+created (otherData.clock_offset_to_rank0_ns, within clock_offset_uncertainty_ns), or by the
+hosts' wall clocks for files without offsets (as good as NTP). Clocks drift apart over a long
+run (tens of microseconds per second); the steps' messages between hosts show it (a receive
+cannot end before its send began), and where there are 16 or more each way over a second or
+more, merge fits each host's offset as a line to them (needs scipy) and uses it instead of the
+measured constant offset where that one breaks a message's bound by more than its uncertainty
+and the two agree at the start. The merged file's otherData.clock says which,
+otherData.clock_hosts how each host was placed and why, and merge prints both.
 """
 import argparse
+import collections
+import dataclasses
 import json
 import sys
 
@@ -39,19 +46,155 @@ def load(path):
     return data
 
 
-def clock_shifts(files):
-    """Per file, the microseconds to add to its times to put them on one clock, and that clock's
-    name.
+# Drift correction (fit_drift): how many matched messages a host needs each way, over how long,
+# and the largest rate taken for a clock's. Quartz clocks that no NTP disciplines drift by tens
+# of ppm and NTP slews by at most 500; a steeper fit means messages were paired wrongly.
+MIN_MESSAGES = 16
+MIN_SPAN_S = 1.0
+MAX_DRIFT_PPM = 500.0
 
-    Ranks of one host share its monotonic clock: on one host every file is kept as it is. Across
-    hosts, when every file carries the offset that the clock exchange at creation measured
-    (clock_offset_to_rank0_ns: rank 0's steady time minus this rank's), each host is moved onto
-    rank 0's clock by one shift, its rank's with the smallest uncertainty (rank 0's host: none),
-    so the ranks of a host keep their shared clock. Otherwise hosts are aligned by the difference
-    between their monotonic and wall clocks (as good as the hosts' wall clocks agree)."""
+
+@dataclasses.dataclass(frozen=True)
+class Shift:
+    """What to add to a time t (us, its rank's steady clock) to put it on the merged clock:
+    offset_us at at_us, and ppm microseconds more for every second after it."""
+    offset_us: float
+    ppm: float = 0.0
+    at_us: float = 0.0
+
+    def __call__(self, t):
+        return self.offset_us + self.ppm * 1e-6 * (t - self.at_us)
+
+
+def cross_host_messages(files, hosts):
+    """The messages between hosts that the step events show: (sender's host, the start of its
+    step, receiver's host, the end of its step), each time on its own host's clock.
+
+    A step that sends to a peer (args.to) belongs with the peer's step that receives from this
+    rank (args.from) in the same call (args.call, numbered alike on every rank), chunk and slice;
+    one event may send and receive. The same chunk can cross a link twice in a call (a ring's
+    reduce-scatter, then its all-gather), so the k-th such send pairs with the k-th such receive
+    in order of start: a link delivers in order. Where the two sides count differently nothing
+    of that group is paired. The send began after its step started, the receive finished before
+    its step ended, so each pair gives a true bound, only looser than the message itself."""
+    host_of = {d["otherData"]["rank"]: h for d, h in zip(files, hosts)}
+    sends, receives = collections.defaultdict(list), collections.defaultdict(list)
+    for data in files:
+        me = data["otherData"]["rank"]
+        for e in data["traceEvents"]:
+            if e.get("cat") != "step":
+                continue
+            a = e["args"]
+            where = (a["call"], a["chunk"], a["slice"])
+            if a["to"] >= 0 and host_of.get(a["to"], host_of[me]) != host_of[me]:
+                sends[(me, a["to"], *where)].append(e["ts"])
+            if a["from"] >= 0 and host_of.get(a["from"], host_of[me]) != host_of[me]:
+                receives[(a["from"], me, *where)].append((e["ts"], e["ts"] + e["dur"]))
+    messages = []
+    for key, starts in sends.items():
+        ends = receives.get(key, [])
+        if len(ends) != len(starts):
+            continue
+        for sent, (_, received) in zip(sorted(starts), sorted(ends)):
+            messages.append((host_of[key[0]], sent, host_of[key[1]], received))
+    return messages
+
+
+def convex_hull(points, below):
+    """The vertices of the lower (below=True) or upper convex hull of (t, y) points, by t: the
+    only points that can stop a line lying below (above) them all."""
+    hull = []
+    for p in sorted(points):
+        while len(hull) >= 2:
+            (t0, y0), (t1, y1) = hull[-2], hull[-1]
+            turn = (t1 - t0) * (p[1] - y0) - (y1 - y0) * (p[0] - t0)
+            if (turn > 0) == below:
+                break
+            hull.pop()
+        hull.append(p)
+    return hull
+
+
+def fit_drift(upper, lower, start_us, measured_us, uncertainty_us):
+    """A host's offset to rank 0's clock as a line, offset(t) = a + b * t, from the bounds that
+    messages put on it, or the reason to keep the measured constant offset.
+
+    `upper` holds (t, u) for messages this host sent: the receive finished at or after the send
+    began, so offset(t) <= u at the send's time t (this host's clock). `lower` holds (t, l) for
+    messages it received: offset(t) >= l. The true offset runs between the two sets of points,
+    and so must the line; only the lower hull of the upper points and the upper hull of the lower
+    ones can stop it (the convex-hull method of trace clock synchronisation). Of the lines that
+    fit, the one kept stays farthest from both, at least `margin` from every bound (a small
+    linear program in a, b and margin): the middle of the band, which is right when the quickest
+    messages take as long each way, and wrong by at most the margin otherwise, as Cristian's
+    estimate at creation is wrong by at most half its round trip.
+
+    The line is used only when the messages show a drift, the measured constant offset breaking
+    some bound by more than its uncertainty (a message would arrive before it was sent), and the
+    line agrees with the measured offset at the start (start_us, the host's first event) within
+    the two's uncertainties. Where the constant breaks nothing it stays: the centre line's slope
+    is only as sure as the band's width over the run, and a wrong one would move the last events
+    more than a constant offset that is still right. A fit that contradicts the measured offset at
+    the start means one of the two is wrong."""
+    if len(upper) < MIN_MESSAGES or len(lower) < MIN_MESSAGES:
+        return None, (f"too few messages ({len(upper)} sent, {len(lower)} received; "
+                      f"{MIN_MESSAGES} each way needed)")
+    times = [t for t, _ in upper + lower]
+    span_s = (max(times) - min(times)) * 1e-6
+    if span_s < MIN_SPAN_S:
+        return None, f"messages span {span_s:.2f} s, under {MIN_SPAN_S:g} s"
+    broken = max([measured_us - u for _, u in upper] + [l - measured_us for _, l in lower])
+    if broken <= uncertainty_us:
+        return None, (f"no drift shown: the measured offset breaks no message's bound by more "
+                      f"than its uncertainty (at worst {broken:+.1f} us, against "
+                      f"{uncertainty_us:.1f} us)")
+    try:
+        from scipy.optimize import linprog
+    except ImportError:
+        return None, "no scipy (Debian: apt-get install python3-scipy)"
+    sent, received = len(upper), len(lower)
+    # Seconds from the middle of the run keep the program well scaled; b is then in us per s.
+    middle = (max(times) + min(times)) / 2
+    upper = [((t - middle) * 1e-6, u) for t, u in convex_hull(upper, below=True)]
+    lower = [((t - middle) * 1e-6, l) for t, l in convex_hull(lower, below=False)]
+    # Variables a, b, margin; maximise margin: a + b t + margin <= u, -(a + b t) + margin <= -l.
+    rows = [[1.0, t, 1.0] for t, _ in upper] + [[-1.0, -t, 1.0] for t, _ in lower]
+    limits = [u for _, u in upper] + [-l for _, l in lower]
+    result = linprog([0.0, 0.0, -1.0], A_ub=rows, b_ub=limits, method="highs",
+                     bounds=[(None, None), (-MAX_DRIFT_PPM, MAX_DRIFT_PPM), (None, None)])
+    if result.status != 0:
+        return None, f"no fit ({result.message})"
+    a, ppm, margin = result.x
+    if margin < 0:
+        return None, f"no line satisfies every message (short by {-margin:.1f} us)"
+    if abs(ppm) >= MAX_DRIFT_PPM * 0.999:
+        return None, f"fitted drift beyond {MAX_DRIFT_PPM:g} ppm: not a clock's"
+    line = Shift(a, ppm, middle)
+    tolerance = uncertainty_us + margin
+    at_start = line(start_us) - measured_us
+    if abs(at_start) > tolerance:
+        return None, (f"fit {at_start:+.1f} us from the measured offset at the start "
+                      f"(more than {tolerance:.1f} us)")
+    return line, (f"{ppm:+.2f} ppm from {sent} messages sent and {received} received over "
+                  f"{span_s:.1f} s, margin {margin:.1f} us; the measured offset broke a bound by "
+                  f"{broken:.1f} us")
+
+
+def clock_shifts(files):
+    """Per file, the Shift that puts its times on one clock; that clock's name; and per host
+    (across hosts with measured offsets) how it was placed.
+
+    Ranks of one host share its monotonic clock: on one host every file is kept as it is, and
+    across hosts the ranks of a host move together. When every file carries the offset that the
+    clock exchange at creation measured (clock_offset_to_rank0_ns: rank 0's steady time minus
+    this rank's), each host is moved onto rank 0's clock by its rank's with the smallest
+    uncertainty (rank 0's host: not at all), and where the messages between the hosts show that
+    its clock drifted from rank 0's during the run, by a line fitted to them instead
+    (drift_shifts). Otherwise hosts are aligned by the difference between their monotonic and
+    wall clocks (as good as the hosts' wall clocks agree)."""
     hosts = [d["otherData"].get("host", "") for d in files]
     if len(set(hosts)) == 1:
-        return [0.0] * len(files), "one host: monotonic"
+        return [Shift(0.0)] * len(files), "one host: monotonic", {}
     if all("clock_offset_to_rank0_ns" in d["otherData"] for d in files):
         best = {}  # host -> (rank 0 first, uncertainty, offset), the least of its ranks'
         for data, host in zip(files, hosts):
@@ -60,13 +203,75 @@ def clock_shifts(files):
                     o["clock_offset_to_rank0_ns"])
             best[host] = min(best.get(host, mine), mine)
         worst = max(uncertainty for _, uncertainty, _ in best.values())
-        return ([best[h][2] / 1000.0 for h in hosts],
-                f"measured offsets to rank 0 (max uncertainty {worst / 1000.0:.1f} us)")
+        measured = {h: (offset / 1000.0, uncertainty / 1000.0)
+                    for h, (_, uncertainty, offset) in best.items()}
+        reference = next((h for h, (not_zero, _, _) in best.items() if not not_zero), None)
+        placed, notes = drift_shifts(files, hosts, reference, measured)
+        ranks = collections.defaultdict(list)
+        for data, host in zip(files, hosts):
+            ranks[host].append(data["otherData"]["rank"])
+        report = {}
+        for host in best:
+            if host == reference:
+                continue
+            shift = placed.get(host, Shift(measured[host][0]))
+            report[host] = {"ranks": sorted(ranks[host]),
+                            "method": "drift fit" if host in placed else "constant offset",
+                            "offset_us": round(shift(shift.at_us), 3),
+                            "at_us": round(shift.at_us, 3), "ppm": round(shift.ppm, 3),
+                            "why": notes.get(host, "")}
+        fitted = [placed[h].ppm for h in report if h in placed]
+        clock = f"measured offsets to rank 0 (max uncertainty {worst / 1000.0:.1f} us)"
+        clock += (f", drift fitted for {len(fitted)} of {len(report)} hosts (max "
+                  f"{max(abs(p) for p in fitted):.1f} ppm)" if fitted else ", constant")
+        return ([placed.get(h, Shift(measured[h][0])) for h in hosts], clock, report)
     # steady + (system - steady) = wall time; the first file's steady clock is the reference.
     base = files[0]["otherData"]
     ref = base["system_ns"] - base["steady_ns"]
-    return ([(d["otherData"]["system_ns"] - d["otherData"]["steady_ns"] - ref) / 1000.0
-             for d in files], "wall clocks of the hosts")
+    return ([Shift((d["otherData"]["system_ns"] - d["otherData"]["steady_ns"] - ref) / 1000.0)
+             for d in files], "wall clocks of the hosts", {})
+
+
+def drift_shifts(files, hosts, reference, measured):
+    """The hosts whose drift against rank 0's clock the messages show, each with its fitted
+    Shift, and per host why it was (not) fitted.
+
+    Rank 0's host (`reference`) is placed as it is. A host is fitted to its messages with placed
+    hosts, whose times the placed Shift converts to rank 0's clock, so a host that talks only to
+    a fitted one is fitted in a later round. `measured` holds each host's offset and uncertainty
+    from the clock exchange (us), against which fit_drift checks the line."""
+    if reference is None:
+        return {}, {}
+    first = {}  # host -> its first event, on its clock
+    for data, host in zip(files, hosts):
+        times = [e["ts"] for e in data["traceEvents"] if "ts" in e]
+        if times:
+            first[host] = min(first.get(host, times[0]), min(times))
+    sent, received = collections.defaultdict(list), collections.defaultdict(list)
+    for message in cross_host_messages(files, hosts):
+        sent[message[0]].append(message)
+        received[message[2]].append(message)
+    placed, notes, given_up = {reference: Shift(0.0)}, {}, set()
+    waiting = [h for h in dict.fromkeys(hosts) if h != reference and h in first]
+    progress = True
+    while progress:
+        progress = False
+        for host in waiting:
+            if host in placed or host in given_up:
+                continue
+            # In rank 0's time a receive ends no earlier than its send began:
+            # sent + offset(sent) <= received + peer's shift(received), and the other way round.
+            upper = [(s, e + placed[to](e) - s) for _, s, to, e in sent[host] if to in placed]
+            lower = [(e, s + placed[frm](s) - e) for frm, s, _, e in received[host]
+                     if frm in placed]
+            line, notes[host] = fit_drift(upper, lower, first[host], *measured[host])
+            if line is not None:
+                placed[host] = line
+                progress = True
+            elif min(len(upper), len(lower)) >= MIN_MESSAGES:
+                given_up.add(host)  # more placed peers would not change the verdict
+    del placed[reference]
+    return placed, notes
 
 
 def merge(paths):
@@ -82,31 +287,36 @@ def merge(paths):
         ranks.append(other["rank"])
     if len(set(ranks)) != len(ranks):
         fail(f"rank files repeat a rank: {sorted(ranks)}")
-    shifts, clock = clock_shifts(files)
-    events = []
-    for data, shift in zip(files, shifts):
+    shifts, clock, hosts = clock_shifts(files)
+    events, first = [], {}
+    for data, shift, rank in zip(files, shifts, ranks):
         for e in data["traceEvents"]:
             e = dict(e)
             if "ts" in e:
-                e["ts"] = e["ts"] + shift
+                first[rank] = min(first.get(rank, e["ts"]), e["ts"])
+                # A drifting clock's microseconds are longer or shorter than rank 0's too.
+                if "dur" in e and shift.ppm:
+                    e["dur"] = round(e["dur"] * (1 + shift.ppm * 1e-6), 3)
+                e["ts"] = e["ts"] + shift(e["ts"])
             events.append(e)
     start = min((e["ts"] for e in events if "ts" in e), default=0.0)
     for e in events:
         if "ts" in e:
             e["ts"] = round(e["ts"] - start, 3)
     size = max(d["otherData"].get("size", 0) for d in files)
-    return {
-        "traceEvents": events,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "ringlet_trace": 1,
-            "merged_ranks": sorted(ranks),
-            "size": size,
-            "clock": clock,
-            "clock_shift_us": {str(r): shift for r, shift in zip(ranks, shifts)},
-            "start_us": start,
-        },
+    other = {
+        "ringlet_trace": 1,
+        "merged_ranks": sorted(ranks),
+        "size": size,
+        "clock": clock,
+        # What each rank's first event was moved by (with a drift fit, later ones move more).
+        "clock_shift_us": {str(r): round(s(first.get(r, s.at_us)), 3)
+                           for r, s in zip(ranks, shifts)},
+        "start_us": start,
     }
+    if hosts:
+        other["clock_hosts"] = hosts
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": other}
 
 
 def events_of(paths):
@@ -254,6 +464,11 @@ def main():
         except OSError as e:
             fail(f"cannot write {args.out}: {e.strerror}")
         print(f"merged {len(args.files)} ranks into {args.out}")
+        other = merged["otherData"]
+        print(f"clock: {other['clock']}")
+        for host, placed in other.get("clock_hosts", {}).items():
+            ranks = ", ".join(str(r) for r in placed["ranks"])
+            print(f"  {host} (ranks {ranks}): {placed['method']}, {placed['why']}")
     elif args.command == "show":
         show(events_of(args.files), args.call, args.seq, args.fastest, args.bytes)
     else:

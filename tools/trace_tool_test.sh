@@ -35,6 +35,22 @@ for r in range(3):
 t = json.load(open(f"{sys.argv[1]}/merged.json"))
 assert t["otherData"]["clock"] == "one host: monotonic", t["otherData"]
 PY
+# The messages merge fits a drift to, paired from the steps of this real run with every rank
+# taken for a host of its own: every send of the all-reduce calls is found (sends that the other
+# side does not trace as steps, as in the cost model's measurement at creation, are not), and on
+# this one clock no receive ends before its send began.
+/usr/bin/python3 - "$dir" "$bin/ringlet-trace" <<'PY' || fail "messages paired from the steps"
+import importlib.machinery, json, sys
+tool = importlib.machinery.SourceFileLoader("ringlet_trace", sys.argv[2]).load_module()
+files = [json.load(open(f"{sys.argv[1]}/t.rank{r}.json")) for r in range(3)]
+messages = tool.cross_host_messages(files, ["h0", "h1", "h2"])
+events = [e for f in files for e in f["traceEvents"]]
+allreduce = {e["args"]["call"] for e in events if e.get("name") == "allreduce"}
+sends = sum(1 for e in events if e.get("cat") == "step" and e["args"]["to"] >= 0
+            and e["args"]["call"] in allreduce)
+assert len(messages) >= sends > 0, (len(messages), sends)
+assert all(sent <= received for _, sent, _, received in messages), "a receive before its send"
+PY
 # Across hosts merge applies the measured offsets. Rank 2's file is made to come from another
 # host whose monotonic clock is 3.7 s ahead (its times, steady_ns and offset moved by that) and
 # whose wall clock is 0.25 s wrong: merged, its events must land where they did on the one host
