@@ -23,6 +23,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libssl-dev
   libhwloc-dev libopenmpi-dev openmpi-bin
   libopenblas-dev gnuplot-nox iproute2
+  python3-numpy python3-scipy
 )
 if [ "$with_torch" = "1" ]; then
   packages+=(python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest)
