@@ -65,17 +65,30 @@ std::optional<size_t> packedAt(const Layout& layout, Where&& where) {
   return base.value_or(0);
 }
 
-// Copies every block between the caller's places and `other`, laid out packed in rank order or
-// folded.
+// Where block b lies in a buffer laid out packed in rank order, or folded.
+enum class Order { kPacked, kFolded };
+template <typename Layout>
+size_t placeOf(const Layout& layout, Order order, int b) {
+  return order == Order::kPacked ? layout.packedOffsetOf(b) : layout.offsetOf(b);
+}
+
+// Copies every block from the caller's places into `out`, laid out in `order`.
 template <typename Layout, typename Where>
-void copyBlocks(const Layout& layout, Where&& where, std::byte* caller, std::byte* other,
-                bool packed, bool toCaller, size_t es) {
+void gatherBlocks(const Layout& layout, Where&& where, const std::byte* caller, std::byte* out,
+                  Order order, size_t es) {
   for (int b = 0; b < layout.blocks; ++b) {
     const size_t bytes = layout.countOf(b) * es;
-    if (bytes == 0) continue;
-    std::byte* mine = caller + where(b) * es;
-    std::byte* theirs = other + (packed ? layout.packedOffsetOf(b) : layout.offsetOf(b)) * es;
-    std::memcpy(toCaller ? mine : theirs, toCaller ? theirs : mine, bytes);
+    if (bytes > 0) std::memcpy(out + placeOf(layout, order, b) * es, caller + where(b) * es, bytes);
+  }
+}
+
+// Copies every block from `in`, laid out in `order`, to the caller's places.
+template <typename Layout, typename Where>
+void scatterBlocks(const Layout& layout, Where&& where, const std::byte* in, std::byte* caller,
+                   Order order, size_t es) {
+  for (int b = 0; b < layout.blocks; ++b) {
+    const size_t bytes = layout.countOf(b) * es;
+    if (bytes > 0) std::memcpy(caller + where(b) * es, in + placeOf(layout, order, b) * es, bytes);
   }
 }
 
@@ -127,7 +140,7 @@ void halvingReduceScatter(const Group& group, const Layout& layout, Where&& wher
     const std::byte* input = send + packed.value_or(0) * es;
     if (!packed) {
       std::byte* staged = scratchBytes(1, total);
-      copyBlocks(layout, where, const_cast<std::byte*>(send), staged, true, false, es);
+      gatherBlocks(layout, where, send, staged, Order::kPacked, es);
       input = staged;
     }
     sendSliced(partner, input, total, sliceBytes, wait, traces.packedOrNull());
@@ -150,7 +163,7 @@ void halvingReduceScatter(const Group& group, const Layout& layout, Where&& wher
                       folded + layout.packedOffsetOf(b) * es, layout.countOf(b), type, op);
     }
   } else {
-    copyBlocks(layout, where, const_cast<std::byte*>(send), work, false, false, es);
+    gatherBlocks(layout, where, send, work, Order::kFolded, es);
   }
   int lo = 0;
   int hi = p;
@@ -210,7 +223,7 @@ void doublingAllgather(const Group& group, const Layout& layout, Where&& where,
     std::byte* result = packed ? recv + *packed * es : scratchBytes(1, total);
     recvSliced(partner, result, total, sliceBytes, wait,
                packed && total >= kernels::kStreamingBytes, traces.packedOrNull());
-    if (!packed) copyBlocks(layout, where, recv, result, true, true, es);
+    if (!packed) scatterBlocks(layout, where, result, recv, Order::kPacked, es);
     return;
   }
   // The chunks' buffer: recv itself when N = p and the blocks are packed (the layout is rank
@@ -243,12 +256,12 @@ void doublingAllgather(const Group& group, const Layout& layout, Where&& where,
     (upper ? lo : hi) += upper ? -mask : mask;
   }
   if (direct) return;
-  copyBlocks(layout, where, recv, work, false, true, es);
+  scatterBlocks(layout, where, work, recv, Order::kFolded, es);
   if (r < n - p) {
     const std::byte* result = recv + packed.value_or(0) * es;
     if (!packed) {
       std::byte* staged = scratchBytes(1, total);
-      copyBlocks(layout, where, recv, staged, true, false, es);
+      gatherBlocks(layout, where, recv, staged, Order::kPacked, es);
       result = staged;
     }
     sendSliced(group.link(r + p), result, total, sliceBytes, wait, traces.packedOrNull());
