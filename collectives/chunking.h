@@ -105,12 +105,52 @@ struct FoldedBlocks {
   }
   // Where block b lies in the folded layout.
   size_t offsetOf(int b) const { return b < p ? blockStart(b) : blockStart(b - p) + blockCount; }
+  // Block b's elements; where it lies when the blocks are packed in rank order (the buffers of
+  // the equal-block collectives, and what a folded rank sends or gets whole); all the elements.
+  size_t countOf(int /*b*/) const { return blockCount; }
+  size_t packedOffsetOf(int b) const { return static_cast<size_t>(b) * blockCount; }
+  size_t total() const { return static_cast<size_t>(blocks) * blockCount; }
 
  private:
   // Elements before chunk v: v blocks, and one more for each folded block before it.
   size_t blockStart(int v) const {
     return static_cast<size_t>(v + std::min(v, blocks - p)) * blockCount;
   }
+};
+
+// FoldedBlocks for blocks of their own size (the v-forms), the same chunks. N = 6, p = 4, counts
+// 2 0 1 3 0 4: B0 B4 | B1 B5 | B2 | B3, chunks of 2, 4, 1 and 3 elements at 0, 2, 6 and 7.
+class FoldedOwnBlocks {
+ public:
+  explicit FoldedOwnBlocks(std::span<const Piece> own)
+      : blocks(static_cast<int>(own.size())),
+        p(largestPowerOfTwo(blocks)),
+        own_(own),
+        chunkStarts_(static_cast<size_t>(p) + 1, 0),
+        packedStarts_(own.size() + 1, 0) {
+    for (int b = 0; b < blocks; ++b) packedStarts_[b + 1] = packedStarts_[b] + countOf(b);
+    for (int v = 0; v < p; ++v) {
+      chunkStarts_[v + 1] = chunkStarts_[v] + countOf(v) + (v + p < blocks ? countOf(v + p) : 0);
+    }
+  }
+
+  const int blocks;
+  const int p;
+
+  Piece chunks(int first, int last) const {
+    return {chunkStarts_[first], chunkStarts_[last] - chunkStarts_[first]};
+  }
+  size_t offsetOf(int b) const {
+    return b < p ? chunkStarts_[b] : chunkStarts_[b - p] + countOf(b - p);
+  }
+  size_t countOf(int b) const { return own_[static_cast<size_t>(b)].count; }
+  size_t packedOffsetOf(int b) const { return packedStarts_[static_cast<size_t>(b)]; }
+  size_t total() const { return packedStarts_.back(); }
+
+ private:
+  std::span<const Piece> own_;
+  std::vector<size_t> chunkStarts_;   // p + 1
+  std::vector<size_t> packedStarts_;  // N + 1
 };
 
 // How many slices of `sliceElements` cover the largest of `blocks` (at least 1).

@@ -236,6 +236,13 @@ void recursiveHalvingReduceScatter(const Group& group, const ReduceScatterArgs& 
 // All-gather by recursive doubling: every rank ends with every rank's block, in rank order.
 void recursiveDoublingAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
                                 const WaitContext& wait);
+// The same over blocks of their own size (the v-forms): an exchange carries the chunks' blocks
+// back to back, so its messages are as few as the equal blocks'; an exchange with nothing either
+// way costs no message. Each step names its blocks in trace mode.
+void recursiveHalvingReduceScatterv(const Group& group, const ReduceScattervArgs& args,
+                                    size_t sliceBytes, const WaitContext& wait);
+void recursiveDoublingAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,
+                                 const WaitContext& wait);
 
 // Bruck all-gather and all-to-all (any N): ceil(log2 N) rounds with ranks +- 2^k, then a local
 // rotation. Few messages: small blocks.
@@ -256,14 +263,25 @@ inline constexpr int kScratchSlots = 3;
 std::byte* scratchBytes(int slot, size_t bytes);
 // Sends `bytes` at `data` to `link`, copying into the transport's slot when it has one.
 void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait);
+// Trace mode, v-forms: which blocks a message carries, so that its steps name each block (as
+// `chunk`) and slice in it, as the ring's do (LinkPrims::traceBlocks). `blocks`: every block where
+// it lies in the layout the messages are cut from, in elements of `elementBytes`; slices of
+// `sliceElements` count from each block's start. A message that spans several blocks or slices
+// records one step for each part, all with the message's times.
+struct BlockTrace {
+  std::span<const Piece> blocks;
+  size_t elementBytes = 1;
+  size_t sliceElements = 1;
+};
+
 // `bytes` in messages of at most `slice` (and the link's largest message); sendSliced returns
-// once `data` may change.
+// once `data` may change. `blocks` (trace mode): `data` is element `at` of its layout.
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
-                const WaitContext& wait);
+                const WaitContext& wait, const BlockTrace* blocks = nullptr, size_t at = 0);
 // `streaming`: `data` is written with non-temporal stores where the link's messages can be read
 // in place (shared memory): for a large result nothing reads again during the call.
 void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait,
-                bool streaming = false);
+                bool streaming = false, const BlockTrace* blocks = nullptr, size_t at = 0);
 
 // One step of a log-step algorithm: send to `out` while receiving from `in` (which may be the
 // same link), one slice each way in turn, so two ranks sending to each other never both wait
@@ -283,6 +301,11 @@ struct Exchange {
   DataType type = DataType::kUInt8;
   ReduceOp op = ReduceOp::kSum;
   bool streaming = false;
+  // Trace mode, v-forms: the blocks the messages carry; send and recv are elements sendAt and
+  // recvAt of their layout.
+  const BlockTrace* blocks = nullptr;
+  size_t sendAt = 0;
+  size_t recvAt = 0;
 };
 void exchange(const Exchange& step, size_t sliceBytes, const WaitContext& wait);
 

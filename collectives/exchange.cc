@@ -19,6 +19,35 @@ size_t messageBytes(const Link& link, size_t slice) {
   return std::max<size_t>(8, bytes - bytes % 8);
 }
 
+// Trace mode, v-forms: one step per (block, slice) part of a message of `bytes` that starts at
+// element `at` of the blocks' layout.
+void recordBlocks(const WaitContext& wait, trace::Step step, const BlockTrace& blocks, size_t at,
+                  size_t bytes, trace::Clock::time_point start) {
+  const trace::Clock::time_point end = trace::Clock::now();
+  const size_t first = at;
+  const size_t last = at + bytes / blocks.elementBytes;
+  for (size_t b = 0; b < blocks.blocks.size(); ++b) {
+    const Piece& block = blocks.blocks[b];
+    size_t begin = std::max(first, block.offset);
+    const size_t stop = std::min(last, block.offset + block.count);
+    while (begin < stop) {
+      const size_t slice = (begin - block.offset) / blocks.sliceElements;
+      const size_t sliceEnd = std::min(stop, block.offset + (slice + 1) * blocks.sliceElements);
+      step.chunk = static_cast<int>(b);
+      step.slice = static_cast<int64_t>(slice);
+      step.offset = begin * blocks.elementBytes;
+      step.bytes = (sliceEnd - begin) * blocks.elementBytes;
+      wait.trace->step(step, start, end);
+      begin = sliceEnd;
+    }
+  }
+}
+
+// Whether this step's messages are traced one by one, naming their blocks.
+bool tracesBlocks(const WaitContext& wait, const BlockTrace* blocks) {
+  return wait.trace != nullptr && blocks != nullptr;
+}
+
 }  // namespace
 
 std::byte* scratchBytes(int slot, size_t bytes) {
@@ -37,23 +66,34 @@ std::byte* scratchBytes(int slot, size_t bytes) {
 }
 
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
-                const WaitContext& wait) {
-  trace::StepScope scope(
-      wait.trace, [&] { return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes}; });
+                const WaitContext& wait, const BlockTrace* blocks, size_t at) {
+  const bool byBlock = tracesBlocks(wait, blocks);
+  trace::StepScope scope(byBlock ? nullptr : wait.trace, [&] {
+    return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes};
+  });
   const size_t step = messageBytes(link, slice);
   for (size_t offset = 0; offset < bytes; offset += step) {
-    sendFrom(link, data + offset, std::min(step, bytes - offset), wait);
+    const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
+    const size_t n = std::min(step, bytes - offset);
+    sendFrom(link, data + offset, n, wait);
+    if (byBlock) {
+      recordBlocks(wait, {.name = "send", .to = link.peer()}, *blocks,
+                   at + offset / blocks->elementBytes, n, start);
+    }
   }
   link.flush(wait);  // `data` may change once this returns
 }
 
 void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait,
-                bool streaming) {
-  trace::StepScope scope(
-      wait.trace, [&] { return trace::Step{.name = "recv", .from = link.peer(), .bytes = bytes}; });
+                bool streaming, const BlockTrace* blocks, size_t at) {
+  const bool byBlock = tracesBlocks(wait, blocks);
+  trace::StepScope scope(byBlock ? nullptr : wait.trace, [&] {
+    return trace::Step{.name = "recv", .from = link.peer(), .bytes = bytes};
+  });
   const size_t step = messageBytes(link, slice);
   const bool inPlace = streaming && link.sharesMemory();
   for (size_t offset = 0; offset < bytes; offset += step) {
+    const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
     const size_t n = std::min(step, bytes - offset);
     if (inPlace) {
       kernels::streamCopy(data + offset, link.recv(n, wait), n);
@@ -61,12 +101,18 @@ void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const W
     } else {
       link.recvInto(data + offset, n, wait);
     }
+    if (byBlock) {
+      recordBlocks(wait, {.name = "recv", .from = link.peer()}, *blocks,
+                   at + offset / blocks->elementBytes, n, start);
+    }
   }
 }
 
 void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
-  trace::StepScope scope(wait.trace, [&] {
-    return trace::Step{.name = x.reduce ? "exchangeReduce" : "exchange",
+  const bool byBlock = tracesBlocks(wait, x.blocks);
+  const char* name = x.reduce ? "exchangeReduce" : "exchange";
+  trace::StepScope scope(byBlock ? nullptr : wait.trace, [&] {
+    return trace::Step{.name = name,
                        .to = x.sendBytes > 0 ? x.out->peer() : -1,
                        .from = x.recvBytes > 0 ? x.in->peer() : -1,
                        .bytes = std::max(x.sendBytes, x.recvBytes),
@@ -80,11 +126,17 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   size_t received = 0;
   while (sent < x.sendBytes || received < x.recvBytes) {
     if (sent < x.sendBytes) {
+      const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
       const size_t bytes = std::min(sendStep, x.sendBytes - sent);
       sendFrom(*x.out, x.send + sent, bytes, wait);
+      if (byBlock) {
+        recordBlocks(wait, {.name = name, .to = x.out->peer()}, *x.blocks,
+                     x.sendAt + sent / x.blocks->elementBytes, bytes, start);
+      }
       sent += bytes;
     }
     if (received < x.recvBytes) {
+      const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
       const size_t bytes = std::min(recvStep, x.recvBytes - received);
       if (x.reduce) {
         const std::byte* in = x.in->recv(bytes, wait);
@@ -97,6 +149,10 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
         x.in->release();
       } else {
         x.in->recvInto(x.recv + received, bytes, wait);
+      }
+      if (byBlock) {
+        recordBlocks(wait, {.name = name, .from = x.in->peer(), .reduces = x.reduce}, *x.blocks,
+                     x.recvAt + received / x.blocks->elementBytes, bytes, start);
       }
       received += bytes;
     }

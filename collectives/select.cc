@@ -36,6 +36,21 @@
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1
 //
+// The v-forms, rank r's block c_r bytes (m = their sum, c = the largest, F = the largest of the
+// folded ranks' r >= p, k = ceil(c / s)): every step of the ring waits for the link that moves the
+// largest block, and recursive halving's and doubling's step with 2^j = mask exchanges groups of
+// mask chunks (chunk v: blocks v and v+p), so the largest such group G_j sets it (X: the slices of
+// the G_j; for even blocks and n = p, sum G_j = (p-1)/p m):
+//
+//   all-gather-v      ring                (n-2+k) a + max(m - min c_r, (n-2+k)/k c) b + c d
+//                     recursive doubling  (X+2e) a + sum G_j b + c d + e ((F + m) b1 + m d)
+//   reduce-sc.-v      ring                (n-2+k) a + max(m - min c_r, (n-2+k)/k c) (b + g)
+//                     recursive halving   (X+2e) a + sum G_j (b + g + d)
+//                                         + e ((m + F) b1 + m g + c d)
+//
+// With even blocks the rings' rows are those of the equal-block collectives. One rank with all
+// m bytes in one slice makes the ring n-1 steps of (a + m b), against log2(p) for the others.
+//
 // Across H hosts of R ranks each (H > 1, a power of two dividing p = n), beta is the rate of one
 // flow between hosts (the calibration shifts around the host-ordered ring, which crosses each
 // host's link once), and the all-reduce rows price the bytes that leave a host instead of all:
@@ -62,6 +77,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "collectives/chunking.h"
 
 #include "ringlet/error.h"
 
@@ -69,8 +87,8 @@ namespace ringlet::collectives {
 namespace {
 
 constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames = {
-    "allreduce", "broadcast", "reduce",  "allgather", "reducescatter",
-    "alltoall",  "gather",    "scatter", "barrier"};
+    "allreduce", "broadcast", "reduce",  "allgather",  "reducescatter", "alltoall",
+    "gather",    "scatter",   "barrier", "allgatherv", "reducescatterv"};
 
 // On a tie the first wins.
 constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
@@ -81,6 +99,7 @@ constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kTree, Algorithm::kChain};
 constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruck,
                                               Algorithm::kRecursiveDoubling};
 constexpr Algorithm kReduceScatterAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveHalving};
+constexpr Algorithm kAllgathervAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveDoubling};
 constexpr Algorithm kAllToAllAlgorithms[] = {Algorithm::kPairwise, Algorithm::kBruck};
 constexpr Algorithm kTreeOnly[] = {Algorithm::kTree};
 constexpr Algorithm kBarrierAlgorithms[] = {Algorithm::kDissemination};
@@ -150,6 +169,10 @@ std::span<const Algorithm> algorithmsOf(Collective collective) {
       return kTreeOnly;
     case Collective::kBarrier:
       return kBarrierAlgorithms;
+    case Collective::kAllgatherv:
+      return kAllgathervAlgorithms;
+    case Collective::kReduceScatterv:
+      return kReduceScatterAlgorithms;
   }
   return {};
 }
@@ -218,6 +241,8 @@ double workingSetBytes(Collective collective, double m, double n) {
     case Collective::kReduceScatter:
     case Collective::kGather:
     case Collective::kScatter:
+    case Collective::kAllgatherv:
+    case Collective::kReduceScatterv:
       return m + m / n;
     case Collective::kBroadcast:
       return m;
@@ -243,18 +268,37 @@ double memoryScale(const CostModel& model, double workingSetBytes) {
   return between(x, cache, 1.0, cache + 1, model.memoryFactor);
 }
 
+namespace {
+
+// The model's rates for a call of `m` bytes on `n` ranks, scaled by how its buffers fit the
+// caches.
+struct Rates {
+  double a, b, b1, g, d;
+};
+
+Rates ratesFor(const CostModel& model, Collective collective, double m, double n) {
+  const double scale = memoryScale(model, workingSetBytes(collective, m, n));
+  const double linkScale = model.linkBytesInMemory ? scale : 1.0;
+  return {.a = model.alpha,
+          .b = model.beta * linkScale,
+          .b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * linkScale,
+          .g = model.gamma * scale,
+          .d = model.delta * scale};
+}
+
+}  // namespace
+
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
                       size_t sliceBytes, const CostModel& model, int hosts) {
   if (size <= 1) return 0;
+  if (collective == Collective::kAllgatherv || collective == Collective::kReduceScatterv) {
+    std::vector<size_t> blocks(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) blocks[r] = evenChunk(bytes, size, r).count;
+    return predictSecondsOfBlocks(collective, algorithm, blocks, sliceBytes, model, hosts);
+  }
   const double n = size;
   const double m = static_cast<double>(bytes);
-  const double scale = memoryScale(model, workingSetBytes(collective, m, n));
-  const double a = model.alpha;
-  const double linkScale = model.linkBytesInMemory ? scale : 1.0;
-  const double b = model.beta * linkScale;
-  const double b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * linkScale;
-  const double g = model.gamma * scale;
-  const double d = model.delta * scale;
+  const auto [a, b, b1, g, d] = ratesFor(model, collective, m, n);
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
   // Slices of one ring step (1/n of the data), and of the whole buffer.
   const double stepSlices = std::max(1.0, std::ceil(m / n / slice));
@@ -367,8 +411,68 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     case Collective::kBarrier:
       if (algorithm == Algorithm::kDissemination) return rounds * a;
       break;
+    case Collective::kAllgatherv:
+    case Collective::kReduceScatterv:
+      break;  // above
   }
   return std::numeric_limits<double>::infinity();
+}
+
+double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
+                              std::span<const size_t> blockBytes, size_t sliceBytes,
+                              const CostModel& model, int hosts) {
+  const int size = static_cast<int>(blockBytes.size());
+  if (size <= 1) return 0;
+  const bool gather = collective == Collective::kAllgatherv;
+  if (!gather && collective != Collective::kReduceScatterv) {
+    return std::numeric_limits<double>::infinity();
+  }
+  const double n = size;
+  double m = 0;
+  for (size_t c : blockBytes) m += static_cast<double>(c);
+  const double largest =
+      static_cast<double>(*std::max_element(blockBytes.begin(), blockBytes.end()));
+  const double smallest =
+      static_cast<double>(*std::min_element(blockBytes.begin(), blockBytes.end()));
+  const auto [a, b, b1, g, d] = ratesFor(model, collective, m, n);
+  const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
+  if (algorithm == Algorithm::kRing) {
+    const double k = std::max(1.0, std::ceil(largest / slice));
+    const double steps = n - 2 + k;
+    const double linkBytes = std::max(m - smallest, steps / k * largest);
+    return steps * a + linkBytes * (gather ? b : b + g) + (gather ? largest * d : 0.0);
+  }
+  const Algorithm logStep = gather ? Algorithm::kRecursiveDoubling : Algorithm::kRecursiveHalving;
+  if (algorithm != logStep) return std::numeric_limits<double>::infinity();
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  const double e = size != p ? 1.0 : 0.0;
+  std::vector<double> chunks(static_cast<size_t>(p));
+  double folded = 0;  // F: the largest block of a folded rank
+  for (int r = 0; r < size; ++r) {
+    chunks[static_cast<size_t>(r % p)] += static_cast<double>(blockBytes[r]);
+    if (r >= p) folded = std::max(folded, static_cast<double>(blockBytes[r]));
+  }
+  double groups = 0;    // sum of G_j
+  double messages = 0;  // X
+  for (int mask = 1; mask < p; mask <<= 1) {
+    double largestGroup = 0;
+    for (int first = 0; first < p; first += mask) {
+      double group = 0;
+      for (int v = first; v < first + mask; ++v) group += chunks[static_cast<size_t>(v)];
+      largestGroup = std::max(largestGroup, group);
+    }
+    groups += largestGroup;
+    messages += std::max(1.0, std::ceil(largestGroup / slice));
+  }
+  // Ranks r ^ 2^k lie on other hosts as Bruck's do (predictSeconds).
+  const double hostLinkShare = hosts > 1 ? n / hosts : 1.0;
+  if (gather) {
+    return (messages + 2 * e) * a + groups * b * hostLinkShare + largest * d +
+           e * ((folded + m) * b1 + m * d);
+  }
+  return (messages + 2 * e) * a + groups * (b * hostLinkShare + g + d) +
+         e * ((m + folded) * b1 + m * g + largest * d);
 }
 
 Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceBytes,
@@ -378,6 +482,22 @@ Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceByte
   double bestSeconds = std::numeric_limits<double>::infinity();
   for (Algorithm a : algorithmsOf(collective)) {
     const double seconds = predictSeconds(collective, a, size, bytes, sliceBytes, model, hosts);
+    if (seconds < bestSeconds) {
+      best = a;
+      bestSeconds = seconds;
+    }
+  }
+  return best;
+}
+
+Algorithm chooseForBlocks(Collective collective, std::span<const size_t> blockBytes,
+                          size_t sliceBytes, const CostModel& model, Algorithm forced, int hosts) {
+  if (forced != Algorithm::kAuto) return forced;
+  Algorithm best = algorithmsOf(collective).front();
+  double bestSeconds = std::numeric_limits<double>::infinity();
+  for (Algorithm a : algorithmsOf(collective)) {
+    const double seconds =
+        predictSecondsOfBlocks(collective, a, blockBytes, sliceBytes, model, hosts);
     if (seconds < bestSeconds) {
       best = a;
       bestSeconds = seconds;

@@ -30,8 +30,11 @@ enum class Collective : uint8_t {
   kGather,
   kScatter,
   kBarrier,
+  // The v-forms with a choice: a block of its own size per rank (predictSecondsOfBlocks).
+  kAllgatherv,
+  kReduceScatterv,
 };
-inline constexpr size_t kCollectiveCount = 9;
+inline constexpr size_t kCollectiveCount = 11;
 
 enum class Algorithm : uint8_t {
   kAuto,               // the cost model decides
@@ -50,7 +53,9 @@ enum class Algorithm : uint8_t {
   kHeaderInline,
 };
 
-// "allreduce", "reducescatter", "alltoall", ... (the names RINGLET_ALGO and ringlet-bench use).
+// "allreduce", "reducescatter", "alltoall", ..., "allgatherv", "reducescatterv" (the names
+// RINGLET_ALGO and ringlet-bench use; a v-form is forced by its own name, not its equal-block
+// collective's).
 std::string_view nameOf(Collective collective);
 // "ring", "recursive_doubling", "rabenseifner", "tree", "chain", "bruck", "pairwise",
 // "recursive_halving", ...
@@ -79,6 +84,13 @@ using CostModel = ringlet::CostModel;
 // price); see the all-reduce, all-gather and all-to-all rows of select.cc.
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
                       size_t sliceBytes, const CostModel& model, int hosts = 1);
+// The v-forms (kAllgatherv, kReduceScatterv) with rank r's block of blockBytes[r] bytes: the
+// largest block sets the ring's steps, and the largest group of chunks each log step of
+// recursive halving and doubling. (predictSeconds prices them with blocks as even as `bytes`
+// allows.) Every rank holds every count of these calls, so all choose alike.
+double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
+                              std::span<const size_t> blockBytes, size_t sliceBytes,
+                              const CostModel& model, int hosts = 1);
 // What a byte costs, relative to the calibrated rates, when a rank's buffers span
 // `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes).
 double memoryScale(const CostModel& model, double workingSetBytes);
@@ -86,6 +98,10 @@ double memoryScale(const CostModel& model, double workingSetBytes);
 // in algorithmsOf order).
 Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceBytes,
                  const CostModel& model, Algorithm forced, int hosts = 1);
+// The same for a v-form's blocks (predictSecondsOfBlocks).
+Algorithm chooseForBlocks(Collective collective, std::span<const size_t> blockBytes,
+                          size_t sliceBytes, const CostModel& model, Algorithm forced,
+                          int hosts = 1);
 
 enum class AllreduceAlgorithm {
   kLocalCopy,          // one rank: copy send to recv

@@ -400,7 +400,9 @@ class Communicator {
   CostModel costModel() const;
   // The algorithm a call of `collective` ("allreduce", ...) over `bytes` would use, as
   // nccl-tests sizes it (all-gather: the gathered buffer; reduce-scatter: the send buffer;
-  // all-to-all: one rank's send buffer). Throws InvalidArgument for an unknown collective.
+  // all-to-all: one rank's send buffer; "allgatherv", "reducescatterv": the total, in blocks as
+  // even as it allows; a call with uneven blocks may choose otherwise). Throws InvalidArgument for
+  // an unknown collective.
   std::string algorithmFor(std::string_view collective, size_t bytes) const;
 
  private:

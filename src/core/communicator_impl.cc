@@ -508,13 +508,23 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
   using collectives::Collective;
   if (size_ == 1) return collectives::Algorithm::kAuto;
   // Two ranks: a message that fits a call header rides in it, unless an algorithm is forced.
-  if (size_ == 2 && forced(collective) == collectives::Algorithm::kAuto &&
+  // (The v-forms' blocks never ride in it.)
+  const bool inlineable =
       collective != Collective::kAllreduce && collective != Collective::kBarrier &&
+      collective != Collective::kAllgatherv && collective != Collective::kReduceScatterv;
+  if (size_ == 2 && forced(collective) == collectives::Algorithm::kAuto && inlineable &&
       pairMessageBytes(collective, bytes) <= OpHeader::kInlineBytes) {
     return collectives::Algorithm::kHeaderInline;
   }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
                              forced(collective), modelHosts_);
+}
+
+collectives::Algorithm CommunicatorImpl::algorithmForBlocks(
+    collectives::Collective collective, std::span<const size_t> blockBytes) const {
+  if (size_ == 1) return collectives::Algorithm::kAuto;
+  return collectives::chooseForBlocks(collective, blockBytes, modelSliceBytes(), model_,
+                                      forced(collective), modelHosts_);
 }
 
 collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,

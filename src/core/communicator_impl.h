@@ -99,6 +99,11 @@ class CommunicatorImpl {
   collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
                                    size_t bytes, const void* message,
                                    PairRole role = PairRole::kBoth) const;
+  // The v-forms' choice (kAllgatherv, kReduceScatterv) for rank r's block of blockBytes[r]
+  // (every rank holds every count of these calls); kAuto for a world of one. Not remembered: it
+  // depends on every block, not only on their sum.
+  collectives::Algorithm algorithmForBlocks(collectives::Collective collective,
+                                            std::span<const size_t> blockBytes) const;
   collectives::Algorithm forced(collectives::Collective collective) const {
     return forced_[static_cast<size_t>(collective)];
   }

@@ -1,6 +1,7 @@
 // Communicator::allgatherv, reduceScatterv and allToAllv: argument checks, the call header (a
 // fingerprint of the counts every rank must share), the pairwise count agreement of all-to-all-v,
-// and the algorithms (collectives/ring_gather_scatter.cc, collectives/pairwise_alltoall.cc).
+// and the algorithms (collectives/ring_gather_scatter.cc, collectives/halving_doubling.cc,
+// collectives/pairwise_alltoall.cc).
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "collectives/select.h"
 #include "kernels/reduce.h"
 #include "ringlet/communicator.h"
 #include "ringlet/error.h"
@@ -34,6 +36,18 @@ std::vector<size_t> copyOf(std::span<const size_t> values) {
   return {values.begin(), values.end()};
 }
 
+// The ring, or the log-step algorithm when the cost model (or the options) choose it for these
+// blocks; every rank holds every count, so all choose alike. Written into the call's header.
+collectives::Algorithm chooseForBlocks(detail::CommunicatorImpl& impl, OpHeader& header,
+                                       collectives::Collective collective,
+                                       std::span<const Piece> blocks, size_t element) {
+  std::vector<size_t> bytes(blocks.size());
+  for (size_t r = 0; r < blocks.size(); ++r) bytes[r] = blocks[r].count * element;
+  const collectives::Algorithm algorithm = impl.algorithmForBlocks(collective, bytes);
+  header.algorithm = static_cast<uint8_t>(algorithm);
+  return algorithm;
+}
+
 // [begin, begin + bytes) and [other, other + otherBytes) share a byte.
 bool overlaps(const void* begin, size_t bytes, const void* other, size_t otherBytes) {
   const auto a = reinterpret_cast<uintptr_t>(begin);
@@ -56,15 +70,21 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
                   .count = layout.total,
                   .countsHash = detail::hashCounts(recvCounts),
                   .ranks = impl.size()};
+  const auto algorithm =
+      chooseForBlocks(impl, header, collectives::Collective::kAllgatherv, layout.blocks, element);
   auto body = [&impl, send = static_cast<const std::byte*>(send),
-               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks),
-               type](const collectives::Group& group, const transport::WaitContext& wait) {
+               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
+               algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
     if (group.size == 1) {
       const size_t element = elementSize(type);
       return copyBytes(recv + blocks[0].offset * element, send, blocks[0].count * element);
     }
-    collectives::ringAllgatherv(group, {.send = send, .recv = recv, .blocks = blocks, .type = type},
-                                ringSlice(impl, group), wait);
+    const collectives::AllgathervArgs args{
+        .send = send, .recv = recv, .blocks = blocks, .type = type};
+    if (algorithm == collectives::Algorithm::kRecursiveDoubling) {
+      return collectives::recursiveDoublingAllgatherv(group, args, impl.sliceBytes({}), wait);
+    }
+    collectives::ringAllgatherv(group, args, ringSlice(impl, group), wait);
   };
   return {header, body};
 }
@@ -89,15 +109,20 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
                   .count = layout.total,
                   .countsHash = detail::hashCounts(recvCounts),
                   .ranks = impl.size()};
+  const auto algorithm = chooseForBlocks(impl, header, collectives::Collective::kReduceScatterv,
+                                         layout.blocks, element);
   auto body = [&impl, send = static_cast<const std::byte*>(send),
-               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
-               op](const collectives::Group& group, const transport::WaitContext& wait) {
+               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, op,
+               algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
     if (group.size == 1) {
       return copyBytes(recv, send, blocks[0].count * elementSize(type));
     }
-    collectives::ringReduceScatterv(
-        group, {.send = send, .recv = recv, .blocks = blocks, .type = type, .op = op},
-        ringSlice(impl, group), wait);
+    const collectives::ReduceScattervArgs args{
+        .send = send, .recv = recv, .blocks = blocks, .type = type, .op = op};
+    if (algorithm == collectives::Algorithm::kRecursiveHalving) {
+      return collectives::recursiveHalvingReduceScatterv(group, args, impl.sliceBytes({}), wait);
+    }
+    collectives::ringReduceScatterv(group, args, ringSlice(impl, group), wait);
   };
   return {header, body};
 }

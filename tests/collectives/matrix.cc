@@ -275,13 +275,16 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
   // One communicator per algorithm of each collective, forced: the pipelined ring / chain /
   // pairwise exchange with tiny slices (many slices per chunk), the log-step ones (recursive
   // doubling, trees, Bruck), and Rabenseifner, recursive doubling all-gather and recursive
-  // halving reduce-scatter beside the model's own choice for the rest.
+  // halving reduce-scatter beside the model's own choice for the rest. The v-forms: the ring,
+  // the model's choice, recursive doubling all-gather-v and recursive halving reduce-scatter-v.
   const std::vector<std::map<std::string, std::string>> algorithmSets = {
       {{"allreduce", "ring"},
        {"broadcast", "chain"},
        {"reduce", "chain"},
        {"allgather", "ring"},
-       {"alltoall", "pairwise"}},
+       {"alltoall", "pairwise"},
+       {"allgatherv", "ring"},
+       {"reducescatterv", "ring"}},
       {{"allreduce", "recursive_doubling"},
        {"broadcast", "tree"},
        {"reduce", "tree"},
@@ -289,7 +292,9 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
        {"alltoall", "bruck"}},
       {{"allreduce", "rabenseifner"},
        {"allgather", "recursive_doubling"},
-       {"reducescatter", "recursive_halving"}},
+       {"reducescatter", "recursive_halving"},
+       {"allgatherv", "recursive_doubling"},
+       {"reducescatterv", "recursive_halving"}},
   };
   for (size_t set = 0; set < algorithmSets.size(); ++set) {
     SCOPED_TRACE(fmt::format("algorithms {}", fmt::join(algorithmSets[set], ",")));
@@ -336,7 +341,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       }
     }
     asyncCase(comm);
-    if (set == 0) runVFormMatrix(comm, /*large=*/false);  // the v-forms have ring only
+    runVFormMatrix(comm, /*large=*/false);
     for (int round = 0; round < 3; ++round) {
       barrierCase(comm, *store, round + 10 * static_cast<int>(set));
     }
@@ -393,6 +398,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       allgatherCase(halving, DataType::kFloat32, count / size + 1, inPlace);
     }
     allgatherCase(halving, DataType::kFloat32, 2200003 / size + 1, false);
+    runVFormLargeCases(halving);
     // The trees past kernels::kStreamingBytes: the root reduces (and a receiver copies) into its
     // buffer with non-temporal stores, and the root's first child is reduced with its input
     // straight into recv.

@@ -24,5 +24,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
 
 // The v-forms' part (matrix_vforms.cc), on one communicator; `large` adds blocks of 1000003.
 void runVFormMatrix(Communicator& comm, bool large);
+// Only its blocks of 1000003 and more (all-gather-v past kernels::kStreamingBytes).
+void runVFormLargeCases(Communicator& comm);
 
 }  // namespace ringlet::testing

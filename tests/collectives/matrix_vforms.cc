@@ -422,19 +422,29 @@ void runVFormMatrix(Communicator& comm, bool large) {
   }
   for (DataType type : kTypes) allToAllvCase(comm, type, "small", pairs[0].second, true, false);
   asyncVCase(comm);
-  if (large) {
-    // Many slices of the default size next to tiny and empty blocks.
-    std::vector<size_t> counts(n);
-    for (int r = 0; r < n; ++r) counts[r] = r == 0 ? 1000003 : static_cast<size_t>(r % 2) * 17;
-    allgathervCase(comm, DataType::kFloat32, counts, true, false);
-    gatherScattervCase(comm, DataType::kFloat32, counts, n - 1, true, false);
-    gatherScattervCase(comm, DataType::kFloat32, counts, 0, false, true);
-    std::reverse(counts.begin(), counts.end());
-    reduceScattervCase(comm, DataType::kFloat32, ReduceOp::kSum, counts, true);
-    allToAllvCase(
-        comm, DataType::kInt32, "large",
-        [n](int p, int q) -> size_t { return q == (p + 1) % n ? 300007 : 1; }, false, false);
-  }
+  if (large) runVFormLargeCases(comm);
+}
+
+void runVFormLargeCases(Communicator& comm) {
+  const int n = comm.size();
+  // Many slices of the default size next to tiny and empty blocks.
+  std::vector<size_t> counts(n);
+  for (int r = 0; r < n; ++r) counts[r] = r == 0 ? 1000003 : static_cast<size_t>(r % 2) * 17;
+  allgathervCase(comm, DataType::kFloat32, counts, true, false);
+  allgathervCase(comm, DataType::kFloat32, counts, false, true);
+  gatherScattervCase(comm, DataType::kFloat32, counts, n - 1, true, false);
+  gatherScattervCase(comm, DataType::kFloat32, counts, 0, false, true);
+  std::reverse(counts.begin(), counts.end());
+  reduceScattervCase(comm, DataType::kFloat32, ReduceOp::kSum, counts, true);
+  reduceScattervCase(comm, DataType::kFloat32, ReduceOp::kAvg, counts, false);
+  allToAllvCase(
+      comm, DataType::kInt32, "large",
+      [n](int p, int q) -> size_t { return q == (p + 1) % n ? 300007 : 1; }, false, false);
+  // Past kernels::kStreamingBytes: a folded rank of all-gather-v receives the packed result
+  // with non-temporal stores.
+  std::vector<size_t> even(n, 2200003 / static_cast<size_t>(n) + 1);
+  even[0] = 0;
+  allgathervCase(comm, DataType::kFloat32, even, false, false);
 }
 
 }  // namespace ringlet::testing

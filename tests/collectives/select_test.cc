@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ringlet/error.h"
 
@@ -46,8 +47,14 @@ TEST(AlgorithmNames, ParseErrorsNameTheEntryAndTheKnownNames) {
   e = errorOf([] { parseForced({{"allreduce", "bruck"}}); });
   EXPECT_NE(e.find("no algorithm 'bruck'"), std::string::npos) << e;
   EXPECT_NE(e.find("rabenseifner"), std::string::npos) << e;
-  e = errorOf([] { parseForced({{"allgatherv", "ring"}}); });
-  EXPECT_NE(e.find("'allgatherv' is not a collective"), std::string::npos) << e;
+  e = errorOf([] { parseForced({{"gatherv", "tree"}}); });
+  EXPECT_NE(e.find("'gatherv' is not a collective"), std::string::npos) << e;
+  // A v-form is forced by its own name, and has only its own algorithms.
+  const ForcedAlgorithms v = parseForced({{"allgatherv", "recursive_doubling"}});
+  EXPECT_EQ(v[static_cast<size_t>(Collective::kAllgatherv)], Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(v[static_cast<size_t>(Collective::kAllgather)], Algorithm::kAuto);
+  e = errorOf([] { parseForced({{"allgatherv", "bruck"}}); });
+  EXPECT_NE(e.find("no algorithm 'bruck'"), std::string::npos) << e;
   EXPECT_EQ(parseForced({{"alltoall", "auto"}})[static_cast<size_t>(Collective::kAllToAll)],
             Algorithm::kAuto);
 }
@@ -311,6 +318,102 @@ TEST(CostModel, AcrossHostsRabenseifnerCountsOnlyTheBytesThatLeaveAHost) {
             AllreduceAlgorithm::kRing);
   EXPECT_EQ(chooseAllreduce(0, 8, big, 256, slice, m, Algorithm::kAuto, 4).algorithm,
             AllreduceAlgorithm::kRing);
+}
+
+// The v-forms: a few bytes take recursive doubling (all-gather-v) and halving (reduce-scatter-v),
+// tens of MiB the ring, whether the blocks are even or one rank holds everything. Below four
+// ranks the ring's N-1 steps are as few as the log-step messages (two ranks: the same single
+// exchange, a tie that goes to the ring; three: one exchange and the fold in and out against the
+// ring's two steps). Rates of a shared-memory link: 2 us a message, 10 GB/s per link, reductions
+// and copies at 10 and 20 GB/s.
+TEST(CostModel, VFormsPickLogStepsForFewBytesAndTheRingForTensOfMiB) {
+  const CostModel model{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-10, .delta = 5e-11};
+  const size_t slice = 512 << 10;
+  auto blocks = [](int n, size_t total, bool oneHasAll) {
+    std::vector<size_t> b(static_cast<size_t>(n), oneHasAll ? 0 : total / n);
+    if (oneHasAll) b[static_cast<size_t>(n / 2)] = total;
+    return b;
+  };
+  for (int n : {2, 3}) {
+    EXPECT_EQ(chooseForBlocks(Collective::kAllgatherv, blocks(n, 64, false), slice, model,
+                              Algorithm::kAuto),
+              Algorithm::kRing);
+  }
+  for (int n : {4, 6, 7, 8}) {
+    for (bool oneHasAll : {false, true}) {
+      for (size_t total : {size_t{8} * n, size_t{4096}}) {
+        EXPECT_EQ(chooseForBlocks(Collective::kAllgatherv, blocks(n, total, oneHasAll), slice,
+                                  model, Algorithm::kAuto),
+                  Algorithm::kRecursiveDoubling)
+            << n << " ranks, " << total << " B" << (oneHasAll ? " on one rank" : "");
+        EXPECT_EQ(chooseForBlocks(Collective::kReduceScatterv, blocks(n, total, oneHasAll), slice,
+                                  model, Algorithm::kAuto),
+                  Algorithm::kRecursiveHalving)
+            << n << " ranks, " << total << " B" << (oneHasAll ? " on one rank" : "");
+      }
+      const size_t large = size_t{48} << 20;
+      EXPECT_EQ(chooseForBlocks(Collective::kAllgatherv, blocks(n, large, oneHasAll), slice, model,
+                                Algorithm::kAuto),
+                Algorithm::kRing)
+          << n << " ranks" << (oneHasAll ? ", one with everything" : "");
+      EXPECT_EQ(chooseForBlocks(Collective::kReduceScatterv, blocks(n, large, oneHasAll), slice,
+                                model, Algorithm::kAuto),
+                Algorithm::kRing)
+          << n << " ranks" << (oneHasAll ? ", one with everything" : "");
+      // Forced wins over the model.
+      EXPECT_EQ(chooseForBlocks(Collective::kAllgatherv, blocks(n, large, oneHasAll), slice, model,
+                                Algorithm::kRecursiveDoubling),
+                Algorithm::kRecursiveDoubling);
+    }
+  }
+  // The same through predictSeconds' even blocks, which ringlet-info prints.
+  EXPECT_EQ(choose(Collective::kAllgatherv, 6, 64, slice, model, Algorithm::kAuto),
+            Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(
+      choose(Collective::kReduceScatterv, 5, size_t{48} << 20, slice, model, Algorithm::kAuto),
+      Algorithm::kRing);
+}
+
+// The ring's steps wait for its largest block: one rank with all of a one-slice total makes every
+// one of the N-1 steps move all of it. With even blocks the v-forms' rings are priced as the
+// equal-block collectives' rings.
+TEST(CostModel, TheLargestBlockSetsTheRingsSteps) {
+  const CostModel model{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-10, .delta = 0};
+  const size_t slice = 512 << 10;
+  const size_t m = 64 << 10;
+  for (int n : {3, 4, 7}) {
+    std::vector<size_t> one(static_cast<size_t>(n), 0);
+    one[0] = m;
+    EXPECT_DOUBLE_EQ(
+        predictSecondsOfBlocks(Collective::kAllgatherv, Algorithm::kRing, one, slice, model),
+        (n - 1) * (2e-6 + static_cast<double>(m) * 1e-10))
+        << n;
+    EXPECT_GT(
+        predictSecondsOfBlocks(Collective::kReduceScatterv, Algorithm::kRing, one, slice, model),
+        predictSeconds(Collective::kReduceScatterv, Algorithm::kRing, n, m, slice, model))
+        << n;
+    // Recursive doubling's steps each move the group that holds it: log2(p) of them, plus the
+    // fold (three ranks: as many messages as the ring's, and the fold moves the block twice more).
+    const double log = predictSecondsOfBlocks(Collective::kAllgatherv,
+                                              Algorithm::kRecursiveDoubling, one, slice, model);
+    const double ring =
+        predictSecondsOfBlocks(Collective::kAllgatherv, Algorithm::kRing, one, slice, model);
+    if (n == 3) {
+      EXPECT_GT(log, ring);
+    } else {
+      EXPECT_LT(log, ring) << n;
+    }
+  }
+  for (int n : {2, 4, 8}) {
+    for (size_t bytes : {size_t{4096} * 8, size_t{64} << 20}) {
+      for (auto [v, equal] : {std::pair{Collective::kAllgatherv, Collective::kAllgather},
+                              std::pair{Collective::kReduceScatterv, Collective::kReduceScatter}}) {
+        EXPECT_DOUBLE_EQ(predictSeconds(v, Algorithm::kRing, n, bytes, slice, model),
+                         predictSeconds(equal, Algorithm::kRing, n, bytes, slice, model))
+            << n << " " << bytes;
+      }
+    }
+  }
 }
 
 }  // namespace

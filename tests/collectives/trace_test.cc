@@ -28,7 +28,10 @@ CommunicatorOptions traced(const std::string& path) {
   o.timeout = 10s;
   o.transport = "local";
   o.trace = path;
-  o.algorithms = {{"allreduce", "ring"}, {"allgather", "ring"}};
+  o.algorithms = {{"allreduce", "ring"},
+                  {"allgather", "ring"},
+                  {"allgatherv", "ring"},
+                  {"reducescatterv", "ring"}};
   o.segmentBytes = 64 << 10;  // 64 KiB slices
   return o;
 }
@@ -141,6 +144,61 @@ TEST(Trace, VFormStepsNameTheirBlockAndSlice) {
       for (size_t k = 0; k < slicesOf[b] && b != r; ++k) expected.insert({b, int64_t(k)});
     }
     EXPECT_EQ(received, expected) << "rank " << r;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The log-step v-forms name their blocks too: a message that carries several blocks (or parts of
+// several slices) records a step for each. Recursive doubling, N = 3 (rank 2 folds into rank 0):
+// every rank receives every slice of the blocks not its own, and the folded rank its own as well
+// (it gets the whole result back). Recursive halving: every step names a block that has elements
+// and one of its slices, and each rank's own block arrives reduced: rank 0 gets blocks 0 and 2
+// from rank 2 and from rank 1, rank 2 block 2 back from rank 0, rank 1 (whose block is empty)
+// nothing.
+TEST(Trace, LogStepVFormStepsNameTheirBlockAndSlice) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  const int n = 3;
+  const std::vector<size_t> counts = {40000, 0, 20000};
+  const std::vector<size_t> slicesOf = {3, 0, 2};  // 160000 B and 80000 B in 65536 B slices
+  runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = traced(dir + "/t.{rank}");
+    o.algorithms = {{"allgatherv", "recursive_doubling"}, {"reducescatterv", "recursive_halving"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<float> send(counts[rank], float(rank + 1));
+    std::vector<float> recv(60000);
+    comm.allgatherv(send.data(), recv.data(), counts, DataType::kFloat32);
+    EXPECT_EQ(recv[0], 1.0f);
+    EXPECT_EQ(recv[59999], 3.0f);
+    std::vector<float> all(60000, float(rank + 1)), mine(counts[rank]);
+    comm.reduceScatterv(all.data(), mine.data(), counts, DataType::kFloat32, ReduceOp::kSum);
+    if (!mine.empty()) {
+      EXPECT_EQ(mine.back(), 6.0f);
+    }
+  });
+  const std::set<std::pair<int, int64_t>> none;
+  const std::set<std::pair<int, int64_t>> both = {{0, 0}, {0, 1}, {0, 2}, {2, 0}, {2, 1}};
+  const std::vector<std::set<std::pair<int, int64_t>>> reducedInto = {both, none, {{2, 0}, {2, 1}}};
+  for (int r = 0; r < n; ++r) {
+    const json trace = readTrace(dir + "/t." + std::to_string(r));
+    for (const char* call : {"allgatherv", "reduce_scatterv"}) {
+      const bool gather = std::string(call) == "allgatherv";
+      std::set<std::pair<int, int64_t>> received;
+      for (const json& s : stepsOf(trace, call)) {
+        const int block = s["args"]["chunk"];
+        const int64_t slice = s["args"]["slice"];
+        ASSERT_TRUE(block == 0 || block == 2) << call << " rank " << r << ": names block " << block;
+        EXPECT_LT(slice, static_cast<int64_t>(slicesOf[block])) << call << " rank " << r;
+        EXPECT_GE(slice, 0) << call << " rank " << r;
+        if (s["args"]["from"] != -1) received.insert({block, slice});
+      }
+      std::set<std::pair<int, int64_t>> expected;
+      for (int b : {0, 2}) {
+        for (size_t k = 0; k < slicesOf[b] && (b != r || r == 2); ++k) {
+          expected.insert({b, int64_t(k)});
+        }
+      }
+      EXPECT_EQ(received, gather ? expected : reducedInto[r]) << call << " rank " << r;
+    }
   }
   std::filesystem::remove_all(dir);
 }

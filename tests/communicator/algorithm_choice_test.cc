@@ -227,5 +227,42 @@ TEST(AlgorithmChoice, RanksForcingDifferentAlgorithmsGetANamedMismatch) {
   }
 }
 
+// The v-forms choose by their own names: forcing the equal-block collectives leaves them to the
+// model, which takes recursive doubling and halving for a few bytes on four ranks and the ring
+// for tens of MiB; ranks that force different ones get the named mismatch.
+TEST(AlgorithmChoice, VFormsAreForcedByTheirOwnNames) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.costModel = CostModel{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-10, .delta = 5e-11};
+    o.algorithms = {{"allgather", "ring"}, {"reducescatter", "ring"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    EXPECT_EQ(comm.algorithmFor("allgather", 64), "ring");
+    EXPECT_EQ(comm.algorithmFor("allgatherv", 64), "recursive_doubling");
+    EXPECT_EQ(comm.algorithmFor("reducescatterv", 64), "recursive_halving");
+    EXPECT_EQ(comm.algorithmFor("allgatherv", size_t{48} << 20), "ring");
+    EXPECT_EQ(comm.algorithmFor("reducescatterv", size_t{48} << 20), "ring");
+    o.algorithms = {{"allgatherv", "ring"}, {"reducescatterv", "recursive_halving"}};
+    Communicator forced = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    EXPECT_EQ(forced.algorithmFor("allgatherv", 64), "ring");
+    EXPECT_EQ(forced.algorithmFor("reducescatterv", size_t{48} << 20), "recursive_halving");
+  });
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.timeout = 5s;
+    o.algorithms = {{"allgatherv", rank == 0 ? "ring" : "recursive_doubling"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    const std::vector<size_t> counts = {3, 0, 5};
+    std::vector<float> mine(counts[rank], 1.0f), all(8);
+    try {
+      comm.allgatherv(mine.data(), all.data(), counts, DataType::kFloat32);
+      ADD_FAILURE() << "rank " << rank << " finished an all-gather-v the ranks disagree about";
+    } catch (const MismatchError& e) {
+      EXPECT_NE(std::string(e.what()).find("RINGLET_ALGO"), std::string::npos) << e.what();
+    } catch (const PeerError&) {
+      // another rank saw the mismatch first and aborted: named, no hang
+    }
+  });
+}
+
 }  // namespace
 }  // namespace ringlet::testing
