@@ -79,7 +79,7 @@ CommunicatorImpl::~CommunicatorImpl() {
   if (worker_.joinable()) worker_.join();
 }
 
-void CommunicatorImpl::runBlocking(OpHeader header, OpBody body) {
+void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
   if (isCollective(header.kind)) header.seq = nextSeq_++;
   // Calls are issued from one thread at a time: with no async call queued or running, none can
   // appear before this one runs.

@@ -77,8 +77,11 @@ class CommunicatorImpl {
   // This communicator's key space in the rendezvous store.
   Store& store() const { return *store_; }
 
-  // Issues a call: assigns its sequence number and runs it (inline, or after queued async work).
-  void runBlocking(OpHeader header, OpBody body);
+  // Issues a call: assigns its sequence number (in `header`) and runs it (inline, or after
+  // queued async work). By reference: a call's header is written field by field just before, and
+  // a copy read it back as 16-byte loads that stalled on those stores (~6% of a small call).
+  void runBlocking(OpHeader& header, OpBody&& body);
+  void runBlocking(OpHeader&& header, OpBody&& body) { runBlocking(header, std::move(body)); }
   Work runAsync(OpHeader header, OpBody body);
 
   void abort(const std::string& reason);
