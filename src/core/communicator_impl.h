@@ -79,7 +79,7 @@ class CommunicatorImpl {
 
   // Issues a call: assigns its sequence number (in `header`) and runs it (inline, or after
   // queued async work). By reference: a call's header is written field by field just before, and
-  // a copy read it back as 16-byte loads that stalled on those stores (~6% of a small call).
+  // a copy reads it back as 16-byte loads that stall on those stores.
   void runBlocking(OpHeader& header, OpBody&& body);
   void runBlocking(OpHeader&& header, OpBody&& body) { runBlocking(header, std::move(body)); }
   Work runAsync(OpHeader header, OpBody body);
