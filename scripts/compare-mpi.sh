@@ -15,8 +15,10 @@
 #   summary.md                   per operation and run: ratios and busbw at the largest size
 #
 # Environment knobs: BUILD (build dir, default build), OUT (default bench/results), RANKS, OPS
-# (comma list or all), MINBYTES (8), MAXBYTES (32M), ITERS (5), WARMUP (1), WARMUP_MS (20),
-# TRANSPORTS ("shm tcp"), ALGO (passed to --algo when set).
+# (comma list or all), MINBYTES (8), MAXBYTES (32M), ITERS (5, or auto), MIN_TIME_MS (0: time
+# each size for at least this long, --min-time-ms), WARMUP (1), WARMUP_MS (20), TRANSPORTS
+# ("shm tcp"), ALGO (passed to --algo when set). The results in bench/results: ITERS=auto
+# MIN_TIME_MS=100 MAXBYTES=64M (5 iterations of a small size are a few microseconds: noise).
 # At the defaults it took about 7 minutes on a busy 2-core machine (load ~10): n2-shm 71 s.
 set -euo pipefail
 
@@ -28,6 +30,7 @@ OPS=${OPS:-all}
 MINBYTES=${MINBYTES:-8}
 MAXBYTES=${MAXBYTES:-32M}
 ITERS=${ITERS:-5}
+MIN_TIME_MS=${MIN_TIME_MS:-0}
 WARMUP=${WARMUP:-1}
 WARMUP_MS=${WARMUP_MS:-20}
 TRANSPORTS=${TRANSPORTS:-"shm tcp"}
@@ -72,7 +75,7 @@ mpi_args_for() {  # MPI's path that corresponds to ringlet's transport
 }
 
 bench_args=(--ops "$OPS" -b "$MINBYTES" -e "$MAXBYTES" -n "$ITERS" -w "$WARMUP"
-            --warmup-ms "$WARMUP_MS" --vs-mpi)
+            --warmup-ms "$WARMUP_MS" --min-time-ms "$MIN_TIME_MS" --vs-mpi)
 [ -n "$ALGO" ] && bench_args+=(--algo "$ALGO")
 
 runs=()
