@@ -49,8 +49,10 @@ def plot(out_dir, name, transport, doc, op, records):
     config = doc["config"]
     sizes = [r["size"] for r in rows]
     fig, ax = plt.subplots(figsize=(9.6, 6.0))
+    # The algorithms the rows ran, in size order (the automatic choice changes with the size).
+    algorithms = list(dict.fromkeys(r.get("algorithm", "auto") for r in rows))
     ax.plot(sizes, [r["out_of_place"]["busbw_gbs"] for r in rows], "o-", ms=3, lw=2,
-            label=f"ringlet ({transport}, algorithm {rows[0].get('algorithm', 'auto')})")
+            label=f"ringlet ({transport}; {', '.join(algorithms)})")
     mpi = [(r["size"], r["mpi"]["busbw_gbs"]) for r in rows if r.get("mpi")]
     if mpi:
         ax.plot(*zip(*mpi), "s-", ms=3, lw=2, label=MPI_LABELS.get(transport, "MPI"))
