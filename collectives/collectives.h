@@ -153,6 +153,17 @@ void treeGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
                  const WaitContext& wait);
 void treeScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
                   const WaitContext& wait);
+// Linear gather and scatter (tree_gather_scatter.cc): the root exchanges each rank's block with
+// that rank, N-1 messages cut to `sliceBytes`, each block moved once. `group` must link the root
+// to every rank (CommunicatorImpl::connectAllPeers); an empty block costs no message.
+void linearGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
+                  const WaitContext& wait);
+void linearScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
+                   const WaitContext& wait);
+void linearGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
+                   const WaitContext& wait);
+void linearScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
+                    const WaitContext& wait);
 
 // Ring reduce-scatter (N-1 steps): rank r ends with block r reduced over all ranks.
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,

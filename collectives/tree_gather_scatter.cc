@@ -22,6 +22,15 @@
 // subtree's blocks straight into (or from) the caller's buffer when the displacements put them
 // back to back in relative order (packed, or any layout that happens to), else through a
 // staging copy.
+//
+// The linear schedule moves every block once, straight between the root and its rank, the root
+// taking the ranks in relative order so that its links are used in turn. N = 4, root 1:
+//
+//   gather:  2->1, 3->1, 0->1   (each block straight to its place in recv, sliced)
+//   scatter: 1->2, 1->3, 1->0   (each block straight from its place in send)
+//
+// It needs a link from the root to every rank, and N-1 messages on the root's side in place of
+// ceil(log2 N); in return no rank forwards another's block and the root never stages one.
 #include <cstring>
 #include <memory>
 #include <span>
@@ -205,6 +214,45 @@ void scatterTree(const Group& group, const std::byte* send, std::byte* recv, con
   if (mineBytes > 0) std::memcpy(recv, held, mineBytes);
 }
 
+template <typename Blocks>
+void gatherLinear(const Group& group, const std::byte* send, std::byte* recv, const Blocks& blocks,
+                  int root, size_t sliceBytes, const WaitContext& wait) {
+  const int n = group.size;
+  const int v = wrap(group.rank - root, n);
+  const size_t mineBytes = blocks.bytes(v, v + 1);
+  if (v != 0) {
+    if (mineBytes > 0) sendSliced(group.link(root), send, mineBytes, sliceBytes, wait);
+    return;
+  }
+  std::byte* own = blocks.rootBlock(recv);
+  if (mineBytes > 0 && own != send) std::memcpy(own, send, mineBytes);
+  for (int u = 1; u < n; ++u) {
+    const size_t bytes = blocks.bytes(u, u + 1);
+    if (bytes == 0) continue;
+    recvSliced(group.link(wrap(root + u, n)), blocks.run(recv, u, u + 1), bytes, sliceBytes, wait);
+  }
+}
+
+template <typename Blocks>
+void scatterLinear(const Group& group, const std::byte* send, std::byte* recv, const Blocks& blocks,
+                   int root, size_t sliceBytes, const WaitContext& wait) {
+  const int n = group.size;
+  const int v = wrap(group.rank - root, n);
+  const size_t mineBytes = blocks.bytes(v, v + 1);
+  if (v != 0) {
+    if (mineBytes > 0) recvSliced(group.link(root), recv, mineBytes, sliceBytes, wait);
+    return;
+  }
+  auto* all = const_cast<std::byte*>(send);  // only read
+  for (int u = 1; u < n; ++u) {
+    const size_t bytes = blocks.bytes(u, u + 1);
+    if (bytes == 0) continue;
+    sendSliced(group.link(wrap(root + u, n)), blocks.run(all, u, u + 1), bytes, sliceBytes, wait);
+  }
+  const std::byte* own = blocks.rootBlock(all);
+  if (mineBytes > 0 && own != recv) std::memcpy(recv, own, mineBytes);
+}
+
 }  // namespace
 
 void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
@@ -229,6 +277,30 @@ void treeScatterv(const Group& group, const ScattervArgs& args, size_t sliceByte
                   const WaitContext& wait) {
   scatterTree(group, args.send, args.recv, OwnBlocks(args.blocks, args.root, args.elementBytes),
               args.root, sliceBytes, wait);
+}
+
+void linearGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
+                  const WaitContext& wait) {
+  gatherLinear(group, args.send, args.recv, EqualBlocks{group.size, args.root, args.blockBytes},
+               args.root, sliceBytes, wait);
+}
+
+void linearScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
+                   const WaitContext& wait) {
+  scatterLinear(group, args.send, args.recv, EqualBlocks{group.size, args.root, args.blockBytes},
+                args.root, sliceBytes, wait);
+}
+
+void linearGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
+                   const WaitContext& wait) {
+  gatherLinear(group, args.send, args.recv, OwnBlocks(args.blocks, args.root, args.elementBytes),
+               args.root, sliceBytes, wait);
+}
+
+void linearScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
+                    const WaitContext& wait) {
+  scatterLinear(group, args.send, args.recv, OwnBlocks(args.blocks, args.root, args.elementBytes),
+                args.root, sliceBytes, wait);
 }
 
 }  // namespace ringlet::collectives
