@@ -34,7 +34,16 @@
 //                                   folded rank's input in and reduced, its block out; own block)
 //   all-to-all  pairwise            (n-1) (a + m/n b)
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
-//   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1
+//   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1 + f m d
+//                    linear         (n-1) a + ((n-1)/n m + min(m/n, s)) b1
+//
+// The root's link carries every other block once either way, one way. The tree's inner ranks
+// take in their subtrees' blocks and send them on (f m bytes, f = 5/8 at n = 8, 0 at n <= 3):
+// the hop fits beside the root's receives only while every rank has a core and memory bandwidth
+// to spare, so it is priced as a copy on the path. The linear root takes n-1 messages in turn
+// instead of ceil(log2 n), and needs a link to every rank. The rooted v-forms price their blocks
+// the same way, the root's own left out of the link bytes and the largest other one filling the
+// pipeline: (m - c_root + min(c, s)) b1.
 //
 // The v-forms, rank r's block c_r bytes (m = their sum, c = the largest, F = the largest of the
 // folded ranks' r >= p, k = ceil(c / s)): every step of the ring waits for the link that moves the
@@ -87,8 +96,8 @@ namespace ringlet::collectives {
 namespace {
 
 constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames = {
-    "allreduce", "broadcast", "reduce",  "allgather",  "reducescatter", "alltoall",
-    "gather",    "scatter",   "barrier", "allgatherv", "reducescatterv"};
+    "allreduce", "broadcast", "reduce",     "allgather",      "reducescatter", "alltoall", "gather",
+    "scatter",   "barrier",   "allgatherv", "reducescatterv", "gatherv",       "scatterv"};
 
 // On a tie the first wins.
 constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
@@ -101,7 +110,8 @@ constexpr Algorithm kAllgatherAlgorithms[] = {Algorithm::kRing, Algorithm::kBruc
 constexpr Algorithm kReduceScatterAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveHalving};
 constexpr Algorithm kAllgathervAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveDoubling};
 constexpr Algorithm kAllToAllAlgorithms[] = {Algorithm::kPairwise, Algorithm::kBruck};
-constexpr Algorithm kTreeOnly[] = {Algorithm::kTree};
+// Two and three ranks: the same messages either way, and the tree needs no extra links.
+constexpr Algorithm kGatherAlgorithms[] = {Algorithm::kTree, Algorithm::kLinear};
 constexpr Algorithm kBarrierAlgorithms[] = {Algorithm::kDissemination};
 
 int ceilLog2(int n) {
@@ -140,6 +150,8 @@ std::string_view nameOf(Algorithm algorithm) {
       return "recursive_halving";
     case Algorithm::kHeaderInline:
       return "header_inline";
+    case Algorithm::kLinear:
+      return "linear";
   }
   return "?";
 }
@@ -166,7 +178,9 @@ std::span<const Algorithm> algorithmsOf(Collective collective) {
       return kAllToAllAlgorithms;
     case Collective::kGather:
     case Collective::kScatter:
-      return kTreeOnly;
+    case Collective::kGatherv:
+    case Collective::kScatterv:
+      return kGatherAlgorithms;
     case Collective::kBarrier:
       return kBarrierAlgorithms;
     case Collective::kAllgatherv:
@@ -243,6 +257,8 @@ double workingSetBytes(Collective collective, double m, double n) {
     case Collective::kScatter:
     case Collective::kAllgatherv:
     case Collective::kReduceScatterv:
+    case Collective::kGatherv:
+    case Collective::kScatterv:
       return m + m / n;
     case Collective::kBroadcast:
       return m;
@@ -286,12 +302,37 @@ Rates ratesFor(const CostModel& model, Collective collective, double m, double n
           .d = model.delta * scale};
 }
 
+// Gather and scatter, tree or linear (the table above), for blocks in relative order (the root's
+// first).
+double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double slice,
+                     const Rates& rates) {
+  const int n = static_cast<int>(blocks.size());
+  double m = 0;
+  double largest = 0;  // of the blocks that cross a link
+  for (int u = 0; u < n; ++u) {
+    m += static_cast<double>(blocks[u]);
+    if (u > 0) largest = std::max(largest, static_cast<double>(blocks[u]));
+  }
+  const double linkBytes = m - static_cast<double>(blocks[0]) + std::min(largest, slice);
+  if (algorithm == Algorithm::kLinear) return (n - 1) * rates.a + linkBytes * rates.b1;
+  if (algorithm != Algorithm::kTree) return std::numeric_limits<double>::infinity();
+  // Relative rank v's subtree is v .. v + min(lowest bit of v, n - v) - 1; all but its own
+  // block pass through it.
+  double forwarded = 0;
+  for (int v = 1; v < n; ++v) {
+    const int last = v + std::min(v & -v, n - v);
+    for (int u = v + 1; u < last; ++u) forwarded += static_cast<double>(blocks[u]);
+  }
+  return ceilLog2(n) * rates.a + linkBytes * rates.b1 + forwarded * rates.d;
+}
+
 }  // namespace
 
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
                       size_t sliceBytes, const CostModel& model, int hosts) {
   if (size <= 1) return 0;
-  if (collective == Collective::kAllgatherv || collective == Collective::kReduceScatterv) {
+  if (collective == Collective::kAllgatherv || collective == Collective::kReduceScatterv ||
+      collective == Collective::kGatherv || collective == Collective::kScatterv) {
     std::vector<size_t> blocks(static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) blocks[r] = evenChunk(bytes, size, r).count;
     return predictSecondsOfBlocks(collective, algorithm, blocks, sliceBytes, model, hosts);
@@ -403,16 +444,17 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       }
       break;
     case Collective::kGather:
-    case Collective::kScatter:
-      if (algorithm == Algorithm::kTree) {
-        return rounds * a + ((n - 1) / n * m + std::min(m / n, slice)) * b1;
-      }
-      break;
+    case Collective::kScatter: {
+      const std::vector<size_t> blocks(static_cast<size_t>(size), bytes / size);
+      return rootedSeconds(algorithm, blocks, slice, {a, b, b1, g, d});
+    }
     case Collective::kBarrier:
       if (algorithm == Algorithm::kDissemination) return rounds * a;
       break;
     case Collective::kAllgatherv:
     case Collective::kReduceScatterv:
+    case Collective::kGatherv:
+    case Collective::kScatterv:
       break;  // above
   }
   return std::numeric_limits<double>::infinity();
@@ -423,13 +465,18 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
                               const CostModel& model, int hosts) {
   const int size = static_cast<int>(blockBytes.size());
   if (size <= 1) return 0;
+  const double n = size;
+  double m = 0;
+  for (size_t c : blockBytes) m += static_cast<double>(c);
+  if (collective == Collective::kGatherv || collective == Collective::kScatterv) {
+    return rootedSeconds(algorithm, blockBytes,
+                         static_cast<double>(std::max<size_t>(sliceBytes, 1)),
+                         ratesFor(model, collective, m, n));
+  }
   const bool gather = collective == Collective::kAllgatherv;
   if (!gather && collective != Collective::kReduceScatterv) {
     return std::numeric_limits<double>::infinity();
   }
-  const double n = size;
-  double m = 0;
-  for (size_t c : blockBytes) m += static_cast<double>(c);
   const double largest =
       static_cast<double>(*std::max_element(blockBytes.begin(), blockBytes.end()));
   const double smallest =

@@ -33,8 +33,11 @@ enum class Collective : uint8_t {
   // The v-forms with a choice: a block of its own size per rank (predictSecondsOfBlocks).
   kAllgatherv,
   kReduceScatterv,
+  // The rooted v-forms: every rank passes every count, so all price the same blocks.
+  kGatherv,
+  kScatterv,
 };
-inline constexpr size_t kCollectiveCount = 11;
+inline constexpr size_t kCollectiveCount = 13;
 
 enum class Algorithm : uint8_t {
   kAuto,               // the cost model decides
@@ -51,14 +54,16 @@ enum class Algorithm : uint8_t {
   // Two ranks, data that fits a call header: the header exchange carries it, one message each
   // way (the communicator's; never forced, not one of algorithmsOf()).
   kHeaderInline,
+  kLinear,  // gather, scatter: the root exchanges each rank's block with that rank, N-1 messages
 };
 
-// "allreduce", "reducescatter", "alltoall", ..., "allgatherv", "reducescatterv" (the names
+// "allreduce", "reducescatter", "alltoall", ..., "allgatherv", "reducescatterv", "gatherv",
+// "scatterv" (the names
 // RINGLET_ALGO and ringlet-bench use; a v-form is forced by its own name, not its equal-block
 // collective's).
 std::string_view nameOf(Collective collective);
 // "ring", "recursive_doubling", "rabenseifner", "tree", "chain", "bruck", "pairwise",
-// "recursive_halving", ...
+// "recursive_halving", "linear", ...
 std::string_view nameOf(Algorithm algorithm);
 std::optional<Collective> collectiveNamed(std::string_view name);
 // The algorithms built for a collective, the model's candidates (kAuto not included).
@@ -86,7 +91,9 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
                       size_t sliceBytes, const CostModel& model, int hosts = 1);
 // The v-forms (kAllgatherv, kReduceScatterv) with rank r's block of blockBytes[r] bytes: the
 // largest block sets the ring's steps, and the largest group of chunks each log step of
-// recursive halving and doubling. (predictSeconds prices them with blocks as even as `bytes`
+// recursive halving and doubling. The rooted ones (kGatherv, kScatterv) take the blocks in
+// relative order, the root's first (blockBytes[u] is rank (root + u) mod N's): the tree's
+// subtrees are relative ranks. (predictSeconds prices them with blocks as even as `bytes`
 // allows.) Every rank holds every count of these calls, so all choose alike.
 double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
                               std::span<const size_t> blockBytes, size_t sliceBytes,
