@@ -511,7 +511,8 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
   // (The v-forms' blocks never ride in it.)
   const bool inlineable =
       collective != Collective::kAllreduce && collective != Collective::kBarrier &&
-      collective != Collective::kAllgatherv && collective != Collective::kReduceScatterv;
+      collective != Collective::kAllgatherv && collective != Collective::kReduceScatterv &&
+      collective != Collective::kGatherv && collective != Collective::kScatterv;
   if (size_ == 2 && forced(collective) == collectives::Algorithm::kAuto && inlineable &&
       pairMessageBytes(collective, bytes) <= OpHeader::kInlineBytes) {
     return collectives::Algorithm::kHeaderInline;

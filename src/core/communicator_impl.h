@@ -102,7 +102,8 @@ class CommunicatorImpl {
   collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
                                    size_t bytes, const void* message,
                                    PairRole role = PairRole::kBoth) const;
-  // The v-forms' choice (kAllgatherv, kReduceScatterv) for rank r's block of blockBytes[r]
+  // The v-forms' choice (kAllgatherv, kReduceScatterv; kGatherv and kScatterv with the blocks
+  // in relative order, select.h) for rank r's block of blockBytes[r]
   // (every rank holds every count of these calls); kAuto for a world of one. Not remembered: it
   // depends on every block, not only on their sum.
   collectives::Algorithm algorithmForBlocks(collectives::Collective collective,
@@ -139,6 +140,9 @@ class CommunicatorImpl {
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
+  // connectAllPeers() by wait's deadline, and `wait` over every link now active: for a schedule
+  // that talks to every rank (the linear gather and scatter), which every rank runs alike.
+  transport::WaitContext linkedToAll(const transport::WaitContext& wait);
   // The group the rings, chains and trees of all-reduce, reduce-scatter, all-gather, broadcast and
   // reduce run on: ranks ordered by host (host_ring.h), `rank` being this rank's place in that
   // order, with links to the places a binomial tree needs. The same as the rank-order group

@@ -1,5 +1,6 @@
 // Communicator::gather, scatter and allToAll: argument checks, the call header, and the
-// algorithms (collectives/tree_gather_scatter.cc, collectives/pairwise_alltoall.cc).
+// algorithms (collectives/tree_gather_scatter.cc: tree or linear;
+// collectives/pairwise_alltoall.cc).
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -72,6 +73,9 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
       return copyOwnBlock(impl.inlineFromPrev(), args.recv + (1 - args.root) * args.blockBytes,
                           args.blockBytes);
     }
+    if (algorithm == collectives::Algorithm::kLinear) {
+      return collectives::linearGather(group, args, impl.sliceBytes({}), impl.linkedToAll(wait));
+    }
     collectives::treeGather(group, args, impl.sliceBytes({}), wait);
   };
   return {header, body};
@@ -101,6 +105,9 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
         return copyOwnBlock(impl.inlineFromPrev(), args.recv, args.blockBytes);
       }
       return copyOwnBlock(args.send + args.root * args.blockBytes, args.recv, args.blockBytes);
+    }
+    if (algorithm == collectives::Algorithm::kLinear) {
+      return collectives::linearScatter(group, args, impl.sliceBytes({}), impl.linkedToAll(wait));
     }
     collectives::treeScatter(group, args, impl.sliceBytes({}), wait);
   };

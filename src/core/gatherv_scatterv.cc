@@ -1,12 +1,13 @@
 // Communicator::gatherv and scatterv: argument checks, the call header (a fingerprint of the
 // counts every rank must share, the root's included), and the algorithm
-// (collectives/tree_gather_scatter.cc).
+// (collectives/tree_gather_scatter.cc: the binomial tree, or the linear schedule for large blocks).
 #include <fmt/format.h>
 
 #include <cstring>
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "collectives/select.h"
 #include "ringlet/communicator.h"
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
@@ -22,6 +23,20 @@ using detail::OpKind;
 using Prepared = detail::PreparedCall;
 
 namespace {
+
+// Tree or linear, by the cost model (or the options) over the blocks in relative order (select.h).
+// Every rank passes every count, and the header's fingerprint makes them the same, so all choose
+// alike. Written into the call's header: ranks that force different algorithms disagree there.
+collectives::Algorithm chooseRooted(detail::CommunicatorImpl& impl, OpHeader& header,
+                                    collectives::Collective collective,
+                                    std::span<const Piece> blocks, size_t element, int root) {
+  const size_t n = blocks.size();
+  std::vector<size_t> relative(n);
+  for (size_t u = 0; u < n; ++u) relative[u] = blocks[(root + u) % n].count * element;
+  const collectives::Algorithm algorithm = impl.algorithmForBlocks(collective, relative);
+  header.algorithm = static_cast<uint8_t>(algorithm);
+  return algorithm;
+}
 
 // What both calls share: the root, the counts (every rank), the displacements (the root only:
 // elsewhere they are ignored), the root's buffer of all blocks against this rank's own block
@@ -70,14 +85,30 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
                   .count = layout.total,
                   .countsHash = detail::hashCounts(counts),
                   .ranks = impl.size()};
+  const auto algorithm = chooseRooted(
+      impl, header, gather ? collectives::Collective::kGatherv : collectives::Collective::kScatterv,
+      layout.blocks, elementSize(type), root);
   auto body = [&impl, gather, send = static_cast<const std::byte*>(send),
-               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
-               root](const collectives::Group& group, const transport::WaitContext& wait) {
+               recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, root,
+               algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
     const size_t element = elementSize(type);
     if (group.size == 1) {
       const size_t at = blocks[0].offset * element;
       const size_t bytes = blocks[0].count * element;
       return gather ? copyBytes(recv + at, send, bytes) : copyBytes(recv, send + at, bytes);
+    }
+    if (algorithm == collectives::Algorithm::kLinear) {
+      const transport::WaitContext all = impl.linkedToAll(wait);
+      if (gather) {
+        return collectives::linearGatherv(
+            group,
+            {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
+            impl.sliceBytes({}), all);
+      }
+      return collectives::linearScatterv(
+          group,
+          {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
+          impl.sliceBytes({}), all);
     }
     if (gather) {
       collectives::treeGatherv(

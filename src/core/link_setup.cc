@@ -252,6 +252,13 @@ void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {
   if (!missing.empty()) connectPeers(missing, deadline);
 }
 
+transport::WaitContext CommunicatorImpl::linkedToAll(const transport::WaitContext& wait) {
+  connectAllPeers(wait.deadline);
+  transport::WaitContext all = wait;
+  all.links = activeLinks();
+  return all;
+}
+
 transport::Transport& CommunicatorImpl::transportFor(size_t index) {
   auto& slot = transports_[index];
   if (!slot) {
