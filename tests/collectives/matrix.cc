@@ -277,6 +277,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
   // doubling, trees, Bruck), and Rabenseifner, recursive doubling all-gather and recursive
   // halving reduce-scatter beside the model's own choice for the rest. The v-forms: the ring,
   // the model's choice, recursive doubling all-gather-v and recursive halving reduce-scatter-v.
+  // Gather and scatter (and their v-forms): the model's choice, the tree, the linear schedule.
   const std::vector<std::map<std::string, std::string>> algorithmSets = {
       {{"allreduce", "ring"},
        {"broadcast", "chain"},
@@ -289,12 +290,20 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
        {"broadcast", "tree"},
        {"reduce", "tree"},
        {"allgather", "bruck"},
-       {"alltoall", "bruck"}},
+       {"alltoall", "bruck"},
+       {"gather", "tree"},
+       {"scatter", "tree"},
+       {"gatherv", "tree"},
+       {"scatterv", "tree"}},
       {{"allreduce", "rabenseifner"},
        {"allgather", "recursive_doubling"},
        {"reducescatter", "recursive_halving"},
        {"allgatherv", "recursive_doubling"},
-       {"reducescatterv", "recursive_halving"}},
+       {"reducescatterv", "recursive_halving"},
+       {"gather", "linear"},
+       {"scatter", "linear"},
+       {"gatherv", "linear"},
+       {"scatterv", "linear"}},
   };
   for (size_t set = 0; set < algorithmSets.size(); ++set) {
     SCOPED_TRACE(fmt::format("algorithms {}", fmt::join(algorithmSets[set], ",")));
@@ -386,8 +395,9 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       gatherScatterCase(sliced, DataType::kFloat32, count / size + 1, 0, inPlace);
       allToAllCase(sliced, DataType::kFloat32, count / size + 1, inPlace);
     }
-    // Recursive halving and doubling the same way; the all-gather's result past
-    // kernels::kStreamingBytes, which a folded rank receives with non-temporal stores.
+    // Recursive halving and doubling the same way, and the linear gather and scatter (v-forms
+    // too); the all-gather's result past kernels::kStreamingBytes, which a folded rank receives
+    // with non-temporal stores.
     CommunicatorOptions halvingOptions = o;
     halvingOptions.algorithms = algorithmSets[2];
     Communicator halving = Communicator::create(bootstrap, halvingOptions);
@@ -396,6 +406,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
       reduceScatterCase(halving, DataType::kFloat32, ReduceOp::kAvg, count / size + 1, inPlace);
       reduceScatterCase(halving, DataType::kInt64, ReduceOp::kMax, count / size + 1, inPlace);
       allgatherCase(halving, DataType::kFloat32, count / size + 1, inPlace);
+      gatherScatterCase(halving, DataType::kFloat32, count / size + 1, size - 1, inPlace);
     }
     allgatherCase(halving, DataType::kFloat32, 2200003 / size + 1, false);
     runVFormLargeCases(halving);

@@ -47,8 +47,8 @@ TEST(AlgorithmNames, ParseErrorsNameTheEntryAndTheKnownNames) {
   e = errorOf([] { parseForced({{"allreduce", "bruck"}}); });
   EXPECT_NE(e.find("no algorithm 'bruck'"), std::string::npos) << e;
   EXPECT_NE(e.find("rabenseifner"), std::string::npos) << e;
-  e = errorOf([] { parseForced({{"gatherv", "tree"}}); });
-  EXPECT_NE(e.find("'gatherv' is not a collective"), std::string::npos) << e;
+  e = errorOf([] { parseForced({{"alltoallv", "pairwise"}}); });
+  EXPECT_NE(e.find("'alltoallv' is not a collective"), std::string::npos) << e;
   // A v-form is forced by its own name, and has only its own algorithms.
   const ForcedAlgorithms v = parseForced({{"allgatherv", "recursive_doubling"}});
   EXPECT_EQ(v[static_cast<size_t>(Collective::kAllgatherv)], Algorithm::kRecursiveDoubling);
@@ -413,6 +413,52 @@ TEST(CostModel, TheLargestBlockSetsTheRingsSteps) {
             << n << " " << bytes;
       }
     }
+  }
+}
+
+// Gather and scatter: the linear root takes N-1 messages where the tree takes ceil(log2 N), and
+// the tree's inner ranks forward their subtrees. Tiny blocks: the tree; large ones from four
+// ranks on: the linear schedule; two and three ranks move the same messages either way, and the
+// tree wins the tie. The v-forms price their blocks the same way (even blocks: as gather), and a
+// forced algorithm wins.
+TEST(CostModel, RootedCollectivesTakeTheLinearScheduleForLargeBlocks) {
+  const CostModel model{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-10, .delta = 5e-11};
+  const size_t slice = 512 << 10;
+  for (Collective c :
+       {Collective::kGather, Collective::kScatter, Collective::kGatherv, Collective::kScatterv}) {
+    for (int n = 4; n <= 8; ++n) {
+      EXPECT_EQ(choose(c, n, 8 * n, slice, model, Algorithm::kAuto), Algorithm::kTree)
+          << nameOf(c) << " " << n;
+      EXPECT_EQ(choose(c, n, size_t{16} << 20, slice, model, Algorithm::kAuto), Algorithm::kLinear)
+          << nameOf(c) << " " << n;
+      EXPECT_EQ(choose(c, n, size_t{16} << 20, slice, model, Algorithm::kTree), Algorithm::kTree);
+    }
+    for (int n : {2, 3}) {
+      EXPECT_EQ(choose(c, n, size_t{16} << 20, slice, model, Algorithm::kAuto), Algorithm::kTree)
+          << nameOf(c) << " " << n;
+    }
+  }
+  for (int n = 4; n <= 8; ++n) {
+    const std::vector<size_t> even(static_cast<size_t>(n), size_t{1} << 20);
+    EXPECT_DOUBLE_EQ(
+        predictSecondsOfBlocks(Collective::kGatherv, Algorithm::kLinear, even, slice, model),
+        predictSeconds(Collective::kGather, Algorithm::kLinear, n, n * (size_t{1} << 20), slice,
+                       model));
+    // One large block at relative rank 1, a child of the root: the tree forwards nothing, and
+    // its root takes fewer messages.
+    std::vector<size_t> firstOnly(static_cast<size_t>(n), 0);
+    firstOnly[1] = size_t{16} << 20;
+    EXPECT_EQ(chooseForBlocks(Collective::kGatherv, firstOnly, slice, model, Algorithm::kAuto),
+              Algorithm::kTree)
+        << n;
+    // One large block at the last relative rank: forwarded by an inner rank unless N-1 is a
+    // power of two (a child of the root), so the linear schedule but at N = 5.
+    std::vector<size_t> lastOnly(static_cast<size_t>(n), 0);
+    lastOnly.back() = size_t{16} << 20;
+    const bool rootsChild = ((n - 1) & (n - 2)) == 0;
+    EXPECT_EQ(chooseForBlocks(Collective::kScatterv, lastOnly, slice, model, Algorithm::kAuto),
+              rootsChild ? Algorithm::kTree : Algorithm::kLinear)
+        << n;
   }
 }
 

@@ -264,5 +264,47 @@ TEST(AlgorithmChoice, VFormsAreForcedByTheirOwnNames) {
   });
 }
 
+// Gather-v and scatter-v choose by their own names too, from the counts every rank passes:
+// the tree for a few bytes, the linear schedule for large blocks; ranks that force different
+// ones get the named mismatch, whichever rank is the root.
+TEST(AlgorithmChoice, RootedVFormsAreForcedByTheirOwnNames) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.costModel = CostModel{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-10, .delta = 5e-11};
+    o.algorithms = {{"gather", "tree"}, {"scatter", "tree"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    EXPECT_EQ(comm.algorithmFor("gather", size_t{48} << 20), "tree");
+    for (const char* c : {"gatherv", "scatterv"}) {
+      EXPECT_EQ(comm.algorithmFor(c, 64), "tree") << c;
+      EXPECT_EQ(comm.algorithmFor(c, size_t{48} << 20), "linear") << c;
+    }
+  });
+  for (int root : {0, 2}) {
+    for (bool gather : {true, false}) {
+      runThreadRanks(3, [root, gather](int rank, int size, std::shared_ptr<Store> store) {
+        CommunicatorOptions o = localOptions();
+        o.timeout = 5s;
+        const char* name = gather ? "gatherv" : "scatterv";
+        o.algorithms = {{name, rank == 1 ? "tree" : "linear"}};
+        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+        const std::vector<size_t> counts = {3, 0, 5};
+        std::vector<float> mine(counts[rank], 1.0f), all(8);
+        try {
+          if (gather) {
+            comm.gatherv(mine.data(), all.data(), counts, DataType::kFloat32, root);
+          } else {
+            comm.scatterv(all.data(), counts, mine.data(), DataType::kFloat32, root);
+          }
+          ADD_FAILURE() << "rank " << rank << " finished a " << name << " the ranks disagree about";
+        } catch (const MismatchError& e) {
+          EXPECT_NE(std::string(e.what()).find("RINGLET_ALGO"), std::string::npos) << e.what();
+        } catch (const PeerError&) {
+          // another rank saw the mismatch first and aborted: named, no hang
+        }
+      });
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringlet::testing
