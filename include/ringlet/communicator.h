@@ -281,8 +281,10 @@ class Communicator {
   // same recvCounts, the non-roots too (MismatchError as for allgatherv, so a rank that disagrees
   // fails instead of hanging). displs are read on the root only (elsewhere they are ignored, as
   // is recv, which may be null). In place on the root: send == recv + displs[root] elements.
-  // Binomial tree. As with gather, a rank whose part is only to send may return before a
-  // disagreement found elsewhere reaches it; its next call then fails, naming it.
+  // Binomial tree, or for large blocks the linear schedule (each block straight from its rank
+  // to the root; the first such call links the root to every rank, collectively). As with
+  // gather, a rank whose part is only to send may return before a disagreement found elsewhere
+  // reaches it; its next call then fails, naming it.
   void gatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
                std::span<const size_t> displs, DataType type, int root);
   void gatherv(const void* send, void* recv, std::span<const size_t> recvCounts, DataType type,
@@ -300,8 +302,9 @@ class Communicator {
   // displs[r] of send (packed in rank order when displs is empty) in recv. Every rank passes the
   // same sendCounts (MismatchError as for gatherv). displs and send are read on the root only
   // (elsewhere they are ignored; send may be null). The root's blocks may overlap in send (they
-  // are only read). In place on the root: recv == send + displs[root] elements. Binomial tree;
-  // the root, which only sends, may return before a disagreement reaches it (as for gatherv).
+  // are only read). In place on the root: recv == send + displs[root] elements. Binomial tree or
+  // linear (as for gatherv); the root, which only sends, may return before a disagreement
+  // reaches it (as for gatherv).
   void scatterv(const void* send, std::span<const size_t> sendCounts,
                 std::span<const size_t> displs, void* recv, DataType type, int root);
   void scatterv(const void* send, std::span<const size_t> sendCounts, void* recv, DataType type,
@@ -400,9 +403,9 @@ class Communicator {
   CostModel costModel() const;
   // The algorithm a call of `collective` ("allreduce", ...) over `bytes` would use, as
   // nccl-tests sizes it (all-gather: the gathered buffer; reduce-scatter: the send buffer;
-  // all-to-all: one rank's send buffer; "allgatherv", "reducescatterv": the total, in blocks as
-  // even as it allows; a call with uneven blocks may choose otherwise). Throws InvalidArgument for
-  // an unknown collective.
+  // all-to-all: one rank's send buffer; "allgatherv", "reducescatterv", "gatherv", "scatterv":
+  // the total, in blocks as even as it allows; a call with uneven blocks may choose otherwise).
+  // Throws InvalidArgument for an unknown collective.
   std::string algorithmFor(std::string_view collective, size_t bytes) const;
 
  private:
