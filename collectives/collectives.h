@@ -142,28 +142,23 @@ void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t slice
 void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
                        const WaitContext& wait);
 
-// Binomial-tree gather and scatter (ceil(log2 N) rounds), messages cut to `sliceBytes`.
-void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
-                const WaitContext& wait);
-void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
-                 const WaitContext& wait);
-// The same trees over blocks of their own size per rank: a subtree's blocks travel packed in
-// relative order (RelativeBlocks, chunking.h); an empty subtree costs no message.
-void treeGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
-                 const WaitContext& wait);
-void treeScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
-                  const WaitContext& wait);
-// Linear gather and scatter (tree_gather_scatter.cc): the root exchanges each rank's block with
-// that rank, N-1 messages cut to `sliceBytes`, each block moved once. `group` must link the root
-// to every rank (CommunicatorImpl::connectAllPeers); an empty block costs no message.
-void linearGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
-                  const WaitContext& wait);
-void linearScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
-                   const WaitContext& wait);
-void linearGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
-                   const WaitContext& wait);
-void linearScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
-                    const WaitContext& wait);
+// Gather and scatter (tree_gather_scatter.cc), messages cut to `sliceBytes`, an empty block or
+// subtree costing no message:
+//   kTree    binomial tree, ceil(log2 N) rounds; a subtree's blocks travel packed in relative
+//            order (RelativeBlocks, chunking.h)
+//   kLinear  the root exchanges each rank's block with that rank: N-1 messages on the root's
+//            side, each block moved once; `group` must link the root to every rank
+//            (CommunicatorImpl::connectAllPeers)
+enum class RootedSchedule : bool { kTree, kLinear };
+void gather(const Group& group, const GatherArgs& args, RootedSchedule schedule, size_t sliceBytes,
+            const WaitContext& wait);
+void scatter(const Group& group, const ScatterArgs& args, RootedSchedule schedule,
+             size_t sliceBytes, const WaitContext& wait);
+// The same over blocks of their own size per rank.
+void gatherv(const Group& group, const GathervArgs& args, RootedSchedule schedule,
+             size_t sliceBytes, const WaitContext& wait);
+void scatterv(const Group& group, const ScattervArgs& args, RootedSchedule schedule,
+              size_t sliceBytes, const WaitContext& wait);
 
 // Ring reduce-scatter (N-1 steps): rank r ends with block r reduced over all ranks.
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,

@@ -255,52 +255,40 @@ void scatterLinear(const Group& group, const std::byte* send, std::byte* recv, c
 
 }  // namespace
 
-void treeGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
-                const WaitContext& wait) {
-  gatherTree(group, args.send, args.recv, EqualBlocks{group.size, args.root, args.blockBytes},
-             args.root, sliceBytes, wait);
+void gather(const Group& group, const GatherArgs& args, RootedSchedule schedule, size_t sliceBytes,
+            const WaitContext& wait) {
+  const EqualBlocks blocks{group.size, args.root, args.blockBytes};
+  if (schedule == RootedSchedule::kLinear) {
+    return gatherLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  }
+  gatherTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
 }
 
-void treeScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
-                 const WaitContext& wait) {
-  scatterTree(group, args.send, args.recv, EqualBlocks{group.size, args.root, args.blockBytes},
-              args.root, sliceBytes, wait);
+void scatter(const Group& group, const ScatterArgs& args, RootedSchedule schedule,
+             size_t sliceBytes, const WaitContext& wait) {
+  const EqualBlocks blocks{group.size, args.root, args.blockBytes};
+  if (schedule == RootedSchedule::kLinear) {
+    return scatterLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  }
+  scatterTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
 }
 
-void treeGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
-                 const WaitContext& wait) {
-  gatherTree(group, args.send, args.recv, OwnBlocks(args.blocks, args.root, args.elementBytes),
-             args.root, sliceBytes, wait);
+void gatherv(const Group& group, const GathervArgs& args, RootedSchedule schedule,
+             size_t sliceBytes, const WaitContext& wait) {
+  const OwnBlocks blocks(args.blocks, args.root, args.elementBytes);
+  if (schedule == RootedSchedule::kLinear) {
+    return gatherLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  }
+  gatherTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
 }
 
-void treeScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
-                  const WaitContext& wait) {
-  scatterTree(group, args.send, args.recv, OwnBlocks(args.blocks, args.root, args.elementBytes),
-              args.root, sliceBytes, wait);
-}
-
-void linearGather(const Group& group, const GatherArgs& args, size_t sliceBytes,
-                  const WaitContext& wait) {
-  gatherLinear(group, args.send, args.recv, EqualBlocks{group.size, args.root, args.blockBytes},
-               args.root, sliceBytes, wait);
-}
-
-void linearScatter(const Group& group, const ScatterArgs& args, size_t sliceBytes,
-                   const WaitContext& wait) {
-  scatterLinear(group, args.send, args.recv, EqualBlocks{group.size, args.root, args.blockBytes},
-                args.root, sliceBytes, wait);
-}
-
-void linearGatherv(const Group& group, const GathervArgs& args, size_t sliceBytes,
-                   const WaitContext& wait) {
-  gatherLinear(group, args.send, args.recv, OwnBlocks(args.blocks, args.root, args.elementBytes),
-               args.root, sliceBytes, wait);
-}
-
-void linearScatterv(const Group& group, const ScattervArgs& args, size_t sliceBytes,
-                    const WaitContext& wait) {
-  scatterLinear(group, args.send, args.recv, OwnBlocks(args.blocks, args.root, args.elementBytes),
-                args.root, sliceBytes, wait);
+void scatterv(const Group& group, const ScattervArgs& args, RootedSchedule schedule,
+              size_t sliceBytes, const WaitContext& wait) {
+  const OwnBlocks blocks(args.blocks, args.root, args.elementBytes);
+  if (schedule == RootedSchedule::kLinear) {
+    return scatterLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  }
+  scatterTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
 }
 
 }  // namespace ringlet::collectives

@@ -521,11 +521,20 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
                              forced(collective), modelHosts_);
 }
 
-collectives::Algorithm CommunicatorImpl::algorithmForBlocks(
-    collectives::Collective collective, std::span<const size_t> blockBytes) const {
-  if (size_ == 1) return collectives::Algorithm::kAuto;
-  return collectives::chooseForBlocks(collective, blockBytes, modelSliceBytes(), model_,
-                                      forced(collective), modelHosts_);
+collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
+                                                         collectives::Collective collective,
+                                                         std::span<const collectives::Piece> blocks,
+                                                         size_t element, int first) const {
+  collectives::Algorithm algorithm = collectives::Algorithm::kAuto;
+  if (size_ > 1) {
+    const size_t n = blocks.size();
+    std::vector<size_t> bytes(n);
+    for (size_t u = 0; u < n; ++u) bytes[u] = blocks[(first + u) % n].count * element;
+    algorithm = collectives::chooseForBlocks(collective, bytes, modelSliceBytes(), model_,
+                                             forced(collective), modelHosts_);
+  }
+  header.algorithm = static_cast<uint8_t>(algorithm);
+  return algorithm;
 }
 
 collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,

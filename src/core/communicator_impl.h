@@ -37,6 +37,12 @@ struct WorkState {
 // in (options.cc).
 void checkOptions(const CommunicatorOptions& options);
 
+// The gather or scatter schedule of a chosen algorithm: kLinear's, else the tree.
+inline collectives::RootedSchedule rootedSchedule(collectives::Algorithm algorithm) {
+  return algorithm == collectives::Algorithm::kLinear ? collectives::RootedSchedule::kLinear
+                                                      : collectives::RootedSchedule::kTree;
+}
+
 // A checked call, ready to run: its header and its body.
 struct PreparedCall {
   OpHeader header;
@@ -102,12 +108,14 @@ class CommunicatorImpl {
   collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
                                    size_t bytes, const void* message,
                                    PairRole role = PairRole::kBoth) const;
-  // The v-forms' choice (kAllgatherv, kReduceScatterv; kGatherv and kScatterv with the blocks
-  // in relative order, select.h) for rank r's block of blockBytes[r]
-  // (every rank holds every count of these calls); kAuto for a world of one. Not remembered: it
-  // depends on every block, not only on their sum.
-  collectives::Algorithm algorithmForBlocks(collectives::Collective collective,
-                                            std::span<const size_t> blockBytes) const;
+  // The v-forms' choice (kAllgatherv, kReduceScatterv; kGatherv and kScatterv), written into
+  // `header` as chooseFor() does: priced over the blocks taken in turn from block `first` (the
+  // root's, for the rooted ones: select.h wants them in relative order), `element` bytes per
+  // count. Every rank holds every count of these calls, so all choose alike; kAuto for a world
+  // of one. Not remembered: it depends on every block, not only on their sum.
+  collectives::Algorithm chooseForBlocks(OpHeader& header, collectives::Collective collective,
+                                         std::span<const collectives::Piece> blocks, size_t element,
+                                         int first = 0) const;
   collectives::Algorithm forced(collectives::Collective collective) const {
     return forced_[static_cast<size_t>(collective)];
   }
@@ -143,6 +151,12 @@ class CommunicatorImpl {
   // connectAllPeers() by wait's deadline, and `wait` over every link now active: for a schedule
   // that talks to every rank (the linear gather and scatter), which every rank runs alike.
   transport::WaitContext linkedToAll(const transport::WaitContext& wait);
+  // `wait` for a gather or scatter run with `schedule`: linkedToAll() for the linear one, which
+  // talks to every rank; the tree's links are there already.
+  transport::WaitContext linkedFor(collectives::RootedSchedule schedule,
+                                   const transport::WaitContext& wait) {
+    return schedule == collectives::RootedSchedule::kLinear ? linkedToAll(wait) : wait;
+  }
   // The group the rings, chains and trees of all-reduce, reduce-scatter, all-gather, broadcast and
   // reduce run on: ranks ordered by host (host_ring.h), `rank` being this rank's place in that
   // order, with links to the places a binomial tree needs. The same as the rank-order group

@@ -73,10 +73,8 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
       return copyOwnBlock(impl.inlineFromPrev(), args.recv + (1 - args.root) * args.blockBytes,
                           args.blockBytes);
     }
-    if (algorithm == collectives::Algorithm::kLinear) {
-      return collectives::linearGather(group, args, impl.sliceBytes({}), impl.linkedToAll(wait));
-    }
-    collectives::treeGather(group, args, impl.sliceBytes({}), wait);
+    const collectives::RootedSchedule schedule = detail::rootedSchedule(algorithm);
+    collectives::gather(group, args, schedule, impl.sliceBytes({}), impl.linkedFor(schedule, wait));
   };
   return {header, body};
 }
@@ -106,10 +104,9 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
       }
       return copyOwnBlock(args.send + args.root * args.blockBytes, args.recv, args.blockBytes);
     }
-    if (algorithm == collectives::Algorithm::kLinear) {
-      return collectives::linearScatter(group, args, impl.sliceBytes({}), impl.linkedToAll(wait));
-    }
-    collectives::treeScatter(group, args, impl.sliceBytes({}), wait);
+    const collectives::RootedSchedule schedule = detail::rootedSchedule(algorithm);
+    collectives::scatter(group, args, schedule, impl.sliceBytes({}),
+                         impl.linkedFor(schedule, wait));
   };
   return {header, body};
 }

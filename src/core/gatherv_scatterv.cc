@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cstring>
-#include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/select.h"
@@ -23,20 +22,6 @@ using detail::OpKind;
 using Prepared = detail::PreparedCall;
 
 namespace {
-
-// Tree or linear, by the cost model (or the options) over the blocks in relative order (select.h).
-// Every rank passes every count, and the header's fingerprint makes them the same, so all choose
-// alike. Written into the call's header: ranks that force different algorithms disagree there.
-collectives::Algorithm chooseRooted(detail::CommunicatorImpl& impl, OpHeader& header,
-                                    collectives::Collective collective,
-                                    std::span<const Piece> blocks, size_t element, int root) {
-  const size_t n = blocks.size();
-  std::vector<size_t> relative(n);
-  for (size_t u = 0; u < n; ++u) relative[u] = blocks[(root + u) % n].count * element;
-  const collectives::Algorithm algorithm = impl.algorithmForBlocks(collective, relative);
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  return algorithm;
-}
 
 // What both calls share: the root, the counts (every rank), the displacements (the root only:
 // elsewhere they are ignored), the root's buffer of all blocks against this rank's own block
@@ -85,8 +70,9 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
                   .count = layout.total,
                   .countsHash = detail::hashCounts(counts),
                   .ranks = impl.size()};
-  const auto algorithm = chooseRooted(
-      impl, header, gather ? collectives::Collective::kGatherv : collectives::Collective::kScatterv,
+  // Priced over the blocks in relative order (from the root's), as select.h wants them.
+  const auto algorithm = impl.chooseForBlocks(
+      header, gather ? collectives::Collective::kGatherv : collectives::Collective::kScatterv,
       layout.blocks, elementSize(type), root);
   auto body = [&impl, gather, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, root,
@@ -97,30 +83,18 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
       const size_t bytes = blocks[0].count * element;
       return gather ? copyBytes(recv + at, send, bytes) : copyBytes(recv, send + at, bytes);
     }
-    if (algorithm == collectives::Algorithm::kLinear) {
-      const transport::WaitContext all = impl.linkedToAll(wait);
-      if (gather) {
-        return collectives::linearGatherv(
-            group,
-            {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-            impl.sliceBytes({}), all);
-      }
-      return collectives::linearScatterv(
-          group,
-          {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-          impl.sliceBytes({}), all);
-    }
+    const collectives::RootedSchedule schedule = detail::rootedSchedule(algorithm);
+    const transport::WaitContext linked = impl.linkedFor(schedule, wait);
     if (gather) {
-      collectives::treeGatherv(
+      return collectives::gatherv(
           group,
           {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-          impl.sliceBytes({}), wait);
-    } else {
-      collectives::treeScatterv(
-          group,
-          {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-          impl.sliceBytes({}), wait);
+          schedule, impl.sliceBytes({}), linked);
     }
+    collectives::scatterv(
+        group,
+        {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
+        schedule, impl.sliceBytes({}), linked);
   };
   return {header, body};
 }

@@ -36,18 +36,6 @@ std::vector<size_t> copyOf(std::span<const size_t> values) {
   return {values.begin(), values.end()};
 }
 
-// The ring, or the log-step algorithm when the cost model (or the options) choose it for these
-// blocks; every rank holds every count, so all choose alike. Written into the call's header.
-collectives::Algorithm chooseForBlocks(detail::CommunicatorImpl& impl, OpHeader& header,
-                                       collectives::Collective collective,
-                                       std::span<const Piece> blocks, size_t element) {
-  std::vector<size_t> bytes(blocks.size());
-  for (size_t r = 0; r < blocks.size(); ++r) bytes[r] = blocks[r].count * element;
-  const collectives::Algorithm algorithm = impl.algorithmForBlocks(collective, bytes);
-  header.algorithm = static_cast<uint8_t>(algorithm);
-  return algorithm;
-}
-
 // [begin, begin + bytes) and [other, other + otherBytes) share a byte.
 bool overlaps(const void* begin, size_t bytes, const void* other, size_t otherBytes) {
   const auto a = reinterpret_cast<uintptr_t>(begin);
@@ -71,7 +59,7 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
                   .countsHash = detail::hashCounts(recvCounts),
                   .ranks = impl.size()};
   const auto algorithm =
-      chooseForBlocks(impl, header, collectives::Collective::kAllgatherv, layout.blocks, element);
+      impl.chooseForBlocks(header, collectives::Collective::kAllgatherv, layout.blocks, element);
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
                algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
@@ -109,8 +97,8 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
                   .count = layout.total,
                   .countsHash = detail::hashCounts(recvCounts),
                   .ranks = impl.size()};
-  const auto algorithm = chooseForBlocks(impl, header, collectives::Collective::kReduceScatterv,
-                                         layout.blocks, element);
+  const auto algorithm = impl.chooseForBlocks(header, collectives::Collective::kReduceScatterv,
+                                              layout.blocks, element);
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, op,
                algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
