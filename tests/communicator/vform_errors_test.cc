@@ -16,6 +16,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// A mismatch between two v-form calls names both calls' count fingerprints, and they differ.
+void expectTwoFingerprints(const std::string& message) {
+  const size_t first = message.find("counts #");
+  const size_t second = message.find("counts #", first + 1);
+  ASSERT_NE(second, std::string::npos) << message;
+  EXPECT_NE(message.substr(first, 24), message.substr(second, 24)) << message;
+}
+
 Communicator makeComm(int rank, int size, std::shared_ptr<Store> store) {
   CommunicatorOptions o;
   o.timeout = 60s;  // a failure must come from the peers' errors, never from this deadline
@@ -195,11 +203,7 @@ TEST(VFormErrors, CountsThatDifferFailWithMismatchNamingBothCalls) {
       EXPECT_NE(message.find("allgatherv(count=6 in all over 3 ranks, float32, counts #"),
                 std::string::npos)
           << message;
-      // The two calls carry different fingerprints.
-      const size_t first = message.find("counts #");
-      const size_t second = message.find("counts #", first + 1);
-      ASSERT_NE(second, std::string::npos) << message;
-      EXPECT_NE(message.substr(first, 24), message.substr(second, 24)) << message;
+      expectTwoFingerprints(message);
     } catch (const PeerError& e) {
       EXPECT_EQ(rank, 0) << e.what();
       EXPECT_NE(std::string(e.what()).find("allgatherv"), std::string::npos) << e.what();
@@ -271,10 +275,7 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
                                              name, root)),
                     std::string::npos)
               << message;
-          const size_t first = message.find("counts #");
-          const size_t second = message.find("counts #", first + 1);
-          ASSERT_NE(second, std::string::npos) << message;
-          EXPECT_NE(message.substr(first, 24), message.substr(second, 24)) << message;
+          expectTwoFingerprints(message);
         } catch (const PeerError& e) {
           EXPECT_EQ(rank, 0) << e.what();
           EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
