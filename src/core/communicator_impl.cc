@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "collectives/select.h"
@@ -210,8 +211,15 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     running_ = header;
     if (collective && size_ > 1 && !header.selfChecked) {
       headerChecked_ = false;
-      if (header.receivesOnly && takeWaitingHeader(header, wait)) {
+      if (header.relays) {
+        // The previous rank's header and data first: this rank sends on what it received (after
+        // the body has taken it).
+        checkHeader(wait);
+      } else if (header.receivesOnly && takeWaitingHeader(header, wait)) {
         // The sender's header and data were here and matched: nothing to send.
+      } else if (header.receivesOnly && size_ > 2) {
+        sendAnswer(header, wait);
+        checkHeader(wait);
       } else {
         sendHeader(header, wait);
         if (header.sendsOnly) {
@@ -229,13 +237,22 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
         }
       }
     } else if (!unchecked_.empty()) {
-      // A point-to-point call (or one that checks its own headers): the peer's answers that are
-      // here; those still to come are read before its messages (settlesUnchecked).
-      settleArrived(wait);
+      if (collective && size_ > 2) {
+        // A call that checks its own headers, with partners' messages that are call headers: the
+        // previous rank's answers to this rank's sender-only calls must not be read as those.
+        // On more than two ranks every such call is answered (takeWaitingHeader): wait for them.
+        while (!unchecked_.empty()) readSettlingHeader(wait);
+      } else {
+        // A point-to-point call: the peer's answers that are here; those still to come are read
+        // before its messages (settlesUnchecked).
+        settleArrived(wait);
+      }
     }
     body(group_, wait);
     if (!headerChecked_) checkHeader(wait);
-    if (collective && size_ > 1) group_.next().flush(wait);  // the header left headerOut_
+    if (header.relays) sendHeader(header, wait);
+    // The header left headerOut_ (an answer's own send flushed it).
+    if (collective && size_ > 1 && !(header.receivesOnly && size_ > 2)) group_.next().flush(wait);
   } catch (const PeerError& e) {
     if (collective && !headerChecked_) {
       // The previous rank may have failed because it read our call and disagreed; its header,
@@ -273,6 +290,17 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
     next.sendMore(out, bytes, wait);
   } else {
     next.send(out, bytes, wait);
+  }
+}
+
+void CommunicatorImpl::sendAnswer(const OpHeader& header, const WaitContext& wait) {
+  try {
+    sendHeader(header, wait);
+    group_.next().flush(wait);
+  } catch (const PeerError&) {
+    // More than two ranks: the answer goes to the rank that sent the chain's data, which returned
+    // once it had sent it and may have closed its links since (its last call). Nobody waits for
+    // the answer then; a peer that aborted instead fails this rank's next call on that link.
   }
 }
 
@@ -365,7 +393,14 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
     prev.release();
     unchecked_.clear();  // all before this call, which the peer has passed
     headerChecked_ = true;
-    if (++skippedHeaders_ >= kConfirmEvery) sendHeader(header, wait);
+    // Two ranks: the sender learns from a later header that this call passed. More: the sender
+    // of the chain (the next rank) reads an answer to every call, so that a call that checks its
+    // own headers can wait for all of them first (execute).
+    if (size_ > 2) {
+      sendAnswer(header, wait);
+    } else if (++skippedHeaders_ >= kConfirmEvery) {
+      sendHeader(header, wait);
+    }
     return true;
   }
 }
@@ -517,6 +552,15 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
       pairMessageBytes(collective, bytes) <= OpHeader::kInlineBytes) {
     return collectives::Algorithm::kHeaderInline;
   }
+  // More ranks: a small broadcast's data rides in the call headers, passed along the ring from
+  // the root (N-1 messages one after another, none waited for by the root), where the tree waits
+  // for the ring's round of headers and then takes ceil(log2 N) steps. Every message costs the
+  // model's alpha, so the chain is chosen while it takes no more of them.
+  if (size_ > 2 && collective == Collective::kBroadcast &&
+      forced(collective) == collectives::Algorithm::kAuto && bytes <= OpHeader::kInlineBytes &&
+      static_cast<unsigned>(size_ - 1) <= 1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
+    return collectives::Algorithm::kHeaderInline;
+  }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
                              forced(collective), modelHosts_);
 }
@@ -547,6 +591,7 @@ collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
     header.inlineBytes = pairMessageBytes(collective, bytes);
     header.sendsOnly = role == PairRole::kSendsOnly;
     header.receivesOnly = role == PairRole::kReceivesOnly;
+    header.relays = role == PairRole::kRelays;
   }
   return algorithm;
 }

@@ -212,6 +212,9 @@ class CommunicatorImpl {
   // sender-only calls that come first) and throws MismatchError unless it is the same call;
   // keeps its inline data (inlineFromPrev()).
   void readRunningHeader(const transport::WaitContext& wait);
+  // More than two ranks: this rank's header to the next rank, the sender of a chain of headers it
+  // ended (receivesOnly), sent and flushed; a next rank that has closed its links is no error.
+  void sendAnswer(const OpHeader& header, const transport::WaitContext& wait);
   // Reads the next message from the peer, waiting for it: a header that settles unchecked_.
   void readSettlingHeader(const transport::WaitContext& wait);
   // Reads, without waiting, the peer's headers that have arrived for unchecked_; stops at

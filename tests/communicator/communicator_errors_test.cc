@@ -303,6 +303,109 @@ TEST(CommunicatorErrors, TwoReceiversOfOneSmallBroadcastBothFail) {
   }
 }
 
+// More than two ranks: a small broadcast's data rides in the call headers around the ring from
+// the root, each rank between relaying it; the root returns once it has sent, and the rank
+// before it answers every call. Roots change; small all-reduces (whose messages are call
+// headers themselves), a large broadcast (the tree), point-to-point rings and barriers come in
+// between: every value arrives, and the root's answers are never read as another call's.
+TEST(CommunicatorErrors, SmallBroadcastsOnMoreRanksPassAlongTheRing) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (int n : {3, 4, 5}) {
+      runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store, 10s, transport);
+        EXPECT_EQ(comm.algorithmFor("broadcast", 64), "header_inline") << n;
+        EXPECT_NE(comm.algorithmFor("broadcast", 4096), "header_inline") << n;
+        for (int i = 0; i < 150; ++i) {
+          const int root = (i / 7) % size;
+          int64_t value[2] = {-1, -1};
+          if (rank == root) value[0] = 1000 * i + root, value[1] = -i;
+          comm.broadcast(value, 2, DataType::kInt64, root);
+          ASSERT_EQ(value[0], 1000 * i + root) << transport << " n=" << n << " call " << i;
+          ASSERT_EQ(value[1], -i) << transport << " n=" << n << " call " << i;
+          if (i % 13 == 12) {
+            int64_t total = rank + i;
+            comm.allreduce(&total, 1, DataType::kInt64, ReduceOp::kSum);
+            ASSERT_EQ(total, int64_t{size} * i + size * (size - 1) / 2) << transport << " " << i;
+          }
+          if (i % 50 == 49) {
+            std::vector<int32_t> big(2000, rank == root ? i : -1);
+            comm.broadcast(big.data(), big.size(), DataType::kInt32, root);
+            ASSERT_EQ(big.front(), i);
+            ASSERT_EQ(big.back(), i);
+            const int64_t mine = 10 * rank;
+            int64_t got = -1;
+            comm.sendrecv(&mine, 1, (rank + 1) % size, &got, 1, (rank + size - 1) % size,
+                          DataType::kInt64);
+            ASSERT_EQ(got, 10 * ((rank + size - 1) % size));
+            comm.barrier();
+          }
+        }
+      });
+    }
+  }
+  // Past five ranks the chain's N-1 messages outnumber the tree's: the tree is chosen.
+  runThreadRanks(8, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    EXPECT_EQ(comm.algorithmFor("broadcast", 64), "tree");
+  });
+}
+
+// A root that closes its communicator as soon as its small broadcast returns (its last call)
+// fails nobody: the rank before it answers into a link nobody reads any more.
+TEST(CommunicatorErrors, ARootThatLeavesAfterASmallBroadcastFailsNobody) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 10s, transport);
+      comm.barrier();
+      for (int i = 0; i < 5; ++i) {
+        int32_t value = rank == 2 ? 40 + i : -1;
+        comm.broadcast(&value, 1, DataType::kInt32, 2);
+        EXPECT_EQ(value, 40 + i) << transport;
+      }
+    });
+  }
+}
+
+// More than two ranks, a small broadcast, one rank naming another root (then another count): the
+// ranks that read a disagreeing call name both; the others fail through the abort, at this call
+// or (the root, which only sends) at the next. Only the ranks whose call is the root's (rank 0's)
+// return from it, each with the root's data.
+TEST(CommunicatorErrors, ASmallBroadcastOnMoreRanksThatOneRankDisagreesWithFailsEveryRank) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (bool otherRoot : {true, false}) {
+      std::atomic<int> mismatches{0};
+      runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store, 10s, transport);
+        const bool odd = rank == 2;
+        const int root = odd && otherRoot ? 1 : 0;
+        const size_t count = odd && !otherRoot ? 3 : 2;
+        std::vector<float> data(3, rank == 0 ? 5.0f : -1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          comm.broadcast(data.data(), count, DataType::kFloat32, root);
+          // Only a rank whose call is the root's returns here, with the root's data.
+          EXPECT_FALSE(odd) << transport << ": the disagreeing rank returned";
+          EXPECT_EQ(data[0], 5.0f) << transport << ": rank " << rank;
+          comm.barrier();
+          ADD_FAILURE() << transport << ": rank " << rank << " never heard of the disagreement";
+        } catch (const MismatchError& e) {
+          ++mismatches;
+          const std::string other = otherRoot ? "broadcast(count=2, float32, root=1)"
+                                              : "broadcast(count=3, float32, root=0)";
+          for (const std::string& part :
+               {std::string("broadcast(count=2, float32, root=0)"), other}) {
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+          }
+        } catch (const PeerError& e) {
+          EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << transport;
+      });
+      EXPECT_GE(mismatches.load(), 1) << transport;
+    }
+  }
+}
+
 // Rank 1 broadcasts while the others all-reduce. The ranks that read rank 1's call directly
 // throw MismatchError; the others fail through the abort that follows, with a PeerError whose
 // message still names both calls. Nobody waits for the timeout. Run for a small all-reduce
