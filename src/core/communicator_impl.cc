@@ -553,10 +553,11 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     return collectives::Algorithm::kHeaderInline;
   }
   // More ranks: a small broadcast's data rides in the call headers, passed along the ring from
-  // the root (N-1 messages one after another, none waited for by the root), where the tree waits
+  // the root (N-1 messages one after another, none waited for by the root), and a small reduce's
+  // partial results towards the root from the rank after it; where the tree waits
   // for the ring's round of headers and then takes ceil(log2 N) steps. Every message costs the
   // model's alpha, so the chain is chosen while it takes no more of them.
-  if (size_ > 2 && collective == Collective::kBroadcast &&
+  if (size_ > 2 && (collective == Collective::kBroadcast || collective == Collective::kReduce) &&
       forced(collective) == collectives::Algorithm::kAuto && bytes <= OpHeader::kInlineBytes &&
       static_cast<unsigned>(size_ - 1) <= 1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
     return collectives::Algorithm::kHeaderInline;

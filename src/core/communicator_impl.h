@@ -145,6 +145,9 @@ class CommunicatorImpl {
   const OpHeader& runningHeader() const { return running_; }
   // The previous rank's inline data (OpHeader::inlineData), valid after checkHeader().
   const std::byte* inlineFromPrev() const { return inlineIn_.data(); }
+  // Where a relaying rank (OpHeader::relays) writes what it sends on when that is not one of the
+  // caller's buffers (a reduce's partial result); its header's inlineData points here.
+  std::byte* inlineToNext() { return inlineOut_.data(); }
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
@@ -258,6 +261,7 @@ class CommunicatorImpl {
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
   // Reduced straight out of (as int64 or double): aligned like any allocation.
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};
+  alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineOut_{};
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
   // Sender-only two-rank calls (OpHeader::sendsOnly) whose peer header is still unread, oldest

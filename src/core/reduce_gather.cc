@@ -58,9 +58,16 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
         fmt::format("reduce on rank {}: send buffer is null but count is {}", rank, count));
   }
   OpHeader header{.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count};
+  // Small data rides in the call headers, around the ring towards the root: the rank after the
+  // root sends its data and returns, the ones after it relay a partial result (theirs reduced
+  // with what came), the root reduces the last one with its own (on two ranks: no relays).
+  const int size = impl.size();
+  const auto role = rank == (root + 1) % size ? PairRole::kSendsOnly
+                    : rank == root            ? PairRole::kReceivesOnly
+                                              : PairRole::kRelays;
   const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kReduce, bytes, send,
-                     rank != root ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
+      impl.chooseFor(header, collectives::Collective::kReduce, bytes,
+                     role == PairRole::kRelays ? impl.inlineToNext() : send, role);
   collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .count = count,
@@ -74,9 +81,13 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
       return;
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
-      if (group.rank != args.root || bytes == 0) return;
-      kernels::reduce(args.recv, args.send, impl.inlineFromPrev(), args.count, args.type, args.op);
-      if (args.op == ReduceOp::kAvg) kernels::finishAverage(args.recv, args.count, args.type, 2);
+      if (bytes == 0 || group.rank == (args.root + 1) % group.size) return;  // sent its own
+      // A relay passes on its data reduced with the partial result that came; the root ends it.
+      std::byte* out = group.rank == args.root ? args.recv : impl.inlineToNext();
+      kernels::reduce(out, args.send, impl.inlineFromPrev(), args.count, args.type, args.op);
+      if (args.op == ReduceOp::kAvg && group.rank == args.root) {
+        kernels::finishAverage(args.recv, args.count, args.type, group.size);
+      }
       return;
     }
     if (algorithm == collectives::Algorithm::kTree) {

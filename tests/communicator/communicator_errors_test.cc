@@ -305,16 +305,19 @@ TEST(CommunicatorErrors, TwoReceiversOfOneSmallBroadcastBothFail) {
 
 // More than two ranks: a small broadcast's data rides in the call headers around the ring from
 // the root, each rank between relaying it; the root returns once it has sent, and the rank
-// before it answers every call. Roots change; small all-reduces (whose messages are call
-// headers themselves), a large broadcast (the tree), point-to-point rings and barriers come in
-// between: every value arrives, and the root's answers are never read as another call's.
-TEST(CommunicatorErrors, SmallBroadcastsOnMoreRanksPassAlongTheRing) {
+// before it answers every call. A small reduce's partial results ride the other way round, from
+// the rank after the root (which only sends) to the root. Roots change; small all-reduces (whose
+// messages are call headers themselves), a large broadcast (the tree), point-to-point rings and
+// barriers come in between: every value arrives, and no answer is read as another call's.
+TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
   for (const char* transport : {"local", "shm", "tcp"}) {
     for (int n : {3, 4, 5}) {
       runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
         Communicator comm = makeComm(rank, size, store, 10s, transport);
-        EXPECT_EQ(comm.algorithmFor("broadcast", 64), "header_inline") << n;
-        EXPECT_NE(comm.algorithmFor("broadcast", 4096), "header_inline") << n;
+        for (const char* c : {"broadcast", "reduce"}) {
+          EXPECT_EQ(comm.algorithmFor(c, 64), "header_inline") << n << c;
+          EXPECT_NE(comm.algorithmFor(c, 4096), "header_inline") << n << c;
+        }
         for (int i = 0; i < 150; ++i) {
           const int root = (i / 7) % size;
           int64_t value[2] = {-1, -1};
@@ -322,6 +325,21 @@ TEST(CommunicatorErrors, SmallBroadcastsOnMoreRanksPassAlongTheRing) {
           comm.broadcast(value, 2, DataType::kInt64, root);
           ASSERT_EQ(value[0], 1000 * i + root) << transport << " n=" << n << " call " << i;
           ASSERT_EQ(value[1], -i) << transport << " n=" << n << " call " << i;
+          const int64_t mine[2] = {i + rank, int64_t{1} << rank};
+          int64_t sum[2] = {-1, -1};
+          comm.reduce(mine, sum, 2, DataType::kInt64, ReduceOp::kSum, (root + i) % size);
+          if (rank == (root + i) % size) {
+            ASSERT_EQ(sum[0], int64_t{size} * i + size * (size - 1) / 2) << transport << " " << i;
+            ASSERT_EQ(sum[1], (int64_t{1} << size) - 1) << transport << " " << i;
+          }
+          if (i % 10 == 0) {
+            const float x = float(rank);
+            float mean = -1;
+            comm.reduce(&x, &mean, 1, DataType::kFloat32, ReduceOp::kAvg, root);
+            if (rank == root) {
+              ASSERT_FLOAT_EQ(mean, float(size - 1) / 2) << transport << " " << i;
+            }
+          }
           if (i % 13 == 12) {
             int64_t total = rank + i;
             comm.allreduce(&total, 1, DataType::kInt64, ReduceOp::kSum);
@@ -347,11 +365,13 @@ TEST(CommunicatorErrors, SmallBroadcastsOnMoreRanksPassAlongTheRing) {
   runThreadRanks(8, [&](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
     EXPECT_EQ(comm.algorithmFor("broadcast", 64), "tree");
+    EXPECT_EQ(comm.algorithmFor("reduce", 64), "tree");
   });
 }
 
 // A root that closes its communicator as soon as its small broadcast returns (its last call)
-// fails nobody: the rank before it answers into a link nobody reads any more.
+// fails nobody: the rank before it answers into a link nobody reads any more. So does the rank
+// that starts a small reduce's chain (the one after the root).
 TEST(CommunicatorErrors, ARootThatLeavesAfterASmallBroadcastFailsNobody) {
   for (const char* transport : {"local", "shm", "tcp"}) {
     runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
@@ -361,6 +381,12 @@ TEST(CommunicatorErrors, ARootThatLeavesAfterASmallBroadcastFailsNobody) {
         int32_t value = rank == 2 ? 40 + i : -1;
         comm.broadcast(&value, 1, DataType::kInt32, 2);
         EXPECT_EQ(value, 40 + i) << transport;
+      }
+      const int32_t mine = rank;
+      int32_t sum = -1;
+      comm.reduce(&mine, &sum, 1, DataType::kInt32, ReduceOp::kSum, 1);
+      if (rank == 1) {
+        EXPECT_EQ(sum, 6) << transport;
       }
     });
   }
