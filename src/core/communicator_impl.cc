@@ -387,9 +387,10 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
     }
     // Anything else goes the usual way: this rank's header first, so a peer that disagrees
     // names both calls too.
-    if (!header.sameCall(theirs) || bytes != header.wireBytes()) return false;
+    const size_t inBytes = header.inlineFromPrevBytes();
+    if (!header.sameCall(theirs) || bytes != OpHeader::kFieldBytes + inBytes) return false;
     const std::byte* in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
-    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, header.inlineBytes);
+    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, inBytes);
     prev.release();
     unchecked_.clear();  // all before this call, which the peer has passed
     headerChecked_ = true;
@@ -420,14 +421,15 @@ void CommunicatorImpl::readRunningHeader(const WaitContext& wait) {
     prev.release();
   }
   const bool same = ok && expected.sameCall(theirs);
-  if (same && expected.inlineBytes > 0) {
-    if (bytes != expected.wireBytes()) {
+  const size_t inBytes = expected.inlineFromPrevBytes();
+  if (same && inBytes > 0) {
+    if (bytes != OpHeader::kFieldBytes + inBytes) {
       prev.release();
       throw IoError(fmt::format("{}: rank {} sent a call header of {} bytes for {} (expected {})",
                                 wait.describe(), prev.peer(), bytes, theirs.describeCall(),
-                                expected.wireBytes()));
+                                OpHeader::kFieldBytes + inBytes));
     }
-    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, expected.inlineBytes);
+    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, inBytes);
   }
   prev.release();
   if (!ok) {
@@ -552,13 +554,19 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
       pairMessageBytes(collective, bytes) <= OpHeader::kInlineBytes) {
     return collectives::Algorithm::kHeaderInline;
   }
-  // More ranks: a small broadcast's data rides in the call headers, passed along the ring from
-  // the root (N-1 messages one after another, none waited for by the root), and a small reduce's
-  // partial results towards the root from the rank after it; where the tree waits
-  // for the ring's round of headers and then takes ceil(log2 N) steps. Every message costs the
-  // model's alpha, so the chain is chosen while it takes no more of them.
-  if (size_ > 2 && (collective == Collective::kBroadcast || collective == Collective::kReduce) &&
-      forced(collective) == collectives::Algorithm::kAuto && bytes <= OpHeader::kInlineBytes &&
+  // More ranks: a small rooted call's data rides in the call headers along the ring (N-1
+  // messages one after another, none waited for by the rank that starts them): a broadcast's from
+  // the root, a scatter's blocks from the root (all of them, each rank taking its own), a reduce's
+  // partial results and a gather's growing blocks towards the root from the rank after it. The
+  // tree instead waits for the ring's round of headers and then takes ceil(log2 N) steps. Every
+  // message costs the model's alpha, so the chain is chosen while it takes no more of them.
+  const bool chainable = collective == Collective::kBroadcast ||
+                         collective == Collective::kReduce || collective == Collective::kScatter ||
+                         collective == Collective::kGather;
+  // The largest message: a gather's last carries every block but the root's.
+  const size_t chainBytes = collective == Collective::kGather ? bytes - bytes / size_ : bytes;
+  if (size_ > 2 && chainable && forced(collective) == collectives::Algorithm::kAuto &&
+      chainBytes <= OpHeader::kInlineBytes &&
       static_cast<unsigned>(size_ - 1) <= 1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
     return collectives::Algorithm::kHeaderInline;
   }

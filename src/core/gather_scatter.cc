@@ -57,9 +57,22 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
                        DataType type, int root) {
   const size_t block = checkRooted("gather", impl, recv, "recv", send, "send", count, type, root);
   OpHeader header{.kind = OpKind::kGather, .type = type, .root = root, .count = count};
+  // Small blocks ride in the call headers around the ring towards the root: the rank after the
+  // root sends its block and returns, each rank after it sends on the blocks that came and its
+  // own, the root takes them all (on two ranks: one block, no relays).
+  const int size = impl.size();
+  const int place = (impl.rank() - root + size) % size;  // 1 starts the chain, 0 ends it
+  const auto role = place == 1   ? PairRole::kSendsOnly
+                    : place == 0 ? PairRole::kReceivesOnly
+                                 : PairRole::kRelays;
   const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kGather, block * impl.size(), send,
-                     impl.rank() != root ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
+      impl.chooseFor(header, collectives::Collective::kGather, block * size,
+                     role == PairRole::kRelays ? impl.inlineToNext() : send, role);
+  if (algorithm == collectives::Algorithm::kHeaderInline && size > 2) {
+    // The chain's message from place p carries p blocks; the root's answer none.
+    header.inlineBytes = place == 0 ? 0 : place * block;
+    if (place != 1) header.inlineInBytes = ((place + size - 1) % size) * block;
+  }
   collectives::GatherArgs args{.send = static_cast<const std::byte*>(send),
                                .recv = static_cast<std::byte*>(recv),
                                .blockBytes = block,
@@ -68,10 +81,21 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
                                        const transport::WaitContext& wait) {
     if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
     if (algorithm == collectives::Algorithm::kHeaderInline) {
-      if (group.rank != args.root) return;
-      copyOwnBlock(args.send, args.recv + args.root * args.blockBytes, args.blockBytes);
-      return copyOwnBlock(impl.inlineFromPrev(), args.recv + (1 - args.root) * args.blockBytes,
-                          args.blockBytes);
+      const int n = group.size;
+      const int place = (group.rank - args.root + n) % n;
+      const size_t block = args.blockBytes;
+      if (place == 1 || block == 0) return;  // sent its block with its header
+      if (place > 1) {                       // a relay: the blocks that came, then its own
+        std::memcpy(impl.inlineToNext(), impl.inlineFromPrev(), (place - 1) * block);
+        std::memcpy(impl.inlineToNext() + (place - 1) * block, args.send, block);
+        return;
+      }
+      copyOwnBlock(args.send, args.recv + args.root * block, block);
+      for (int p = 1; p < n; ++p) {  // the blocks of places 1..n-1, in that order
+        std::memcpy(args.recv + ((args.root + p) % n) * block,
+                    impl.inlineFromPrev() + (p - 1) * block, block);
+      }
+      return;
     }
     const collectives::RootedSchedule schedule = detail::rootedSchedule(algorithm);
     collectives::gather(group, args, schedule, impl.sliceBytes({}), impl.linkedFor(schedule, wait));
@@ -83,14 +107,25 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
                         DataType type, int root) {
   const size_t block = checkRooted("scatter", impl, send, "send", recv, "recv", count, type, root);
   OpHeader header{.kind = OpKind::kScatter, .type = type, .root = root, .count = count};
-  // Two ranks: the root's block for the other rides in the header (the other's is unused).
+  // Small blocks ride in the call headers. Two ranks: the root's block for the other (the
+  // other's header carries nothing it uses). More: every block, around the ring from the root,
+  // each rank taking its own and sending them all on, the rank before the root answering.
+  const int size = impl.size();
+  const int rank = impl.rank();
+  const auto role = rank == root                ? PairRole::kSendsOnly
+                    : (rank + 1) % size == root ? PairRole::kReceivesOnly
+                                                : PairRole::kRelays;
   const void* inlined = recv;
-  if (impl.size() == 2 && impl.rank() == root) {
+  if (size == 2 && rank == root) {
     inlined = static_cast<const std::byte*>(send) + static_cast<size_t>(1 - root) * block;
+  } else if (size > 2) {
+    inlined = rank == root ? send : static_cast<const void*>(impl.inlineFromPrev());
   }
   const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kScatter, block * impl.size(), inlined,
-                     impl.rank() == root ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
+      impl.chooseFor(header, collectives::Collective::kScatter, block * size, inlined, role);
+  if (algorithm == collectives::Algorithm::kHeaderInline && size > 2) {
+    header.inlineBytes = block * size;
+  }
   collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,
@@ -100,7 +135,9 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
     if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       if (group.rank != args.root) {
-        return copyOwnBlock(impl.inlineFromPrev(), args.recv, args.blockBytes);
+        // Two ranks: the only block that came; more: this rank's among all of them.
+        const size_t at = group.size == 2 ? 0 : group.rank * args.blockBytes;
+        return copyOwnBlock(impl.inlineFromPrev() + at, args.recv, args.blockBytes);
       }
       return copyOwnBlock(args.send + args.root * args.blockBytes, args.recv, args.blockBytes);
     }

@@ -99,6 +99,13 @@ struct OpHeader {
   // so a tiny two-rank all-reduce is one message each way. Not compared by sameCall().
   const std::byte* inlineData = nullptr;
   size_t inlineBytes = 0;
+  // Not sent: the inline bytes the previous rank's header carries in this call, where they differ
+  // from this rank's (a gather's chain grows by a block at each rank); kSameAsSent otherwise.
+  static constexpr size_t kSameAsSent = SIZE_MAX;
+  size_t inlineInBytes = kSameAsSent;
+  size_t inlineFromPrevBytes() const {
+    return inlineInBytes == kSameAsSent ? inlineBytes : inlineInBytes;
+  }
 
   // On the wire a header is its fields followed by its inline data: kFieldBytes to kWireBytes.
   // The core's header round receives one of any length up to kWireBytes (Link::recvAny), so

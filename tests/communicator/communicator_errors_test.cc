@@ -305,8 +305,9 @@ TEST(CommunicatorErrors, TwoReceiversOfOneSmallBroadcastBothFail) {
 
 // More than two ranks: a small broadcast's data rides in the call headers around the ring from
 // the root, each rank between relaying it; the root returns once it has sent, and the rank
-// before it answers every call. A small reduce's partial results ride the other way round, from
-// the rank after the root (which only sends) to the root. Roots change; small all-reduces (whose
+// before it answers every call. A scatter's blocks go the same way (all of them, each rank taking
+// its own). A small reduce's partial results and a gather's growing blocks ride towards the root,
+// from the rank after it (which only sends). Roots change; small all-reduces (whose
 // messages are call headers themselves), a large broadcast (the tree), point-to-point rings and
 // barriers come in between: every value arrives, and no answer is read as another call's.
 TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
@@ -314,7 +315,7 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
     for (int n : {3, 4, 5}) {
       runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
         Communicator comm = makeComm(rank, size, store, 10s, transport);
-        for (const char* c : {"broadcast", "reduce"}) {
+        for (const char* c : {"broadcast", "reduce", "gather", "scatter"}) {
           EXPECT_EQ(comm.algorithmFor(c, 64), "header_inline") << n << c;
           EXPECT_NE(comm.algorithmFor(c, 4096), "header_inline") << n << c;
         }
@@ -331,6 +332,22 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
           if (rank == (root + i) % size) {
             ASSERT_EQ(sum[0], int64_t{size} * i + size * (size - 1) / 2) << transport << " " << i;
             ASSERT_EQ(sum[1], (int64_t{1} << size) - 1) << transport << " " << i;
+          }
+          {
+            const int other = (root + 2) % size;  // the gather's root; the scatter's is `root`
+            const int32_t mine = 100 * rank + i;
+            std::vector<int32_t> all(size, -1);
+            comm.gather(&mine, all.data(), 1, DataType::kInt32, other);
+            if (rank == other) {
+              for (int r = 0; r < size; ++r)
+                ASSERT_EQ(all[r], 100 * r + i) << transport << " " << i;
+            }
+            std::vector<int32_t> blocks(2 * size, -1);
+            for (int r = 0; r < size; ++r) blocks[2 * r] = 7 * r + i, blocks[2 * r + 1] = -r;
+            int32_t got[2] = {-1, -1};
+            comm.scatter(blocks.data(), got, 2, DataType::kInt32, root);
+            ASSERT_EQ(got[0], 7 * rank + i) << transport << " " << i;
+            ASSERT_EQ(got[1], -rank) << transport << " " << i;
           }
           if (i % 10 == 0) {
             const float x = float(rank);
@@ -366,6 +383,7 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
     Communicator comm = makeComm(rank, size, store);
     EXPECT_EQ(comm.algorithmFor("broadcast", 64), "tree");
     EXPECT_EQ(comm.algorithmFor("reduce", 64), "tree");
+    EXPECT_EQ(comm.algorithmFor("gather", 64), "tree");
   });
 }
 
