@@ -15,6 +15,7 @@
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
 #include "src/core/communicator_impl.h"
+#include "src/core/header_framing.h"
 
 namespace ringlet {
 
@@ -76,44 +77,6 @@ int Communicator::size() const { return impl_->size(); }
 
 namespace {
 
-// The tiny all-reduce's messages: the data rides in this rank's call header, and every
-// message received is checked against this rank's call (MismatchError naming both).
-class HeaderFraming final : public collectives::MessageFraming {
- public:
-  HeaderFraming(const OpHeader& mine, int rank, const transport::WaitContext& wait)
-      : mine_(mine), rank_(rank), wait_(wait) {}
-  size_t messageBytes(size_t dataBytes) const override { return OpHeader::kFieldBytes + dataBytes; }
-  size_t acceptBytes(size_t) const override { return OpHeader::kWireBytes; }
-  const std::byte* wrap(const std::byte* data, size_t bytes) override {
-    OpHeader header = mine_;
-    header.inlineData = data;
-    header.inlineBytes = bytes;
-    header.encodeTo(wire_.data());
-    return wire_.data();
-  }
-  const std::byte* unwrap(const std::byte* message, size_t bytes, int peer) override {
-    OpHeader theirs;
-    if (bytes < OpHeader::kFieldBytes || !OpHeader::decode(message, theirs)) {
-      throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
-                                wait_.describe(), peer));
-    }
-    if (!mine_.sameCall(theirs)) {
-      throw MismatchError(detail::describeMismatch(wait_.describe(), rank_, mine_, peer, theirs));
-    }
-    if (bytes != messageBytes(size_t(mine_.count) * elementSize(mine_.type))) {
-      throw IoError(fmt::format("{}: rank {} sent a call header of {} bytes for {}",
-                                wait_.describe(), peer, bytes, theirs.describeCall()));
-    }
-    return message + OpHeader::kFieldBytes;
-  }
-
- private:
-  const OpHeader& mine_;
-  const int rank_;
-  const transport::WaitContext& wait_;
-  std::array<std::byte, OpHeader::kWireBytes> wire_{};
-};
-
 collectives::Algorithm algorithmOf(collectives::AllreduceAlgorithm algorithm) {
   switch (algorithm) {
     case collectives::AllreduceAlgorithm::kLocalCopy:
@@ -167,11 +130,8 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
                         args.op);
         if (args.op == ReduceOp::kAvg) kernels::finishAverage(args.recv, args.count, args.type, 2);
         return;
-      case AllreduceAlgorithm::kHeaderDoubling: {
-        HeaderFraming framing(impl.runningHeader(), group.rank, wait);
-        collectives::recursiveDoublingAllreduce(group, args, wait, framing);
-        return;
-      }
+      case AllreduceAlgorithm::kHeaderDoubling:
+        return detail::headerDoublingAllreduce(impl, group, args, wait);
       case AllreduceAlgorithm::kRecursiveDoubling:
         // checkHeader() does nothing when execute() already checked (no earlyData).
         collectives::recursiveDoublingAllreduce(group, args, wait, collectives::plainFraming(),

@@ -563,6 +563,17 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
   const bool chainable = collective == Collective::kBroadcast ||
                          collective == Collective::kReduce || collective == Collective::kScatter ||
                          collective == Collective::kGather;
+  // More ranks, all-gather, reduce-scatter and all-to-all: small enough, every message is a call
+  // header carrying the data, by recursive doubling (header_framing.h), which needs no round of
+  // headers first and takes no more steps than Bruck or recursive halving after one. (The
+  // all-to-all's exchange is the N x N matrix of blocks.)
+  if (size_ > 2 && forced(collective) == collectives::Algorithm::kAuto && bytes > 0 &&
+      bytes <= OpHeader::kInlineBytes &&
+      (collective == Collective::kAllgather || collective == Collective::kReduceScatter ||
+       (collective == Collective::kAllToAll &&
+        bytes * static_cast<size_t>(size_) <= OpHeader::kInlineBytes))) {
+    return collectives::Algorithm::kHeaderInline;
+  }
   // The largest message: a gather's last carries every block but the root's.
   const size_t chainBytes = collective == Collective::kGather ? bytes - bytes / size_ : bytes;
   if (size_ > 2 && chainable && forced(collective) == collectives::Algorithm::kAuto &&

@@ -3,6 +3,7 @@
 // collectives/pairwise_alltoall.cc).
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
 #include "src/core/communicator_impl.h"
+#include "src/core/header_framing.h"
 
 namespace ringlet {
 
@@ -164,11 +166,26 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
                        : nullptr;
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllToAll, block * impl.size(), otherBlock);
+  detail::checkOwnHeaders(header, impl.size());
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};
   auto body = [&impl, args, algorithm](const collectives::Group& group,
                                        const transport::WaitContext& wait) {
+    if (algorithm == collectives::Algorithm::kHeaderInline && group.size > 2) {
+      // The N x N matrix of blocks (row: what a rank sends), each rank's row set and the rest
+      // zero, summed byte-wise over call headers; this rank's column is what it receives.
+      const size_t n = group.size;
+      const size_t row = args.blockBytes * n;
+      std::array<std::byte, OpHeader::kInlineBytes> matrix{};
+      std::memcpy(matrix.data() + group.rank * row, args.send, row);
+      detail::headerDoublingUnion(impl, group, matrix.data(), row * n, wait);
+      for (size_t s = 0; s < n; ++s) {
+        std::memcpy(args.recv + s * args.blockBytes,
+                    matrix.data() + s * row + group.rank * args.blockBytes, args.blockBytes);
+      }
+      return;
+    }
     if (algorithm == collectives::Algorithm::kHeaderInline) {  // sent with the header already
       const int peer = 1 - group.rank;
       copyOwnBlock(args.send + group.rank * args.blockBytes,

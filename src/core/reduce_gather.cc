@@ -2,6 +2,7 @@
 // algorithm (collectives/ring_gather_scatter.cc).
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
 #include "src/core/communicator_impl.h"
+#include "src/core/header_framing.h"
 
 namespace ringlet {
 
@@ -118,6 +120,7 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
   OpHeader header{.kind = OpKind::kAllgather, .type = type, .count = sendCount};
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllgather, blockBytes * impl.size(), send);
+  detail::checkOwnHeaders(header, impl.size());
   collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .sendCount = sendCount,
@@ -127,6 +130,15 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
     if (group.size == 1) {
       if (args.recv != args.send && blockBytes > 0) std::memcpy(args.recv, args.send, blockBytes);
       return;
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline && group.size > 2) {
+      // Every block where it belongs, the others zero, summed byte-wise over call headers.
+      const size_t all = blockBytes * group.size;
+      std::byte* mine = args.recv + group.rank * blockBytes;
+      if (mine != args.send) std::memcpy(mine, args.send, blockBytes);
+      std::memset(args.recv, 0, mine - args.recv);
+      std::memset(mine + blockBytes, 0, args.recv + all - (mine + blockBytes));
+      return detail::headerDoublingUnion(impl, group, args.recv, all, wait);
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       std::byte* mine = args.recv + group.rank * blockBytes;
@@ -172,6 +184,7 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
                                             : nullptr;
   const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduceScatter,
                                         blockBytes * impl.size(), otherBlock);
+  detail::checkOwnHeaders(header, impl.size());
   collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
                                       .recv = static_cast<std::byte*>(recv),
                                       .recvCount = recvCount,
@@ -181,6 +194,20 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
                                                    const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (args.recv != args.send && blockBytes > 0) std::memcpy(args.recv, args.send, blockBytes);
+      return;
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline && group.size > 2) {
+      // The whole send buffer reduced over call headers, this rank's block kept.
+      std::array<std::byte, OpHeader::kInlineBytes> all;
+      std::memcpy(all.data(), args.send, blockBytes * group.size);
+      detail::headerDoublingAllreduce(impl, group,
+                                      {.send = all.data(),
+                                       .recv = all.data(),
+                                       .count = args.recvCount * group.size,
+                                       .type = args.type,
+                                       .op = args.op},
+                                      wait);
+      std::memcpy(args.recv, all.data() + group.rank * blockBytes, blockBytes);
       return;
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {

@@ -319,6 +319,12 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
           EXPECT_EQ(comm.algorithmFor(c, 64), "header_inline") << n << c;
           EXPECT_NE(comm.algorithmFor(c, 4096), "header_inline") << n << c;
         }
+        // The unrooted ones check their own headers (every message is one, by recursive
+        // doubling); all-to-all's messages carry the N x N matrix of blocks.
+        for (const char* c : {"allgather", "reducescatter", "alltoall"}) {
+          EXPECT_EQ(comm.algorithmFor(c, 32), "header_inline") << n << c;
+          EXPECT_NE(comm.algorithmFor(c, 4096), "header_inline") << n << c;
+        }
         for (int i = 0; i < 150; ++i) {
           const int root = (i / 7) % size;
           int64_t value[2] = {-1, -1};
@@ -361,6 +367,22 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
             int64_t total = rank + i;
             comm.allreduce(&total, 1, DataType::kInt64, ReduceOp::kSum);
             ASSERT_EQ(total, int64_t{size} * i + size * (size - 1) / 2) << transport << " " << i;
+          }
+          if (i % 11 == 5) {
+            const int32_t mine = 3 * rank + i;
+            std::vector<int32_t> all(size, -1);
+            comm.allgather(&mine, all.data(), 1, DataType::kInt32);
+            for (int r = 0; r < size; ++r) ASSERT_EQ(all[r], 3 * r + i) << transport << " " << i;
+            std::vector<int32_t> parts(size);
+            for (int r = 0; r < size; ++r) parts[r] = r * 10 + rank;
+            int32_t part = -1;
+            comm.reduceScatter(parts.data(), &part, 1, DataType::kInt32, ReduceOp::kSum);
+            ASSERT_EQ(part, rank * 10 * size + size * (size - 1) / 2) << transport << " " << i;
+            std::vector<int32_t> out(size, -1), in(size);
+            for (int r = 0; r < size; ++r) in[r] = 100 * rank + r;  // to rank r
+            comm.allToAll(in.data(), out.data(), 1, DataType::kInt32);
+            for (int r = 0; r < size; ++r)
+              ASSERT_EQ(out[r], 100 * r + rank) << transport << " " << i;
           }
           if (i % 50 == 49) {
             std::vector<int32_t> big(2000, rank == root ? i : -1);
@@ -447,6 +469,35 @@ TEST(CommunicatorErrors, ASmallBroadcastOnMoreRanksThatOneRankDisagreesWithFails
       });
       EXPECT_GE(mismatches.load(), 1) << transport;
     }
+  }
+}
+
+// More than two ranks, a small all-gather whose every message is a call header: one rank with
+// another count fails at once with both calls named, and so does every rank (the ones that read
+// its header directly, or through the abort). Nobody waits for the timeout.
+TEST(CommunicatorErrors, ASmallAllgatherOnMoreRanksWithAnotherCountFailsEveryRank) {
+  for (const char* transport : {"local", "shm"}) {
+    std::atomic<int> mismatches{0};
+    runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 10s, transport);
+      const size_t count = rank == 3 ? 2 : 1;
+      std::vector<int32_t> mine(2, rank), all(2 * size, -1);
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        comm.allgather(mine.data(), all.data(), count, DataType::kInt32);
+        ADD_FAILURE() << transport << ": rank " << rank << " returned";
+      } catch (const MismatchError& e) {
+        ++mismatches;
+        for (const char* part :
+             {"allgather(count=1 per rank, int32)", "allgather(count=2 per rank, int32)"}) {
+          EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+        }
+      } catch (const PeerError& e) {
+        EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << transport;
+    });
+    EXPECT_GE(mismatches.load(), 1) << transport;
   }
 }
 
