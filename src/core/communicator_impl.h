@@ -264,8 +264,12 @@ class CommunicatorImpl {
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineOut_{};
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
-  // Sender-only two-rank calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
-  // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control). A fixed
+  // Sender-only calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
+  // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control). It must
+  // stay below every link's capacity in messages (shm: 64 cells): then the answers of one rank's
+  // unsettled calls always fit in their link, and on more than two ranks a chain of headers
+  // around the ring (every link of the cycle holding at most kMaxUnchecked calls) cannot fill
+  // all of them and wait on itself (with 200 it does, over shm). A fixed
   // ring, not a deque: a deque allocates and frees a block every few calls.
   static constexpr size_t kMaxUnchecked = 48;
   class UncheckedCalls {
