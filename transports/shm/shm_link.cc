@@ -131,10 +131,17 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
   // reads once the data is there (Waiter::arrived: did the data sit while we yielded or slept?).
   auto nextLiveness = Clock::now() + kLivenessInterval;
   bool stamping = false;
+  // The flag shares its cache line with what the writer reads on every send (notify): it is
+  // written back only when this wait changed it, so a wait that ends in its spin phase leaves
+  // the writer's copy of that line alone.
+  bool flagged = false;
   struct ClearFlag {
     std::atomic<uint32_t>* flag;
-    ~ClearFlag() { flag->store(kAwake, std::memory_order_relaxed); }
-  } clearFlag{sleeping};
+    const bool* changed;
+    ~ClearFlag() {
+      if (*changed) flag->store(kAwake, std::memory_order_relaxed);
+    }
+  } clearFlag{sleeping, &flagged};
   auto readyStamped = [&] {
     if (!ready()) return false;
     const int64_t stamp = stamping ? published->load(std::memory_order_relaxed) : 0;
@@ -147,6 +154,7 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
       // The stamp is advice to the wait policy: a writer without a full fence (membarrier
       // fences) may publish without seeing this flag, and then no stamp (0) is no advice.
       published->store(0, std::memory_order_relaxed);
+      flagged = true;
       sleeping->store(kYielding, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
@@ -161,6 +169,7 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
     nextLiveness = now + kLivenessInterval;
   };
   auto block = [&](std::chrono::nanoseconds slice, bool) {
+    flagged = true;
     sleeping->store(kSleeping, std::memory_order_relaxed);
     if (membarrierFences_) {
       membarrierFence();  // for this thread and the writer's (shm_wait.h)
