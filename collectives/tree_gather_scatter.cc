@@ -253,42 +253,48 @@ void scatterLinear(const Group& group, const std::byte* send, std::byte* recv, c
   if (mineBytes > 0 && own != recv) std::memcpy(recv, own, mineBytes);
 }
 
+// The schedule's gather or scatter over either block layout.
+template <typename Blocks>
+void gatherBy(RootedSchedule schedule, const Group& group, const std::byte* send, std::byte* recv,
+              const Blocks& blocks, int root, size_t sliceBytes, const WaitContext& wait) {
+  if (schedule == RootedSchedule::kLinear) {
+    return gatherLinear(group, send, recv, blocks, root, sliceBytes, wait);
+  }
+  gatherTree(group, send, recv, blocks, root, sliceBytes, wait);
+}
+template <typename Blocks>
+void scatterBy(RootedSchedule schedule, const Group& group, const std::byte* send, std::byte* recv,
+               const Blocks& blocks, int root, size_t sliceBytes, const WaitContext& wait) {
+  if (schedule == RootedSchedule::kLinear) {
+    return scatterLinear(group, send, recv, blocks, root, sliceBytes, wait);
+  }
+  scatterTree(group, send, recv, blocks, root, sliceBytes, wait);
+}
+
 }  // namespace
 
 void gather(const Group& group, const GatherArgs& args, RootedSchedule schedule, size_t sliceBytes,
             const WaitContext& wait) {
-  const EqualBlocks blocks{group.size, args.root, args.blockBytes};
-  if (schedule == RootedSchedule::kLinear) {
-    return gatherLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
-  }
-  gatherTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  gatherBy(schedule, group, args.send, args.recv,
+           EqualBlocks{group.size, args.root, args.blockBytes}, args.root, sliceBytes, wait);
 }
 
 void scatter(const Group& group, const ScatterArgs& args, RootedSchedule schedule,
              size_t sliceBytes, const WaitContext& wait) {
-  const EqualBlocks blocks{group.size, args.root, args.blockBytes};
-  if (schedule == RootedSchedule::kLinear) {
-    return scatterLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
-  }
-  scatterTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  scatterBy(schedule, group, args.send, args.recv,
+            EqualBlocks{group.size, args.root, args.blockBytes}, args.root, sliceBytes, wait);
 }
 
 void gatherv(const Group& group, const GathervArgs& args, RootedSchedule schedule,
              size_t sliceBytes, const WaitContext& wait) {
-  const OwnBlocks blocks(args.blocks, args.root, args.elementBytes);
-  if (schedule == RootedSchedule::kLinear) {
-    return gatherLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
-  }
-  gatherTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  gatherBy(schedule, group, args.send, args.recv,
+           OwnBlocks(args.blocks, args.root, args.elementBytes), args.root, sliceBytes, wait);
 }
 
 void scatterv(const Group& group, const ScattervArgs& args, RootedSchedule schedule,
               size_t sliceBytes, const WaitContext& wait) {
-  const OwnBlocks blocks(args.blocks, args.root, args.elementBytes);
-  if (schedule == RootedSchedule::kLinear) {
-    return scatterLinear(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
-  }
-  scatterTree(group, args.send, args.recv, blocks, args.root, sliceBytes, wait);
+  scatterBy(schedule, group, args.send, args.recv,
+            OwnBlocks(args.blocks, args.root, args.elementBytes), args.root, sliceBytes, wait);
 }
 
 }  // namespace ringlet::collectives

@@ -166,12 +166,8 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   auto* data = static_cast<std::byte*>(buffer);
   // Small data rides in the call headers, around the ring from the root: the root only sends,
   // the rank before it only receives, the ones between relay (on two ranks there are none).
-  const int size = impl.size();
-  const auto role = impl.rank() == root                ? detail::PairRole::kSendsOnly
-                    : (impl.rank() + 1) % size == root ? detail::PairRole::kReceivesOnly
-                                                       : detail::PairRole::kRelays;
-  const auto algorithm =
-      impl.chooseFor(header, collectives::Collective::kBroadcast, bytes, data, role);
+  const auto algorithm = impl.chooseFor(header, collectives::Collective::kBroadcast, bytes, data,
+                                        detail::chainRole(impl.rank(), impl.size(), root));
   auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
                                                     const transport::WaitContext& wait) {
     if (group.size == 1 || bytes == 0) return;  // the header check was the whole call

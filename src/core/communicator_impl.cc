@@ -493,12 +493,24 @@ size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*
 
 namespace {
 
-// The bytes one rank sends the other in a two-rank call of `bytes`: the whole buffer for
-// broadcast and reduce, one of the two blocks otherwise.
-size_t pairMessageBytes(collectives::Collective collective, size_t bytes) {
+// The data a kHeaderInline call's header carries, for a call of `bytes` on `size` ranks: the
+// whole buffer for broadcast and reduce; for a gather every block but the root's (on more than
+// two ranks the chain's last message, the largest); for a scatter every block on more than two
+// ranks; otherwise (two ranks) the other rank's half.
+size_t inlineMessageBytes(collectives::Collective collective, size_t bytes, int size) {
   using collectives::Collective;
-  const bool whole = collective == Collective::kBroadcast || collective == Collective::kReduce;
-  return whole ? bytes : bytes / 2;
+  if (collective == Collective::kBroadcast || collective == Collective::kReduce) return bytes;
+  if (collective == Collective::kGather) return bytes - bytes / size;
+  if (collective == Collective::kScatter && size > 2) return bytes;
+  return bytes / 2;
+}
+
+// More than two ranks: the calls that choose kHeaderInline without a chain, whose every message
+// is a call header checked by its receiver (header_framing.h).
+bool checksOwnHeaders(collectives::Collective collective) {
+  using collectives::Collective;
+  return collective == Collective::kAllgather || collective == Collective::kReduceScatter ||
+         collective == Collective::kAllToAll;
 }
 
 }  // namespace
@@ -544,41 +556,36 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
                                                              size_t bytes) const {
   using collectives::Collective;
   if (size_ == 1) return collectives::Algorithm::kAuto;
-  // Two ranks: a message that fits a call header rides in it, unless an algorithm is forced.
-  // (The v-forms' blocks never ride in it.)
+  // Data that fits a call header rides in it, unless an algorithm is forced: on two ranks one
+  // message each way, on more as below. (The v-forms' blocks never ride in it.)
   const bool inlineable =
       collective != Collective::kAllreduce && collective != Collective::kBarrier &&
       collective != Collective::kAllgatherv && collective != Collective::kReduceScatterv &&
       collective != Collective::kGatherv && collective != Collective::kScatterv;
-  if (size_ == 2 && forced(collective) == collectives::Algorithm::kAuto && inlineable &&
-      pairMessageBytes(collective, bytes) <= OpHeader::kInlineBytes) {
+  if (!inlineable || forced(collective) != collectives::Algorithm::kAuto) {
+    return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
+                               forced(collective), modelHosts_);
+  }
+  if (size_ == 2 && inlineMessageBytes(collective, bytes, size_) <= OpHeader::kInlineBytes) {
     return collectives::Algorithm::kHeaderInline;
   }
-  // More ranks: a small rooted call's data rides in the call headers along the ring (N-1
-  // messages one after another, none waited for by the rank that starts them): a broadcast's from
-  // the root, a scatter's blocks from the root (all of them, each rank taking its own), a reduce's
-  // partial results and a gather's growing blocks towards the root from the rank after it. The
-  // tree instead waits for the ring's round of headers and then takes ceil(log2 N) steps. Every
-  // message costs the model's alpha, so the chain is chosen while it takes no more of them.
-  const bool chainable = collective == Collective::kBroadcast ||
-                         collective == Collective::kReduce || collective == Collective::kScatter ||
-                         collective == Collective::kGather;
-  // More ranks, all-gather, reduce-scatter and all-to-all: small enough, every message is a call
-  // header carrying the data, by recursive doubling (header_framing.h), which needs no round of
-  // headers first and takes no more steps than Bruck or recursive halving after one. (The
-  // all-to-all's exchange is the N x N matrix of blocks.)
-  if (size_ > 2 && forced(collective) == collectives::Algorithm::kAuto && bytes > 0 &&
-      bytes <= OpHeader::kInlineBytes &&
-      (collective == Collective::kAllgather || collective == Collective::kReduceScatter ||
-       (collective == Collective::kAllToAll &&
-        bytes * static_cast<size_t>(size_) <= OpHeader::kInlineBytes))) {
-    return collectives::Algorithm::kHeaderInline;
-  }
-  // The largest message: a gather's last carries every block but the root's.
-  const size_t chainBytes = collective == Collective::kGather ? bytes - bytes / size_ : bytes;
-  if (size_ > 2 && chainable && forced(collective) == collectives::Algorithm::kAuto &&
-      chainBytes <= OpHeader::kInlineBytes &&
-      static_cast<unsigned>(size_ - 1) <= 1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
+  if (size_ > 2 && checksOwnHeaders(collective)) {
+    // Small enough, every message is a call header carrying the data, by recursive doubling,
+    // which needs no round of headers first and takes no more steps than Bruck or recursive
+    // halving after one. (The all-to-all's exchange is the N x N matrix of blocks.)
+    const size_t exchanged = collective == Collective::kAllToAll ? bytes * size_ : bytes;
+    if (bytes > 0 && bytes <= OpHeader::kInlineBytes && exchanged <= OpHeader::kInlineBytes) {
+      return collectives::Algorithm::kHeaderInline;
+    }
+  } else if (size_ > 2 && inlineMessageBytes(collective, bytes, size_) <= OpHeader::kInlineBytes &&
+             static_cast<unsigned>(size_ - 1) <=
+                 1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
+    // A small rooted call's data rides in the call headers along the ring (N-1 messages one
+    // after another, none waited for by the rank that starts them): a broadcast's from the root,
+    // a scatter's blocks from the root (all of them, each rank taking its own), a reduce's partial
+    // results and a gather's growing blocks towards the root from the rank after it. The tree
+    // instead waits for the ring's round of headers and then takes ceil(log2 N) steps. Every
+    // message costs the model's alpha, so the chain is chosen while it takes no more of them.
     return collectives::Algorithm::kHeaderInline;
   }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,
@@ -606,9 +613,12 @@ collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
                                                    const void* message, PairRole role) const {
   const collectives::Algorithm algorithm = algorithmFor(collective, bytes);
   header.algorithm = static_cast<uint8_t>(algorithm);
-  if (algorithm == collectives::Algorithm::kHeaderInline) {
+  if (algorithm == collectives::Algorithm::kHeaderInline && size_ > 2 &&
+      checksOwnHeaders(collective)) {
+    header.selfChecked = true;  // the body's messages are headers: none carries data
+  } else if (algorithm == collectives::Algorithm::kHeaderInline) {
     header.inlineData = static_cast<const std::byte*>(message);
-    header.inlineBytes = pairMessageBytes(collective, bytes);
+    header.inlineBytes = inlineMessageBytes(collective, bytes, size_);
     header.sendsOnly = role == PairRole::kSendsOnly;
     header.receivesOnly = role == PairRole::kReceivesOnly;
     header.relays = role == PairRole::kRelays;

@@ -64,9 +64,7 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
   // own, the root takes them all (on two ranks: one block, no relays).
   const int size = impl.size();
   const int place = (impl.rank() - root + size) % size;  // 1 starts the chain, 0 ends it
-  const auto role = place == 1   ? PairRole::kSendsOnly
-                    : place == 0 ? PairRole::kReceivesOnly
-                                 : PairRole::kRelays;
+  const auto role = detail::chainRole(impl.rank(), size, (root + 1) % size);
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kGather, block * size,
                      role == PairRole::kRelays ? impl.inlineToNext() : send, role);
@@ -114,9 +112,7 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
   // each rank taking its own and sending them all on, the rank before the root answering.
   const int size = impl.size();
   const int rank = impl.rank();
-  const auto role = rank == root                ? PairRole::kSendsOnly
-                    : (rank + 1) % size == root ? PairRole::kReceivesOnly
-                                                : PairRole::kRelays;
+  const auto role = detail::chainRole(rank, size, root);
   const void* inlined = recv;
   if (size == 2 && rank == root) {
     inlined = static_cast<const std::byte*>(send) + static_cast<size_t>(1 - root) * block;
@@ -125,9 +121,6 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
   }
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kScatter, block * size, inlined, role);
-  if (algorithm == collectives::Algorithm::kHeaderInline && size > 2) {
-    header.inlineBytes = block * size;
-  }
   collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,
@@ -166,7 +159,6 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
                        : nullptr;
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllToAll, block * impl.size(), otherBlock);
-  detail::checkOwnHeaders(header, impl.size());
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};

@@ -5,7 +5,6 @@
 // need no round of headers around the ring first (OpHeader::selfChecked).
 
 #include "collectives/collectives.h"
-#include "collectives/select.h"
 #include "src/core/communicator_impl.h"
 
 namespace ringlet::detail {
@@ -16,20 +15,10 @@ void headerDoublingAllreduce(CommunicatorImpl& impl, const collectives::Group& g
                              const collectives::AllreduceArgs& args,
                              const transport::WaitContext& wait);
 
-// More than two ranks, a call choosing kHeaderInline that is not rooted (all-gather, reduce-
-// scatter, all-to-all): its header carries no data, and it checks its own headers (selfChecked)
-// with the body's messages (below).
-inline void checkOwnHeaders(OpHeader& header, int size) {
-  if (size > 2 && header.algorithm == static_cast<uint8_t>(collectives::Algorithm::kHeaderInline)) {
-    header.inlineData = nullptr;
-    header.inlineBytes = 0;
-    header.selfChecked = true;
-  }
-}
-
-// The same for calls that are not all-reduces, on byte buffers of at most kInlineBytes:
-// `buffer` holds this rank's bytes where its peers' are zero; afterwards every rank's (an
-// exact byte-wise sum: each byte has one rank that may set it).
+// The same for calls that are not all-reduces (more than two ranks: all-gather, reduce-scatter
+// and all-to-all choosing kHeaderInline, whose headers carry no data, CommunicatorImpl::chooseFor),
+// on byte buffers of at most kInlineBytes: `buffer` holds this rank's bytes where its peers' are
+// zero; afterwards every rank's (an exact byte-wise sum: each byte has one rank that may set it).
 void headerDoublingUnion(CommunicatorImpl& impl, const collectives::Group& group, std::byte* buffer,
                          size_t bytes, const transport::WaitContext& wait);
 

@@ -44,10 +44,17 @@ enum class OpKind : uint8_t {
   kScatterv = 24,
 };
 
-// A rank's part in a call whose data rides in the call headers (kHeaderInline): on two ranks
-// one sends and the other receives; on more (a broadcast), the headers pass the data along the
-// ring from the root, each rank between the root and the last relaying what it received.
+// A rank's part in a rooted call whose data rides in the call headers (kHeaderInline): on two
+// ranks one sends and the other receives; on more the headers pass the data along the ring, from
+// the rank that starts the chain (broadcast, scatter: the root; reduce, gather: the rank after
+// it) to the rank before that one, each rank between relaying what it received.
 enum class PairRole : uint8_t { kBoth, kSendsOnly, kReceivesOnly, kRelays };
+
+// This rank's part in the chain of headers that rank `first` starts.
+inline PairRole chainRole(int rank, int size, int first) {
+  if (rank == first) return PairRole::kSendsOnly;
+  return (rank + 1) % size == first ? PairRole::kReceivesOnly : PairRole::kRelays;
+}
 
 // OpHeader::tag of a kSplit header made by dup() (split() sends 0).
 inline constexpr int32_t kSplitIsDup = 1;
@@ -91,9 +98,10 @@ struct OpHeader {
   // short); the sender learns that it was checked from the next header it reads, whose sequence
   // number is higher (CommunicatorImpl::takeWaitingHeader).
   bool receivesOnly = false;
-  // Not sent: a rank inside a chain of headers (a kHeaderInline broadcast on more than two ranks,
-  // neither the root nor the rank before it). It reads the previous rank's header first, takes
-  // the data that came with it, and then sends its own header with that data to the next rank.
+  // Not sent: a rank inside a chain of headers (a kHeaderInline rooted call on more than two
+  // ranks, neither the rank that starts it nor the one before that, PairRole::kRelays). It reads
+  // the previous rank's header first, takes the data that came with it, and then sends its own
+  // header with what it passes on to the next rank.
   bool relays = false;
   // Sent after the fields: a call whose data fits rides along with its header (kInlineBytes),
   // so a tiny two-rank all-reduce is one message each way. Not compared by sameCall().

@@ -63,10 +63,7 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
   // Small data rides in the call headers, around the ring towards the root: the rank after the
   // root sends its data and returns, the ones after it relay a partial result (theirs reduced
   // with what came), the root reduces the last one with its own (on two ranks: no relays).
-  const int size = impl.size();
-  const auto role = rank == (root + 1) % size ? PairRole::kSendsOnly
-                    : rank == root            ? PairRole::kReceivesOnly
-                                              : PairRole::kRelays;
+  const auto role = detail::chainRole(rank, impl.size(), (root + 1) % impl.size());
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kReduce, bytes,
                      role == PairRole::kRelays ? impl.inlineToNext() : send, role);
@@ -120,7 +117,6 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
   OpHeader header{.kind = OpKind::kAllgather, .type = type, .count = sendCount};
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllgather, blockBytes * impl.size(), send);
-  detail::checkOwnHeaders(header, impl.size());
   collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .sendCount = sendCount,
@@ -184,7 +180,6 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
                                             : nullptr;
   const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduceScatter,
                                         blockBytes * impl.size(), otherBlock);
-  detail::checkOwnHeaders(header, impl.size());
   collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
                                       .recv = static_cast<std::byte*>(recv),
                                       .recvCount = recvCount,
