@@ -37,6 +37,21 @@ void callRinglet(Communicator& comm, BenchOp op, const CallArgs& a) {
       comm.sendrecv(a.send, a.count, next, a.recv, a.count, prev, a.type);
       return;
     }
+    case BenchOp::kAllgatherv:
+      comm.allgatherv(a.send, a.recv, a.counts, a.type);
+      return;
+    case BenchOp::kGatherv:
+      comm.gatherv(a.send, a.recv, a.counts, a.type, a.root);
+      return;
+    case BenchOp::kReduceScatterv:
+      comm.reduceScatterv(a.send, a.recv, a.counts, a.type, a.op);
+      return;
+    case BenchOp::kScatterv:
+      comm.scatterv(a.send, a.counts, a.recv, a.type, a.root);
+      return;
+    case BenchOp::kAllToAllv:  // the weights are symmetric: what r sends to q, q sends to r
+      comm.allToAllv(a.send, a.counts, a.recv, a.counts, a.type);
+      return;
   }
 }
 
@@ -75,6 +90,21 @@ void issueRinglet(Communicator& comm, BenchOp op, const CallArgs& a, std::vector
       works.push_back(comm.sendrecvAsync(a.send, a.count, next, a.recv, a.count, prev, a.type));
       return;
     }
+    case BenchOp::kAllgatherv:
+      works.push_back(comm.allgathervAsync(a.send, a.recv, a.counts, a.type));
+      return;
+    case BenchOp::kGatherv:
+      works.push_back(comm.gathervAsync(a.send, a.recv, a.counts, a.type, a.root));
+      return;
+    case BenchOp::kReduceScatterv:
+      works.push_back(comm.reduceScattervAsync(a.send, a.recv, a.counts, a.type, a.op));
+      return;
+    case BenchOp::kScatterv:
+      works.push_back(comm.scattervAsync(a.send, a.counts, a.recv, a.type, a.root));
+      return;
+    case BenchOp::kAllToAllv:
+      works.push_back(comm.allToAllvAsync(a.send, a.counts, a.recv, a.counts, a.type));
+      return;
   }
 }
 

@@ -163,6 +163,10 @@ void run(BenchOp op, const CallArgs& a) {
   if (a.count > static_cast<size_t>(INT_MAX)) {
     throw InvalidArgument(fmt::format("MPI count {} exceeds INT_MAX", a.count));
   }
+  if (isVForm(op) && a.mpiCounts.size() != static_cast<size_t>(size())) {
+    throw InvalidArgument(fmt::format("{}: MPI counts for {} ranks, not {} (a count past INT_MAX?)",
+                                      toString(op), a.mpiCounts.size(), size()));
+  }
   const int n = static_cast<int>(a.count);
   const MPI_Datatype type = mpiType(a.type);
   switch (op) {
@@ -200,6 +204,25 @@ void run(BenchOp op, const CallArgs& a) {
                    recvPeer(me, worldSize), 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       return;
     }
+    case BenchOp::kAllgatherv:
+      MPI_Allgatherv(a.send, a.mpiCounts[rank()], type, a.recv, a.mpiCounts.data(),
+                     a.mpiDispls.data(), type, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kReduceScatterv:
+      MPI_Reduce_scatter(a.send, a.recv, a.mpiCounts.data(), type, mpiOp(a.op), MPI_COMM_WORLD);
+      return;
+    case BenchOp::kAllToAllv:  // symmetric weights: the same counts both ways
+      MPI_Alltoallv(a.send, a.mpiCounts.data(), a.mpiDispls.data(), type, a.recv,
+                    a.mpiCounts.data(), a.mpiDispls.data(), type, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kGatherv:
+      MPI_Gatherv(a.send, a.mpiCounts[rank()], type, a.recv, a.mpiCounts.data(),
+                  a.mpiDispls.data(), type, a.root, MPI_COMM_WORLD);
+      return;
+    case BenchOp::kScatterv:
+      MPI_Scatterv(a.send, a.mpiCounts.data(), a.mpiDispls.data(), type, a.recv,
+                   a.mpiCounts[rank()], type, a.root, MPI_COMM_WORLD);
+      return;
   }
 }
 

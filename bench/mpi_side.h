@@ -34,7 +34,9 @@ std::string unsupportedReason(BenchOp op, DataType type, ReduceOp redop);
 
 // One blocking call over MPI_COMM_WORLD, the counterpart of ringlet's (bench/calls.h), out of
 // place: MPI_Allreduce, MPI_Bcast (on recv), MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block,
-// MPI_Alltoall, MPI_Gather, MPI_Scatter, MPI_Barrier, MPI_Sendrecv (the ring shift).
+// MPI_Alltoall, MPI_Gather, MPI_Scatter, MPI_Barrier, MPI_Sendrecv (the ring shift);
+// MPI_Allgatherv, MPI_Reduce_scatter, MPI_Alltoallv, MPI_Gatherv, MPI_Scatterv (CallArgs'
+// mpiCounts and mpiDispls).
 void run(BenchOp op, const CallArgs& args);
 
 // MPI_Allreduce(MPI_MAX) of `count` doubles in place: ranks agree on a value between MPI calls

@@ -13,6 +13,11 @@ enum class SizeIs {
                // scatter)
   kBlocks,     // both buffers hold n blocks of the call's count (alltoall)
   kNone,       // barrier
+  // The v-forms: blocks of unit * weight elements (ops.h), gathered into the recv buffer, cut
+  // from the send buffer, or both.
+  kSplitSendV,
+  kSplitRecvV,
+  kBlocksV,
 };
 
 struct OpInfo {
@@ -26,7 +31,7 @@ struct OpInfo {
   bool inPlace;
 };
 
-constexpr std::array<OpInfo, 10> kOps = {{
+constexpr std::array<OpInfo, 15> kOps = {{
     {BenchOp::kAllreduce, "allreduce", "all_reduce", "allreduce", SizeIs::kWhole, false, true,
      true},
     {BenchOp::kBroadcast, "broadcast", "bcast", "broadcast", SizeIs::kWhole, true, false, false},
@@ -40,7 +45,27 @@ constexpr std::array<OpInfo, 10> kOps = {{
     {BenchOp::kScatter, "scatter", "scatter", "scatter", SizeIs::kSplitRecv, true, false, true},
     {BenchOp::kBarrier, "barrier", "barrier", "barrier", SizeIs::kNone, false, false, false},
     {BenchOp::kSendRecv, "sendrecv", "send_recv", "", SizeIs::kWhole, false, false, false},
+    {BenchOp::kAllgatherv, "allgatherv", "all_gather_v", "allgatherv", SizeIs::kSplitSendV, false,
+     false, true},
+    {BenchOp::kReduceScatterv, "reducescatterv", "reduce_scatter_v", "reducescatterv",
+     SizeIs::kSplitRecvV, false, true, true},
+    {BenchOp::kAllToAllv, "alltoallv", "all_to_all_v", "", SizeIs::kBlocksV, false, false, false},
+    {BenchOp::kGatherv, "gatherv", "gather_v", "gatherv", SizeIs::kSplitSendV, true, false, true},
+    {BenchOp::kScatterv, "scatterv", "scatter_v", "scatterv", SizeIs::kSplitRecvV, true, false,
+     true},
 }};
+
+// A v-form's weight of the block `rank` has for (or from) q: see ops.h.
+size_t vWeight(BenchOp op, VBlocks vblocks, int rank, int q, int worldSize) {
+  if (vblocks == VBlocks::kEven) return 1;
+  if (op == BenchOp::kAllToAllv) return static_cast<size_t>((rank + q) % worldSize) + 1;
+  return static_cast<size_t>(q) + 1;
+}
+
+// The sum of a rank's weights: n(n+1)/2 for the ramp (every rank's, all-to-all-v's too), n even.
+size_t vWeightSum(VBlocks vblocks, size_t n) {
+  return vblocks == VBlocks::kEven ? n : n * (n + 1) / 2;
+}
 
 const OpInfo& info(BenchOp op) {
   for (const OpInfo& i : kOps) {
@@ -74,6 +99,11 @@ bool hasBandwidth(BenchOp op) { return info(op).sizeIs != SizeIs::kNone; }
 bool usesRoot(BenchOp op) { return info(op).root; }
 bool reduces(BenchOp op) { return info(op).reduces; }
 bool hasInPlace(BenchOp op) { return info(op).inPlace; }
+bool isVForm(BenchOp op) {
+  const SizeIs sizeIs = info(op).sizeIs;
+  return sizeIs == SizeIs::kSplitSendV || sizeIs == SizeIs::kSplitRecvV ||
+         sizeIs == SizeIs::kBlocksV;
+}
 
 double busFactor(BenchOp op, int worldSize) {
   const double n = std::max(worldSize, 1);
@@ -85,6 +115,11 @@ double busFactor(BenchOp op, int worldSize) {
     case BenchOp::kAllToAll:
     case BenchOp::kGather:
     case BenchOp::kScatter:
+    case BenchOp::kAllgatherv:
+    case BenchOp::kReduceScatterv:
+    case BenchOp::kAllToAllv:
+    case BenchOp::kGatherv:
+    case BenchOp::kScatterv:
       return (n - 1) / n;
     case BenchOp::kBroadcast:
     case BenchOp::kReduce:
@@ -96,11 +131,19 @@ double busFactor(BenchOp op, int worldSize) {
   return 0.0;
 }
 
-Shape shapeOf(BenchOp op, size_t bytes, DataType type, int worldSize) {
+Shape shapeOf(BenchOp op, size_t bytes, DataType type, int worldSize, VBlocks vblocks) {
   const size_t n = static_cast<size_t>(std::max(worldSize, 1));
   const size_t width = elementSize(type);
   Shape s;
+  s.vblocks = vblocks;
   switch (info(op).sizeIs) {
+    case SizeIs::kSplitSendV:
+    case SizeIs::kSplitRecvV:
+    case SizeIs::kBlocksV:
+      s.callCount = bytes / width / vWeightSum(vblocks, n);
+      s.count = s.callCount * vWeightSum(vblocks, n);
+      s.sendCount = s.recvCount = s.count;  // at most: vCounts() has the blocks
+      break;
     case SizeIs::kNone:
       return s;
     case SizeIs::kWhole:
@@ -127,6 +170,21 @@ Shape shapeOf(BenchOp op, size_t bytes, DataType type, int worldSize) {
   }
   s.bytes = s.count * width;
   return s;
+}
+
+std::vector<size_t> vCounts(BenchOp op, const Shape& shape, int rank, int worldSize) {
+  if (!isVForm(op)) return {};
+  std::vector<size_t> counts(static_cast<size_t>(std::max(worldSize, 1)));
+  for (int q = 0; q < worldSize; ++q) {
+    counts[q] = shape.callCount * vWeight(op, shape.vblocks, rank, q, worldSize);
+  }
+  return counts;
+}
+
+size_t blockStart(const std::vector<size_t>& counts, int q) {
+  size_t start = 0;
+  for (int j = 0; j < q; ++j) start += counts[j];
+  return start;
 }
 
 }  // namespace ringlet::bench

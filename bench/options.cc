@@ -183,8 +183,15 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--ops", ops,
                  "comma-separated, or all: allreduce,broadcast,reduce,allgather,reducescatter,"
-                 "alltoall,gather,scatter,barrier,sendrecv")
+                 "alltoall,gather,scatter,barrier,sendrecv,allgatherv,reducescatterv,alltoallv,"
+                 "gatherv,scatterv")
       ->capture_default_str();
+  std::string vblocks = "ramp";
+  app.add_option("--vblocks", vblocks,
+                 "the v-forms' blocks: ramp (rank q's weighs q+1; all-to-all-v r->q (r+q)%n+1) "
+                 "or even")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ramp", "even"}));
   app.add_option("--algo", algo,
                  "force an algorithm: NAME for every op run, or op:NAME,op:NAME "
                  "(CommunicatorOptions::algorithms; default: RINGLET_ALGO, else auto)");
@@ -238,6 +245,7 @@ std::optional<Options> parseOptions(int argc, char** argv) {
     throw InvalidArgument(fmt::format("-o/--op: {}", e.what()));
   }
   options.ops = parseOpList(ops);
+  options.vblocks = vblocks == "even" ? VBlocks::kEven : VBlocks::kRamp;
   if (!algo.empty() || app.count("--algo") > 0) {
     options.algorithms = parseAlgorithms(algo, options.ops);
   }

@@ -25,6 +25,7 @@ struct Options {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   std::vector<BenchOp> ops = {BenchOp::kAllreduce};
+  VBlocks vblocks = VBlocks::kRamp;  // --vblocks: how the v-forms cut their size (ops.h)
   bool check = true;
   bool inPlace = false;  // also time the in-place form (extra columns)
   bool async = false;    // issue the timed iterations with the *Async calls, then wait for all

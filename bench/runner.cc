@@ -193,9 +193,21 @@ double Runner::timeCopy(size_t bytes, int iters) {
   return seconds;
 }
 
+std::string Runner::algorithmColumn(BenchOp op, const Shape& shape) const {
+  const int n = comm_.size();
+  const std::string_view key = algorithmKey(op);
+  if (op == BenchOp::kAllToAllv) return n > 1 ? "pairwise" : "local_copy";  // its one schedule
+  if (key.empty()) return "-";
+  if (!isVForm(op)) return comm_.algorithmFor(key, shape.bytes);
+  // The blocks as this row cuts them (the same on every rank), not even ones.
+  std::vector<size_t> blockBytes = vCounts(op, shape, comm_.rank(), n);
+  for (size_t& b : blockBytes) b *= elementSize(options_.type);
+  return comm_.algorithmFor(key, blockBytes, options_.root);
+}
+
 Row Runner::run(BenchOp op, size_t bytes) {
   const int n = comm_.size();
-  const Shape shape = shapeOf(op, bytes, options_.type, n);
+  const Shape shape = shapeOf(op, bytes, options_.type, n, options_.vblocks);
   Row row;
   row.op = op;
   row.type = options_.type;
@@ -203,8 +215,7 @@ Row Runner::run(BenchOp op, size_t bytes) {
   row.bytes = shape.bytes;
   if (reduces(op)) row.redop = options_.op;
   row.root = usesRoot(op) ? options_.root : -1;
-  const std::string_view key = algorithmKey(op);
-  row.algorithm = key.empty() ? "-" : comm_.algorithmFor(key, row.bytes);
+  row.algorithm = algorithmColumn(op, shape);
 
   // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI. Unused slots stay 0.
   Loop loops[3];

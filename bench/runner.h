@@ -17,6 +17,7 @@
 // their sum with ringlet all-reduces, outside the timed region.
 
 #include <cstddef>
+#include <string>
 
 #include "bench/device_side.h"
 #include "bench/ops.h"
@@ -45,6 +46,8 @@ class Runner {
   };
 
   CallArgs args(BenchOp op, const Shape& shape, bool inPlace);
+  // The row's algorithm: the communicator's choice for this shape (v-forms: its blocks).
+  std::string algorithmColumn(BenchOp op, const Shape& shape) const;
   void runOnce(Impl impl, BenchOp op, const CallArgs& args);
   // `count` calls; on the device, then waits for the stream.
   void runBatch(Impl impl, BenchOp op, const CallArgs& args, int count);

@@ -14,6 +14,11 @@
 //   gather         root: recv block q = rank q's input [0, c)
 //   scatter        recv = root's input [r*c, r*c + c)
 //   sendrecv       recv = input of rank r - 1
+//   allgatherv     recv block q (packed, at the prefix sum of the counts) = rank q's input
+//   gatherv        root: as allgatherv
+//   reducescatterv recv = op over ranks of the elements of block r
+//   scatterv       recv = root's input of block r
+//   alltoallv      recv block q = rank q's input from where its blocks for ranks < r end
 //
 // Out of place, every send buffer must also come back untouched. Outputs start as poison
 // (zero bytes, which no input and no result equals), so an element nobody wrote is wrong.

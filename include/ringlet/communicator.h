@@ -407,6 +407,12 @@ class Communicator {
   // the total, in blocks as even as it allows; a call with uneven blocks may choose otherwise).
   // Throws InvalidArgument for an unknown collective.
   std::string algorithmFor(std::string_view collective, size_t bytes) const;
+  // The algorithm a v-form call ("allgatherv", "reducescatterv", "gatherv", "scatterv") with
+  // these blocks would use: blockBytes[r] is rank r's block in bytes (one per rank), `root` the
+  // rooted forms' root. Throws InvalidArgument for another collective, a count of blocks other
+  // than size(), or a bad root. ("alltoallv" has one schedule: pairwise.)
+  std::string algorithmFor(std::string_view collective, std::span<const size_t> blockBytes,
+                           int root = 0) const;
 
  private:
   friend struct detail::CommunicatorAccess;

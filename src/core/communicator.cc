@@ -66,6 +66,38 @@ std::string Communicator::algorithmFor(std::string_view collective, size_t bytes
   return std::string(collectives::nameOf(impl_->algorithmFor(*which, bytes)));
 }
 
+std::string Communicator::algorithmFor(std::string_view collective,
+                                       std::span<const size_t> blockBytes, int root) const {
+  using collectives::Collective;
+  const auto which = collectives::collectiveNamed(collective);
+  if (!which || (*which != Collective::kAllgatherv && *which != Collective::kReduceScatterv &&
+                 *which != Collective::kGatherv && *which != Collective::kScatterv)) {
+    throw InvalidArgument(fmt::format(
+        "algorithmFor: '{}' is not a v-form with a choice (allgatherv, reducescatterv, gatherv, "
+        "scatterv)",
+        collective));
+  }
+  if (blockBytes.size() != static_cast<size_t>(impl_->size())) {
+    throw InvalidArgument(fmt::format("algorithmFor({}): {} blocks for {} ranks", collective,
+                                      blockBytes.size(), impl_->size()));
+  }
+  const bool rooted = *which == Collective::kGatherv || *which == Collective::kScatterv;
+  if (rooted && (root < 0 || root >= impl_->size())) {
+    throw InvalidArgument(fmt::format("algorithmFor({}): root {} is not a rank of {}", collective,
+                                      root, impl_->size()));
+  }
+  if (impl_->size() == 1) return "local_copy";
+  std::vector<collectives::Piece> blocks;
+  size_t offset = 0;
+  for (size_t bytes : blockBytes) {
+    blocks.push_back({.offset = offset, .count = bytes});
+    offset += bytes;
+  }
+  detail::OpHeader header;
+  return std::string(collectives::nameOf(
+      impl_->chooseForBlocks(header, *which, blocks, /*element=*/1, rooted ? root : 0)));
+}
+
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
     : impl_(std::move(impl)) {}
 Communicator::Communicator(Communicator&&) noexcept = default;

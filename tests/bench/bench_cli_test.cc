@@ -50,9 +50,10 @@ struct TableRow {
   std::vector<std::string> fields;
 };
 
-const std::vector<std::string> kOps = {"allreduce",     "broadcast", "reduce", "allgather",
-                                       "reducescatter", "alltoall",  "gather", "scatter",
-                                       "barrier",       "sendrecv"};
+const std::vector<std::string> kOps = {
+    "allreduce", "broadcast", "reduce",     "allgather",      "reducescatter",
+    "alltoall",  "gather",    "scatter",    "barrier",        "sendrecv",
+    "allgatherv", "reducescatterv", "alltoallv", "gatherv", "scatterv"};
 
 // Rows per section ("allreduce", "broadcast", ...), from the section lines "# <op>: ...". Strips
 // a launcher's "[rank] " prefix.
@@ -218,21 +219,32 @@ TEST(BenchCli, TwoRanksAsyncCalls) {
 
 // The rows an operation must print for a sweep min..max (x2) at `ranks` ranks: the sizes
 // rounded down to whole blocks where the operation splits its buffer over the ranks
-// (nccl-tests), float32.
-std::vector<size_t> roundedSizes(const std::string& op, int ranks, size_t min, size_t max) {
+// (nccl-tests), in elements of `width` bytes.
+// The v-forms (ramp blocks) round down to whole units of n(n+1)/2.
+std::vector<size_t> roundedSizes(const std::string& op, int ranks, size_t min, size_t max,
+                                 size_t width = 4) {
   const bool splits = op == "allgather" || op == "reducescatter" || op == "alltoall" ||
                       op == "gather" || op == "scatter";
+  const bool vform = op == "allgatherv" || op == "reducescatterv" || op == "alltoallv" ||
+                     op == "gatherv" || op == "scatterv";
+  const size_t n = static_cast<size_t>(ranks);
   std::vector<size_t> sizes;
   for (size_t s = min; s <= max; s *= 2) {
-    size_t elements = s / 4;
-    if (splits) elements = elements / static_cast<size_t>(ranks) * static_cast<size_t>(ranks);
-    sizes.push_back(elements * 4);
+    size_t elements = s / width;
+    if (splits) elements = elements / n * n;
+    if (vform) elements = elements / (n * (n + 1) / 2) * (n * (n + 1) / 2);
+    sizes.push_back(elements * width);
   }
   return sizes;
 }
 
 bool hasInPlace(const std::string& op) {
-  return op != "broadcast" && op != "barrier" && op != "sendrecv";
+  return op != "broadcast" && op != "barrier" && op != "sendrecv" && op != "alltoallv";
+}
+
+bool isRooted(const std::string& op) {
+  return op == "broadcast" || op == "reduce" || op == "gather" || op == "scatter" ||
+         op == "gatherv" || op == "scatterv";
 }
 
 // Every operation at 2 and 3 ranks, out of place and in place, root 1: every row checked clean,
@@ -261,9 +273,7 @@ TEST(BenchCli, EveryOpChecksCleanAtTwoAndThreeRanks) {
       for (size_t i = 0; i < rows.size(); ++i) {
         EXPECT_EQ(rows[i].size, sizes[i]) << what << " row " << i;
         EXPECT_EQ(rows[i].fields[8], "0") << what << " #wrong at size " << rows[i].size;
-        const bool rooted =
-            op == "broadcast" || op == "reduce" || op == "gather" || op == "scatter";
-        EXPECT_EQ(rows[i].fields[4], rooted ? "1" : "-1") << what;
+        EXPECT_EQ(rows[i].fields[4], isRooted(op) ? "1" : "-1") << what;
         size_t copyColumn = 9;
         if (hasInPlace(op)) {
           ASSERT_GE(rows[i].fields.size(), 13u) << what;
@@ -418,9 +428,15 @@ TEST(BenchCli, MpirunVsMpi) {
         EXPECT_EQ(sections[op][0].fields.size(), 14u) << type << " barrier";
         continue;
       }
-      expectSweep(sections[op], type + " " + op);
-      const bool reduces = op == "allreduce" || op == "reduce" || op == "reducescatter";
-      for (const TableRow& row : sections[op]) {
+      const std::vector<size_t> sizes =
+          roundedSizes(op, 2, 8, 64 << 10, type == "bfloat16" ? 2 : 4);
+      ASSERT_EQ(sections[op].size(), sizes.size()) << type << " " << op;
+      const bool reduces = op == "allreduce" || op == "reduce" || op == "reducescatter" ||
+                           op == "reducescatterv";
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const TableRow& row = sections[op][i];
+        EXPECT_EQ(row.size, sizes[i]) << type << " " << op << " row " << i;
+        EXPECT_EQ(row.fields[8], "0") << type << " " << op << " #wrong at size " << row.size;
         ASSERT_EQ(row.fields.size(), 16u) << type << " " << op;
         EXPECT_EQ(row.fields[12], type == "bfloat16" && reduces ? "n/a" : "0")
             << "MPI #wrong, " << type << " " << op;

@@ -13,9 +13,10 @@
 namespace ringlet::bench {
 namespace {
 
-const std::vector<std::string> kNames = {"allreduce",     "broadcast", "reduce", "allgather",
-                                         "reducescatter", "alltoall",  "gather", "scatter",
-                                         "barrier",       "sendrecv"};
+const std::vector<std::string> kNames = {
+    "allreduce", "broadcast", "reduce",     "allgather",      "reducescatter",
+    "alltoall",  "gather",    "scatter",    "barrier",        "sendrecv",
+    "allgatherv", "reducescatterv", "alltoallv", "gatherv", "scatterv"};
 
 Options parse(std::vector<std::string> args) {
   args.insert(args.begin(), "ringlet-bench");
@@ -48,6 +49,9 @@ TEST(BenchOps, EveryNameParsesAndPrintsBack) {
   EXPECT_EQ(parseOpList("all_gather,reduce_scatter,all_to_all,bcast"),
             (std::vector<BenchOp>{BenchOp::kAllgather, BenchOp::kReduceScatter, BenchOp::kAllToAll,
                                   BenchOp::kBroadcast}));
+  EXPECT_EQ(parseOpList("all_gather_v,reduce_scatter_v,all_to_all_v,gather_v,scatter_v"),
+            (std::vector<BenchOp>{BenchOp::kAllgatherv, BenchOp::kReduceScatterv,
+                                  BenchOp::kAllToAllv, BenchOp::kGatherv, BenchOp::kScatterv}));
   EXPECT_EQ(parseOpList("gather,all").size(), kNames.size());  // no duplicates
   EXPECT_EQ(parseOpList("gather,all")[0], BenchOp::kGather);
 }
@@ -88,6 +92,19 @@ TEST(BenchOps, ShapesFollowNcclTests) {
             EXPECT_EQ(s.sendCount, elements) << what;
             EXPECT_EQ(s.recvCount, elements) << what;
             break;
+          case BenchOp::kAllgatherv:
+          case BenchOp::kReduceScatterv:
+          case BenchOp::kAllToAllv:
+          case BenchOp::kGatherv:
+          case BenchOp::kScatterv: {
+            // Ramp blocks: units of elements / (n(n+1)/2).
+            const size_t units = static_cast<size_t>(n * (n + 1) / 2);
+            EXPECT_EQ(s.callCount, elements / units) << what;
+            EXPECT_EQ(s.count, elements / units * units) << what;
+            EXPECT_EQ(s.sendCount, s.count) << what;
+            EXPECT_EQ(s.recvCount, s.count) << what;
+            break;
+          }
           default:
             EXPECT_EQ(s.callCount, block) << what;
             EXPECT_EQ(s.count, block * n) << what;
@@ -96,6 +113,40 @@ TEST(BenchOps, ShapesFollowNcclTests) {
             const bool scatters = op == BenchOp::kReduceScatter || op == BenchOp::kScatter;
             EXPECT_EQ(s.sendCount, gathers ? block : block * n) << what;
             EXPECT_EQ(s.recvCount, scatters ? block : block * n) << what;
+        }
+      }
+    }
+  }
+}
+
+// The v-forms' blocks: rank q's weighs q+1 (all-to-all-v: (r+q) mod n + 1, symmetric), or all
+// even; every rank's blocks add up to the row's count.
+TEST(BenchOps, VFormBlocksRampOrEven) {
+  for (int n : {1, 2, 3, 5}) {
+    for (BenchOp op : allOps()) {
+      if (!isVForm(op)) {
+        EXPECT_TRUE(vCounts(op, shapeOf(op, 4096, DataType::kFloat32, n), 0, n).empty());
+        continue;
+      }
+      const std::string what = std::string(toString(op)) + " n=" + std::to_string(n);
+      const Shape ramp = shapeOf(op, 6000, DataType::kFloat32, n);
+      const Shape even = shapeOf(op, 6000, DataType::kFloat32, n, VBlocks::kEven);
+      EXPECT_EQ(even.callCount, 1500u / n) << what;
+      for (int r = 0; r < n; ++r) {
+        const std::vector<size_t> counts = vCounts(op, ramp, r, n);
+        const std::vector<size_t> evens = vCounts(op, even, r, n);
+        ASSERT_EQ(counts.size(), static_cast<size_t>(n)) << what;
+        EXPECT_EQ(blockStart(counts, n), ramp.count) << what;
+        EXPECT_EQ(blockStart(evens, n), even.count) << what;
+        for (int q = 0; q < n; ++q) {
+          const size_t weight = op == BenchOp::kAllToAllv ? (r + q) % n + 1 : q + 1;
+          EXPECT_EQ(counts[q], ramp.callCount * weight) << what << " r=" << r << " q=" << q;
+          EXPECT_EQ(evens[q], even.callCount) << what;
+          if (op == BenchOp::kAllToAllv) {
+            EXPECT_EQ(counts[q], vCounts(op, ramp, q, n)[r]) << what << ": symmetric";
+          } else {
+            EXPECT_EQ(counts[q], vCounts(op, ramp, 0, n)[q]) << what << ": every rank's";
+          }
         }
       }
     }

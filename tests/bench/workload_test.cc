@@ -64,7 +64,11 @@ struct World {
     const size_t c = shape.callCount;
     const int root = options.root;
     std::vector<Bytes> sends;
-    for (int r = 0; r < n; ++r) sends.push_back(read(args[r].send, shape.sendCount));
+    for (int r = 0; r < n; ++r) {
+      // A v-form's gathered block is all its send holds (in place it ends with recv).
+      const bool block = op == BenchOp::kAllgatherv || op == BenchOp::kGatherv;
+      sends.push_back(read(args[r].send, block ? counts(r)[r] : shape.sendCount));
+    }
     // outputs[r]: what rank r's recv gets (empty: nothing).
     std::vector<Bytes> outputs(n);
     for (int r = 0; r < n; ++r) {
@@ -98,6 +102,26 @@ struct World {
             outputs[r].insert(outputs[r].end(), block.begin(), block.end());
           }
           break;
+        case BenchOp::kAllgatherv:
+        case BenchOp::kGatherv:
+          if (op == BenchOp::kGatherv && r != root) break;
+          for (int q = 0; q < n; ++q) {
+            outputs[r].insert(outputs[r].end(), sends[q].begin(), sends[q].end());
+          }
+          break;
+        case BenchOp::kReduceScatterv:
+          outputs[r] = reduceAll(sends, blockStart(counts(r), r), counts(r)[r]);
+          break;
+        case BenchOp::kScatterv:
+          outputs[r] = read(sends[root].data(), counts(r)[r], blockStart(counts(r), r));
+          break;
+        case BenchOp::kAllToAllv:
+          // From each q, the block q addressed to r: after q's blocks for ranks before r.
+          for (int q = 0; q < n; ++q) {
+            const Bytes block = read(sends[q].data(), counts(q)[r], blockStart(counts(q), r));
+            outputs[r].insert(outputs[r].end(), block.begin(), block.end());
+          }
+          break;
         case BenchOp::kBarrier:
           break;
       }
@@ -112,6 +136,9 @@ struct World {
       write(args[r].recv, out);
     }
   }
+
+  // A v-form's blocks on rank r (bench/ops.h).
+  std::vector<size_t> counts(int r) const { return vCounts(op, shape, r, n); }
 
   int64_t wrong() {
     int64_t sum = 0;
@@ -184,10 +211,12 @@ TEST(BenchWorkload, FaultsAreCounted) {
           World w(op, 4096, n, inPlace, DataType::kFloat32, ReduceOp::kSum, 0);
           w.run(Fault::kOneElement);
           // The last rank receives in every operation but reduce and gather (root 0 here).
-          const bool lastReceives = op != BenchOp::kReduce && op != BenchOp::kGather;
+          const bool lastReceives =
+              op != BenchOp::kReduce && op != BenchOp::kGather && op != BenchOp::kGatherv;
           EXPECT_EQ(w.wrong(), lastReceives ? 1 : 0) << what << ": one element";
         }
-        if (op == BenchOp::kAllgather || op == BenchOp::kAllToAll || op == BenchOp::kGather) {
+        if (op == BenchOp::kAllgather || op == BenchOp::kAllToAll || op == BenchOp::kGather ||
+            op == BenchOp::kAllgatherv || op == BenchOp::kAllToAllv || op == BenchOp::kGatherv) {
           World w(op, 4096, n, inPlace, DataType::kFloat32, ReduceOp::kSum, 0);
           w.run(Fault::kBlocksSwapped);
           EXPECT_GT(w.wrong(), 0) << what << ": blocks swapped";
@@ -203,7 +232,9 @@ TEST(BenchWorkload, InjectWrongCorruptsOneReceivingRank) {
     World w(op, 4096, 3, false, DataType::kInt32, ReduceOp::kMax, 1, /*injectWrong=*/5);
     w.run(Fault::kNone);
     EXPECT_EQ(w.wrong(), 5) << toString(op);
-    const int expected = op == BenchOp::kReduce || op == BenchOp::kGather ? 1 : 2;
+    const bool rootOnly =
+        op == BenchOp::kReduce || op == BenchOp::kGather || op == BenchOp::kGatherv;
+    const int expected = rootOnly ? 1 : 2;
     EXPECT_EQ(w.ranks[0]->injectingRank(op), expected) << toString(op);
   }
 }
