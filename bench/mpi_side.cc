@@ -216,8 +216,8 @@ void run(BenchOp op, const CallArgs& a) {
                     a.mpiCounts.data(), a.mpiDispls.data(), type, MPI_COMM_WORLD);
       return;
     case BenchOp::kGatherv:
-      MPI_Gatherv(a.send, a.mpiCounts[rank()], type, a.recv, a.mpiCounts.data(),
-                  a.mpiDispls.data(), type, a.root, MPI_COMM_WORLD);
+      MPI_Gatherv(a.send, a.mpiCounts[rank()], type, a.recv, a.mpiCounts.data(), a.mpiDispls.data(),
+                  type, a.root, MPI_COMM_WORLD);
       return;
     case BenchOp::kScatterv:
       MPI_Scatterv(a.send, a.mpiCounts.data(), a.mpiDispls.data(), type, a.recv,

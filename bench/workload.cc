@@ -230,9 +230,9 @@ int64_t Workload::countWrong(BenchOp op, const Shape& shape, bool inPlace) {
     }
   }
   // Out of place, the send buffer must come back as it went in (scatter: the root's only).
-  const bool hasSend = op != BenchOp::kBroadcast && op != BenchOp::kBarrier &&
-                       ((op != BenchOp::kScatter && op != BenchOp::kScatterv) ||
-                        rank_ == options_.root);
+  const bool hasSend =
+      op != BenchOp::kBroadcast && op != BenchOp::kBarrier &&
+      ((op != BenchOp::kScatter && op != BenchOp::kScatterv) || rank_ == options_.root);
   const bool sendsBlock = op == BenchOp::kAllgatherv || op == BenchOp::kGatherv;
   const size_t sent = sendsBlock ? counts[rank_] : shape.sendCount;
   if (!inPlace && hasSend) wrong += p.countWrongInput(send_.get(), sent, rank_);

@@ -50,10 +50,10 @@ struct TableRow {
   std::vector<std::string> fields;
 };
 
-const std::vector<std::string> kOps = {
-    "allreduce", "broadcast", "reduce",     "allgather",      "reducescatter",
-    "alltoall",  "gather",    "scatter",    "barrier",        "sendrecv",
-    "allgatherv", "reducescatterv", "alltoallv", "gatherv", "scatterv"};
+const std::vector<std::string> kOps = {"allreduce",     "broadcast", "reduce",     "allgather",
+                                       "reducescatter", "alltoall",  "gather",     "scatter",
+                                       "barrier",       "sendrecv",  "allgatherv", "reducescatterv",
+                                       "alltoallv",     "gatherv",   "scatterv"};
 
 // Rows per section ("allreduce", "broadcast", ...), from the section lines "# <op>: ...". Strips
 // a launcher's "[rank] " prefix.
@@ -431,8 +431,8 @@ TEST(BenchCli, MpirunVsMpi) {
       const std::vector<size_t> sizes =
           roundedSizes(op, 2, 8, 64 << 10, type == "bfloat16" ? 2 : 4);
       ASSERT_EQ(sections[op].size(), sizes.size()) << type << " " << op;
-      const bool reduces = op == "allreduce" || op == "reduce" || op == "reducescatter" ||
-                           op == "reducescatterv";
+      const bool reduces =
+          op == "allreduce" || op == "reduce" || op == "reducescatter" || op == "reducescatterv";
       for (size_t i = 0; i < sizes.size(); ++i) {
         const TableRow& row = sections[op][i];
         EXPECT_EQ(row.size, sizes[i]) << type << " " << op << " row " << i;

@@ -14,9 +14,9 @@ namespace ringlet::bench {
 namespace {
 
 const std::vector<std::string> kNames = {
-    "allreduce", "broadcast", "reduce",     "allgather",      "reducescatter",
-    "alltoall",  "gather",    "scatter",    "barrier",        "sendrecv",
-    "allgatherv", "reducescatterv", "alltoallv", "gatherv", "scatterv"};
+    "allreduce",  "broadcast",      "reduce",    "allgather", "reducescatter",
+    "alltoall",   "gather",         "scatter",   "barrier",   "sendrecv",
+    "allgatherv", "reducescatterv", "alltoallv", "gatherv",   "scatterv"};
 
 Options parse(std::vector<std::string> args) {
   args.insert(args.begin(), "ringlet-bench");
