@@ -47,4 +47,11 @@ inline void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
   if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
 }
 
+// Elements before block q when the blocks are packed in rank order (the prefix sum of counts).
+inline size_t packedStart(std::span<const collectives::Piece> blocks, int q) {
+  size_t start = 0;
+  for (int u = 0; u < q; ++u) start += blocks[u].count;
+  return start;
+}
+
 }  // namespace ringlet::detail

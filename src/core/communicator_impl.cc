@@ -600,12 +600,40 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
   if (size_ > 1) {
     const size_t n = blocks.size();
     std::vector<size_t> bytes(n);
-    for (size_t u = 0; u < n; ++u) bytes[u] = blocks[(first + u) % n].count * element;
-    algorithm = collectives::chooseForBlocks(collective, bytes, modelSliceBytes(), model_,
-                                             forced(collective), modelHosts_);
+    size_t total = 0;
+    for (size_t u = 0; u < n; ++u) {
+      bytes[u] = blocks[(first + u) % n].count * element;
+      total += bytes[u];
+    }
+    const size_t largest = *std::max_element(bytes.begin(), bytes.end());
+    if (forced(collective) == collectives::Algorithm::kAuto && size_ == 2 &&
+        largest <= OpHeader::kInlineBytes) {
+      // Two ranks: each block rides in a call header, one message each way (or one, rooted);
+      // the prepare function says what this rank's header carries (inlineBlocks).
+      algorithm = collectives::Algorithm::kHeaderInline;
+    } else if (forced(collective) == collectives::Algorithm::kAuto && size_ > 2 && total > 0 &&
+               total <= OpHeader::kInlineBytes) {
+      // More: every block in place in a packed buffer of all of them, the others zero, summed
+      // byte-wise (or reduced) by recursive doubling over call headers that carry it: no round
+      // of headers first, log2 N messages.
+      algorithm = collectives::Algorithm::kHeaderInline;
+      header.selfChecked = true;
+    } else {
+      algorithm = collectives::chooseForBlocks(collective, bytes, modelSliceBytes(), model_,
+                                               forced(collective), modelHosts_);
+    }
   }
   header.algorithm = static_cast<uint8_t>(algorithm);
   return algorithm;
+}
+
+void CommunicatorImpl::inlineBlocks(OpHeader& header, const void* out, size_t outBytes,
+                                    size_t inBytes, PairRole role) const {
+  header.inlineData = static_cast<const std::byte*>(out);
+  header.inlineBytes = outBytes;
+  if (inBytes != outBytes) header.inlineInBytes = inBytes;
+  header.sendsOnly = role == PairRole::kSendsOnly;
+  header.receivesOnly = role == PairRole::kReceivesOnly;
 }
 
 collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,

@@ -113,9 +113,17 @@ class CommunicatorImpl {
   // root's, for the rooted ones: select.h wants them in relative order), `element` bytes per
   // count. Every rank holds every count of these calls, so all choose alike; kAuto for a world
   // of one. Not remembered: it depends on every block, not only on their sum.
+  // Small blocks ride in call headers (kHeaderInline, unless an algorithm is forced): on two
+  // ranks when every block fits a header (inlineBlocks() then says what this rank's carries), on
+  // more when all of them together fit (header.selfChecked: the body exchanges them by recursive
+  // doubling over headers).
   collectives::Algorithm chooseForBlocks(OpHeader& header, collectives::Collective collective,
                                          std::span<const collectives::Piece> blocks, size_t element,
                                          int first = 0) const;
+  // A two-rank v-form's kHeaderInline call: this rank's header carries `outBytes` from `out`, its
+  // peer's brings `inBytes` (inlineFromPrev()); `role` as for chooseFor().
+  void inlineBlocks(OpHeader& header, const void* out, size_t outBytes, size_t inBytes,
+                    PairRole role = PairRole::kBoth) const;
   collectives::Algorithm forced(collectives::Collective collective) const {
     return forced_[static_cast<size_t>(collective)];
   }

@@ -3,7 +3,9 @@
 // (collectives/tree_gather_scatter.cc: the binomial tree, or the linear schedule for large blocks).
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
+#include <span>
 
 #include "collectives/collectives.h"
 #include "collectives/select.h"
@@ -11,6 +13,7 @@
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
 #include "src/core/communicator_impl.h"
+#include "src/core/header_framing.h"
 
 namespace ringlet {
 
@@ -19,6 +22,7 @@ using detail::BlockLayout;
 using detail::copyBytes;
 using detail::OpHeader;
 using detail::OpKind;
+using detail::PairRole;
 using Prepared = detail::PreparedCall;
 
 namespace {
@@ -53,6 +57,50 @@ BlockLayout checkRootedV(const char* name, detail::CommunicatorImpl& impl, const
   return layout;
 }
 
+// A kHeaderInline gather-v or scatter-v (CommunicatorImpl::chooseForBlocks). Two ranks: the
+// non-root's block came with (or left in) the call header. More: every block packed in rank
+// order in one buffer (the sender's set, the rest zero) and summed byte-wise by recursive doubling
+// over call headers, so that every rank holds all of them: log2 N messages and no round of headers
+// first, where the tree takes a round of headers and then log2 N steps.
+void rootedVInHeaders(detail::CommunicatorImpl& impl, const collectives::Group& group, bool gather,
+                      const std::byte* send, std::byte* recv, std::span<const Piece> blocks,
+                      size_t element, int root, const transport::WaitContext& wait) {
+  const int rank = group.rank;
+  const Piece own = blocks[rank];
+  if (group.size == 2) {
+    if (rank != root && gather) return;  // sent its block with its header
+    if (rank != root) return copyBytes(recv, impl.inlineFromPrev(), own.count * element);
+    if (!gather) return copyBytes(recv, send + own.offset * element, own.count * element);
+    copyBytes(recv + own.offset * element, send, own.count * element);
+    const Piece theirs = blocks[1 - rank];
+    return copyBytes(recv + theirs.offset * element, impl.inlineFromPrev(), theirs.count * element);
+  }
+  std::array<std::byte, OpHeader::kInlineBytes> all{};
+  const size_t total = detail::packedStart(blocks, group.size);
+  if (gather) {
+    copyBytes(all.data() + detail::packedStart(blocks, rank) * element, send, own.count * element);
+  } else if (rank == root) {
+    for (int q = 0; q < group.size; ++q) {
+      copyBytes(all.data() + detail::packedStart(blocks, q) * element,
+                send + blocks[q].offset * element, blocks[q].count * element);
+    }
+  }
+  detail::headerDoublingUnion(impl, group, all.data(), total * element, wait);
+  if (!gather) {
+    return copyBytes(recv, all.data() + detail::packedStart(blocks, rank) * element,
+                     own.count * element);
+  }
+  if (rank != root) return;
+  for (int q = 0; q < group.size; ++q) {
+    if (q == rank) {
+      copyBytes(recv + own.offset * element, send, own.count * element);
+    } else {
+      copyBytes(recv + blocks[q].offset * element,
+                all.data() + detail::packedStart(blocks, q) * element, blocks[q].count * element);
+    }
+  }
+}
+
 // Gather-v when `kind` is kGatherv (the root's recv holds the blocks), else scatter-v (the
 // root's send does); `counts` are recvCounts or sendCounts.
 Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void* send, void* recv,
@@ -74,6 +122,18 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
   const auto algorithm = impl.chooseForBlocks(
       header, gather ? collectives::Collective::kGatherv : collectives::Collective::kScatterv,
       layout.blocks, elementSize(type), root);
+  const int rank = impl.rank();
+  if (algorithm == collectives::Algorithm::kHeaderInline && impl.size() == 2) {
+    // Two ranks: the non-root's block rides in the header of the rank that sends it, which
+    // returns at once; the other rank takes it from there (as gather and scatter do).
+    const size_t element = elementSize(type);
+    const size_t theirs = layout.blocks[1 - root].count * element;  // the non-root's block
+    const bool sends = (rank == root) != gather;
+    const auto* out = static_cast<const std::byte*>(send);
+    if (!gather && rank == root) out += layout.blocks[1 - root].offset * element;
+    impl.inlineBlocks(header, sends ? out : nullptr, sends ? theirs : 0, sends ? 0 : theirs,
+                      sends ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
+  }
   auto body = [&impl, gather, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, root,
                algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
@@ -82,6 +142,9 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
       const size_t at = blocks[0].offset * element;
       const size_t bytes = blocks[0].count * element;
       return gather ? copyBytes(recv + at, send, bytes) : copyBytes(recv, send + at, bytes);
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      return rootedVInHeaders(impl, group, gather, send, recv, blocks, element, root, wait);
     }
     const collectives::RootedSchedule schedule = detail::rootedSchedule(algorithm);
     const transport::WaitContext linked = impl.linkedFor(schedule, wait);

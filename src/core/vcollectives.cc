@@ -4,6 +4,7 @@
 // collectives/pairwise_alltoall.cc).
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
 #include "src/core/communicator_impl.h"
+#include "src/core/header_framing.h"
 
 namespace ringlet {
 
@@ -60,12 +62,37 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
                   .ranks = impl.size()};
   const auto algorithm =
       impl.chooseForBlocks(header, collectives::Collective::kAllgatherv, layout.blocks, element);
+  if (algorithm == collectives::Algorithm::kHeaderInline && impl.size() == 2) {
+    impl.inlineBlocks(header, send, own.count * element,
+                      layout.blocks[1 - rank].count * element);  // its block for the peer's
+  }
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
                algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
+    const size_t element = elementSize(type);
     if (group.size == 1) {
-      const size_t element = elementSize(type);
       return copyBytes(recv + blocks[0].offset * element, send, blocks[0].count * element);
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      const Piece own = blocks[group.rank];
+      copyBytes(recv + own.offset * element, send, own.count * element);
+      if (group.size == 2) {  // the peer's block came with its header
+        const Piece theirs = blocks[1 - group.rank];
+        return copyBytes(recv + theirs.offset * element, impl.inlineFromPrev(),
+                         theirs.count * element);
+      }
+      // Every block packed in rank order, the others' zero, summed byte-wise over headers.
+      std::array<std::byte, OpHeader::kInlineBytes> all{};
+      const size_t total = detail::packedStart(blocks, group.size);
+      copyBytes(all.data() + detail::packedStart(blocks, group.rank) * element, send,
+                own.count * element);
+      detail::headerDoublingUnion(impl, group, all.data(), total * element, wait);
+      for (int q = 0; q < group.size; ++q) {
+        if (q == group.rank) continue;
+        copyBytes(recv + blocks[q].offset * element,
+                  all.data() + detail::packedStart(blocks, q) * element, blocks[q].count * element);
+      }
+      return;
     }
     const collectives::AllgathervArgs args{
         .send = send, .recv = recv, .blocks = blocks, .type = type};
@@ -99,11 +126,35 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
                   .ranks = impl.size()};
   const auto algorithm = impl.chooseForBlocks(header, collectives::Collective::kReduceScatterv,
                                               layout.blocks, element);
+  if (algorithm == collectives::Algorithm::kHeaderInline && impl.size() == 2) {
+    const Piece theirs = layout.blocks[1 - rank];  // its part of send, for the peer to keep
+    impl.inlineBlocks(header, static_cast<const std::byte*>(send) + theirs.offset * element,
+                      theirs.count * element, own.count * element);
+  }
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, op,
                algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
+    const size_t element = elementSize(type);
     if (group.size == 1) {
-      return copyBytes(recv, send, blocks[0].count * elementSize(type));
+      return copyBytes(recv, send, blocks[0].count * element);
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline) {
+      const Piece own = blocks[group.rank];
+      if (group.size == 2) {  // this rank's block of the peer's send came with its header
+        if (own.count == 0) return;
+        kernels::reduce(recv, send + own.offset * element, impl.inlineFromPrev(), own.count, type,
+                        op);
+        if (op == ReduceOp::kAvg) kernels::finishAverage(recv, own.count, type, 2);
+        return;
+      }
+      // The whole send buffer reduced over call headers, this rank's block kept.
+      const size_t total = detail::packedStart(blocks, group.size);
+      std::array<std::byte, OpHeader::kInlineBytes> all;
+      std::memcpy(all.data(), send, total * element);
+      detail::headerDoublingAllreduce(
+          impl, group,
+          {.send = all.data(), .recv = all.data(), .count = total, .type = type, .op = op}, wait);
+      return copyBytes(recv, all.data() + own.offset * element, own.count * element);
     }
     const collectives::ReduceScattervArgs args{
         .send = send, .recv = recv, .blocks = blocks, .type = type, .op = op};

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include "ringlet/ringlet.h"
 #include "tests/support/expect_throw.h"
@@ -186,29 +188,42 @@ TEST(VFormErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
   });
 }
 
-// Rank 1 passes other counts with the same total: rank 1 (which reads rank 0's call) and rank 2
-// (which reads rank 1's) throw MismatchError naming both calls; rank 0 learns of it from them.
+// Rank 1 passes other counts with the same total. Blocks too large for call headers (scale
+// 100): rank 1 (which reads rank 0's call) and rank 2 (which reads rank 1's) throw MismatchError
+// naming both calls in the round of headers; rank 0 learns of it from them. Small blocks ride in
+// the headers of recursive doubling (scale 1): rank 1 and its partners name both calls, the rest
+// get a PeerError.
 TEST(VFormErrors, CountsThatDifferFailWithMismatchNamingBothCalls) {
-  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store);
-    const std::vector<size_t> counts =
-        rank == 1 ? std::vector<size_t>{2, 1, 3} : std::vector<size_t>{1, 2, 3};
-    std::vector<float> send(3, 1.0f), recv(6, 0.0f);
-    try {
-      comm.allgatherv(send.data(), recv.data(), counts, DataType::kFloat32);
-      ADD_FAILURE() << "rank " << rank << ": expected an error";
-    } catch (const MismatchError& e) {
-      EXPECT_NE(rank, 0) << e.what();
-      const std::string message = e.what();
-      EXPECT_NE(message.find("allgatherv(count=6 in all over 3 ranks, float32, counts #"),
-                std::string::npos)
-          << message;
-      expectTwoFingerprints(message);
-    } catch (const PeerError& e) {
-      EXPECT_EQ(rank, 0) << e.what();
-      EXPECT_NE(std::string(e.what()).find("allgatherv"), std::string::npos) << e.what();
-    }
-  });
+  for (size_t scale : {size_t{1}, size_t{100}}) {
+    SCOPED_TRACE(fmt::format("blocks x{}", scale));
+    runThreadRanks(3, [scale](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store);
+      std::vector<size_t> counts =
+          rank == 1 ? std::vector<size_t>{2, 1, 3} : std::vector<size_t>{1, 2, 3};
+      for (size_t& c : counts) c *= scale;
+      std::vector<float> send(3 * scale, 1.0f), recv(6 * scale, 0.0f);
+      try {
+        comm.allgatherv(send.data(), recv.data(), counts, DataType::kFloat32);
+        ADD_FAILURE() << "rank " << rank << ": expected an error";
+      } catch (const MismatchError& e) {
+        if (scale > 1) {
+          EXPECT_NE(rank, 0) << e.what();
+        }
+        const std::string message = e.what();
+        EXPECT_NE(message.find(fmt::format(
+                      "allgatherv(count={} in all over 3 ranks, float32, counts #", 6 * scale)),
+                  std::string::npos)
+            << message;
+        expectTwoFingerprints(message);
+      } catch (const PeerError& e) {
+        EXPECT_NE(rank, 1) << e.what();
+        if (scale > 1) {
+          EXPECT_EQ(rank, 0) << e.what();
+        }
+        EXPECT_NE(std::string(e.what()).find("allgatherv"), std::string::npos) << e.what();
+      }
+    });
+  }
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
     const std::vector<size_t> counts =
@@ -238,59 +253,89 @@ TEST(VFormErrors, CountsThatDifferFailWithMismatchNamingBothCalls) {
   });
 }
 
-// Gather-v and scatter-v with rank 1's counts other than the rest (same total), for every root:
-// ranks 1 and 2 throw MismatchError naming both calls, the rest a PeerError. A rank whose only
-// part is to send (a leaf of the gather tree, the scatter root) may return before the failure
-// reaches it, as a gather's would; its next call then fails, naming it.
+// Gather-v and scatter-v with rank 1's counts other than the rest (same total), for every root.
+// Blocks too large for call headers (scale 100): ranks 1 and 2 throw MismatchError naming both
+// calls, the rest a PeerError; a rank whose only part is to send (a leaf of the gather tree, the
+// scatter root) may return before the failure reaches it, as a gather's would, and its next call
+// then fails, naming it. Small blocks (scale 1, recursive doubling over call headers): rank 1 and
+// its partners name both calls, the rest get a PeerError.
 TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
-  for (bool scatter : {false, true}) {
-    for (int root = 0; root < 3; ++root) {
-      SCOPED_TRACE(fmt::format("{} root {}", scatter ? "scatterv" : "gatherv", root));
-      runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
-        Communicator comm = makeComm(rank, size, store);
-        const std::vector<size_t> counts =
-            rank == 1 ? std::vector<size_t>{2, 1, 3} : std::vector<size_t>{1, 2, 3};
-        std::vector<float> send(6, 1.0f), recv(6, 0.0f);
-        const char* name = scatter ? "scatterv" : "gatherv";
-        try {
-          if (scatter) {
-            comm.scatterv(send.data(), counts, recv.data(), DataType::kFloat32, root);
-          } else {
-            comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, root);
-          }
-          const bool onlySends = scatter ? rank == root : rank != root;
-          EXPECT_TRUE(onlySends) << "rank " << rank << ": expected an error";
-          EXPECT_EQ(rank, 0) << "rank " << rank << ": expected an error";
+  for (size_t scale : {size_t{1}, size_t{100}}) {
+    for (bool scatter : {false, true}) {
+      for (int root = 0; root < 3; ++root) {
+        SCOPED_TRACE(
+            fmt::format("{} root {} blocks x{}", scatter ? "scatterv" : "gatherv", root, scale));
+        runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+          Communicator comm = makeComm(rank, size, store);
+          std::vector<size_t> counts =
+              rank == 1 ? std::vector<size_t>{2, 1, 3} : std::vector<size_t>{1, 2, 3};
+          for (size_t& c : counts) c *= scale;
+          std::vector<float> send(6 * scale, 1.0f), recv(6 * scale, 0.0f);
+          const char* name = scatter ? "scatterv" : "gatherv";
           try {
-            comm.barrier();
-            ADD_FAILURE() << "rank " << rank << ": the call after the disagreement succeeded";
-          } catch (const Error& e) {
+            if (scatter) {
+              comm.scatterv(send.data(), counts, recv.data(), DataType::kFloat32, root);
+            } else {
+              comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, root);
+            }
+            const bool onlySends = scatter ? rank == root : rank != root;
+            EXPECT_TRUE(onlySends && scale > 1) << "rank " << rank << ": expected an error";
+            EXPECT_EQ(rank, 0) << "rank " << rank << ": expected an error";
+            try {
+              comm.barrier();
+              ADD_FAILURE() << "rank " << rank << ": the call after the disagreement succeeded";
+            } catch (const Error& e) {
+              EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+            }
+          } catch (const MismatchError& e) {
+            if (scale > 1) {
+              EXPECT_NE(rank, 0) << e.what();
+            }
+            const std::string message = e.what();
+            EXPECT_NE(message.find(fmt::format("{}(count={} in all over 3 ranks, float32, root={}, "
+                                               "counts #",
+                                               name, 6 * scale, root)),
+                      std::string::npos)
+                << message;
+            expectTwoFingerprints(message);
+          } catch (const PeerError& e) {
+            EXPECT_NE(rank, 1) << e.what();
+            if (scale > 1) {
+              EXPECT_EQ(rank, 0) << e.what();
+            }
             EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
           }
-        } catch (const MismatchError& e) {
-          EXPECT_NE(rank, 0) << e.what();
-          const std::string message = e.what();
-          EXPECT_NE(message.find(fmt::format("{}(count=6 in all over 3 ranks, float32, root={}, "
-                                             "counts #",
-                                             name, root)),
-                    std::string::npos)
-              << message;
-          expectTwoFingerprints(message);
-        } catch (const PeerError& e) {
-          EXPECT_EQ(rank, 0) << e.what();
-          EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
-        }
-      });
+        });
+      }
     }
   }
-  // A v-form against its equal-block form, and the same counts with two roots.
-  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+  // A v-form against its equal-block form, and the same counts with two roots. Small blocks on
+  // two ranks ride in the call headers, so a rank that only sends (the gather-v's non-root, a
+  // scatter-v root) returns at once and fails at its next call, as a gather's or a broadcast's
+  // would (TwoRootsOfOneSmallBroadcastFailAtTheNextCall); at least one rank names both calls.
+  std::atomic<int> mismatches{0};
+  auto failsNowOrNext = [&](Communicator& comm, int rank, const std::function<void()>& call,
+                            std::initializer_list<std::string> parts) {
+    try {
+      call();
+      comm.barrier();
+      ADD_FAILURE() << "rank " << rank << " never heard of the disagreement";
+    } catch (const MismatchError& e) {
+      ++mismatches;
+      for (const std::string& part : parts) {
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      }
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("call #0"), std::string::npos) << e.what();
+    }
+  };
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
     std::vector<float> send(4, 1.0f), recv(8, 0.0f);
     const std::vector<size_t> counts = {4, 4};
-    expectThrowWith<MismatchError>(
+    failsNowOrNext(
+        comm, rank,
         [&] {
-          // (The root takes the gather: a two-rank gather's other rank only sends.)
           if (rank == 1) {
             comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
           } else {
@@ -299,13 +344,31 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
         },
         {"gatherv(count=8 in all over 2 ranks, float32, root=0", "gather(count=4 per rank"});
   });
-  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+  EXPECT_GE(mismatches.exchange(0), 1);
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
     std::vector<float> send(8, 1.0f), recv(8, 0.0f);
     const std::vector<size_t> counts = {4, 4};
-    expectThrowWith<MismatchError>(
+    failsNowOrNext(
+        comm, rank,
         [&] { comm.scatterv(send.data(), counts, recv.data(), DataType::kFloat32, rank); },
         {"scatterv(count=8 in all over 2 ranks, float32, root=0", "root=1"});
+  });
+  EXPECT_GE(mismatches.exchange(0), 1);
+  // Blocks too large for a header: the round of headers, where both ranks name both calls.
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> send(400, 1.0f), recv(800, 0.0f);
+    const std::vector<size_t> counts = {400, 400};
+    expectThrowWith<MismatchError>(
+        [&] {
+          if (rank == 1) {
+            comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
+          } else {
+            comm.gather(send.data(), recv.data(), 400, DataType::kFloat32, 0);
+          }
+        },
+        {"gatherv(count=800 in all over 2 ranks, float32, root=0", "gather(count=400 per rank"});
   });
 }
 
