@@ -599,13 +599,12 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
   collectives::Algorithm algorithm = collectives::Algorithm::kAuto;
   if (size_ > 1) {
     const size_t n = blocks.size();
-    std::vector<size_t> bytes(n);
     size_t total = 0;
-    for (size_t u = 0; u < n; ++u) {
-      bytes[u] = blocks[(first + u) % n].count * element;
-      total += bytes[u];
+    size_t largest = 0;
+    for (const collectives::Piece& block : blocks) {
+      total += block.count * element;
+      largest = std::max(largest, block.count * element);
     }
-    const size_t largest = *std::max_element(bytes.begin(), bytes.end());
     if (forced(collective) == collectives::Algorithm::kAuto && size_ == 2 &&
         largest <= OpHeader::kInlineBytes) {
       // Two ranks: each block rides in a call header, one message each way (or one, rooted);
@@ -613,12 +612,19 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
       algorithm = collectives::Algorithm::kHeaderInline;
     } else if (forced(collective) == collectives::Algorithm::kAuto && size_ > 2 && total > 0 &&
                total <= OpHeader::kInlineBytes) {
-      // More: every block in place in a packed buffer of all of them, the others zero, summed
-      // byte-wise (or reduced) by recursive doubling over call headers that carry it: no round
-      // of headers first, log2 N messages.
+      // More ranks. Gather-v and scatter-v while a chain takes no more messages than a tree
+      // (computeAlgorithmFor): the blocks along the ring in the call headers, as gather's and
+      // scatter's. Otherwise every block in place in a packed buffer of all of them, the others
+      // zero, summed byte-wise (or reduced) by recursive doubling over call headers that carry
+      // it (header.selfChecked): no round of headers first, log2 N messages.
       algorithm = collectives::Algorithm::kHeaderInline;
-      header.selfChecked = true;
+      const bool rooted = collective == collectives::Collective::kGatherv ||
+                          collective == collectives::Collective::kScatterv;
+      const auto after = static_cast<unsigned>(size_ - 1);
+      header.selfChecked = !rooted || after > 1 + std::bit_width(after);
     } else {
+      std::vector<size_t> bytes(n);  // in turn from block `first`
+      for (size_t u = 0; u < n; ++u) bytes[u] = blocks[(first + u) % n].count * element;
       algorithm = collectives::chooseForBlocks(collective, bytes, modelSliceBytes(), model_,
                                                forced(collective), modelHosts_);
     }
@@ -634,6 +640,7 @@ void CommunicatorImpl::inlineBlocks(OpHeader& header, const void* out, size_t ou
   if (inBytes != outBytes) header.inlineInBytes = inBytes;
   header.sendsOnly = role == PairRole::kSendsOnly;
   header.receivesOnly = role == PairRole::kReceivesOnly;
+  header.relays = role == PairRole::kRelays;
 }
 
 collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,

@@ -115,13 +115,15 @@ class CommunicatorImpl {
   // of one. Not remembered: it depends on every block, not only on their sum.
   // Small blocks ride in call headers (kHeaderInline, unless an algorithm is forced): on two
   // ranks when every block fits a header (inlineBlocks() then says what this rank's carries), on
-  // more when all of them together fit (header.selfChecked: the body exchanges them by recursive
-  // doubling over headers).
+  // more when all of them together fit: gather-v and scatter-v on up to five ranks along the
+  // ring (a chain, inlineBlocks() again), else with header.selfChecked (the body exchanges them
+  // by recursive doubling over headers).
   collectives::Algorithm chooseForBlocks(OpHeader& header, collectives::Collective collective,
                                          std::span<const collectives::Piece> blocks, size_t element,
                                          int first = 0) const;
-  // A two-rank v-form's kHeaderInline call: this rank's header carries `outBytes` from `out`, its
-  // peer's brings `inBytes` (inlineFromPrev()); `role` as for chooseFor().
+  // A v-form's kHeaderInline call on two ranks, or in a chain: this rank's header carries
+  // `outBytes` from `out`, the previous rank's brings `inBytes` (inlineFromPrev()); `role` as for
+  // chooseFor().
   void inlineBlocks(OpHeader& header, const void* out, size_t outBytes, size_t inBytes,
                     PairRole role = PairRole::kBoth) const;
   collectives::Algorithm forced(collectives::Collective collective) const {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstring>
+#include <memory>
 #include <span>
 
 #include "collectives/collectives.h"
@@ -55,6 +56,55 @@ BlockLayout checkRootedV(const char* name, detail::CommunicatorImpl& impl, const
                                       rank, mineName, countsName, rank, own.count));
   }
   return layout;
+}
+
+// Bytes of the blocks of places 1..p (place: (rank - root) mod N), a gather-v chain's message
+// from place p.
+size_t chainBytes(std::span<const Piece> blocks, int root, int p, size_t element) {
+  const int n = static_cast<int>(blocks.size());
+  size_t bytes = 0;
+  for (int u = 1; u <= p; ++u) bytes += blocks[(root + u) % n].count * element;
+  return bytes;
+}
+
+// The blocks lie packed in rank order (each where the prefix sum of the counts puts it).
+bool packedInOrder(std::span<const Piece> blocks) {
+  size_t at = 0;
+  for (const Piece& block : blocks) {
+    if (block.count > 0 && block.offset != at) return false;
+    at += block.count;
+  }
+  return true;
+}
+
+// A chain of call headers on three to five ranks (prepareRootedV set what each header carries).
+// Gather-v: a relay appends its block to those that came, the root places them all. Scatter-v:
+// every rank takes its own block of those that came (the root's from its send).
+void rootedVChain(detail::CommunicatorImpl& impl, const collectives::Group& group, bool gather,
+                  const std::byte* send, std::byte* recv, std::span<const Piece> blocks,
+                  size_t element, int root) {
+  const int n = group.size;
+  const int place = (group.rank - root + n) % n;
+  const Piece own = blocks[group.rank];
+  if (!gather) {
+    const std::byte* from = place == 0 ? send + own.offset * element
+                                       : impl.inlineFromPrev() +
+                                             detail::packedStart(blocks, group.rank) * element;
+    return copyBytes(recv, from, own.count * element);
+  }
+  if (place == 1) return;  // sent its block with its header
+  if (place > 1) {         // a relay: the blocks that came, then its own
+    const size_t before = chainBytes(blocks, root, place - 1, element);
+    copyBytes(impl.inlineToNext(), impl.inlineFromPrev(), before);
+    return copyBytes(impl.inlineToNext() + before, send, own.count * element);
+  }
+  copyBytes(recv + own.offset * element, send, own.count * element);
+  size_t at = 0;
+  for (int p = 1; p < n; ++p) {  // the blocks of places 1..n-1, in that order
+    const Piece block = blocks[(root + p) % n];
+    copyBytes(recv + block.offset * element, impl.inlineFromPrev() + at, block.count * element);
+    at += block.count * element;
+  }
 }
 
 // A kHeaderInline gather-v or scatter-v (CommunicatorImpl::chooseForBlocks). Two ranks: the
@@ -123,25 +173,64 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
       header, gather ? collectives::Collective::kGatherv : collectives::Collective::kScatterv,
       layout.blocks, elementSize(type), root);
   const int rank = impl.rank();
-  if (algorithm == collectives::Algorithm::kHeaderInline && impl.size() == 2) {
+  const int size = impl.size();
+  const size_t element = elementSize(type);
+  const bool inHeaders = algorithm == collectives::Algorithm::kHeaderInline;
+  // A scatter-v root whose blocks are not packed in rank order sends a packed copy along a chain.
+  std::shared_ptr<std::byte[]> packed;
+  if (inHeaders && size == 2) {
     // Two ranks: the non-root's block rides in the header of the rank that sends it, which
     // returns at once; the other rank takes it from there (as gather and scatter do).
-    const size_t element = elementSize(type);
     const size_t theirs = layout.blocks[1 - root].count * element;  // the non-root's block
     const bool sends = (rank == root) != gather;
     const auto* out = static_cast<const std::byte*>(send);
     if (!gather && rank == root) out += layout.blocks[1 - root].offset * element;
     impl.inlineBlocks(header, sends ? out : nullptr, sends ? theirs : 0, sends ? 0 : theirs,
                       sends ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
+  } else if (inHeaders && !header.selfChecked && gather) {
+    // A chain from the rank after the root: place p's header carries the blocks of places 1..p
+    // (a relay's in the scratch it fills in its body), the root's none.
+    const int place = (rank - root + size) % size;
+    const PairRole role = detail::chainRole(rank, size, (root + 1) % size);
+    const size_t upTo = chainBytes(layout.blocks, root, place == 0 ? size - 1 : place, element);
+    const void* out = role == PairRole::kRelays ? impl.inlineToNext() : send;
+    if (place == 0) {
+      impl.inlineBlocks(header, nullptr, 0, upTo, role);
+    } else {
+      const size_t in = place == 1 ? upTo : chainBytes(layout.blocks, root, place - 1, element);
+      impl.inlineBlocks(header, out, upTo, in, role);
+    }
+  } else if (inHeaders && !header.selfChecked) {
+    // A chain from the root: every block, packed, from rank to rank around the ring; each takes
+    // its own and passes them all on.
+    const size_t total = layout.total * element;
+    const PairRole role = detail::chainRole(rank, size, root);
+    const std::byte* out = impl.inlineFromPrev();
+    if (rank == root) {
+      out = static_cast<const std::byte*>(send);
+      if (!packedInOrder(layout.blocks)) {
+        packed = std::make_shared_for_overwrite<std::byte[]>(total);
+        for (int q = 0; q < size; ++q) {
+          copyBytes(packed.get() + detail::packedStart(layout.blocks, q) * element,
+                    out + layout.blocks[q].offset * element, layout.blocks[q].count * element);
+        }
+        out = packed.get();
+      }
+    }
+    impl.inlineBlocks(header, out, total, total, role);
   }
   auto body = [&impl, gather, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, root,
-               algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
+               algorithm, packed = std::move(packed), chain = inHeaders && !header.selfChecked](
+                  const collectives::Group& group, const transport::WaitContext& wait) {
     const size_t element = elementSize(type);
     if (group.size == 1) {
       const size_t at = blocks[0].offset * element;
       const size_t bytes = blocks[0].count * element;
       return gather ? copyBytes(recv + at, send, bytes) : copyBytes(recv, send + at, bytes);
+    }
+    if (algorithm == collectives::Algorithm::kHeaderInline && chain && group.size > 2) {
+      return rootedVChain(impl, group, gather, send, recv, blocks, element, root);
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       return rootedVInHeaders(impl, group, gather, send, recv, blocks, element, root, wait);
