@@ -87,9 +87,9 @@ void rootedVChain(detail::CommunicatorImpl& impl, const collectives::Group& grou
   const int place = (group.rank - root + n) % n;
   const Piece own = blocks[group.rank];
   if (!gather) {
-    const std::byte* from = place == 0 ? send + own.offset * element
-                                       : impl.inlineFromPrev() +
-                                             detail::packedStart(blocks, group.rank) * element;
+    const std::byte* from =
+        place == 0 ? send + own.offset * element
+                   : impl.inlineFromPrev() + detail::packedStart(blocks, group.rank) * element;
     return copyBytes(recv, from, own.count * element);
   }
   if (place == 1) return;  // sent its block with its header
