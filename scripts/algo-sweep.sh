@@ -8,6 +8,7 @@
 # separate runs differ by more than 10% on a shared machine.
 #
 #   scripts/algo-sweep.sh [-n "2 3 4"] [-e 256M] [-r 3] [--ops "allreduce allgather"] [--transport shm]
+#                         [--suffix vforms]   (writes algo-sweep-n<N>-vforms.{md,json})
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks="2 3 4"
@@ -15,6 +16,7 @@ maxbytes=256M
 ops="allreduce broadcast reduce allgather reducescatter alltoall"
 transport=shm
 repeats=3
+suffix=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -n) ranks="$2"; shift 2 ;;
@@ -22,6 +24,7 @@ while [[ $# -gt 0 ]]; do
     -r) repeats="$2"; shift 2 ;;
     --ops) ops="$2"; shift 2 ;;
     --transport) transport="$2"; shift 2 ;;
+    --suffix) suffix="-$2"; shift 2 ;;
     *) echo "ringlet: algo-sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -43,5 +46,5 @@ for n in $ranks; do
       done
     done
   done
-  /usr/bin/python3 scripts/algo_sweep.py "$tmp" "$n" "$out/algo-sweep-n$n"
+  /usr/bin/python3 scripts/algo_sweep.py "$tmp" "$n" "$out/algo-sweep-n$n$suffix"
 done

@@ -557,7 +557,8 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
   using collectives::Collective;
   if (size_ == 1) return collectives::Algorithm::kAuto;
   // Data that fits a call header rides in it, unless an algorithm is forced: on two ranks one
-  // message each way, on more as below. (The v-forms' blocks never ride in it.)
+  // message each way, on more as below. (The v-forms decide by their blocks: chooseForBlocks;
+  // here, as algorithmFor(collective, bytes) asks, they get the model's choice for even ones.)
   const bool inlineable =
       collective != Collective::kAllreduce && collective != Collective::kBarrier &&
       collective != Collective::kAllgatherv && collective != Collective::kReduceScatterv &&
@@ -623,10 +624,21 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
       const auto after = static_cast<unsigned>(size_ - 1);
       header.selfChecked = !rooted || after > 1 + std::bit_width(after);
     } else {
-      std::vector<size_t> bytes(n);  // in turn from block `first`
-      for (size_t u = 0; u < n; ++u) bytes[u] = blocks[(first + u) % n].count * element;
-      algorithm = collectives::chooseForBlocks(collective, bytes, modelSliceBytes(), model_,
-                                               forced(collective), modelHosts_);
+      auto compute = [&] {
+        std::vector<size_t> bytes(n);  // in turn from block `first`
+        for (size_t u = 0; u < n; ++u) bytes[u] = blocks[(first + u) % n].count * element;
+        return static_cast<uint8_t>(collectives::chooseForBlocks(
+            collective, bytes, modelSliceBytes(), model_, forced(collective), modelHosts_));
+      };
+      // A call repeated with the same counts (a fingerprint of them: every rank's call has it)
+      // skips the model; algorithmFor(collective, blocks) passes none and always computes.
+      const uint64_t key = (header.countsHash ^ (element * 0x9E3779B97F4A7C15ULL) ^
+                            (static_cast<uint64_t>(first) * 0xC2B2AE3D27D4EB4FULL)) >>
+                           8;
+      algorithm = static_cast<collectives::Algorithm>(
+          header.countsHash == 0
+              ? compute()
+              : cachedChoice(kBlockChoiceSlots + static_cast<size_t>(collective), key, compute));
     }
   }
   header.algorithm = static_cast<uint8_t>(algorithm);

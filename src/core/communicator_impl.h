@@ -321,14 +321,17 @@ class CommunicatorImpl {
   // The last choice per collective (and one more slot: all-reduce's own choice), packed as
   // bytes << 8 | value: a call repeated at one size (a training step's buckets, a benchmark's
   // loop) skips the model, whose logarithms cost about as much as a small shared-memory call's
-  // bookkeeping. Emptied when the model changes (calibrate()).
+  // bookkeeping. Then one slot per collective for the v-forms' choice by block layout
+  // (chooseForBlocks), keyed by the counts' fingerprint instead of bytes. Emptied when the model
+  // changes (calibrate()).
   static constexpr uint64_t kNoChoice = ~uint64_t{0};
   template <typename Compute>
   uint8_t cachedChoice(size_t slot, size_t bytes, Compute&& compute) const;
   void forgetChoices() const;
   collectives::Algorithm computeAlgorithmFor(collectives::Collective collective,
                                              size_t bytes) const;
-  mutable std::array<std::atomic<uint64_t>, collectives::kCollectiveCount + 1> choices_;
+  static constexpr size_t kBlockChoiceSlots = collectives::kCollectiveCount + 1;
+  mutable std::array<std::atomic<uint64_t>, 2 * collectives::kCollectiveCount + 1> choices_;
   uint64_t nextSeq_ = 0;
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;
