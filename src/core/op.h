@@ -139,7 +139,8 @@ struct OpHeader {
 };
 
 // The fingerprint of a v-form's counts (OpHeader::countsHash): equal vectors give equal values,
-// and different ones differ but for a 2^-64 chance.
+// and vectors that differ by mistake differ but for about a 2^-64 chance (a mixing hash, not a
+// cryptographic one: it catches ranks that disagree, not a peer that lies).
 uint64_t hashCounts(std::span<const size_t> counts);
 
 // The error for two ranks that issued different calls: names both calls and both ranks.
