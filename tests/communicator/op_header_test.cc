@@ -2,8 +2,12 @@
 // device memory) are told apart and described.
 #include "src/core/op.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
 #include <vector>
 
 namespace ringlet::detail {
@@ -77,6 +81,32 @@ TEST(OpHeader, VFormsCarryAFingerprintOfTheirCounts) {
   EXPECT_TRUE(a.sameCall(b));
   b.type = DataType::kInt8;
   EXPECT_FALSE(a.sameCall(b));
+}
+
+// The counts' fingerprint tells apart the vectors ranks get wrong by mistake: every vector of up
+// to 5 counts in 0..5 (permutations, blocks moved between ranks, one count off, a count
+// missing or added, zeros in other places) gives a fingerprint of its own.
+TEST(OpHeader, CountFingerprintsOfNearbyVectorsAllDiffer) {
+  std::map<uint64_t, std::vector<size_t>> seen;
+  std::vector<size_t> counts;
+  std::function<void(size_t)> every = [&](size_t length) {
+    if (counts.size() == length) {
+      const auto [where, fresh] = seen.emplace(hashCounts(counts), counts);
+      EXPECT_TRUE(fresh) << "same fingerprint for [" << fmt::format("{}", fmt::join(counts, " "))
+                         << "] and [" << fmt::format("{}", fmt::join(where->second, " ")) << "]";
+      return;
+    }
+    for (size_t c = 0; c <= 5; ++c) {
+      counts.push_back(c);
+      every(length);
+      counts.pop_back();
+    }
+  };
+  for (size_t length = 0; length <= 5; ++length) every(length);
+  EXPECT_EQ(seen.size(), 1u + 6 + 36 + 216 + 1296 + 7776);
+  // And large counts one apart.
+  EXPECT_NE(hashCounts(std::vector<size_t>{size_t{1} << 40, 7}),
+            hashCounts(std::vector<size_t>{(size_t{1} << 40) + 1, 7}));
 }
 
 TEST(OpHeader, RootedVFormsCompareTheirCountsAndRoot) {
