@@ -138,6 +138,10 @@ std::string OpHeader::describeCall() const {
           "reduce_scatterv(count={} in all over {} ranks, {}, {}, counts #{:016x}{})", count, ranks,
           toString(type), toString(op), countsHash, where);
     case OpKind::kAllToAllv:
+      if (countsHash != 0) {  // two ranks: the pair's counts travel as a fingerprint
+        return fmt::format("alltoallv(sends {} in all over {} ranks, {}, pair counts #{:016x}{})",
+                           count, ranks, toString(type), countsHash, where);
+      }
       return fmt::format("alltoallv(sends {} in all over {} ranks, {}{})", count, ranks,
                          toString(type), where);
     case OpKind::kGatherv:
@@ -194,8 +198,8 @@ bool OpHeader::sameCall(const OpHeader& o) const {
     case OpKind::kReduceScatterv:
       return count == o.count && type == o.type && op == o.op && ranks == o.ranks &&
              countsHash == o.countsHash;
-    case OpKind::kAllToAllv:
-      return type == o.type && ranks == o.ranks;
+    case OpKind::kAllToAllv:  // each rank's total differs; two ranks fingerprint their pair
+      return type == o.type && ranks == o.ranks && countsHash == o.countsHash;
     case OpKind::kGatherv:
     case OpKind::kScatterv:
       return count == o.count && type == o.type && root == o.root && ranks == o.ranks &&

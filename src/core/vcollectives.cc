@@ -253,15 +253,45 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
   }
   OpHeader header{
       .kind = OpKind::kAllToAllv, .type = type, .count = out.total, .ranks = impl.size()};
+  // Two ranks: the header carries a fingerprint of the pair's counts (what rank 0 sends rank 1,
+  // and what rank 1 sends rank 0, as each rank sees them), so the round of headers itself finds
+  // a disagreement and no round of counts follows; blocks of up to 256 bytes each way ride in
+  // the headers (both ranks decide from the same two counts, when they agree).
+  bool inHeaders = false;
+  if (impl.size() == 2) {
+    const int peer = 1 - rank;
+    const size_t mineOut = sendCounts[peer];  // what this rank sends its peer
+    const size_t mineIn = recvCounts[peer];   // and expects from it
+    const std::array<size_t, 2> pair =
+        rank == 0 ? std::array{mineOut, mineIn} : std::array{mineIn, mineOut};
+    header.countsHash = detail::hashCounts(pair);
+    inHeaders = std::max(mineOut, mineIn) * element <= OpHeader::kInlineBytes;
+    if (inHeaders) {
+      header.algorithm = static_cast<uint8_t>(collectives::Algorithm::kHeaderInline);
+      impl.inlineBlocks(header,
+                        static_cast<const std::byte*>(send) + out.blocks[peer].offset * element,
+                        mineOut * element, mineIn * element);
+    }
+  }
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), sendBlocks = std::move(out.blocks),
                recvBlocks = std::move(in.blocks), sendCounts = copyOf(sendCounts),
-               recvCounts = copyOf(recvCounts), sendBytes, element,
-               inPlace](const collectives::Group& group, const transport::WaitContext& wait) {
+               recvCounts = copyOf(recvCounts), sendBytes, element, inPlace,
+               inHeaders](const collectives::Group& group, const transport::WaitContext& wait) {
     if (group.size == 1) {
       if (inPlace) return;  // identical layouts: the block is where it belongs
       return copyBytes(recv + recvBlocks[0].offset * element, send + sendBlocks[0].offset * element,
                        recvBlocks[0].count * element);
+    }
+    if (inHeaders) {  // two ranks: the peer's block for this rank came with its header
+      const int me = group.rank;
+      const int peer = 1 - me;
+      if (!inPlace) {
+        copyBytes(recv + recvBlocks[me].offset * element, send + sendBlocks[me].offset * element,
+                  recvBlocks[me].count * element);
+      }
+      return copyBytes(recv + recvBlocks[peer].offset * element, impl.inlineFromPrev(),
+                       recvBlocks[peer].count * element);
     }
     collectives::AllToAllvArgs args{.send = send,
                                     .recv = recv,
@@ -279,7 +309,8 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
     impl.connectAllPeers(wait.deadline);
     transport::WaitContext all = wait;
     all.links = impl.activeLinks();
-    agreePairCounts(group, sendCounts, recvCounts, all);
+    // (Two ranks compared the pair's counts in their call headers already.)
+    if (group.size > 2) agreePairCounts(group, sendCounts, recvCounts, all);
     collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all);
   };
   return {header, body};

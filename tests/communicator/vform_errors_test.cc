@@ -413,6 +413,63 @@ TEST(VFormErrors, AllToAllvPairsThatDisagreeFailOnBothSides) {
     // The communicator is unusable afterwards, and says why.
     expectThrowWith<AbortedError>([&] { comm.barrier(); }, {"unusable"});
   });
+  // Two ranks compare the pair's counts in their call headers (a fingerprint of both): rank 1
+  // expects one element more than rank 0 sends it. Small blocks ride in the headers, large ones
+  // follow them; either way both ranks fail naming both calls, and nothing is written.
+  for (size_t scale : {size_t{1}, size_t{200}}) {
+    SCOPED_TRACE(fmt::format("blocks x{}", scale));
+    runThreadRanks(2, [scale](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store);
+      std::vector<size_t> sendCounts = {2 * scale, 3 * scale}, recvCounts = {2 * scale, 3 * scale};
+      if (rank == 1) {
+        sendCounts = {3 * scale, 1 * scale};
+        recvCounts = {3 * scale + 1, 1 * scale};
+      }
+      std::vector<float> send(8 * scale, 1.0f), recv(8 * scale, 0.0f);
+      expectThrowWith<MismatchError>(
+          [&] {
+            comm.allToAllv(send.data(), sendCounts, recv.data(), recvCounts, DataType::kFloat32);
+          },
+          {"alltoallv(sends", "over 2 ranks, float32, pair counts #", "rank 0", "rank 1"});
+      EXPECT_EQ(recv, std::vector<float>(8 * scale, 0.0f)) << "rank " << rank;
+    });
+  }
+}
+
+// Two ranks' all-to-all-v, small blocks riding in the call headers and large ones after them, in
+// place and out of place, blocks at displacements with room between them: every block where it
+// belongs, and nothing else written.
+TEST(VFormErrors, TwoRankAllToAllvMovesEveryBlock) {
+  for (size_t scale : {size_t{1}, size_t{100}}) {
+    for (bool inPlace : {false, true}) {
+      SCOPED_TRACE(fmt::format("blocks x{} {}", scale, inPlace ? "in place" : "out of place"));
+      runThreadRanks(2, [scale, inPlace](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        // What r sends q (symmetric between the two ranks, as in place needs): rank r's block
+        // for q at element 10 * scale * q, values 1000 r + 100 q + i mod 50.
+        const size_t sends[2][2] = {{2 * scale, 4 * scale}, {4 * scale, 1 * scale}};
+        const std::vector<size_t> counts = {sends[rank][0], sends[rank][1]};
+        const std::vector<size_t> displs = {0, 10 * scale};
+        auto value = [](int from, int to, size_t i) {
+          return float(1000 * from + 100 * to + static_cast<int>(i % 50));
+        };
+        std::vector<float> send(20 * scale, -1.0f), recv(20 * scale, -2.0f);
+        for (int q = 0; q < size; ++q) {
+          for (size_t i = 0; i < counts[q]; ++i) send[displs[q] + i] = value(rank, q, i);
+        }
+        float* out = inPlace ? send.data() : recv.data();
+        comm.allToAllv(send.data(), counts, displs, out, counts, displs, DataType::kFloat32);
+        for (int q = 0; q < size; ++q) {
+          for (size_t i = 0; i < counts[q]; ++i) {
+            EXPECT_EQ(out[displs[q] + i], value(q, rank, i))
+                << "rank " << rank << " block from " << q << " element " << i;
+          }
+          EXPECT_EQ(out[displs[q] + counts[q]], inPlace ? -1.0f : -2.0f)
+              << "rank " << rank << ": the element after block " << q;
+        }
+      });
+    }
+  }
 }
 
 }  // namespace
