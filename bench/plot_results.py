@@ -13,6 +13,7 @@ The run's name comes from the JSON file name: n2-shm.json -> "n2-shm".
 """
 
 import json
+import math
 import os
 import sys
 
@@ -62,7 +63,9 @@ def plot(out_dir, name, transport, doc, op, records):
                 label="memcpy of the same size, every rank at once (GB/s)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")  # small and large sizes differ by orders of magnitude
-    ticks = [s for s in sizes if (s.bit_length() - 1) % 4 == 3 or s == sizes[-1]]
+    # Ticks at powers of two (the v-forms' sizes round down to whole blocks: 33554424 sits at 32M).
+    exponents = [round(math.log2(s)) for s in sizes]
+    ticks = sorted({1 << e for e in exponents if e % 4 == 3 or e == exponents[-1]})
     ax.set_xticks(ticks, [human(s) for s in ticks])
     ax.set_xlabel("size (bytes, total buffer as in nccl-tests)")
     ax.set_ylabel("bus bandwidth (GB/s, log)")
