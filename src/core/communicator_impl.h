@@ -161,6 +161,11 @@ class CommunicatorImpl {
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
+  // Whether a call made before this one (in call order, so alike on every rank) has linked, or
+  // will link when it runs, every rank to every other; linksAllPeers() records that the call
+  // being made does. (All-to-all-v's only: it is what asks.)
+  bool allPeersLinkedBefore() const { return allPeersLinked_; }
+  void linksAllPeers() { allPeersLinked_ = true; }
   // connectAllPeers() by wait's deadline, and `wait` over every link now active: for a schedule
   // that talks to every rank (the linear gather and scatter), which every rank runs alike.
   transport::WaitContext linkedToAll(const transport::WaitContext& wait);
@@ -333,6 +338,7 @@ class CommunicatorImpl {
   static constexpr size_t kBlockChoiceSlots = collectives::kCollectiveCount + 1;
   mutable std::array<std::atomic<uint64_t>, 2 * collectives::kCollectiveCount + 1> choices_;
   uint64_t nextSeq_ = 0;
+  bool allPeersLinked_ = false;    // allPeersLinkedBefore()
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;
   std::mutex execMutex_;  // one collective runs at a time

@@ -480,6 +480,44 @@ TEST(BenchCli, InvalidOptionsFailWithOneLine) {
   expectOneLineError({"-r", "3"}, "root 3");  // world of one: no rank 3
   expectOneLineError({"--bogus"}, "bogus");
   expectOneLineError({"--vs-mpi"}, "--vs-mpi");  // not under mpirun (or built without MPI)
+  expectOneLineError({"--vblocks", "lumpy"}, "lumpy");
+  expectOneLineError({"--algo", "alltoallv:pairwise"}, "alltoallv:pairwise");  // no choice
+}
+
+// --vblocks even: the v-forms with every block alike, sizes in whole multiples of n elements as
+// the equal-block ops', every row checked clean at 3 ranks, in place too, and the algorithm
+// column the communicator's choice for those blocks.
+TEST(BenchCli, EvenVFormBlocksCheckClean) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const ProcessResult r = runProcess(
+      withLauncher(3, {"--ops",       "allgatherv,reducescatterv,alltoallv,gatherv,scatterv",
+                       "-b",          "8",
+                       "-e",          "64K",
+                       "-f",          "8",
+                       "-n",          "2",
+                       "-w",          "1",
+                       "--warmup-ms", "1",
+                       "--inplace",   "1",
+                       "--vblocks",   "even",
+                       "-r",          "2"}),
+      kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  auto sections = parseTable(r.out);
+  for (const std::string op :
+       {"allgatherv", "reducescatterv", "alltoallv", "gatherv", "scatterv"}) {
+    std::vector<size_t> expected;  // whole multiples of 3 elements, as the equal-block ops'
+    for (size_t s = 8; s <= (64 << 10); s *= 8) expected.push_back(s / 4 / 3 * 3 * 4);
+    ASSERT_EQ(sections[op].size(), expected.size()) << op << "\n" << r.out;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const TableRow& row = sections[op][i];
+      EXPECT_EQ(row.size, expected[i]) << op << " row " << i;
+      EXPECT_EQ(row.fields[8], "0") << op << " #wrong at size " << row.size;
+      if (hasInPlace(op)) {
+        ASSERT_GE(row.fields.size(), 13u) << op;
+        EXPECT_EQ(row.fields[12], "0") << op << " in-place #wrong at size " << row.size;
+      }
+    }
+  }
 }
 
 }  // namespace
