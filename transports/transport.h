@@ -137,6 +137,12 @@ class Link {
   // Never blocks: true when the next message has wholly arrived, so recv() would not wait.
   // False also means "cannot tell" (the default): the caller then waits in recv() when it must.
   virtual bool messageReady() noexcept { return false; }
+  // Never blocks: true when the next message has begun to arrive (its sender is sending it), so
+  // a recv() of it waits for the rest of it, not for the peer to decide to send. The default:
+  // messageReady(). (TCP: a large message is wholly "ready" only once this end has copied all
+  // of it into its read-ahead buffer; "arriving" lets the receive take it straight from the
+  // socket into the caller's memory.)
+  virtual bool messageArriving() noexcept { return messageReady(); }
   // Whether peekMessage() can show the next message (false: it always returns null).
   virtual bool canPeek() const { return false; }
   // Never blocks: the next message when it has wholly arrived and no message is held (between

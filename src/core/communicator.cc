@@ -380,8 +380,10 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
     const size_t recvSlice = impl.sliceBytes({&prev});
     // One slice out, then one in, as collectives::exchange, so two sendrecv calls facing each
     // other never both wait for the other's buffers to drain; but a receive waits only once
-    // everything is sent and takes only what has arrived before, so the other end may also be
-    // a recv() followed by a send() (it reads all of ours before it sends its header).
+    // everything is sent, or for a message that has begun to arrive (its sender is at it), so
+    // the other end may also be a recv() followed by a send() (it reads all of ours before it
+    // sends its header). Not "wholly arrived": over TCP that meant copying each slice into the
+    // link's read-ahead buffer before taking it (N=4, 1-64 MiB: 0.6-0.95x Open MPI's time).
     sendMessageHeader(next, sent, self, out, sendBytes, wait);
     bool headerIn = false;
     // What rides in a header is moved with it.
@@ -393,7 +395,7 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
         collectives::sendFrom(next, out + sentBytes, bytes, wait);
         sentBytes += bytes;
       }
-      if (sentBytes < sendBytes && !prev.messageReady()) continue;
+      if (sentBytes < sendBytes && !prev.messageArriving()) continue;
       if (!headerIn) {
         receiveMessageHeader(impl, prev, expected, self, in, wait);
         headerIn = true;

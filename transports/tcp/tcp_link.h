@@ -71,6 +71,7 @@ class TcpLink final : public Link {
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
 
   bool pump() override;
+  bool messageArriving() noexcept override;
   bool pollable() const override;
   size_t pollFds(std::span<pollfd> out) override;
   void readAhead() noexcept override { readAheadQuietly(); }

@@ -1,4 +1,5 @@
 // TcpLink's receive side: the read-ahead buffer, recv/recvInto, ABORT frames.
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <fmt/format.h>
@@ -362,6 +363,14 @@ bool TcpLink::messageReady() noexcept {
   };
   if (!whole()) readAheadQuietly();
   return whole();
+}
+
+bool TcpLink::messageArriving() noexcept {
+  if (held_) return false;  // between recv() and release(): the caller is not asking yet
+  if (buffered() > 0) return true;
+  // Bytes in the socket, not read: a message's frame comes first on the main stream.
+  int pending = 0;
+  return ::ioctl(fd_.get(), FIONREAD, &pending) == 0 && pending > 0;
 }
 
 const std::byte* TcpLink::peekMessage(size_t* bytes) noexcept {
