@@ -159,11 +159,21 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
                        : nullptr;
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllToAll, block * impl.size(), otherBlock);
+  // The pairwise exchange links every rank to every other. More than two ranks with blocks of at
+  // most kCountsMessageData bytes (chosen by the model, not forced): one message per peer
+  // carrying the call header and the block, as all-to-all-v's counts message does, with no round
+  // of headers first once the ranks are linked (decided at the call, alike on every rank).
+  const bool pairwise = algorithm == collectives::Algorithm::kPairwise && impl.size() > 2;
+  const bool direct =
+      pairwise && block <= detail::kCountsMessageData &&
+      impl.forced(collectives::Collective::kAllToAll) == collectives::Algorithm::kAuto;
+  if (direct) header.selfChecked = impl.allPeersLinkedBefore();
+  if (pairwise) impl.linksAllPeers();
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};
-  auto body = [&impl, args, algorithm](const collectives::Group& group,
-                                       const transport::WaitContext& wait) {
+  auto body = [&impl, args, algorithm, direct](const collectives::Group& group,
+                                               const transport::WaitContext& wait) {
     if (algorithm == collectives::Algorithm::kHeaderInline && group.size > 2) {
       // The N x N matrix of blocks (row: what a rank sends), each rank's row set and the rest
       // zero, summed byte-wise over call headers; this rank's column is what it receives.
@@ -200,11 +210,25 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       if (a.recv != a.send && bytes > 0) std::memcpy(a.recv, a.send, bytes);
       return;
     }
-    // Every rank reaches this call (its header was checked), so the links it needs to everyone
-    // are made collectively here, the first time.
+    // Every rank reaches this call (its header was checked in a round of headers, or every rank
+    // is linked to every other already: selfChecked), so the links it needs to everyone are made
+    // collectively here, the first time.
     impl.connectAllPeers(wait.deadline);
     transport::WaitContext all = wait;
     all.links = impl.activeLinks();
+    if (direct) {  // every block with its header; the exchange below copies this rank's own
+      const std::vector<collectives::Piece> blocks =
+          collectives::equalBlocks(a.blockBytes, group.size);
+      const std::vector<size_t> counts(static_cast<size_t>(group.size), a.blockBytes);
+      collectives::AllToAllvArgs v{.send = a.send,
+                                   .recv = a.recv,
+                                   .sendBlocks = blocks,
+                                   .recvBlocks = blocks,
+                                   .elementBytes = 1};
+      std::vector<collectives::Piece> sendLeft(blocks), recvLeft(blocks);
+      detail::exchangeCountsAndSmallBlocks(impl, group, counts, counts, v, sendLeft, recvLeft, all);
+      return collectives::pairwiseAllToAllv(group, v, impl.sliceBytes({}), all);
+    }
     if (impl.ringReordered()) {
       // Steps taken by place on the host-ordered ring (host_ring.h): with ranks dealt cyclically,
       // rank order would send every rank's block off the host in the same steps and leave the

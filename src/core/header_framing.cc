@@ -4,10 +4,15 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstring>
+#include <vector>
 
 #include "ringlet/error.h"
+#include "src/core/call_checks.h"
 
 namespace ringlet::detail {
+
+using collectives::Piece;
 
 namespace {
 
@@ -71,6 +76,90 @@ void headerDoublingUnion(CommunicatorImpl& impl, const collectives::Group& group
                            .type = DataType::kUInt8,
                            .op = ReduceOp::kSum},
                           wait);
+}
+
+void exchangeCountsAndSmallBlocks(CommunicatorImpl& impl, const collectives::Group& group,
+                                  std::span<const size_t> sendCounts,
+                                  std::span<const size_t> recvCounts,
+                                  collectives::AllToAllvArgs& args, std::vector<Piece>& sendLeft,
+                                  std::vector<Piece>& recvLeft,
+                                  const transport::WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  const size_t element = args.elementBytes;
+  const OpHeader& mine = impl.runningHeader();
+  // Unchanged until the flushes: each peer's message, header and all.
+  std::vector<std::array<std::byte, OpHeader::kWireBytes>> wire(static_cast<size_t>(n));
+  std::array<std::byte, OpHeader::kInlineBytes> data;
+  for (int s = 1; s < n; ++s) {
+    const int q = (r + s) % n;
+    const uint64_t told[2] = {sendCounts[q], recvCounts[q]};
+    std::memcpy(data.data(), told, 16);
+    const size_t blockBytes = sendCounts[q] * element;
+    const bool small = blockBytes <= kCountsMessageData;
+    if (small) {
+      copyBytes(data.data() + 16, args.send + args.sendBlocks[q].offset * element, blockBytes);
+      sendLeft[q].count = 0;
+    }
+    OpHeader header = mine;
+    header.inlineData = data.data();
+    header.inlineBytes = 16 + (small ? blockBytes : 0);
+    header.encodeTo(wire[q].data());
+    collectives::sendFrom(group.link(q), wire[q].data(), header.wireBytes(), wait);
+  }
+  for (int s = 1; s < n; ++s) group.link((r + s) % n).flush(wait);
+  std::string mismatch;
+  try {
+    for (int s = 1; s < n; ++s) {
+      const int p = (r - s + n) % n;
+      transport::Link& link = group.link(p);
+      size_t bytes = 0;
+      const std::byte* in = link.recvAny(OpHeader::kWireBytes, &bytes, wait);
+      OpHeader theirs;
+      uint64_t heard[2] = {0, 0};
+      const bool header = bytes >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+      const bool counted = bytes >= OpHeader::kFieldBytes + 16;
+      if (counted) std::memcpy(heard, in + OpHeader::kFieldBytes, 16);
+      const size_t blockBytes = recvCounts[p] * element;
+      const bool small = blockBytes <= kCountsMessageData;
+      if (mismatch.empty() && !header) {
+        mismatch =
+            fmt::format("{}: rank {} sent something that is not a call header", wait.describe(), p);
+      } else if (mismatch.empty() && !mine.sameCall(theirs)) {
+        mismatch = describeMismatch(wait.describe(), r, mine, p, theirs);
+      } else if (mismatch.empty() && !counted) {
+        mismatch = fmt::format("{}: rank {} sent its call header without the pair's counts",
+                               wait.describe(), p);
+      } else if (mismatch.empty() && heard[0] != recvCounts[p]) {
+        mismatch = fmt::format(
+            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
+            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
+            wait.describe(), p, r, p, heard[0], r, r, r, recvCounts[p], p);
+      } else if (mismatch.empty() && heard[1] != sendCounts[p]) {
+        mismatch = fmt::format(
+            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
+            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
+            wait.describe(), r, p, r, sendCounts[p], p, p, p, heard[1], r);
+      } else if (mismatch.empty() && small) {
+        if (bytes != OpHeader::kFieldBytes + 16 + blockBytes) {
+          mismatch =
+              fmt::format("{}: rank {} sent {} bytes with its counts (expected {})",
+                          wait.describe(), p, bytes - OpHeader::kFieldBytes - 16, blockBytes);
+        } else {
+          copyBytes(args.recv + args.recvBlocks[p].offset * element,
+                    in + OpHeader::kFieldBytes + 16, blockBytes);
+        }
+      }
+      link.release();
+      if (small) recvLeft[p].count = 0;
+    }
+  } catch (const PeerError&) {
+    // A peer failed after its message; a disagreement seen here is this rank's own error.
+    if (mismatch.empty()) throw;
+  }
+  if (!mismatch.empty()) throw MismatchError(mismatch);
+  args.sendBlocks = sendLeft;
+  args.recvBlocks = recvLeft;
 }
 
 }  // namespace ringlet::detail

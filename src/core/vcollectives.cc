@@ -166,103 +166,6 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
   return {header, body};
 }
 
-// Blocks of at most this many bytes travel with the pair's counts, in one message per peer.
-constexpr size_t kCountsMessageData = OpHeader::kInlineBytes - 16;
-
-// Before the rest of an all-to-all-v moves, each rank sends every peer q one message (all sent
-// before any is read): its call header, carrying what it sends q and what it expects from q (16
-// bytes) and, when that block has at most kCountsMessageData bytes, the block itself. Then it
-// reads every peer's and checks it: the call (MismatchError naming both, as a round of headers
-// would), then the counts (a pair that disagrees fails on both of its ranks, each naming both
-// counts; ranks outside the pair get a PeerError when the pair aborts). A small block that came
-// is placed in recv; `args`' blocks that travelled so are left for the pairwise exchange as empty
-// (the receiver knows which from its own counts, which agree with the sender's or fail here).
-// So, once every rank is linked to every other, the call needs no round of headers of its own
-// (OpHeader::selfChecked), and small blocks no second message.
-void exchangeCountsAndSmallBlocks(detail::CommunicatorImpl& impl, const collectives::Group& group,
-                                  std::span<const size_t> sendCounts,
-                                  std::span<const size_t> recvCounts,
-                                  collectives::AllToAllvArgs& args, std::vector<Piece>& sendLeft,
-                                  std::vector<Piece>& recvLeft,
-                                  const transport::WaitContext& wait) {
-  const int n = group.size;
-  const int r = group.rank;
-  const size_t element = args.elementBytes;
-  const OpHeader& mine = impl.runningHeader();
-  // Unchanged until the flushes: each peer's message, header and all.
-  std::vector<std::array<std::byte, OpHeader::kWireBytes>> wire(static_cast<size_t>(n));
-  std::array<std::byte, OpHeader::kInlineBytes> data;
-  for (int s = 1; s < n; ++s) {
-    const int q = (r + s) % n;
-    const uint64_t told[2] = {sendCounts[q], recvCounts[q]};
-    std::memcpy(data.data(), told, 16);
-    const size_t blockBytes = sendCounts[q] * element;
-    const bool small = blockBytes <= kCountsMessageData;
-    if (small) {
-      copyBytes(data.data() + 16, args.send + args.sendBlocks[q].offset * element, blockBytes);
-      sendLeft[q].count = 0;
-    }
-    OpHeader header = mine;
-    header.inlineData = data.data();
-    header.inlineBytes = 16 + (small ? blockBytes : 0);
-    header.encodeTo(wire[q].data());
-    collectives::sendFrom(group.link(q), wire[q].data(), header.wireBytes(), wait);
-  }
-  for (int s = 1; s < n; ++s) group.link((r + s) % n).flush(wait);
-  std::string mismatch;
-  try {
-    for (int s = 1; s < n; ++s) {
-      const int p = (r - s + n) % n;
-      transport::Link& link = group.link(p);
-      size_t bytes = 0;
-      const std::byte* in = link.recvAny(OpHeader::kWireBytes, &bytes, wait);
-      OpHeader theirs;
-      uint64_t heard[2] = {0, 0};
-      const bool header = bytes >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
-      const bool counted = bytes >= OpHeader::kFieldBytes + 16;
-      if (counted) std::memcpy(heard, in + OpHeader::kFieldBytes, 16);
-      const size_t blockBytes = recvCounts[p] * element;
-      const bool small = blockBytes <= kCountsMessageData;
-      if (mismatch.empty() && !header) {
-        mismatch =
-            fmt::format("{}: rank {} sent something that is not a call header", wait.describe(), p);
-      } else if (mismatch.empty() && !mine.sameCall(theirs)) {
-        mismatch = detail::describeMismatch(wait.describe(), r, mine, p, theirs);
-      } else if (mismatch.empty() && !counted) {
-        mismatch = fmt::format("{}: rank {} sent its call header without the pair's counts",
-                               wait.describe(), p);
-      } else if (mismatch.empty() && heard[0] != recvCounts[p]) {
-        mismatch = fmt::format(
-            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
-            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
-            wait.describe(), p, r, p, heard[0], r, r, r, recvCounts[p], p);
-      } else if (mismatch.empty() && heard[1] != sendCounts[p]) {
-        mismatch = fmt::format(
-            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
-            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
-            wait.describe(), r, p, r, sendCounts[p], p, p, p, heard[1], r);
-      } else if (mismatch.empty() && small) {
-        if (bytes != OpHeader::kFieldBytes + 16 + blockBytes) {
-          mismatch =
-              fmt::format("{}: rank {} sent {} bytes with its counts (expected {})",
-                          wait.describe(), p, bytes - OpHeader::kFieldBytes - 16, blockBytes);
-        } else {
-          copyBytes(args.recv + args.recvBlocks[p].offset * element,
-                    in + OpHeader::kFieldBytes + 16, blockBytes);
-        }
-      }
-      link.release();
-      if (small) recvLeft[p].count = 0;
-    }
-  } catch (const PeerError&) {
-    // A peer failed after its message; a disagreement seen here is this rank's own error.
-    if (mismatch.empty()) throw;
-  }
-  if (!mismatch.empty()) throw MismatchError(mismatch);
-  args.sendBlocks = sendLeft;
-  args.recvBlocks = recvLeft;
-}
-
 Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
                           std::span<const size_t> sendCounts, std::span<const size_t> sendDispls,
                           void* recv, std::span<const size_t> recvCounts,
@@ -374,8 +277,8 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
     // (Two ranks compared the pair's counts in their call headers already.)
     std::vector<Piece> sendLeft(sendBlocks), recvLeft(recvBlocks);
     if (group.size > 2) {
-      exchangeCountsAndSmallBlocks(impl, group, sendCounts, recvCounts, args, sendLeft, recvLeft,
-                                   all);
+      detail::exchangeCountsAndSmallBlocks(impl, group, sendCounts, recvCounts, args, sendLeft,
+                                           recvLeft, all);
     }
     collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all);
   };

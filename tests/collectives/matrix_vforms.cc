@@ -403,12 +403,17 @@ void runVFormMatrix(Communicator& comm, bool large) {
          return p == 0 && q == n - 1 ? 3001 : (p * q) % 3 == 0 ? 0 : 5;
        }},
       {"empty", [](int, int) -> size_t { return 0; }},
+      // 20-56 elements: float32 blocks of at most 240 bytes (each travels with the pair's
+      // counts), wider types' partly past that (the pairwise exchange after the counts).
+      {"medium", [](int p, int q) { return static_cast<size_t>(20 + 9 * ((p + 2 * q) % 5)); }},
   };
   const std::vector<std::pair<std::string, PairCounts>> symmetric = {
       {"symmetric",
        [](int p, int q) { return static_cast<size_t>((p + q) % 3 + (p == q ? 0 : 1)); }},
       {"symmetric big",
        [n](int p, int q) -> size_t { return p + q == n - 1 ? 2000 : (p + q) % 3; }},
+      {"symmetric medium",
+       [](int p, int q) { return static_cast<size_t>(20 + 13 * ((p + q) % 4)); }},
   };
   for (bool scattered : {false, true}) {
     for (const auto& [name, counts] : pairs) {
@@ -420,7 +425,10 @@ void runVFormMatrix(Communicator& comm, bool large) {
       }
     }
   }
-  for (DataType type : kTypes) allToAllvCase(comm, type, "small", pairs[0].second, true, false);
+  for (DataType type : kTypes) {
+    allToAllvCase(comm, type, "small", pairs[0].second, true, false);
+    allToAllvCase(comm, type, "medium", pairs[3].second, true, false);
+  }
   asyncVCase(comm);
   if (large) runVFormLargeCases(comm);
 }
