@@ -227,6 +227,8 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
                                    .elementBytes = 1};
       std::vector<collectives::Piece> sendLeft(blocks), recvLeft(blocks);
       detail::exchangeCountsAndSmallBlocks(impl, group, counts, counts, v, sendLeft, recvLeft, all);
+      v.sendBlocks = sendLeft;
+      v.recvBlocks = recvLeft;
       return collectives::pairwiseAllToAllv(group, v, impl.sliceBytes({}), all);
     }
     if (impl.ringReordered()) {

@@ -81,13 +81,20 @@ void headerDoublingUnion(CommunicatorImpl& impl, const collectives::Group& group
 void exchangeCountsAndSmallBlocks(CommunicatorImpl& impl, const collectives::Group& group,
                                   std::span<const size_t> sendCounts,
                                   std::span<const size_t> recvCounts,
-                                  collectives::AllToAllvArgs& args, std::vector<Piece>& sendLeft,
-                                  std::vector<Piece>& recvLeft,
+                                  const collectives::AllToAllvArgs& args,
+                                  std::vector<Piece>& sendLeft, std::vector<Piece>& recvLeft,
                                   const transport::WaitContext& wait) {
   const int n = group.size;
   const int r = group.rank;
   const size_t element = args.elementBytes;
   const OpHeader& mine = impl.runningHeader();
+  // Rank `from` sends `sends` elements to `to`, which expects `expects`.
+  auto disagree = [&](int from, int to, uint64_t sends, uint64_t expects) {
+    return fmt::format(
+        "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
+        "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
+        wait.describe(), from, to, from, sends, to, to, to, expects, from);
+  };
   // Unchanged until the flushes: each peer's message, header and all.
   std::vector<std::array<std::byte, OpHeader::kWireBytes>> wire(static_cast<size_t>(n));
   std::array<std::byte, OpHeader::kInlineBytes> data;
@@ -131,15 +138,9 @@ void exchangeCountsAndSmallBlocks(CommunicatorImpl& impl, const collectives::Gro
         mismatch = fmt::format("{}: rank {} sent its call header without the pair's counts",
                                wait.describe(), p);
       } else if (mismatch.empty() && heard[0] != recvCounts[p]) {
-        mismatch = fmt::format(
-            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
-            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
-            wait.describe(), p, r, p, heard[0], r, r, r, recvCounts[p], p);
+        mismatch = disagree(p, r, heard[0], recvCounts[p]);
       } else if (mismatch.empty() && heard[1] != sendCounts[p]) {
-        mismatch = fmt::format(
-            "{}: ranks {} and {} disagree about their block: rank {} sends {} elements to rank {} "
-            "(its sendCounts[{}]) but rank {} expects {} (its recvCounts[{}])",
-            wait.describe(), r, p, r, sendCounts[p], p, p, p, heard[1], r);
+        mismatch = disagree(r, p, sendCounts[p], heard[1]);
       } else if (mismatch.empty() && small) {
         if (bytes != OpHeader::kFieldBytes + 16 + blockBytes) {
           mismatch =
@@ -158,8 +159,6 @@ void exchangeCountsAndSmallBlocks(CommunicatorImpl& impl, const collectives::Gro
     if (mismatch.empty()) throw;
   }
   if (!mismatch.empty()) throw MismatchError(mismatch);
-  args.sendBlocks = sendLeft;
-  args.recvBlocks = recvLeft;
 }
 
 }  // namespace ringlet::detail

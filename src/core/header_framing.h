@@ -35,14 +35,15 @@ inline constexpr size_t kCountsMessageData = OpHeader::kInlineBytes - 16;
 // reads every peer's and checks it: the call (MismatchError naming both, as a round of headers
 // would), then the counts (a pair that disagrees fails on both of its ranks, each naming both
 // counts; ranks outside the pair get a PeerError when the pair aborts). A small block that came
-// is placed in recv; `args`' blocks that travelled so are left for the pairwise exchange as empty
-// (the receiver knows which from its own counts, which agree with the sender's or fail here).
+// is placed in recv. `sendLeft` and `recvLeft` start as `args`' blocks; those that travelled so
+// become empty there, for the pairwise exchange that follows (the receiver knows which from its
+// own counts, which agree with the sender's or fail here).
 // So, once every rank is linked to every other, the call needs no round of headers of its own
 // (OpHeader::selfChecked), and small blocks no second message.
 void exchangeCountsAndSmallBlocks(CommunicatorImpl& impl, const collectives::Group& group,
                                   std::span<const size_t> sendCounts,
                                   std::span<const size_t> recvCounts,
-                                  collectives::AllToAllvArgs& args,
+                                  const collectives::AllToAllvArgs& args,
                                   std::vector<collectives::Piece>& sendLeft,
                                   std::vector<collectives::Piece>& recvLeft,
                                   const transport::WaitContext& wait);

@@ -220,8 +220,9 @@ bool OpHeader::sameCall(const OpHeader& o) const {
 uint64_t hashCounts(std::span<const size_t> counts) {
   // Each count through splitmix64's finalizer (a bijection that mixes every bit into every
   // other), chained: the fingerprint of ranks that disagree by mistake, not a guard against a
-  // peer that lies (a hostile peer can send any header). SHA-256 did the same at about a third
-  // of a small two-rank v-form's time (a digest context per call, 64-byte blocks).
+  // peer that lies (a hostile peer can send any header). SHA-256 did the same with a digest
+  // context per call; with it gone (and the gather-v body held in place) a two-rank 120-byte
+  // gather-v went from 0.18-0.19 to 0.09-0.10 us.
   auto mix = [](uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;

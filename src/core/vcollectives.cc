@@ -63,8 +63,8 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
   const auto algorithm =
       impl.chooseForBlocks(header, collectives::Collective::kAllgatherv, layout.blocks, element);
   if (algorithm == collectives::Algorithm::kHeaderInline && impl.size() == 2) {
-    impl.inlineBlocks(header, send, own.count * element,
-                      layout.blocks[1 - rank].count * element);  // its block for the peer's
+    // Its own block out, the peer's in.
+    impl.inlineBlocks(header, send, own.count * element, layout.blocks[1 - rank].count * element);
   }
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
@@ -279,6 +279,8 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
     if (group.size > 2) {
       detail::exchangeCountsAndSmallBlocks(impl, group, sendCounts, recvCounts, args, sendLeft,
                                            recvLeft, all);
+      args.sendBlocks = sendLeft;
+      args.recvBlocks = recvLeft;
     }
     collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all);
   };
