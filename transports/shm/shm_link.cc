@@ -121,6 +121,17 @@ void ShmLink::checkPeerFlags(WaitFor what, size_t bytes, const WaitContext& wait
   throwPeerGone("closed its link", what, bytes, wait);
 }
 
+void ShmLink::checkPeer(const WaitContext& wait) {
+  // A peer that closed its end after sending what is still queued here has not failed: it
+  // finished (a chain's last rank answers the rank that started the chain and closes its
+  // communicator, which may happen before that rank looks). What it sent is read at the next
+  // wait, which then finds it gone if more is wanted; TCP's and the local transport's checks
+  // let queued messages come first too. An abort is reported at once.
+  const auto state = static_cast<EndpointState>(other_->state.load(std::memory_order_acquire));
+  if (state != EndpointState::kOpen && state != EndpointState::kAborted && messageReady()) return;
+  checkPeerFlags(WaitFor::kMessage, 0, wait);
+}
+
 template <typename Ready>
 void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
                         std::atomic<uint32_t>* sleeping, std::atomic<int64_t>* published,

@@ -48,7 +48,7 @@ class ShmLink final : public Link {
   bool canPeek() const override { return true; }
   const std::byte* peekMessage(size_t* bytes) noexcept override;
   bool spinForMessage() noexcept override;
-  void checkPeer(const WaitContext& wait) override { checkPeerFlags(WaitFor::kMessage, 0, wait); }
+  void checkPeer(const WaitContext& wait) override;
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
   void abort(int origin, std::string_view reason) override;
 
