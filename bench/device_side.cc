@@ -64,7 +64,11 @@ void* DeviceSide::send() { return state_->send; }
 void* DeviceSide::recv() { return state_->recv; }
 
 void DeviceSide::upload(void* dst, const void* src, size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (host to device)");
+  // On the collectives' stream, then waited for: cudaMemcpy from pageable memory may return
+  // before its DMA lands, and the legacy stream it runs on does not order a non-blocking stream.
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, state_->stream),
+        "cudaMemcpyAsync (host to device)");
+  synchronize();
 }
 
 void DeviceSide::download(void* dst, const void* src, size_t bytes) {

@@ -90,6 +90,9 @@ Environment parse() {
     }
     env.cudaPath = *v;
   }
+  if (auto v = getenv("RINGLET_CUDA_STAGED_BELOW")) {
+    env.cudaStagedBelow = parseSize(*v, "RINGLET_CUDA_STAGED_BELOW", 0, kMaxCudaSlotBytes);
+  }
   if (auto v = getenv("RINGLET_CUDA_SLOT_BYTES")) {
     env.cudaSlotBytes =
         parseSize(*v, "RINGLET_CUDA_SLOT_BYTES", kMinCudaSlotBytes, kMaxCudaSlotBytes);

@@ -23,15 +23,16 @@ struct Environment {
   std::string algorithms;              // RINGLET_ALGO: allreduce:ring,allgather:bruck
   // RINGLET_COST_MODEL: alpha, beta, gamma, delta, and optionally oneway, memory, cache, small
   std::optional<std::array<double, 8>> costModel;
-  std::string storeAddr;                // RINGLET_STORE_ADDR host:port (launcher)
-  std::string storeKind;                // RINGLET_STORE: auto|ringlet|c10d
-  std::string jobId;                    // RINGLET_JOB_ID (launcher)
-  std::string jobSecret;                // RINGLET_JOB_SECRET hex (launcher)
-  std::string jobSecretFile;            // RINGLET_JOB_SECRET_FILE: 0600 file, hex
-  std::string cudaPath;                 // RINGLET_CUDA_PATH: auto|ipc|staged
-  std::optional<size_t> cudaSlotBytes;  // RINGLET_CUDA_SLOT_BYTES
-  std::string trace;                    // RINGLET_TRACE: path of the trace files
-  std::string wait;                     // RINGLET_WAIT: adaptive|fixed
+  std::string storeAddr;                  // RINGLET_STORE_ADDR host:port (launcher)
+  std::string storeKind;                  // RINGLET_STORE: auto|ringlet|c10d
+  std::string jobId;                      // RINGLET_JOB_ID (launcher)
+  std::string jobSecret;                  // RINGLET_JOB_SECRET hex (launcher)
+  std::string jobSecretFile;              // RINGLET_JOB_SECRET_FILE: 0600 file, hex
+  std::string cudaPath;                   // RINGLET_CUDA_PATH: auto|ipc|staged
+  std::optional<size_t> cudaSlotBytes;    // RINGLET_CUDA_SLOT_BYTES
+  std::optional<size_t> cudaStagedBelow;  // RINGLET_CUDA_STAGED_BELOW
+  std::string trace;                      // RINGLET_TRACE: path of the trace files
+  std::string wait;                       // RINGLET_WAIT: adaptive|fixed
   // RINGLET_STORE_MAX_KEYS, _BYTES, _CONNECTIONS: quotas of a TCP store server started here
   std::optional<size_t> storeMaxKeys;
   std::optional<size_t> storeMaxBytes;

@@ -7,8 +7,9 @@
 //  - host memory (pageable or pinned) passed as device memory -> InvalidArgument naming the
 //    argument, the pointer and what it is;
 //  - device memory of another device -> InvalidArgument naming both ordinals;
-//  - a stream that CUDA does not know (destroyed, or not a stream) -> CudaError with CUDA's error
-//    string; a stream of another device -> InvalidArgument naming both ordinals.
+//  - a stream that CUDA reports as bad -> CudaError with CUDA's error string; a stream of another
+//    device -> InvalidArgument naming both ordinals. (A destroyed stream's handle is a dangling
+//    pointer: CUDA 13 crashes inside cudaStreamQuery on one, so it cannot be detected.)
 // Like Communicator, every rank must issue the same sequence of calls with the same counts.
 //
 // Streams. Each call takes the caller's cudaStream_t (as void*; nullptr is the legacy default
@@ -110,15 +111,25 @@ struct DeviceOptions {
   DevicePath path = DevicePath::kAuto;
   // CUDA IPC: receive slots per rank and bytes per slot (the pipeline's slice). Each rank
   // allocates slots * slotBytes of device memory at its first collective. slots in [1, 4].
+  // slotBytes 0: 4 MiB, or 64 MiB where every rank shares one GPU (see stagedBelowBytes: there
+  // each slot hand-off costs a time slice, ~150 us on an H200, so fewer, larger slices win:
+  // 128 MiB all-reduce, 2 ranks, 24.6 GB/s busbw with 4 MiB slots, 217 GB/s with 64 MiB).
   int slots = 4;
-  size_t slotBytes = size_t{4} << 20;
+  size_t slotBytes = 0;
+  // CUDA IPC where every rank shares one GPU: a call on fewer bytes than this times (ranks - 1)
+  // (bytes: the larger of its input and output) goes staged instead. Processes sharing a GPU
+  // take turns on it, and each hand-off of the ring waits for the other process's turn (measured
+  // on an H200: ~150 us each, 2(n-1) per all-reduce), while a small staged call is a few copies
+  // (8-byte broadcast, 2 ranks: 285 us on the ring, 9 us staged). 0: never. All ranks must agree.
+  size_t stagedBelowBytes = size_t{1} << 20;
   // Staged path: bytes per pipelined chunk (rounded down to whole elements, at least one). Two
   // chunks of pinned host memory are allocated on first use and kept. All ranks must agree.
   size_t chunkBytes = size_t{4} << 20;
   // Deadline for each wait on a copy, a stream (synchronize) or, on the IPC path, a peer.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
 
-  // Defaults with RINGLET_CUDA_PATH and RINGLET_CUDA_SLOT_BYTES applied.
+  // Defaults with RINGLET_CUDA_PATH, RINGLET_CUDA_SLOT_BYTES and RINGLET_CUDA_STAGED_BELOW
+  // applied.
   static DeviceOptions fromEnvironment();
 };
 
@@ -135,7 +146,8 @@ class DeviceCommunicator {
 
   int device() const;
   Communicator& host() const;
-  // The path in use: kAuto until the first collective has chosen one, then kIpc or kStaged.
+  // The path in use: kAuto until the first collective has chosen one, then kIpc or kStaged (a
+  // world of one: kStaged from the start; its calls are copies on the stream).
   DevicePath path() const;
 
   // All-reduce of `count` elements on device memory; `send` may equal `recv` (in place).

@@ -37,9 +37,10 @@ DeviceCommunicator::DeviceCommunicator(Communicator& host, int device, DeviceOpt
     throw InvalidArgument(fmt::format("DeviceOptions::slots is {}, expected 1 to {}", options.slots,
                                       collectives::kMaxSlotRingSlots));
   }
-  if (options.slotBytes < 64) {
+  if (options.slotBytes != 0 && options.slotBytes < 64) {
     throw InvalidArgument(
-        fmt::format("DeviceOptions::slotBytes is {}, expected at least 64", options.slotBytes));
+        fmt::format("DeviceOptions::slotBytes is {}, expected 0 (automatic) or at least 64",
+                    options.slotBytes));
   }
   if (options.timeout.count() <= 0) {
     throw InvalidArgument(
@@ -53,6 +54,8 @@ DeviceCommunicator::DeviceCommunicator(Communicator& host, int device, DeviceOpt
   state_->host = &host;
   state_->device = device;
   state_->options = options;
+  // A world of one moves nothing between ranks: its calls are copies on the stream.
+  if (host.size() == 1) state_->chosen = DevicePath::kStaged;
   ScopedDevice scope(device);
   for (int k = 0; k < 2; ++k) {
     checkCuda(cudaEventCreateWithFlags(&state_->copiedIn[k], cudaEventDisableTiming),
@@ -113,8 +116,9 @@ void DeviceCommunicator::choosePath() {
   impl.runBlocking(header, [&](const collectives::Group&, const transport::WaitContext& wait) {
     const std::string prefix = fmt::format("cuda-ipc/{}", impl.runningHeader().seq);
     std::string reason;
+    bool oneGpu = false;
     if (!transport::cuda::probeRing(impl.store(), prefix, host.rank(), host.size(), st.device,
-                                    wait.deadline, &reason)) {
+                                    wait.deadline, &reason, &oneGpu)) {
       if (st.options.path == DevicePath::kIpc) {
         throw InvalidArgument(
             fmt::format("rank {}: DevicePath::kIpc is not possible: {}", host.rank(), reason));
@@ -123,9 +127,13 @@ void DeviceCommunicator::choosePath() {
       st.chosen = DevicePath::kStaged;
       return;
     }
+    st.oneGpu = oneGpu;
+    const size_t slotBytes = st.options.slotBytes != 0 ? st.options.slotBytes
+                             : oneGpu                  ? size_t{64} << 20
+                                                       : size_t{4} << 20;
     st.ipc = std::make_unique<transport::cuda::IpcRing>(impl.store(), prefix, host.rank(),
                                                         host.size(), st.device, st.options.slots,
-                                                        st.options.slotBytes, wait.deadline);
+                                                        slotBytes, wait.deadline);
     st.ipc->setDrainTimeout(std::min(st.options.timeout, std::chrono::milliseconds(30000)));
     st.chosen = DevicePath::kIpc;
   });
@@ -137,6 +145,7 @@ DeviceCommunicator::~DeviceCommunicator() = default;
 
 int DeviceCommunicator::device() const { return state_->device; }
 DevicePath DeviceCommunicator::path() const { return state_->chosen; }
+
 Communicator& DeviceCommunicator::host() const { return *state_->host; }
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type,
@@ -161,7 +170,7 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
     return;
   }
   choosePath();
-  if (state_->chosen == DevicePath::kIpc) {
+  if (state_->useIpc(bytes)) {
     const collectives::AllreduceArgs args{static_cast<const std::byte*>(send),
                                           static_cast<std::byte*>(recv), count, type, op};
     state_->runIpc({.kind = detail::OpKind::kAllreduce, .type = type, .op = op, .count = count},
@@ -190,7 +199,7 @@ void DeviceCommunicator::broadcast(void* buffer, size_t count, DataType type, in
   if (host.size() == 1) return;
   auto* data = static_cast<std::byte*>(buffer);
   choosePath();
-  if (state_->chosen == DevicePath::kIpc) {
+  if (state_->useIpc(count * elementSize(type))) {
     state_->runIpc({.kind = detail::OpKind::kBroadcast, .type = type, .root = root, .count = count},
                    stream,
                    [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,

@@ -22,6 +22,7 @@ DeviceOptions DeviceOptions::fromEnvironment() {
   if (env.cudaPath == "ipc") options.path = DevicePath::kIpc;
   if (env.cudaPath == "staged") options.path = DevicePath::kStaged;
   if (env.cudaSlotBytes) options.slotBytes = *env.cudaSlotBytes;
+  if (env.cudaStagedBelow) options.stagedBelowBytes = *env.cudaStagedBelow;
   if (env.timeout) options.timeout = *env.timeout;
   return options;
 }

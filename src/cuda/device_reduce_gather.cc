@@ -98,7 +98,7 @@ void DeviceCommunicator::reduce(const void* send, void* recv, size_t count, Data
     return;
   }
   choosePath();
-  if (st.chosen == DevicePath::kIpc) {
+  if (st.useIpc(bytes)) {
     const collectives::ReduceArgs args{.send = static_cast<const std::byte*>(send),
                                        .recv = static_cast<std::byte*>(recv),
                                        .count = count,
@@ -140,7 +140,7 @@ void DeviceCommunicator::allgather(const void* send, void* recv, size_t sendCoun
     return;
   }
   choosePath();
-  if (st.chosen == DevicePath::kIpc) {
+  if (st.useIpc(blockBytes * static_cast<size_t>(size))) {
     const collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
                                           .recv = static_cast<std::byte*>(recv),
                                           .sendCount = sendCount,
@@ -200,7 +200,7 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
     return;
   }
   choosePath();
-  if (st.chosen == DevicePath::kIpc) {
+  if (st.useIpc(blockBytes * static_cast<size_t>(size))) {
     const collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
                                               .recv = static_cast<std::byte*>(recv),
                                               .recvCount = recvCount,

@@ -75,6 +75,7 @@ struct DeviceCommunicator::State {
   int device = 0;
   DeviceOptions options;
   DevicePath chosen = DevicePath::kAuto;  // decided by the first collective
+  bool oneGpu = false;                    // IPC: every rank uses this one GPU (agreed)
   std::unique_ptr<transport::cuda::IpcRing> ipc;
   PinnedMemory pinned;  // two slots of slotBytes
   size_t slotBytes = 0;
@@ -109,6 +110,16 @@ struct DeviceCommunicator::State {
 
   using IpcBody = std::function<void(const collectives::Group&, const collectives::SlotRingMemory&,
                                      collectives::SlotExecutor&, const transport::WaitContext&)>;
+
+  // Whether a call that moves `bytes` (the larger of its input and output) takes the IPC ring:
+  // on the IPC path, unless every rank shares one GPU and it is smaller than
+  // options.stagedBelowBytes x (ranks - 1). The same on every rank for the same call.
+  bool useIpc(size_t bytes) const {
+    if (chosen != DevicePath::kIpc) return false;
+    if (!oneGpu) return true;
+    const auto peers = static_cast<size_t>(host->size() - 1);
+    return options.stagedBelowBytes == 0 || bytes / peers >= options.stagedBelowBytes;
+  }
 
   // Runs `body` on the IPC ring as one call of the host communicator (header check with the
   // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.

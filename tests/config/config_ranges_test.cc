@@ -86,6 +86,12 @@ TEST(ConfigRanges, SegmentAndSlotSizesAreBounded) {
   expectCoreRejects("RINGLET_CUDA_SLOT_BYTES", "8", {"RINGLET_CUDA_SLOT_BYTES", "64 to 1G"});
 }
 
+TEST(ConfigRanges, CudaChoicesAreNamed) {
+  expectCoreRejects("RINGLET_CUDA_PATH", "p2p",
+                    {"RINGLET_CUDA_PATH=p2p", "not one of auto, ipc, staged"});
+  expectCoreRejects("RINGLET_CUDA_STAGED_BELOW", "2G", {"RINGLET_CUDA_STAGED_BELOW", "0 to 1G"});
+}
+
 TEST(ConfigRanges, StoreQuotasAreBounded) {
   expectCoreRejects("RINGLET_STORE_MAX_KEYS", "0",
                     {"RINGLET_STORE_MAX_KEYS='0'", "allowed: 1 to 1073741824"});

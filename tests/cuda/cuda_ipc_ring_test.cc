@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ringlet/communicator.h"
@@ -24,6 +25,7 @@ using namespace testing::cuda_cases;
 cuda::DeviceOptions ipcOptions(int slots, size_t slotBytes) {
   cuda::DeviceOptions o;
   o.path = cuda::DevicePath::kIpc;
+  o.stagedBelowBytes = 0;  // every call on the ring, however small
   o.slots = slots;
   o.slotBytes = slotBytes;
   o.timeout = std::chrono::seconds(30);
@@ -127,6 +129,55 @@ TEST(CudaIpcRingOrder, BackToBackCallsWithoutSynchronizing) {
               want += static_cast<double>(testing::inputValue(r + call, j, ReduceOp::kSum));
             ASSERT_EQ(testing::loadValue(DataType::kInt32, got.data(), j), want)
                 << "call " << call << " element " << j;
+          }
+        }
+        cudaStreamDestroy(stream);
+      },
+      std::chrono::seconds(120));
+}
+
+// Every rank on one GPU, with stagedBelowBytes 32 KiB (x 2 peers): calls below 64 KiB go
+// staged, the others on the ring, interleaved on one stream without synchronising in between;
+// every result checked at the end.
+TEST(CudaIpcRingOrder, SmallCallsStagedAndLargeOnTheRingInterleave) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      3,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        cuda::DeviceOptions o = ipcOptions(2, 4096);
+        o.stagedBelowBytes = 32 << 10;
+        cuda::DeviceCommunicator device(comm, 0, o);
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        // Counts of int32 on both sides of 64 KiB (16384 elements).
+        const std::vector<size_t> counts = {3, 16383, 16384, 50021, 1, 20000, 7, 16385};
+        std::deque<DeviceBytes> buffers;
+        for (size_t call = 0; call < counts.size(); ++call) {
+          const size_t n = counts[call];
+          const int seed = rank + static_cast<int>(call);
+          auto input = testing::makeInput(DataType::kInt32, n, seed, ReduceOp::kSum);
+          DeviceBytes& b = buffers.emplace_back(n * 4);
+          check(cudaMemcpyAsync(b.data, input.data(), n * 4, cudaMemcpyHostToDevice, stream),
+                "cudaMemcpyAsync");
+          check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // input is on the stack
+          device.allreduce(b.data, n, DataType::kInt32, ReduceOp::kSum, stream);
+        }
+        EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
+        device.synchronize(stream);
+        for (size_t call = 0; call < counts.size(); ++call) {
+          const size_t n = counts[call];
+          std::vector<std::byte> got(n * 4);
+          check(cudaMemcpy(got.data(), buffers[call].data, n * 4, cudaMemcpyDeviceToHost),
+                "cudaMemcpy");
+          for (size_t j = 0; j < n; j += 89) {
+            double want = 0;
+            for (int r = 0; r < size; ++r) {
+              want += static_cast<double>(
+                  testing::inputValue(r + static_cast<int>(call), j, ReduceOp::kSum));
+            }
+            ASSERT_EQ(testing::loadValue(DataType::kInt32, got.data(), j), want)
+                << "call " << call << " (" << n << " elements) element " << j;
           }
         }
         cudaStreamDestroy(stream);

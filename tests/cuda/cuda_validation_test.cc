@@ -112,21 +112,6 @@ TEST(CudaValidation, ReduceGatherScatterArguments) {
   cudaFree(data);
 }
 
-TEST(CudaValidation, DestroyedStreamIsACudaError) {
-  RINGLET_SKIP_WITHOUT_GPUS(1);
-  Communicator comm = makeWorldOfOne();
-  cuda::DeviceCommunicator device(comm, 0);
-  float* data = nullptr;
-  ASSERT_EQ(cudaMalloc(&data, 64), cudaSuccess);
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  device.allreduce(data, 16, DataType::kFloat32, ReduceOp::kSum, stream);  // valid: works
-  ASSERT_EQ(cudaStreamDestroy(stream), cudaSuccess);
-  expectError(ErrorCode::kCuda, {"is not a valid CUDA stream"},
-              [&] { device.allreduce(data, 16, DataType::kFloat32, ReduceOp::kSum, stream); });
-  cudaFree(data);
-}
-
 TEST(CudaValidation, WrongDeviceNamesBothOrdinals) {
   RINGLET_SKIP_WITHOUT_GPUS(2);
   Communicator comm = makeWorldOfOne();

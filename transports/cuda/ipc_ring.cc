@@ -63,17 +63,24 @@ bool reaches(int device, const Uuid& target, std::string* why) {
 }  // namespace
 
 bool probeRing(Store& store, std::string_view prefix, int rank, int size, int device,
-               Deadline deadline, std::string* reason) {
+               Deadline deadline, std::string* reason, bool* oneGpu) {
   const Uuid mine = uuidOf(device);
   store.set(fmt::format("{}/uuid/{}", prefix, rank), std::span<const std::byte>(mine));
-  const int next = (rank + 1) % size;
-  const Bytes theirs = store.get(fmt::format("{}/uuid/{}", prefix, next), until(deadline));
-  if (theirs.size() != sizeof(Uuid)) {
-    throw IoError(fmt::format("CUDA IPC probe: rank {}'s GPU id in {} has {} bytes, expected {}",
-                              next, store.describe(), theirs.size(), sizeof(Uuid)));
+  auto uuidOfRank = [&](int r) {
+    const Bytes theirs = store.get(fmt::format("{}/uuid/{}", prefix, r), until(deadline));
+    if (theirs.size() != sizeof(Uuid)) {
+      throw IoError(fmt::format("CUDA IPC probe: rank {}'s GPU id in {} has {} bytes, expected {}",
+                                r, store.describe(), theirs.size(), sizeof(Uuid)));
+    }
+    Uuid uuid;
+    std::memcpy(uuid.data(), theirs.data(), sizeof(Uuid));
+    return uuid;
+  };
+  const Uuid target = uuidOfRank((rank + 1) % size);
+  if (oneGpu) {
+    *oneGpu = true;
+    for (int r = 0; r < size && *oneGpu; ++r) *oneGpu = uuidOfRank(r) == mine;
   }
-  Uuid target;
-  std::memcpy(target.data(), theirs.data(), sizeof(Uuid));
   std::string why;
   const bool ok = reaches(device, target, &why);
   store.setString(fmt::format("{}/reach/{}", prefix, rank), ok ? "ok" : why);

@@ -36,8 +36,10 @@ using Deadline = std::chrono::steady_clock::time_point;
 // the next rank's GPU memory? Each rank publishes its GPU's UUID; a rank reaches the next one if
 // they share the GPU or the next GPU is visible here with peer access from `device`. Returns the
 // agreed answer (the same on every rank); when false, `reason` names the first rank that cannot.
+// `oneGpu` (optional): whether every rank uses one and the same GPU (agreed: each rank reads
+// every rank's GPU id).
 bool probeRing(Store& store, std::string_view prefix, int rank, int size, int device,
-               Deadline deadline, std::string* reason);
+               Deadline deadline, std::string* reason, bool* oneGpu = nullptr);
 
 class IpcRing {
  public:
