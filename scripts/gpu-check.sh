@@ -1,54 +1,65 @@
 #!/usr/bin/env bash
 # The GPU checks in one run, for a machine with a CUDA GPU that has none of our Debian libraries:
-# the GPU tests (label gpu), then ringlet-bench --device cuda at 1, 2 and 4 ranks on the IPC path
-# and 2 ranks staged, then gloo on CUDA tensors through PyTorch where it is installed (NCCL refuses
-# several ranks on one GPU).
+# the GPU tests (label gpu, the five programs side by side), then ringlet-bench --device cuda at
+# 2, 3 and 4 ranks with the defaults, at 2 ranks with every call forced onto the IPC ring and
+# forced staged, then gloo on CUDA tensors through PyTorch where it is installed (NCCL refuses
+# several ranks on one GPU). About 2.5 minutes on an H200.
 #
 # Here (a build with CUDA on):
 #   ../shared/tools/device-bundle.sh build/bin/ringlet-bench build/bin/ringlet-run \
 #     build/bin/ringlet-info build/tests/cuda_*_test
-# There:  scripts/gpu-check.sh OUTDIR     (writes summary.txt, tests.log, bench.txt, bench-*.json,
-#         gloo.txt/.json; at most 8 files)
+#   strip --strip-unneeded .device/bin/* .device/lib/*      (89 MiB -> 20 MiB: under the carry limit)
+# There:  scripts/gpu-check.sh OUTDIR
+# Writes six files (summary.txt, tests.log, bench.txt, bench-json.tgz, gloo.txt, gloo-n2.json).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
 run=.device/run.sh
 summary=$out/summary.txt
-step() {  # step NAME SECONDS COMMAND...: runs it with a deadline, appends rc and time to summary
-  local name=$1 limit=$2 start rc
-  shift 2
-  start=$(date +%s%N)
-  timeout -k 5 "$limit" "$@"
-  rc=$?
-  printf '%-40s rc=%-3s %6.1f s\n' "$name" "$rc" "$(( ($(date +%s%N) - start) / 100000000 ))e-1" >>"$summary"
-}
+work=$(mktemp -d)
 
 { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
     --format=csv,noheader; echo "cpus $(nproc)"; uname -r; } >"$summary" 2>&1
-step ringlet-info 30 $run ringlet-info >>"$out/tests.log" 2>&1
+$run ringlet-info >"$work/ringlet-info.log" 2>&1
 
-for t in cuda_validation_test cuda_kernels_test cuda_ipc_test cuda_staged_test cuda_ipc_ring_test; do
-  echo "==== $t" >>"$out/tests.log"
-  step "$t" 100 $run "$t" --gtest_color=no >>"$out/tests.log" 2>&1
+start=$(date +%s)
+for t in cuda_validation_test cuda_kernels_test cuda_ipc_test cuda_ipc_ring_test cuda_staged_test; do
+  (
+    timeout -k 5 150 $run "$t" --gtest_color=no >"$work/$t.log" 2>&1
+    echo "$t rc=$? $(($(date +%s) - start)) s" >>"$work/rc.txt"
+  ) &
 done
-grep -E '^\[  (FAILED|SKIPPED) ' "$out/tests.log" | sort -u >>"$summary"
+wait
+cat "$work/rc.txt" >>"$summary"
+grep -hE '^\[  (FAILED|SKIPPED) |Failure' "$work"/*_test.log | sort -u >>"$summary"
+for f in "$work"/ringlet-info.log "$work"/*_test.log; do
+  echo "==== $(basename "$f")"
+  cat "$f"
+done >"$out/tests.log"
 
-ops=allreduce,broadcast,reduce,allgather,reducescatter
+mkdir -p "$work/json"
 bench() {  # bench NAME RANKS [ENV=VALUE...]
-  local name=$1 n=$2
+  local name=$1 n=$2 s
   shift 2
   echo "==== $name: $n ranks $*" >>"$out/bench.txt"
-  step "bench $name" 90 env "$@" $run ringlet-run -n "$n" ringlet-bench --device cuda --ops $ops \
-    -b 8 -e 256M -f 4 -n auto --min-time-ms 50 --warmup-ms 20 --json "$out/bench-$name.json" \
-    >>"$out/bench.txt" 2>&1
+  s=$(date +%s)
+  timeout -k 5 60 env "$@" $run ringlet-run -n "$n" ringlet-bench --device cuda \
+    --ops allreduce,broadcast,reduce,allgather,reducescatter -b 8 -e 256M -f 4 -n auto \
+    --min-time-ms 30 --warmup-ms 10 --json "$work/json/$name.json" >>"$out/bench.txt" 2>&1
+  echo "bench $name rc=$? $(($(date +%s) - s)) s" >>"$summary"
 }
-bench n1 1
 bench n2 2
+bench n3 3
 bench n4 4
+bench n2-ring 2 RINGLET_CUDA_STAGED_BELOW=0
 bench n2-staged 2 RINGLET_CUDA_PATH=staged
+tar czf "$out/bench-json.tgz" -C "$work" json
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  step "gloo cuda n2" 90 python3 -m torch.distributed.run --nproc-per-node 2 \
+  s=$(date +%s)
+  timeout -k 5 90 python3 -m torch.distributed.run --nproc-per-node 2 \
     bench/torch/gloo_cuda_reference.py --json "$out/gloo-n2.json" >"$out/gloo.txt" 2>&1
+  echo "gloo cuda n2 rc=$? $(($(date +%s) - s)) s" >>"$summary"
 fi
+rm -rf "$work"
 cat "$summary"
