@@ -24,6 +24,16 @@ inline Piece evenChunk(size_t count, int parts, int index) {
   return {i * base + std::min(i, extra), base + (i < extra ? 1 : 0)};
 }
 
+// The inverse of evenChunk(): the chunk of `parts` even chunks of `count` elements that holds
+// element `offset` (trace mode names each step's chunk).
+inline int chunkHolding(size_t count, int parts, size_t offset) {
+  const size_t base = count / static_cast<size_t>(parts);
+  const size_t extra = count % static_cast<size_t>(parts);
+  const size_t longPart = extra * (base + 1);  // the first `extra` chunks hold one more
+  return static_cast<int>(offset < longPart || base == 0 ? offset / (base + 1)
+                                                         : extra + (offset - longPart) / base);
+}
+
 // Positive remainder: wrap(-1, 4) == 3.
 inline int wrap(int value, int size) { return ((value % size) + size) % size; }
 

@@ -125,15 +125,10 @@ trace::Step LinkPrims::traced(const char* name, const Piece& p, bool sends, bool
                    .bytes = bytes(p),
                    .reduces = reduces};
   if (traceParts_ > 0) {
-    // The inverse of evenChunk(): the first count % parts chunks hold one element more.
-    const size_t base = traceCount_ / static_cast<size_t>(traceParts_);
-    const size_t extra = traceCount_ % static_cast<size_t>(traceParts_);
-    const size_t longPart = extra * (base + 1);
-    const size_t chunk = p.offset < longPart || base == 0 ? p.offset / (base + 1)
-                                                          : extra + (p.offset - longPart) / base;
-    const Piece whole = evenChunk(traceCount_, traceParts_, static_cast<int>(chunk));
-    step.chunk = static_cast<int>(chunk);
-    step.slice = static_cast<int64_t>((p.offset - whole.offset) / traceSlice_);
+    const int chunk = chunkHolding(traceCount_, traceParts_, p.offset);
+    step.chunk = chunk;
+    step.slice = static_cast<int64_t>(
+        (p.offset - evenChunk(traceCount_, traceParts_, chunk).offset) / traceSlice_);
   }
   for (size_t b = 0; b < traceBlocks_.size(); ++b) {  // blocks do not overlap
     const Piece& block = traceBlocks_[b];

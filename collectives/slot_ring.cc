@@ -8,6 +8,7 @@
 
 #include "collectives/ring_schedule.h"
 #include "ringlet/error.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 namespace {
@@ -112,6 +113,9 @@ class SlotRing {
 
   size_t slotBytes() const { return memory_.slotBytes; }
   SlotExecutor& executor() { return executor_; }
+  const WaitContext& wait() const { return wait_; }
+  int nextPeer() const { return next_.peer(); }
+  int prevPeer() const { return prev_.peer(); }
 
  private:
   int slotOf(uint64_t seq) const { return static_cast<int>(seq % slots_); }
@@ -184,13 +188,25 @@ class SlotPrims {
 
   size_t sliceElements() const { return std::max<size_t>(1, ring_.slotBytes() / elementBytes_); }
 
+  // Trace mode: the pieces are slices of sliceElements() of `chunks` even chunks of `count`
+  // elements (one chunk: the chains), so that each step names its chunk and slice. A step's
+  // times are the host's: when it enqueued the step's work, after its neighbours' notices.
+  void traceChunks(size_t count, int chunks) {
+    traceCount_ = count;
+    traceParts_ = chunks;
+  }
+
   void send(const Piece& p) {
+    trace::StepScope scope(ring_.wait().trace,
+                           [&] { return traced("send", p, true, false, false); });
     std::byte* out = ring_.acquireSend(bytes(p));
     if (p.count > 0) exec_.copy(out, in(p), bytes(p));
     ring_.commitSend();
   }
 
   void recvReduceSend(const Piece& p) {
+    trace::StepScope scope(ring_.wait().trace,
+                           [&] { return traced("recvReduceSend", p, true, true, true); });
     const std::byte* slot = ring_.acquireRecv(bytes(p));
     std::byte* out = ring_.acquireSend(bytes(p));
     if (p.count > 0) exec_.reduce(out, in(p), slot, p.count, type_, op_);
@@ -199,6 +215,8 @@ class SlotPrims {
   }
 
   void recvReduceCopySend(const Piece& p) {
+    trace::StepScope scope(ring_.wait().trace,
+                           [&] { return traced("recvReduceCopySend", p, true, true, true); });
     const std::byte* slot = ring_.acquireRecv(bytes(p));
     if (p.count > 0) {
       exec_.reduce(outp(p), in(p), slot, p.count, type_, op_);
@@ -211,6 +229,8 @@ class SlotPrims {
   }
 
   void recvCopySend(const Piece& p) {
+    trace::StepScope scope(ring_.wait().trace,
+                           [&] { return traced("recvCopySend", p, true, true, false); });
     const std::byte* slot = ring_.acquireRecv(bytes(p));
     std::byte* out = ring_.acquireSend(bytes(p));
     if (p.count > 0) {
@@ -222,12 +242,16 @@ class SlotPrims {
   }
 
   void recv(const Piece& p) {
+    trace::StepScope scope(ring_.wait().trace,
+                           [&] { return traced("recv", p, false, true, false); });
     const std::byte* slot = ring_.acquireRecv(bytes(p));
     if (p.count > 0) exec_.copy(outp(p), slot, bytes(p));
     ring_.releaseRecv();
   }
 
   void recvReduceCopy(const Piece& p) {
+    trace::StepScope scope(ring_.wait().trace,
+                           [&] { return traced("recvReduceCopy", p, false, true, true); });
     const std::byte* slot = ring_.acquireRecv(bytes(p));
     if (p.count > 0) {
       exec_.reduce(outp(p), in(p), slot, p.count, type_, op_);
@@ -237,6 +261,21 @@ class SlotPrims {
   }
 
  private:
+  trace::Step traced(const char* name, const Piece& p, bool sends, bool receives,
+                     bool reduces) const {
+    trace::Step step{.name = name,
+                     .to = sends ? ring_.nextPeer() : -1,
+                     .from = receives ? ring_.prevPeer() : -1,
+                     .offset = p.offset * elementBytes_,
+                     .bytes = bytes(p),
+                     .reduces = reduces};
+    if (traceParts_ > 0) {
+      step.chunk = chunkHolding(traceCount_, traceParts_, p.offset);
+      step.slice = static_cast<int64_t>(
+          (p.offset - evenChunk(traceCount_, traceParts_, step.chunk).offset) / sliceElements());
+    }
+    return step;
+  }
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
   const std::byte* in(const Piece& p) const { return input_ + p.offset * elementBytes_; }
   std::byte* outp(const Piece& p) const {
@@ -252,6 +291,8 @@ class SlotPrims {
   const DataType type_;
   const ReduceOp op_;
   const int size_;
+  size_t traceCount_ = 0;  // traceChunks(); 0: not traced by chunk
+  int traceParts_ = 0;
 };
 
 }  // namespace
@@ -261,6 +302,7 @@ void slotRingAllreduce(const Group& group, const SlotRingMemory& memory, SlotExe
   SlotRing ring(group, memory, executor, wait);
   SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
                   group.size);
+  prims.traceChunks(args.count, group.size);
   ringAllreduceSchedule(prims, group.rank, group.size, args.count, prims.sliceElements());
   ring.finish();
 }
@@ -270,6 +312,7 @@ void slotRingBroadcast(const Group& group, const SlotRingMemory& memory, SlotExe
                        const WaitContext& wait) {
   SlotRing ring(group, memory, executor, wait);
   SlotPrims prims(ring, buffer, buffer, elementBytes, DataType::kUInt8, ReduceOp::kSum, group.size);
+  prims.traceChunks(count, 1);
   chainBroadcastSchedule(prims, wrap(group.rank - root, group.size), group.size, count,
                          prims.sliceElements());
   ring.finish();
@@ -281,6 +324,7 @@ void slotRingReduceScatter(const Group& group, const SlotRingMemory& memory, Slo
   const size_t own = static_cast<size_t>(group.rank) * args.recvCount;
   SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
                   group.size, own);
+  prims.traceChunks(args.recvCount * group.size, group.size);
   ringReduceScatterSchedule(
       prims, group.rank, group.size,
       RingPieces{args.recvCount * group.size, group.size, prims.sliceElements()});
@@ -296,6 +340,7 @@ void slotRingAllgather(const Group& group, const SlotRingMemory& memory, SlotExe
   SlotRing ring(group, memory, executor, wait);
   // Every block is sent from where it landed in recv: recv is input and output.
   SlotPrims prims(ring, args.recv, args.recv, elementBytes, args.type, ReduceOp::kSum, group.size);
+  prims.traceChunks(args.sendCount * group.size, group.size);
   ringAllgatherSchedule(prims, group.rank, group.size,
                         RingPieces{args.sendCount * group.size, group.size, prims.sliceElements()});
   ring.finish();
@@ -307,6 +352,7 @@ void slotRingReduce(const Group& group, const SlotRingMemory& memory, SlotExecut
   // Partial results go straight into the next rank's slots: only the root writes its output.
   SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
                   group.size);
+  prims.traceChunks(args.count, 1);
   chainReduceSchedule(prims, wrap(group.rank - args.root - 1, group.size), group.size, args.count,
                       prims.sliceElements());
   ring.finish();

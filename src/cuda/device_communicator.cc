@@ -173,7 +173,11 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
   if (state_->useIpc(bytes)) {
     const collectives::AllreduceArgs args{static_cast<const std::byte*>(send),
                                           static_cast<std::byte*>(recv), count, type, op};
-    state_->runIpc({.kind = detail::OpKind::kAllreduce, .type = type, .op = op, .count = count},
+    state_->runIpc({.kind = detail::OpKind::kAllreduce,
+                    .type = type,
+                    .op = op,
+                    .count = count,
+                    .algorithm = kIpcRing},
                    stream,
                    [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
                        collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
@@ -200,7 +204,11 @@ void DeviceCommunicator::broadcast(void* buffer, size_t count, DataType type, in
   auto* data = static_cast<std::byte*>(buffer);
   choosePath();
   if (state_->useIpc(count * elementSize(type))) {
-    state_->runIpc({.kind = detail::OpKind::kBroadcast, .type = type, .root = root, .count = count},
+    state_->runIpc({.kind = detail::OpKind::kBroadcast,
+                    .type = type,
+                    .root = root,
+                    .count = count,
+                    .algorithm = kIpcChain},
                    stream,
                    [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
                        collectives::SlotExecutor& executor, const transport::WaitContext& wait) {

@@ -105,13 +105,17 @@ void DeviceCommunicator::reduce(const void* send, void* recv, size_t count, Data
                                        .type = type,
                                        .op = op,
                                        .root = root};
-    st.runIpc(
-        {.kind = detail::OpKind::kReduce, .type = type, .op = op, .root = root, .count = count},
-        stream,
-        [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
-            collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
-          collectives::slotRingReduce(group, memory, executor, args, wait);
-        });
+    st.runIpc({.kind = detail::OpKind::kReduce,
+               .type = type,
+               .op = op,
+               .root = root,
+               .count = count,
+               .algorithm = kIpcChain},
+              stream,
+              [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
+                  collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
+                collectives::slotRingReduce(group, memory, executor, args, wait);
+              });
     return;
   }
   st.run("reduce", static_cast<const std::byte*>(send),
@@ -145,7 +149,11 @@ void DeviceCommunicator::allgather(const void* send, void* recv, size_t sendCoun
                                           .recv = static_cast<std::byte*>(recv),
                                           .sendCount = sendCount,
                                           .type = type};
-    st.runIpc({.kind = detail::OpKind::kAllgather, .type = type, .count = sendCount}, stream,
+    st.runIpc({.kind = detail::OpKind::kAllgather,
+               .type = type,
+               .count = sendCount,
+               .algorithm = kIpcRing},
+              stream,
               [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
                   collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
                 collectives::slotRingAllgather(group, memory, executor, args, wait);
@@ -206,7 +214,11 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
                                               .recvCount = recvCount,
                                               .type = type,
                                               .op = op};
-    st.runIpc({.kind = detail::OpKind::kReduceScatter, .type = type, .op = op, .count = recvCount},
+    st.runIpc({.kind = detail::OpKind::kReduceScatter,
+               .type = type,
+               .op = op,
+               .count = recvCount,
+               .algorithm = kIpcRing},
               stream,
               [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
                   collectives::SlotExecutor& executor, const transport::WaitContext& wait) {

@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 
+#include "collectives/select.h"
 #include "collectives/slot_ring.h"
 #include "ringlet/cuda.h"
 #include "src/core/communicator_access.h"
@@ -69,6 +70,10 @@ struct StagedSteps {
   std::function<void(size_t i, std::byte* slot)> hostOp;
   std::function<void(size_t i, std::byte* slot, cudaStream_t stream)> copyOut;
 };
+
+// The IPC path's schedules, as the call header and trace mode name them.
+inline constexpr auto kIpcRing = static_cast<uint8_t>(collectives::Algorithm::kRing);
+inline constexpr auto kIpcChain = static_cast<uint8_t>(collectives::Algorithm::kChain);
 
 struct DeviceCommunicator::State {
   Communicator* host = nullptr;

@@ -14,14 +14,18 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "kernels/reduce.h"
 #include "ringlet/error.h"
+#include "src/trace.h"
 #include "tests/collectives/data.h"
 #include "tests/shm/shm_test_support.h"
 #include "tests/support/ranks.h"
@@ -465,6 +469,67 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SlotRingTest,
                            return fmt::format("n{}_slots{}_{}B", info.param.size, info.param.slots,
                                               info.param.slotBytes);
                          });
+
+// Trace mode: the slot ring's steps (the device collectives' schedule) are recorded as the host
+// ring's are, each naming its chunk, slice, peers and bytes: 3 ranks, chunks of 2500 floats in
+// slots of 1024 floats, so 3 slices per chunk.
+TEST(SlotRing, TracedStepsFollowTheRingSchedule) {
+  const int n = 3;
+  const size_t slotBytes = 4096;
+  const size_t count = 3 * 2500;
+  Shared shared(n, 2, slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-trace");
+  const std::string traceDir = makeTempDir("ringlet-slot-trace");
+  runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, 2, slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank + 1));
+    FakeExecutor executor(shared, rank, size, stream);
+    std::vector<float> data(count, float(rank + 1));
+    {
+      trace::Recorder recorder(traceDir + "/t.{rank}", rank, size, "host");
+      transport::WaitContext wait = setup.mesh.wait(std::chrono::seconds(30));
+      wait.trace = &recorder;
+      recorder.beginCall(0);
+      AllreduceArgs args{reinterpret_cast<const std::byte*>(data.data()),
+                         reinterpret_cast<std::byte*>(data.data()), count, DataType::kFloat32,
+                         ReduceOp::kSum};
+      collectives::slotRingAllreduce(setup.group, setup.memory, executor, args, wait);
+      stream.synchronize();
+    }
+    EXPECT_EQ(data[count - 1], 6.0f);
+  });
+  const int slices = 3;
+  const std::vector<std::string> names = {"send", "recvReduceSend", "recvReduceCopySend",
+                                          "recvCopySend", "recv"};
+  for (int r = 0; r < n; ++r) {
+    std::ifstream in(traceDir + "/t." + std::to_string(r));
+    ASSERT_TRUE(in.good()) << "rank " << r << " wrote no trace";
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    std::vector<nlohmann::json> steps;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e.value("cat", "") == "step") steps.push_back(e);
+    }
+    ASSERT_EQ(steps.size(), static_cast<size_t>(slices * (2 * n - 1))) << "rank " << r;
+    // Per slice (ring_schedule.h, N = 3): send chunk r; receive-reduce-send r-1; the final
+    // reduce of r+1 (= r-2); forward r; receive r+2 (= r-1).
+    const std::vector<int> chunks = {r, r - 1, r + 1, r, r + 2};
+    uint64_t received = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const auto& s = steps[i];
+      const size_t at = i % names.size();
+      EXPECT_EQ(s["name"], names[at]) << "rank " << r << " step " << i;
+      EXPECT_EQ(s["args"]["chunk"], ((chunks[at] % n) + n) % n) << "rank " << r << " step " << i;
+      EXPECT_EQ(s["args"]["slice"], i / names.size()) << "rank " << r << " step " << i;
+      EXPECT_EQ(s["args"]["to"], at == names.size() - 1 ? -1 : (r + 1) % n);
+      EXPECT_EQ(s["args"]["from"], at == 0 ? -1 : (r + n - 1) % n);
+      EXPECT_EQ(s["args"]["reduces"], at == 1 || at == 2);
+      if (at > 0) received += s["args"]["bytes"].get<uint64_t>();
+    }
+    EXPECT_EQ(received, 2 * (n - 1) * (count / n) * sizeof(float)) << "rank " << r;
+  }
+  std::filesystem::remove_all(traceDir);
+}
 
 // A rank whose neighbour disagrees about the size of a message fails with an error naming it,
 // instead of reading past what was written.
