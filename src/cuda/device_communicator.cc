@@ -145,7 +145,6 @@ DeviceCommunicator::~DeviceCommunicator() = default;
 
 int DeviceCommunicator::device() const { return state_->device; }
 DevicePath DeviceCommunicator::path() const { return state_->chosen; }
-
 Communicator& DeviceCommunicator::host() const { return *state_->host; }
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type,
