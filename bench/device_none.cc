@@ -20,5 +20,9 @@ void DeviceSide::run(BenchOp, const void*, void*, size_t) {}
 void DeviceSide::synchronize() {}
 double DeviceSide::timeDeviceCopy(size_t, int, int) { return 0; }
 std::string DeviceSide::describe() const { return kNoCuda; }
+std::string DeviceSide::algorithm(BenchOp, size_t,
+                                  const std::function<std::string(size_t)>&) const {
+  return kNoCuda;
+}
 
 }  // namespace ringlet::bench::device

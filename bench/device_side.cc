@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace ringlet::bench::device {
@@ -119,6 +120,21 @@ double DeviceSide::timeDeviceCopy(size_t bytes, int iters, int warmup) {
   }
   synchronize();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+}
+
+std::string DeviceSide::algorithm(BenchOp op, size_t bytes,
+                                  const std::function<std::string(size_t)>& host) const {
+  const cuda::DeviceCommunicator& dc = *state_->dc;
+  switch (dc.pathFor(bytes)) {
+    case cuda::DevicePath::kIpc:
+      return op == BenchOp::kBroadcast || op == BenchOp::kReduce ? "cuda_ipc_chain"
+                                                                 : "cuda_ipc_ring";
+    case cuda::DevicePath::kStaged:
+      return "staged_" + host(std::min(bytes, cuda::DeviceOptions::fromEnvironment().chunkBytes));
+    case cuda::DevicePath::kAuto:
+      break;
+  }
+  return "auto";
 }
 
 std::string DeviceSide::describe() const {

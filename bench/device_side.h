@@ -6,6 +6,7 @@
 // device_none.cc stands in when ringlet-bench is built without CUDA.
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,11 @@ class DeviceSide {
   double timeDeviceCopy(size_t bytes, int iters, int warmup);
   // "cuda device 0 (NVIDIA H100 ...), path ipc".
   std::string describe() const;
+  // The algorithm column of a row moving `bytes` (the larger of input and output), after its
+  // calls: "cuda_ipc_ring" / "cuda_ipc_chain" on the IPC ring, else "staged_" + the host
+  // collective's algorithm (`host`, for the staged chunk of that size).
+  std::string algorithm(BenchOp op, size_t bytes,
+                        const std::function<std::string(size_t chunkBytes)>& host) const;
 
  private:
   struct State;

@@ -215,12 +215,18 @@ Row Runner::run(BenchOp op, size_t bytes) {
   row.bytes = shape.bytes;
   if (reduces(op)) row.redop = options_.op;
   row.root = usesRoot(op) ? options_.root : -1;
-  row.algorithm = algorithmColumn(op, shape);
 
   // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI. Unused slots stay 0.
   Loop loops[3];
   int64_t wrong[3] = {0, 0, 0};
   loops[0] = timeLoop(Impl::kRinglet, op, shape, false);
+  // After the calls: a device communicator chooses its path at its first one.
+  row.algorithm = device_ == nullptr ? algorithmColumn(op, shape)
+                                     : device_->algorithm(op, shape.bytes, [&](size_t chunk) {
+                                         Shape part = shape;
+                                         part.bytes = chunk;
+                                         return algorithmColumn(op, part);
+                                       });
   wrong[0] = check(Impl::kRinglet, op, shape, false);
   const bool inPlace = options_.inPlace && hasInPlace(op);
   if (inPlace) {

@@ -149,6 +149,10 @@ class DeviceCommunicator {
   // The path in use: kAuto until the first collective has chosen one, then kIpc or kStaged (a
   // world of one: kStaged from the start; its calls are copies on the stream).
   DevicePath path() const;
+  // The path a call that moves `bytes` (the larger of its input and output) takes: kStaged or
+  // kIpc (on the IPC path where every rank shares one GPU, small calls go staged:
+  // DeviceOptions::stagedBelowBytes); kAuto before the first collective has chosen.
+  DevicePath pathFor(size_t bytes) const;
 
   // All-reduce of `count` elements on device memory; `send` may equal `recv` (in place).
   // Overlapping but unequal buffers are an error. Ordered on `stream`; see the top of this file

@@ -145,6 +145,10 @@ DeviceCommunicator::~DeviceCommunicator() = default;
 
 int DeviceCommunicator::device() const { return state_->device; }
 DevicePath DeviceCommunicator::path() const { return state_->chosen; }
+DevicePath DeviceCommunicator::pathFor(size_t bytes) const {
+  if (state_->chosen == DevicePath::kAuto) return DevicePath::kAuto;
+  return state_->useIpc(bytes) ? DevicePath::kIpc : DevicePath::kStaged;
+}
 Communicator& DeviceCommunicator::host() const { return *state_->host; }
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type,
