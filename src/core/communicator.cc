@@ -203,6 +203,16 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
   auto body = [&impl, data, bytes, root, algorithm](const collectives::Group& group,
                                                     const transport::WaitContext& wait) {
     if (group.size == 1 || bytes == 0) return;  // the header check was the whole call
+    if (algorithm == collectives::Algorithm::kHeaderInline && bytes > OpHeader::kInlineBytes) {
+      // The chain with the data after each header: the root sends it and returns, each rank
+      // after it takes it and (but the last) sends its header and the data on.
+      if (group.rank != root) group.prev().recvInto(data, bytes, wait);
+      if ((group.rank + 1) % group.size != root) {
+        if (group.rank != root) impl.relayHeaderNow(wait);
+        collectives::sendFrom(group.next(), data, bytes, wait);
+      }
+      return;
+    }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       if (group.rank != root) std::memcpy(data, impl.inlineFromPrev(), bytes);
       return;

@@ -209,6 +209,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
   } traceCall{trace_.get(), header, started, collective};
   try {
     running_ = header;
+    relayedEarly_ = false;
     if (collective && size_ > 1 && !header.selfChecked) {
       headerChecked_ = false;
       if (header.relays) {
@@ -250,7 +251,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     }
     body(group_, wait);
     if (!headerChecked_) checkHeader(wait);
-    if (header.relays) sendHeader(header, wait);
+    if (header.relays && !relayedEarly_) sendHeader(header, wait);
     // The header left headerOut_ (an answer's own send flushed it).
     if (collective && size_ > 1 && !(header.receivesOnly && size_ > 2)) group_.next().flush(wait);
   } catch (const PeerError& e) {
@@ -291,6 +292,11 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
   } else {
     next.send(out, bytes, wait);
   }
+}
+
+void CommunicatorImpl::relayHeaderNow(const WaitContext& wait) {
+  sendHeader(running_, wait);
+  relayedEarly_ = true;
 }
 
 void CommunicatorImpl::sendAnswer(const OpHeader& header, const WaitContext& wait) {
@@ -578,7 +584,10 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     if (bytes > 0 && bytes <= OpHeader::kInlineBytes && exchanged <= OpHeader::kInlineBytes) {
       return collectives::Algorithm::kHeaderInline;
     }
-  } else if (size_ > 2 && inlineMessageBytes(collective, bytes, size_) <= OpHeader::kInlineBytes &&
+  } else if (size_ > 2 &&
+             inlineMessageBytes(collective, bytes, size_) <= (collective == Collective::kBroadcast
+                                                                  ? kChainPayloadBytes
+                                                                  : OpHeader::kInlineBytes) &&
              static_cast<unsigned>(size_ - 1) <=
                  1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
     // A small rooted call's data rides in the call headers along the ring (N-1 messages one
@@ -664,8 +673,11 @@ collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
       checksOwnHeaders(collective)) {
     header.selfChecked = true;  // the body's messages are headers: none carries data
   } else if (algorithm == collectives::Algorithm::kHeaderInline) {
-    header.inlineData = static_cast<const std::byte*>(message);
-    header.inlineBytes = inlineMessageBytes(collective, bytes, size_);
+    const size_t inlineBytes = inlineMessageBytes(collective, bytes, size_);
+    // Past what a header holds (a chain's broadcast) the data follows the header.
+    header.inlineData =
+        inlineBytes <= OpHeader::kInlineBytes ? static_cast<const std::byte*>(message) : nullptr;
+    header.inlineBytes = inlineBytes <= OpHeader::kInlineBytes ? inlineBytes : 0;
     header.sendsOnly = role == PairRole::kSendsOnly;
     header.receivesOnly = role == PairRole::kReceivesOnly;
     header.relays = role == PairRole::kRelays;

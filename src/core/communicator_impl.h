@@ -158,6 +158,13 @@ class CommunicatorImpl {
   // Where a relaying rank (OpHeader::relays) writes what it sends on when that is not one of the
   // caller's buffers (a reduce's partial result); its header's inlineData points here.
   std::byte* inlineToNext() { return inlineOut_.data(); }
+  // A relay of a chain whose data follows its headers (a broadcast past what a header holds,
+  // kChainPayloadBytes): sends this rank's header to the next rank now, inside the body, so that
+  // the data it sends next comes after it; execute() then sends none.
+  void relayHeaderNow(const transport::WaitContext& wait);
+  // A broadcast on three to five ranks passes along the ring in a chain of headers up to this
+  // size: past kInlineBytes its data follows each header as a message of its own.
+  static constexpr size_t kChainPayloadBytes = size_t{16} << 10;
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
@@ -279,6 +286,7 @@ class CommunicatorImpl {
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineOut_{};
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
+  bool relayedEarly_ = false;  // relayHeaderNow() ran in this call
   // Sender-only calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
   // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control). It must
   // stay below every link's capacity in messages (shm: 64 cells): then the answers of one rank's

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ringlet/ringlet.h"
@@ -317,7 +318,10 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
         Communicator comm = makeComm(rank, size, store, 10s, transport);
         for (const char* c : {"broadcast", "reduce", "gather", "scatter"}) {
           EXPECT_EQ(comm.algorithmFor(c, 64), "header_inline") << n << c;
-          EXPECT_NE(comm.algorithmFor(c, 4096), "header_inline") << n << c;
+          // A broadcast's chain carries up to 16 KiB, the data after each header.
+          EXPECT_EQ(comm.algorithmFor(c, 4096) == "header_inline", std::string(c) == "broadcast")
+              << n << c;
+          EXPECT_NE(comm.algorithmFor(c, 32768), "header_inline") << n << c;
         }
         // The unrooted ones check their own headers (every message is one, by recursive
         // doubling); all-to-all's messages carry the N x N matrix of blocks.
@@ -332,6 +336,17 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
           comm.broadcast(value, 2, DataType::kInt64, root);
           ASSERT_EQ(value[0], 1000 * i + root) << transport << " n=" << n << " call " << i;
           ASSERT_EQ(value[1], -i) << transport << " n=" << n << " call " << i;
+          if (i % 3 == 1) {  // past what a header holds: the data follows each header
+            std::vector<int64_t> big(33 + 97 * (i % 21), -1);  // 264 B .. 16 KiB
+            if (rank == root) {
+              for (size_t j = 0; j < big.size(); ++j) big[j] = int64_t(j) * 31 + i + root;
+            }
+            comm.broadcast(big.data(), big.size(), DataType::kInt64, root);
+            for (size_t j = 0; j < big.size(); j += 7) {
+              ASSERT_EQ(big[j], int64_t(j) * 31 + i + root)
+                  << transport << " n=" << n << " call " << i << " element " << j;
+            }
+          }
           const int64_t mine[2] = {i + rank, int64_t{1} << rank};
           int64_t sum[2] = {-1, -1};
           comm.reduce(mine, sum, 2, DataType::kInt64, ReduceOp::kSum, (root + i) % size);
@@ -421,6 +436,10 @@ TEST(CommunicatorErrors, ARootThatLeavesAfterASmallBroadcastFailsNobody) {
         int32_t value = rank == 2 ? 40 + i : -1;
         comm.broadcast(&value, 1, DataType::kInt32, 2);
         EXPECT_EQ(value, 40 + i) << transport;
+        // Past what a header holds: the data follows the headers.
+        std::vector<int32_t> values(1000, rank == 2 ? 50 + i : -1);
+        comm.broadcast(values.data(), values.size(), DataType::kInt32, 2);
+        EXPECT_EQ(values[999], 50 + i) << transport;
       }
       const int32_t mine = rank;
       int32_t sum = -1;
@@ -435,17 +454,20 @@ TEST(CommunicatorErrors, ARootThatLeavesAfterASmallBroadcastFailsNobody) {
 // More than two ranks, a small broadcast, one rank naming another root (then another count): the
 // ranks that read a disagreeing call name both; the others fail through the abort, at this call
 // or (the root, which only sends) at the next. Only the ranks whose call is the root's (rank 0's)
-// return from it, each with the root's data.
+// return from it, each with the root's data. Counts of 2 and 3 floats ride in the headers, 64
+// and 65 on both sides of what a header holds, 1000 and 1001 after the headers.
 TEST(CommunicatorErrors, ASmallBroadcastOnMoreRanksThatOneRankDisagreesWithFailsEveryRank) {
   for (const char* transport : {"local", "shm", "tcp"}) {
-    for (bool otherRoot : {true, false}) {
+    for (const auto& [otherRoot, base] :
+         {std::pair{true, 2}, std::pair{false, 2}, std::pair{true, 1000}, std::pair{false, 64},
+          std::pair{false, 1000}}) {
       std::atomic<int> mismatches{0};
       runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
         Communicator comm = makeComm(rank, size, store, 10s, transport);
         const bool odd = rank == 2;
         const int root = odd && otherRoot ? 1 : 0;
-        const size_t count = odd && !otherRoot ? 3 : 2;
-        std::vector<float> data(3, rank == 0 ? 5.0f : -1.0f);
+        const size_t count = odd && !otherRoot ? base + 1 : base;
+        std::vector<float> data(base + 1, rank == 0 ? 5.0f : -1.0f);
         const auto start = std::chrono::steady_clock::now();
         try {
           comm.broadcast(data.data(), count, DataType::kFloat32, root);
@@ -456,10 +478,11 @@ TEST(CommunicatorErrors, ASmallBroadcastOnMoreRanksThatOneRankDisagreesWithFails
           ADD_FAILURE() << transport << ": rank " << rank << " never heard of the disagreement";
         } catch (const MismatchError& e) {
           ++mismatches;
-          const std::string other = otherRoot ? "broadcast(count=2, float32, root=1)"
-                                              : "broadcast(count=3, float32, root=0)";
+          const std::string other =
+              otherRoot ? fmt::format("broadcast(count={}, float32, root=1)", base)
+                        : fmt::format("broadcast(count={}, float32, root=0)", base + 1);
           for (const std::string& part :
-               {std::string("broadcast(count=2, float32, root=0)"), other}) {
+               {fmt::format("broadcast(count={}, float32, root=0)", base), other}) {
             EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
           }
         } catch (const PeerError& e) {

@@ -21,6 +21,8 @@ constexpr size_t kMaxIov = 64;
 constexpr size_t kCopySendBytes = 512;
 // abort() spends at most this long finishing a half-sent frame and sending the ABORT frame.
 constexpr std::chrono::milliseconds kAbortSendBudget{50};
+// failConnection() reads what is left in the socket this much at a time (an ABORT frame fits).
+constexpr size_t kReadAheadForAbort = 64 << 10;
 
 // Sends what `queue` holds, front first, on `fd` until it is empty or the socket's buffer is
 // full. `unsent(entry, iov)` lists an entry's unsent bytes (at most 2 iovecs; returns how many),
@@ -90,6 +92,23 @@ void TcpLink::failWith(const PeerError& error) {
 
 void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view during) {
   if (aborted_.load(std::memory_order_acquire)) checkUsable();
+  // A send that finds the connection gone, in the caller's thread (which owns the read buffer):
+  // what the peer sent before it closed may still wait in the socket, its ABORT frame among it.
+  // Read it without waiting, so the error can say why (else: "broken pipe" alone).
+  if (err != 0 && wait != nullptr && during == "sending") {
+    for (int reads = 0; reads < 64; ++reads) {
+      reserve(buffered() + kReadAheadForAbort);
+      const ssize_t n =
+          ::recv(fd_.get(), buffer_.data.get() + end_, buffer_.size - end_, MSG_DONTWAIT);
+      if (n > 0) {
+        end_ += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;
+      }
+    }
+  }
   // The peer may have said why before it closed: look for its ABORT frame.
   size_t at = start_;
   while (end_ - at >= kFrameHeaderBytes) {
