@@ -584,10 +584,7 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     if (bytes > 0 && bytes <= OpHeader::kInlineBytes && exchanged <= OpHeader::kInlineBytes) {
       return collectives::Algorithm::kHeaderInline;
     }
-  } else if (size_ > 2 &&
-             inlineMessageBytes(collective, bytes, size_) <= (collective == Collective::kBroadcast
-                                                                  ? kChainPayloadBytes
-                                                                  : OpHeader::kInlineBytes) &&
+  } else if (size_ > 2 && inlineMessageBytes(collective, bytes, size_) <= kChainPayloadBytes &&
              static_cast<unsigned>(size_ - 1) <=
                  1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
     // A small rooted call's data rides in the call headers along the ring (N-1 messages one
@@ -596,6 +593,8 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     // results and a gather's growing blocks towards the root from the rank after it. The tree
     // instead waits for the ring's round of headers and then takes ceil(log2 N) steps. Every
     // message costs the model's alpha, so the chain is chosen while it takes no more of them.
+    // Past what a header holds, up to kChainPayloadBytes in the largest message, the data follows
+    // each header (on two cores, N = 4, 512 B-8 KiB broadcast: 3-9 us, the tree 11-41).
     return collectives::Algorithm::kHeaderInline;
   }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,

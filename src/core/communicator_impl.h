@@ -162,9 +162,16 @@ class CommunicatorImpl {
   // kChainPayloadBytes): sends this rank's header to the next rank now, inside the body, so that
   // the data it sends next comes after it; execute() then sends none.
   void relayHeaderNow(const transport::WaitContext& wait);
-  // A broadcast on three to five ranks passes along the ring in a chain of headers up to this
-  // size: past kInlineBytes its data follows each header as a message of its own.
+  // A rooted call on three to five ranks passes along the ring in a chain of headers while its
+  // largest message is at most this size: past kInlineBytes the data follows each header as a
+  // message of its own.
   static constexpr size_t kChainPayloadBytes = size_t{16} << 10;
+  // Memory of kChainPayloadBytes for a relay's message in such a chain (kept; it must outlive
+  // the call's sends until its final flush).
+  std::byte* chainScratch() {
+    if (chainScratch_.empty()) chainScratch_.resize(kChainPayloadBytes);
+    return chainScratch_.data();
+  }
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
@@ -287,6 +294,7 @@ class CommunicatorImpl {
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
   bool relayedEarly_ = false;  // relayHeaderNow() ran in this call
+  std::vector<std::byte> chainScratch_;
   // Sender-only calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
   // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control). It must
   // stay below every link's capacity in messages (shm: 64 cells): then the answers of one rank's

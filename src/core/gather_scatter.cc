@@ -68,7 +68,8 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kGather, block * size,
                      role == PairRole::kRelays ? impl.inlineToNext() : send, role);
-  if (algorithm == collectives::Algorithm::kHeaderInline && size > 2) {
+  const bool payload = block * (size - 1) > OpHeader::kInlineBytes;  // after the headers
+  if (algorithm == collectives::Algorithm::kHeaderInline && size > 2 && !payload) {
     // The chain's message from place p carries p blocks; the root's answer none.
     header.inlineBytes = place == 0 ? 0 : place * block;
     if (place != 1) header.inlineInBytes = ((place + size - 1) % size) * block;
@@ -77,9 +78,31 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
                                .recv = static_cast<std::byte*>(recv),
                                .blockBytes = block,
                                .root = root};
-  auto body = [&impl, args, algorithm](const collectives::Group& group,
-                                       const transport::WaitContext& wait) {
+  auto body = [&impl, args, algorithm, payload](const collectives::Group& group,
+                                                const transport::WaitContext& wait) {
     if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
+    if (algorithm == collectives::Algorithm::kHeaderInline && payload) {
+      // The chain with the blocks after each header: place p receives p-1 blocks and sends p.
+      const int n = group.size;
+      const int place = (group.rank - args.root + n) % n;
+      const size_t block = args.blockBytes;
+      if (place == 1) return collectives::sendFrom(group.next(), args.send, block, wait);
+      const size_t came = static_cast<size_t>((place + n - 1) % n) * block;
+      const std::byte* in = group.prev().recv(came, wait);
+      if (place == 0) {
+        copyOwnBlock(args.send, args.recv + args.root * block, block);
+        for (int p = 1; p < n; ++p) {  // the blocks of places 1..n-1, in that order
+          std::memcpy(args.recv + ((args.root + p) % n) * block, in + (p - 1) * block, block);
+        }
+        return group.prev().release();
+      }
+      std::byte* out = impl.chainScratch();
+      std::memcpy(out, in, came);
+      group.prev().release();
+      std::memcpy(out + came, args.send, block);
+      impl.relayHeaderNow(wait);
+      return collectives::sendFrom(group.next(), out, came + block, wait);
+    }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       const int n = group.size;
       const int place = (group.rank - args.root + n) % n;
@@ -125,9 +148,28 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
                                 .recv = static_cast<std::byte*>(recv),
                                 .blockBytes = block,
                                 .root = root};
-  auto body = [&impl, args, algorithm](const collectives::Group& group,
-                                       const transport::WaitContext& wait) {
+  const size_t all = block * static_cast<size_t>(size);
+  auto body = [&impl, args, algorithm, all](const collectives::Group& group,
+                                            const transport::WaitContext& wait) {
     if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
+    if (algorithm == collectives::Algorithm::kHeaderInline && group.size > 2 &&
+        all > OpHeader::kInlineBytes) {
+      // The chain with every block after each header, from the root around the ring: each rank
+      // takes its own and (but the last) sends them all on.
+      const size_t block = args.blockBytes;
+      if (group.rank == args.root) {
+        copyOwnBlock(args.send + args.root * block, args.recv, block);
+        return collectives::sendFrom(group.next(), args.send, all, wait);
+      }
+      const std::byte* in = group.prev().recv(all, wait);
+      copyOwnBlock(in + group.rank * block, args.recv, block);
+      if ((group.rank + 1) % group.size == args.root) return group.prev().release();
+      std::byte* out = impl.chainScratch();
+      std::memcpy(out, in, all);
+      group.prev().release();
+      impl.relayHeaderNow(wait);
+      return collectives::sendFrom(group.next(), out, all, wait);
+    }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       if (group.rank != args.root) {
         // Two ranks: the only block that came; more: this rank's among all of them.

@@ -79,6 +79,25 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
       if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
       return;
     }
+    if (algorithm == collectives::Algorithm::kHeaderInline && bytes > OpHeader::kInlineBytes) {
+      // The chain with the data after each header: the rank after the root sends its own, each
+      // relay its own reduced with what came, the root ends it.
+      const bool starts = group.rank == (args.root + 1) % group.size;
+      if (starts) return collectives::sendFrom(group.next(), args.send, bytes, wait);
+      const bool ends = group.rank == args.root;
+      std::byte* out = ends ? args.recv : impl.chainScratch();
+      const std::byte* in = group.prev().recv(bytes, wait);
+      kernels::reduce(out, args.send, in, args.count, args.type, args.op);
+      group.prev().release();
+      if (ends) {
+        if (args.op == ReduceOp::kAvg) {
+          kernels::finishAverage(args.recv, args.count, args.type, group.size);
+        }
+        return;
+      }
+      impl.relayHeaderNow(wait);
+      return collectives::sendFrom(group.next(), out, bytes, wait);
+    }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       if (bytes == 0 || group.rank == (args.root + 1) % group.size) return;  // sent its own
       // A relay passes on its data reduced with the partial result that came; the root ends it.

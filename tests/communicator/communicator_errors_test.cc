@@ -318,9 +318,9 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
         Communicator comm = makeComm(rank, size, store, 10s, transport);
         for (const char* c : {"broadcast", "reduce", "gather", "scatter"}) {
           EXPECT_EQ(comm.algorithmFor(c, 64), "header_inline") << n << c;
-          // A broadcast's chain carries up to 16 KiB, the data after each header.
-          EXPECT_EQ(comm.algorithmFor(c, 4096) == "header_inline", std::string(c) == "broadcast")
-              << n << c;
+          // The chain's messages carry up to 16 KiB, the data after each header (a scatter's
+          // carry every block).
+          EXPECT_EQ(comm.algorithmFor(c, 2048 * n), "header_inline") << n << c;
           EXPECT_NE(comm.algorithmFor(c, 32768), "header_inline") << n << c;
         }
         // The unrooted ones check their own headers (every message is one, by recursive
@@ -345,6 +345,36 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
             for (size_t j = 0; j < big.size(); j += 7) {
               ASSERT_EQ(big[j], int64_t(j) * 31 + i + root)
                   << transport << " n=" << n << " call " << i << " element " << j;
+            }
+            // Reduce, gather and scatter the same way: blocks of 33 .. 33 + 7 * 11 int64s, so
+            // that a scatter's every block (all of them travel) stays within 16 KiB at n = 5.
+            const size_t count = 33 + 7 * (i % 12);
+            const int other = (root + 1) % size;
+            std::vector<int64_t> mine(count), got(count * size, -1);
+            for (size_t j = 0; j < count; ++j) mine[j] = int64_t(j) + 1000 * rank + i;
+            comm.reduce(mine.data(), got.data(), count, DataType::kInt64, ReduceOp::kSum, other);
+            if (rank == other) {
+              for (size_t j = 0; j < count; j += 5) {
+                ASSERT_EQ(got[j], int64_t(size) * (int64_t(j) + i) + 1000 * size * (size - 1) / 2)
+                    << transport << " n=" << n << " reduce call " << i << " element " << j;
+              }
+            }
+            comm.gather(mine.data(), got.data(), count, DataType::kInt64, root);
+            if (rank == root) {
+              for (int r = 0; r < size; ++r) {
+                for (size_t j = 0; j < count; j += 5) {
+                  ASSERT_EQ(got[r * count + j], int64_t(j) + 1000 * r + i)
+                      << transport << " n=" << n << " gather call " << i << " rank " << r;
+                }
+              }
+            }
+            std::vector<int64_t> blocks(count * size);
+            for (size_t j = 0; j < blocks.size(); ++j) blocks[j] = int64_t(j) * 3 + other;
+            std::fill(mine.begin(), mine.end(), -1);
+            comm.scatter(blocks.data(), mine.data(), count, DataType::kInt64, other);
+            for (size_t j = 0; j < count; ++j) {
+              ASSERT_EQ(mine[j], int64_t(rank * count + j) * 3 + other)
+                  << transport << " n=" << n << " scatter call " << i << " element " << j;
             }
           }
           const int64_t mine[2] = {i + rank, int64_t{1} << rank};
