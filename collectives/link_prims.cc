@@ -118,18 +118,9 @@ void LinkPrims::traceBlocks(std::span<const Piece> blocks, size_t slice) {
 
 trace::Step LinkPrims::traced(const char* name, const Piece& p, bool sends, bool receives,
                               bool reduces) const {
-  trace::Step step{.name = name,
-                   .to = sends ? next_.peer() : -1,
-                   .from = receives ? prev_.peer() : -1,
-                   .offset = p.offset * elementBytes_,
-                   .bytes = bytes(p),
-                   .reduces = reduces};
-  if (traceParts_ > 0) {
-    const int chunk = chunkHolding(traceCount_, traceParts_, p.offset);
-    step.chunk = chunk;
-    step.slice = static_cast<int64_t>(
-        (p.offset - evenChunk(traceCount_, traceParts_, chunk).offset) / traceSlice_);
-  }
+  trace::Step step =
+      ringStep(name, p, elementBytes_, sends ? next_.peer() : -1, receives ? prev_.peer() : -1,
+               reduces, traceCount_, traceParts_, traceSlice_);
   for (size_t b = 0; b < traceBlocks_.size(); ++b) {  // blocks do not overlap
     const Piece& block = traceBlocks_[b];
     if (block.count > 0 && p.offset >= block.offset && p.offset < block.offset + block.count) {

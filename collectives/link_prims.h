@@ -25,6 +25,26 @@
 
 namespace ringlet::collectives {
 
+// The trace record of a ring primitive `name` on piece `p` (elements of `elementBytes`): the rank
+// it sends to and the one it receives from (-1: none), its bytes, and where the pieces are
+// slices of `slice` elements of `parts` even chunks of `count` (parts 0: not), its chunk and
+// slice. The host ring's (LinkPrims) and the slot ring's (slot_ring.cc) alike.
+inline trace::Step ringStep(const char* name, const Piece& p, size_t elementBytes, int to, int from,
+                            bool reduces, size_t count, int parts, size_t slice) {
+  trace::Step step{.name = name,
+                   .to = to,
+                   .from = from,
+                   .offset = p.offset * elementBytes,
+                   .bytes = p.count * elementBytes,
+                   .reduces = reduces};
+  if (parts > 0) {
+    step.chunk = chunkHolding(count, parts, p.offset);
+    step.slice =
+        static_cast<int64_t>((p.offset - evenChunk(count, parts, step.chunk).offset) / slice);
+  }
+  return step;
+}
+
 class LinkPrims {
  public:
   // `input` and `output` hold the whole buffer (they may be equal); pieces count elements of

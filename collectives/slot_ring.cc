@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "collectives/link_prims.h"
 #include "collectives/ring_schedule.h"
 #include "ringlet/error.h"
 #include "src/trace.h"
@@ -263,18 +264,9 @@ class SlotPrims {
  private:
   trace::Step traced(const char* name, const Piece& p, bool sends, bool receives,
                      bool reduces) const {
-    trace::Step step{.name = name,
-                     .to = sends ? ring_.nextPeer() : -1,
-                     .from = receives ? ring_.prevPeer() : -1,
-                     .offset = p.offset * elementBytes_,
-                     .bytes = bytes(p),
-                     .reduces = reduces};
-    if (traceParts_ > 0) {
-      step.chunk = chunkHolding(traceCount_, traceParts_, p.offset);
-      step.slice = static_cast<int64_t>(
-          (p.offset - evenChunk(traceCount_, traceParts_, step.chunk).offset) / sliceElements());
-    }
-    return step;
+    return ringStep(name, p, elementBytes_, sends ? ring_.nextPeer() : -1,
+                    receives ? ring_.prevPeer() : -1, reduces, traceCount_, traceParts_,
+                    sliceElements());
   }
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
   const std::byte* in(const Piece& p) const { return input_ + p.offset * elementBytes_; }
