@@ -193,11 +193,21 @@ class MessageFraming {
   // The longest message a receiver accepts when it expects `dataBytes` (a peer that disagrees
   // about the call may send another length; unwrap() names the disagreement).
   virtual size_t acceptBytes(size_t dataBytes) const { return messageBytes(dataBytes); }
+  // Whether unwrap() takes a message of any length up to acceptBytes() and judges it (else a
+  // message of another length than messageBytes() is the link's error).
+  virtual bool judgesLength() const { return false; }
   // The message that carries `data`; stays valid and unchanged until the next wrap().
   virtual const std::byte* wrap(const std::byte* data, size_t bytes) = 0;
   // The data inside a message of `bytes` from `peer`; throws (e.g. MismatchError) if it is not
   // what this rank expects.
   virtual const std::byte* unwrap(const std::byte* message, size_t bytes, int peer) = 0;
+  // Where leadBytes() > 0, each exchange is two messages: lead() (e.g. a call header), which the
+  // receiver accepts up to acceptLeadBytes() long and checks with checkLead(), then the data as
+  // it is (messageBytes() of it; wrap and unwrap are not used). Such data never needs slicing.
+  virtual size_t leadBytes() const { return 0; }
+  virtual size_t acceptLeadBytes() const { return leadBytes(); }
+  virtual const std::byte* lead() { return nullptr; }
+  virtual void checkLead(const std::byte* /*message*/, size_t /*bytes*/, int /*peer*/) {}
 };
 MessageFraming& plainFraming();
 

@@ -11,12 +11,16 @@
 // arithmetic makes bit-identical, so all ranks end with the same bits (like the ring).
 //
 // Messages go through a MessageFraming: the data alone (plainFraming), or, for the
-// communicator's tiny all-reduce, the data inside a call header that every receiver checks.
+// communicator's tiny all-reduce, the data inside a call header that every receiver checks (past
+// what a header holds: the header, then the data).
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <cstring>
 
 #include "collectives/collectives.h"
 #include "kernels/reduce.h"
+#include "ringlet/error.h"
 #include "src/trace.h"
 
 namespace ringlet::collectives {
@@ -56,16 +60,35 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     if (!sentOnce && afterFirstSend) afterFirstSend();
     sentOnce = true;
   };
+  const bool led = framing.leadBytes() > 0;
   auto sendTo = [&](Link& link, const std::byte* data) {
-    sendFrom(link, framing.wrap(data, bytes), wire, wait);
+    if (led) {
+      sendFrom(link, framing.lead(), framing.leadBytes(), wait);
+      sendFrom(link, data, wire, wait);
+    } else {
+      sendFrom(link, framing.wrap(data, bytes), wire, wait);
+    }
     firstSendDone();
   };
   // The partner's data, checked by the framing; release() the link after use.
   auto receive = [&](Link& link) -> const std::byte* {
+    if (led) {
+      size_t got = 0;
+      const std::byte* head = link.recvAny(framing.acceptLeadBytes(), &got, wait);
+      try {
+        framing.checkLead(head, got, link.peer());
+      } catch (...) {
+        link.release();
+        throw;
+      }
+      link.release();
+      return link.recv(wire, wait);
+    }
     size_t got = wire;
     const size_t accept = framing.acceptBytes(bytes);
-    const std::byte* message =
-        accept == wire ? link.recv(wire, wait) : link.recvAny(accept, &got, wait);
+    const std::byte* message = accept == wire && !framing.judgesLength()
+                                   ? link.recv(wire, wait)
+                                   : link.recvAny(accept, &got, wait);
     try {
       return framing.unwrap(message, got, link.peer());
     } catch (...) {
@@ -75,7 +98,13 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   };
   // A buffer larger than a link's largest message (framed messages always fit) goes in slices,
   // each reduced as it arrives. Both ends of a link decide alike.
-  auto sliced = [&](const Link& link) { return wire > link.maxMessageBytes(); };
+  auto sliced = [&](const Link& link) {
+    if (led && wire > link.maxMessageBytes()) {
+      throw InvalidArgument(fmt::format("{}: {} bytes after a lead message exceed rank {}'s link",
+                                        wait.describe(), wire, link.peer()));
+    }
+    return wire > link.maxMessageBytes();
+  };
   constexpr size_t kWholeLink = SIZE_MAX;  // slices of the link's largest message
 
   // Trace mode: each exchange, fold and unfold is a step.

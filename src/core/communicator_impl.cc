@@ -580,8 +580,12 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     // Small enough, every message is a call header carrying the data, by recursive doubling,
     // which needs no round of headers first and takes no more steps than Bruck or recursive
     // halving after one. (The all-to-all's exchange is the N x N matrix of blocks.)
+    // Past what a header holds, up to kChainPayloadBytes, the data follows each header (not the
+    // all-to-all's matrix: past a header its blocks go straight to their ranks, one message each).
     const size_t exchanged = collective == Collective::kAllToAll ? bytes * size_ : bytes;
-    if (bytes > 0 && bytes <= OpHeader::kInlineBytes && exchanged <= OpHeader::kInlineBytes) {
+    const size_t most =
+        collective == Collective::kAllToAll ? OpHeader::kInlineBytes : kChainPayloadBytes;
+    if (bytes > 0 && exchanged <= most) {
       return collectives::Algorithm::kHeaderInline;
     }
   } else if (size_ > 2 && inlineMessageBytes(collective, bytes, size_) <= kChainPayloadBytes &&

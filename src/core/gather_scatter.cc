@@ -221,12 +221,13 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       // zero, summed byte-wise over call headers; this rank's column is what it receives.
       const size_t n = group.size;
       const size_t row = args.blockBytes * n;
-      std::array<std::byte, OpHeader::kInlineBytes> matrix{};
-      std::memcpy(matrix.data() + group.rank * row, args.send, row);
-      detail::headerDoublingUnion(impl, group, matrix.data(), row * n, wait);
+      std::byte* matrix = impl.chainScratch();  // kChainPayloadBytes
+      std::memset(matrix, 0, row * n);
+      std::memcpy(matrix + group.rank * row, args.send, row);
+      detail::headerDoublingUnion(impl, group, matrix, row * n, wait);
       for (size_t s = 0; s < n; ++s) {
         std::memcpy(args.recv + s * args.blockBytes,
-                    matrix.data() + s * row + group.rank * args.blockBytes, args.blockBytes);
+                    matrix + s * row + group.rank * args.blockBytes, args.blockBytes);
       }
       return;
     }

@@ -17,15 +17,33 @@ using collectives::Piece;
 namespace {
 
 // The tiny all-reduce's messages: the data rides in this rank's call header, and every
-// message received is checked against this rank's call (MismatchError naming both).
+// message received is checked against this rank's call (MismatchError naming both). Past what
+// a header holds (up to CommunicatorImpl::kChainPayloadBytes) the header goes first and the
+// data follows as a message of its own: every header stays one a peer in another call reads
+// whole, and names.
 class HeaderFraming final : public collectives::MessageFraming {
  public:
   // `dataBytes`: what every message of the call carries.
   HeaderFraming(const OpHeader& mine, int rank, const transport::WaitContext& wait,
                 size_t dataBytes)
       : mine_(mine), rank_(rank), wait_(wait), dataBytes_(dataBytes) {}
-  size_t messageBytes(size_t dataBytes) const override { return OpHeader::kFieldBytes + dataBytes; }
+  size_t messageBytes(size_t dataBytes) const override {
+    return separate() ? dataBytes : OpHeader::kFieldBytes + dataBytes;
+  }
   size_t acceptBytes(size_t) const override { return OpHeader::kWireBytes; }
+  bool judgesLength() const override { return true; }
+  size_t leadBytes() const override { return separate() ? OpHeader::kFieldBytes : 0; }
+  size_t acceptLeadBytes() const override { return OpHeader::kWireBytes; }
+  const std::byte* lead() override {
+    OpHeader header = mine_;
+    header.inlineData = nullptr;
+    header.inlineBytes = 0;
+    header.encodeTo(wire_.data());
+    return wire_.data();
+  }
+  void checkLead(const std::byte* message, size_t bytes, int peer) override {
+    check(message, bytes, peer, OpHeader::kFieldBytes);
+  }
   const std::byte* wrap(const std::byte* data, size_t bytes) override {
     OpHeader header = mine_;
     header.inlineData = data;
@@ -34,6 +52,14 @@ class HeaderFraming final : public collectives::MessageFraming {
     return wire_.data();
   }
   const std::byte* unwrap(const std::byte* message, size_t bytes, int peer) override {
+    check(message, bytes, peer, messageBytes(dataBytes_));
+    return message + OpHeader::kFieldBytes;
+  }
+
+ private:
+  bool separate() const { return dataBytes_ > OpHeader::kInlineBytes; }
+  // A call header of `expected` bytes for this rank's call, or an error naming what came.
+  void check(const std::byte* message, size_t bytes, int peer, size_t expected) const {
     OpHeader theirs;
     if (bytes < OpHeader::kFieldBytes || !OpHeader::decode(message, theirs)) {
       throw IoError(fmt::format("{}: rank {} sent something that is not a call header",
@@ -42,14 +68,12 @@ class HeaderFraming final : public collectives::MessageFraming {
     if (!mine_.sameCall(theirs)) {
       throw MismatchError(describeMismatch(wait_.describe(), rank_, mine_, peer, theirs));
     }
-    if (bytes != messageBytes(dataBytes_)) {
+    if (bytes != expected) {
       throw IoError(fmt::format("{}: rank {} sent a call header of {} bytes for {}",
                                 wait_.describe(), peer, bytes, theirs.describeCall()));
     }
-    return message + OpHeader::kFieldBytes;
   }
 
- private:
   const OpHeader& mine_;
   const int rank_;
   const transport::WaitContext& wait_;

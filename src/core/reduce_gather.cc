@@ -212,16 +212,16 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
     }
     if (algorithm == collectives::Algorithm::kHeaderInline && group.size > 2) {
       // The whole send buffer reduced over call headers, this rank's block kept.
-      std::array<std::byte, OpHeader::kInlineBytes> all;
-      std::memcpy(all.data(), args.send, blockBytes * group.size);
+      std::byte* all = impl.chainScratch();  // kChainPayloadBytes
+      std::memcpy(all, args.send, blockBytes * group.size);
       detail::headerDoublingAllreduce(impl, group,
-                                      {.send = all.data(),
-                                       .recv = all.data(),
+                                      {.send = all,
+                                       .recv = all,
                                        .count = args.recvCount * group.size,
                                        .type = args.type,
                                        .op = args.op},
                                       wait);
-      std::memcpy(args.recv, all.data() + group.rank * blockBytes, blockBytes);
+      std::memcpy(args.recv, all + group.rank * blockBytes, blockBytes);
       return;
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {

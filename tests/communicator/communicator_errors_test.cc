@@ -324,10 +324,13 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
           EXPECT_NE(comm.algorithmFor(c, 32768), "header_inline") << n << c;
         }
         // The unrooted ones check their own headers (every message is one, by recursive
-        // doubling); all-to-all's messages carry the N x N matrix of blocks.
+        // doubling; past 256 bytes, up to 16 KiB, the data follows each); all-to-all's messages
+        // carry the N x N matrix of blocks, up to 256 bytes.
         for (const char* c : {"allgather", "reducescatter", "alltoall"}) {
           EXPECT_EQ(comm.algorithmFor(c, 32), "header_inline") << n << c;
-          EXPECT_NE(comm.algorithmFor(c, 4096), "header_inline") << n << c;
+          EXPECT_EQ(comm.algorithmFor(c, 4096) == "header_inline", std::string(c) != "alltoall")
+              << n << c;
+          EXPECT_NE(comm.algorithmFor(c, 32768), "header_inline") << n << c;
         }
         for (int i = 0; i < 150; ++i) {
           const int root = (i / 7) % size;
@@ -366,6 +369,25 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
                   ASSERT_EQ(got[r * count + j], int64_t(j) + 1000 * r + i)
                       << transport << " n=" << n << " gather call " << i << " rank " << r;
                 }
+              }
+            }
+            // All-gather and reduce-scatter of the same blocks: recursive doubling over headers
+            // with the data after each (up to 16 KiB in all).
+            if (count * size * sizeof(int64_t) <= (16 << 10)) {
+              std::fill(got.begin(), got.end(), -1);
+              comm.allgather(mine.data(), got.data(), count, DataType::kInt64);
+              for (int r = 0; r < size; ++r) {
+                for (size_t j = 0; j < count; j += 3) {
+                  ASSERT_EQ(got[r * count + j], int64_t(j) + 1000 * r + i)
+                      << transport << " n=" << n << " allgather call " << i << " rank " << r;
+                }
+              }
+              std::vector<int64_t> parts(count * size), sum(count, -1);
+              for (size_t j = 0; j < parts.size(); ++j) parts[j] = int64_t(j) + rank;
+              comm.reduceScatter(parts.data(), sum.data(), count, DataType::kInt64, ReduceOp::kSum);
+              for (size_t j = 0; j < count; ++j) {
+                ASSERT_EQ(sum[j], int64_t(size) * int64_t(rank * count + j) + size * (size - 1) / 2)
+                    << transport << " n=" << n << " reducescatter call " << i << " element " << j;
               }
             }
             std::vector<int64_t> blocks(count * size);
@@ -528,29 +550,34 @@ TEST(CommunicatorErrors, ASmallBroadcastOnMoreRanksThatOneRankDisagreesWithFails
 // More than two ranks, a small all-gather whose every message is a call header: one rank with
 // another count fails at once with both calls named, and so does every rank (the ones that read
 // its header directly, or through the abort). Nobody waits for the timeout.
+// Counts of 1 and 2 ride in the headers, 16 and 17 on both sides of what a header holds (64 and
+// 68 bytes of 4 ranks), 100 and 101 after the headers.
 TEST(CommunicatorErrors, ASmallAllgatherOnMoreRanksWithAnotherCountFailsEveryRank) {
-  for (const char* transport : {"local", "shm"}) {
-    std::atomic<int> mismatches{0};
-    runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
-      Communicator comm = makeComm(rank, size, store, 10s, transport);
-      const size_t count = rank == 3 ? 2 : 1;
-      std::vector<int32_t> mine(2, rank), all(2 * size, -1);
-      const auto start = std::chrono::steady_clock::now();
-      try {
-        comm.allgather(mine.data(), all.data(), count, DataType::kInt32);
-        ADD_FAILURE() << transport << ": rank " << rank << " returned";
-      } catch (const MismatchError& e) {
-        ++mismatches;
-        for (const char* part :
-             {"allgather(count=1 per rank, int32)", "allgather(count=2 per rank, int32)"}) {
-          EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (size_t base : {1, 16, 100}) {
+      std::atomic<int> mismatches{0};
+      runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store, 10s, transport);
+        const size_t count = rank == 3 ? base + 1 : base;
+        std::vector<int32_t> mine(base + 1, rank), all((base + 1) * size, -1);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          comm.allgather(mine.data(), all.data(), count, DataType::kInt32);
+          ADD_FAILURE() << transport << ": rank " << rank << " returned";
+        } catch (const MismatchError& e) {
+          ++mismatches;
+          for (const std::string& part :
+               {fmt::format("allgather(count={} per rank, int32)", base),
+                fmt::format("allgather(count={} per rank, int32)", base + 1)}) {
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+          }
+        } catch (const PeerError& e) {
+          EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
         }
-      } catch (const PeerError& e) {
-        EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
-      }
-      EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << transport;
-    });
-    EXPECT_GE(mismatches.load(), 1) << transport;
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << transport;
+      });
+      EXPECT_GE(mismatches.load(), 1) << transport << " count " << base;
+    }
   }
 }
 
