@@ -605,6 +605,13 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
                              forced(collective), modelHosts_);
 }
 
+bool CommunicatorImpl::doublesOverHeaders(collectives::Collective collective) const {
+  const bool rooted = collective == collectives::Collective::kGatherv ||
+                      collective == collectives::Collective::kScatterv;
+  const auto after = static_cast<unsigned>(size_ - 1);
+  return !rooted || after > 1 + std::bit_width(after);
+}
+
 collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
                                                          collectives::Collective collective,
                                                          std::span<const collectives::Piece> blocks,
@@ -623,18 +630,17 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
       // Two ranks: each block rides in a call header, one message each way (or one, rooted);
       // the prepare function says what this rank's header carries (inlineBlocks).
       algorithm = collectives::Algorithm::kHeaderInline;
-    } else if (forced(collective) == collectives::Algorithm::kAuto && size_ > 2 && total > 0 &&
-               total <= OpHeader::kInlineBytes) {
+    } else if (const bool doubling = doublesOverHeaders(collective);
+               forced(collective) == collectives::Algorithm::kAuto && size_ > 2 && total > 0 &&
+               total <= (doubling ? kChainPayloadBytes : OpHeader::kInlineBytes)) {
       // More ranks. Gather-v and scatter-v while a chain takes no more messages than a tree
       // (computeAlgorithmFor): the blocks along the ring in the call headers, as gather's and
-      // scatter's. Otherwise every block in place in a packed buffer of all of them, the others
-      // zero, summed byte-wise (or reduced) by recursive doubling over call headers that carry
-      // it (header.selfChecked): no round of headers first, log2 N messages.
+      // scatter's (up to 256 bytes in all). Otherwise every block in place in a packed buffer of
+      // all of them, the others zero, summed byte-wise (or reduced) by recursive doubling over
+      // call headers that carry it (header.selfChecked; past 256 bytes, up to kChainPayloadBytes,
+      // each header followed by it): no round of headers first, log2 N messages.
       algorithm = collectives::Algorithm::kHeaderInline;
-      const bool rooted = collective == collectives::Collective::kGatherv ||
-                          collective == collectives::Collective::kScatterv;
-      const auto after = static_cast<unsigned>(size_ - 1);
-      header.selfChecked = !rooted || after > 1 + std::bit_width(after);
+      header.selfChecked = doubling;
     } else {
       auto compute = [&] {
         std::vector<size_t> bytes(n);  // in turn from block `first`

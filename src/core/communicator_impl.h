@@ -118,6 +118,10 @@ class CommunicatorImpl {
   // more when all of them together fit: gather-v and scatter-v on up to five ranks along the
   // ring (a chain, inlineBlocks() again), else with header.selfChecked (the body exchanges them
   // by recursive doubling over headers).
+  // A v-form of at most kChainPayloadBytes in all on more than two ranks: whether its blocks go
+  // by recursive doubling over call headers (all but gather-v and scatter-v on three to five
+  // ranks, whose blocks pass along the ring up to kInlineBytes).
+  bool doublesOverHeaders(collectives::Collective collective) const;
   collectives::Algorithm chooseForBlocks(OpHeader& header, collectives::Collective collective,
                                          std::span<const collectives::Piece> blocks, size_t element,
                                          int first = 0) const;

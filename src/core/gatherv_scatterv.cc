@@ -125,28 +125,28 @@ void rootedVInHeaders(detail::CommunicatorImpl& impl, const collectives::Group& 
     const Piece theirs = blocks[1 - rank];
     return copyBytes(recv + theirs.offset * element, impl.inlineFromPrev(), theirs.count * element);
   }
-  std::array<std::byte, OpHeader::kInlineBytes> all{};
   const size_t total = detail::packedStart(blocks, group.size);
+  std::byte* all = impl.chainScratch();  // kChainPayloadBytes
+  std::memset(all, 0, total * element);
   if (gather) {
-    copyBytes(all.data() + detail::packedStart(blocks, rank) * element, send, own.count * element);
+    copyBytes(all + detail::packedStart(blocks, rank) * element, send, own.count * element);
   } else if (rank == root) {
     for (int q = 0; q < group.size; ++q) {
-      copyBytes(all.data() + detail::packedStart(blocks, q) * element,
-                send + blocks[q].offset * element, blocks[q].count * element);
+      copyBytes(all + detail::packedStart(blocks, q) * element, send + blocks[q].offset * element,
+                blocks[q].count * element);
     }
   }
-  detail::headerDoublingUnion(impl, group, all.data(), total * element, wait);
+  detail::headerDoublingUnion(impl, group, all, total * element, wait);
   if (!gather) {
-    return copyBytes(recv, all.data() + detail::packedStart(blocks, rank) * element,
-                     own.count * element);
+    return copyBytes(recv, all + detail::packedStart(blocks, rank) * element, own.count * element);
   }
   if (rank != root) return;
   for (int q = 0; q < group.size; ++q) {
     if (q == rank) {
       copyBytes(recv + own.offset * element, send, own.count * element);
     } else {
-      copyBytes(recv + blocks[q].offset * element,
-                all.data() + detail::packedStart(blocks, q) * element, blocks[q].count * element);
+      copyBytes(recv + blocks[q].offset * element, all + detail::packedStart(blocks, q) * element,
+                blocks[q].count * element);
     }
   }
 }

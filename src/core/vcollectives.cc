@@ -82,15 +82,15 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
                          theirs.count * element);
       }
       // Every block packed in rank order, the others' zero, summed byte-wise over headers.
-      std::array<std::byte, OpHeader::kInlineBytes> all{};
       const size_t total = detail::packedStart(blocks, group.size);
-      copyBytes(all.data() + detail::packedStart(blocks, group.rank) * element, send,
-                own.count * element);
-      detail::headerDoublingUnion(impl, group, all.data(), total * element, wait);
+      std::byte* all = impl.chainScratch();  // kChainPayloadBytes
+      std::memset(all, 0, total * element);
+      copyBytes(all + detail::packedStart(blocks, group.rank) * element, send, own.count * element);
+      detail::headerDoublingUnion(impl, group, all, total * element, wait);
       for (int q = 0; q < group.size; ++q) {
         if (q == group.rank) continue;
-        copyBytes(recv + blocks[q].offset * element,
-                  all.data() + detail::packedStart(blocks, q) * element, blocks[q].count * element);
+        copyBytes(recv + blocks[q].offset * element, all + detail::packedStart(blocks, q) * element,
+                  blocks[q].count * element);
       }
       return;
     }
@@ -149,12 +149,11 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
       }
       // The whole send buffer reduced over call headers, this rank's block kept.
       const size_t total = detail::packedStart(blocks, group.size);
-      std::array<std::byte, OpHeader::kInlineBytes> all;
-      std::memcpy(all.data(), send, total * element);
+      std::byte* all = impl.chainScratch();  // kChainPayloadBytes
+      std::memcpy(all, send, total * element);
       detail::headerDoublingAllreduce(
-          impl, group,
-          {.send = all.data(), .recv = all.data(), .count = total, .type = type, .op = op}, wait);
-      return copyBytes(recv, all.data() + own.offset * element, own.count * element);
+          impl, group, {.send = all, .recv = all, .count = total, .type = type, .op = op}, wait);
+      return copyBytes(recv, all + own.offset * element, own.count * element);
     }
     const collectives::ReduceScattervArgs args{
         .send = send, .recv = recv, .blocks = blocks, .type = type, .op = op};
