@@ -205,10 +205,9 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
     if (group.size == 1 || bytes == 0) return;  // the header check was the whole call
     if (algorithm == collectives::Algorithm::kHeaderInline && bytes > OpHeader::kInlineBytes) {
       // The chain with the data after each header: the root sends it and returns, each rank
-      // after it takes it and (but the last) sends its header and the data on.
+      // after it takes it and (but the last) sends it on after its header (execute()).
       if (group.rank != root) group.prev().recvInto(data, bytes, wait);
       if ((group.rank + 1) % group.size != root) {
-        if (group.rank != root) impl.relayHeaderNow(wait);
         collectives::sendFrom(group.next(), data, bytes, wait);
       }
       return;

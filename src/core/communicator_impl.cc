@@ -209,13 +209,15 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
   } traceCall{trace_.get(), header, started, collective};
   try {
     running_ = header;
-    relayedEarly_ = false;
     if (collective && size_ > 1 && !header.selfChecked) {
       headerChecked_ = false;
       if (header.relays) {
         // The previous rank's header and data first: this rank sends on what it received (after
-        // the body has taken it).
+        // the body has taken it). A header that carries no data (the chain's data follows each
+        // header past what one holds, or there is none) goes on at once, before the body sends
+        // the data after it.
         checkHeader(wait);
+        if (header.inlineBytes == 0) sendHeader(header, wait);
       } else if (header.receivesOnly && takeWaitingHeader(header, wait)) {
         // The sender's header and data were here and matched: nothing to send.
       } else if (header.receivesOnly && size_ > 2) {
@@ -251,7 +253,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     }
     body(group_, wait);
     if (!headerChecked_) checkHeader(wait);
-    if (header.relays && !relayedEarly_) sendHeader(header, wait);
+    if (header.relays && header.inlineBytes > 0) sendHeader(header, wait);
     // The header left headerOut_ (an answer's own send flushed it).
     if (collective && size_ > 1 && !(header.receivesOnly && size_ > 2)) group_.next().flush(wait);
   } catch (const PeerError& e) {
@@ -292,11 +294,6 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
   } else {
     next.send(out, bytes, wait);
   }
-}
-
-void CommunicatorImpl::relayHeaderNow(const WaitContext& wait) {
-  sendHeader(running_, wait);
-  relayedEarly_ = true;
 }
 
 void CommunicatorImpl::sendAnswer(const OpHeader& header, const WaitContext& wait) {
@@ -683,7 +680,8 @@ collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
     header.selfChecked = true;  // the body's messages are headers: none carries data
   } else if (algorithm == collectives::Algorithm::kHeaderInline) {
     const size_t inlineBytes = inlineMessageBytes(collective, bytes, size_);
-    // Past what a header holds (a chain's broadcast) the data follows the header.
+    // Past what a header holds (a chain up to kChainPayloadBytes) the data follows the header,
+    // which carries none.
     header.inlineData =
         inlineBytes <= OpHeader::kInlineBytes ? static_cast<const std::byte*>(message) : nullptr;
     header.inlineBytes = inlineBytes <= OpHeader::kInlineBytes ? inlineBytes : 0;

@@ -93,6 +93,10 @@ class CommunicatorImpl {
   void abort(const std::string& reason);
   std::string describeLinks() const;
 
+  // A v-form of at most kChainPayloadBytes in all on more than two ranks: whether its blocks go
+  // by recursive doubling over call headers (all but gather-v and scatter-v on three to five
+  // ranks, whose blocks pass along the ring up to kInlineBytes).
+  bool doublesOverHeaders(collectives::Collective collective) const;
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
   // The cost model all ranks agreed on, and the algorithm it (or the options) choose for a call
@@ -116,12 +120,8 @@ class CommunicatorImpl {
   // Small blocks ride in call headers (kHeaderInline, unless an algorithm is forced): on two
   // ranks when every block fits a header (inlineBlocks() then says what this rank's carries), on
   // more when all of them together fit: gather-v and scatter-v on up to five ranks along the
-  // ring (a chain, inlineBlocks() again), else with header.selfChecked (the body exchanges them
-  // by recursive doubling over headers).
-  // A v-form of at most kChainPayloadBytes in all on more than two ranks: whether its blocks go
-  // by recursive doubling over call headers (all but gather-v and scatter-v on three to five
-  // ranks, whose blocks pass along the ring up to kInlineBytes).
-  bool doublesOverHeaders(collectives::Collective collective) const;
+  // ring (a chain, inlineBlocks() again; up to kInlineBytes), else with header.selfChecked (the
+  // body exchanges them by recursive doubling over headers; up to kChainPayloadBytes).
   collectives::Algorithm chooseForBlocks(OpHeader& header, collectives::Collective collective,
                                          std::span<const collectives::Piece> blocks, size_t element,
                                          int first = 0) const;
@@ -162,10 +162,6 @@ class CommunicatorImpl {
   // Where a relaying rank (OpHeader::relays) writes what it sends on when that is not one of the
   // caller's buffers (a reduce's partial result); its header's inlineData points here.
   std::byte* inlineToNext() { return inlineOut_.data(); }
-  // A relay of a chain whose data follows its headers (a broadcast past what a header holds,
-  // kChainPayloadBytes): sends this rank's header to the next rank now, inside the body, so that
-  // the data it sends next comes after it; execute() then sends none.
-  void relayHeaderNow(const transport::WaitContext& wait);
   // A rooted call on three to five ranks passes along the ring in a chain of headers while its
   // largest message is at most this size: past kInlineBytes the data follows each header as a
   // message of its own.
@@ -297,7 +293,6 @@ class CommunicatorImpl {
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineOut_{};
   OpHeader running_;  // header of the collective being executed
   bool headerChecked_ = true;
-  bool relayedEarly_ = false;  // relayHeaderNow() ran in this call
   std::vector<std::byte> chainScratch_;
   // Sender-only calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
   // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control). It must

@@ -100,7 +100,6 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
       std::memcpy(out, in, came);
       group.prev().release();
       std::memcpy(out + came, args.send, block);
-      impl.relayHeaderNow(wait);
       return collectives::sendFrom(group.next(), out, came + block, wait);
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
@@ -167,7 +166,6 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
       std::byte* out = impl.chainScratch();
       std::memcpy(out, in, all);
       group.prev().release();
-      impl.relayHeaderNow(wait);
       return collectives::sendFrom(group.next(), out, all, wait);
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
@@ -221,13 +219,12 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       // zero, summed byte-wise over call headers; this rank's column is what it receives.
       const size_t n = group.size;
       const size_t row = args.blockBytes * n;
-      std::byte* matrix = impl.chainScratch();  // kChainPayloadBytes
-      std::memset(matrix, 0, row * n);
-      std::memcpy(matrix + group.rank * row, args.send, row);
-      detail::headerDoublingUnion(impl, group, matrix, row * n, wait);
+      std::array<std::byte, OpHeader::kInlineBytes> matrix{};  // at most a header's (chooseFor)
+      std::memcpy(matrix.data() + group.rank * row, args.send, row);
+      detail::headerDoublingUnion(impl, group, matrix.data(), row * n, wait);
       for (size_t s = 0; s < n; ++s) {
         std::memcpy(args.recv + s * args.blockBytes,
-                    matrix + s * row + group.rank * args.blockBytes, args.blockBytes);
+                    matrix.data() + s * row + group.rank * args.blockBytes, args.blockBytes);
       }
       return;
     }

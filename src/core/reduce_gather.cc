@@ -95,7 +95,6 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
         }
         return;
       }
-      impl.relayHeaderNow(wait);
       return collectives::sendFrom(group.next(), out, bytes, wait);
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {

@@ -92,10 +92,10 @@ void TcpLink::failWith(const PeerError& error) {
 
 void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view during) {
   if (aborted_.load(std::memory_order_acquire)) checkUsable();
-  // A send that finds the connection gone, in the caller's thread (which owns the read buffer):
-  // what the peer sent before it closed may still wait in the socket, its ABORT frame among it.
+  // In the caller's thread (which owns the read buffer): what the peer sent before it closed may
+  // still wait in the socket, its ABORT frame among it (a send finds the connection gone first).
   // Read it without waiting, so the error can say why (else: "broken pipe" alone).
-  if (err != 0 && wait != nullptr && during == "sending") {
+  if (err != 0 && wait != nullptr) {
     for (int reads = 0; reads < 64; ++reads) {
       reserve(buffered() + kReadAheadForAbort);
       const ssize_t n =
