@@ -95,6 +95,15 @@ void DeviceSide::run(BenchOp op, const void* send, void* recv, size_t count) {
     case BenchOp::kReduceScatter:
       s.dc->reduceScatter(send, recv, count, s.options.type, s.options.op, s.stream);
       return;
+    case BenchOp::kGather:
+      s.dc->gather(send, recv, count, s.options.type, s.options.root, s.stream);
+      return;
+    case BenchOp::kScatter:
+      s.dc->scatter(send, recv, count, s.options.type, s.options.root, s.stream);
+      return;
+    case BenchOp::kAllToAll:
+      s.dc->allToAll(send, recv, count, s.options.type, s.stream);
+      return;
     case BenchOp::kBarrier:
       s.comm->barrier();
       return;
@@ -125,7 +134,9 @@ double DeviceSide::timeDeviceCopy(size_t bytes, int iters, int warmup) {
 std::string DeviceSide::algorithm(BenchOp op, size_t bytes,
                                   const std::function<std::string(size_t)>& host) const {
   const cuda::DeviceCommunicator& dc = *state_->dc;
-  switch (dc.pathFor(bytes)) {
+  const bool stagedOnly =
+      op == BenchOp::kGather || op == BenchOp::kScatter || op == BenchOp::kAllToAll;
+  switch (stagedOnly ? cuda::DevicePath::kStaged : dc.pathFor(bytes)) {
     case cuda::DevicePath::kIpc:
       return op == BenchOp::kBroadcast || op == BenchOp::kReduce ? "cuda_ipc_chain"
                                                                  : "cuda_ipc_ring";

@@ -266,10 +266,11 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   if (options.cuda) {
     for (BenchOp o : options.ops) {
       if (o != BenchOp::kAllreduce && o != BenchOp::kBroadcast && o != BenchOp::kReduce &&
-          o != BenchOp::kAllgather && o != BenchOp::kReduceScatter && o != BenchOp::kBarrier) {
+          o != BenchOp::kAllgather && o != BenchOp::kReduceScatter && o != BenchOp::kGather &&
+          o != BenchOp::kScatter && o != BenchOp::kAllToAll && o != BenchOp::kBarrier) {
         throw InvalidArgument(fmt::format(
             "--device cuda: {} has no device form yet (device collectives: allreduce, broadcast, "
-            "reduce, allgather, reducescatter, barrier)",
+            "reduce, allgather, reducescatter, gather, scatter, alltoall, barrier)",
             toString(o)));
       }
     }

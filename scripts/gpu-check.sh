@@ -3,7 +3,7 @@
 # the GPU tests (label gpu, the five programs side by side), then ringlet-bench --device cuda at
 # 2, 3 and 4 ranks with the defaults, at 2 ranks with every call forced onto the IPC ring and
 # forced staged, then gloo on CUDA tensors through PyTorch where it is installed (NCCL refuses
-# several ranks on one GPU). About 2.5 minutes on an H200.
+# several ranks on one GPU). About 3 minutes on an H200.
 #
 # Here (a build with CUDA on):
 #   ../shared/tools/device-bundle.sh build/bin/ringlet-bench build/bin/ringlet-run \
@@ -44,7 +44,7 @@ bench() {  # bench NAME RANKS [ENV=VALUE...]
   echo "==== $name: $n ranks $*" >>"$out/bench.txt"
   s=$(date +%s)
   timeout -k 5 60 env "$@" $run ringlet-run -n "$n" ringlet-bench --device cuda \
-    --ops allreduce,broadcast,reduce,allgather,reducescatter -b 8 -e 256M -f 4 -n auto \
+    --ops allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall -b 8 -e 256M -f 4 -n auto \
     --min-time-ms 30 --warmup-ms 10 --json "$work/json/$name.json" >>"$out/bench.txt" 2>&1
   echo "bench $name rc=$? $(($(date +%s) - s)) s" >>"$summary"
 }

@@ -184,6 +184,16 @@ class DeviceCommunicator {
   void reduceScatter(const void* send, void* recv, size_t recvCount, DataType type, ReduceOp op,
                      void* stream);
 
+  // Gather, scatter and all-to-all: the host communicator's calls (the same layouts, in-place
+  // forms and rules) on device memory. Always staged, whatever the path: the IPC ring has no
+  // schedule for them. Gather: the root's recv ends with size() blocks of `count`, block q from
+  // rank q (other ranks' recv is not touched and may be null). Scatter: rank r's recv ends with
+  // the root's block r (send is read on the root only and may be null elsewhere). All-to-all:
+  // send and recv hold size() blocks of `count`; send == recv is allowed.
+  void gather(const void* send, void* recv, size_t count, DataType type, int root, void* stream);
+  void scatter(const void* send, void* recv, size_t count, DataType type, int root, void* stream);
+  void allToAll(const void* send, void* recv, size_t count, DataType type, void* stream);
+
   // Waits until `stream` has finished its work, for at most options.timeout (TimeoutError
   // naming the rank and device then). Local: no communication.
   void synchronize(void* stream);

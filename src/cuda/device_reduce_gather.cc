@@ -1,4 +1,5 @@
-// DeviceCommunicator::reduce, allgather and reduceScatter on device memory.
+// DeviceCommunicator::reduce, allgather, reduceScatter, gather, scatter and allToAll on device
+// memory.
 //
 // CUDA IPC: the ring schedules of collectives/ring_schedule.h run by the slot ring (chain
 // reduce, ring all-gather, ring reduce-scatter), enqueued on the caller's stream.
@@ -12,8 +13,10 @@
 //   [0 1 2 3|4 5 6 7|8 9]  x3  ->  [4 5 6 7][4 5 6 7][4 5 6 7]
 //
 // One strided copy (cudaMemcpy2DAsync) moves a chunk between the two layouts; the host call runs
-// on the slot in place (rank r's block of the slot is its send or recv). The chunk count depends
-// only on the block size, type, world size and chunkBytes, so every rank agrees on it.
+// on the slot in place (rank r's block of the slot is its send or recv; all-to-all writes a
+// second area of as many blocks). The chunk count depends only on the block size, type, world
+// size and chunkBytes, so every rank agrees on it. Gather, scatter and all-to-all are always
+// staged: the slot ring has no schedule for them.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -42,30 +45,12 @@ void checkOp(const char* call, int rank, DataType type, ReduceOp op) {
   }
 }
 
-// Bytes of all `size` blocks of `blockBytes`, checked for overflow.
-size_t allBlocksBytes(const char* call, int rank, int size, size_t blockBytes) {
-  if (blockBytes > 0 && static_cast<size_t>(size) > SIZE_MAX / blockBytes) {
-    throw InvalidArgument(
-        fmt::format("cuda {} on rank {}: {} x {} bytes overflows", call, rank, size, blockBytes));
+void checkRoot(const char* call, int rank, int root, int size) {
+  if (root < 0 || root >= size) {
+    throw InvalidArgument(fmt::format(
+        "cuda {} on rank {}: root {} is out of range for world size {}", call, rank, root, size));
   }
-  return blockBytes * static_cast<size_t>(size);
 }
-
-void copyOnDevice(void* dst, const void* src, size_t bytes, void* stream, const char* what) {
-  if (dst == src || bytes == 0) return;
-  checkCuda(
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
-      what);
-}
-
-// Chunk i of `count` elements cut into chunks of `per`.
-struct Chunks {
-  size_t count;
-  size_t per;
-  size_t number() const { return std::max<size_t>(1, (count + per - 1) / per); }
-  size_t offset(size_t i) const { return i * per; }
-  size_t size(size_t i) const { return std::min(per, count - std::min(count, offset(i))); }
-};
 
 }  // namespace
 
@@ -76,12 +61,7 @@ void DeviceCommunicator::reduce(const void* send, void* recv, size_t count, Data
   const int rank = host.rank();
   const size_t bytes = detail::checkedBytes("cuda reduce", rank, count, type);
   checkOp("reduce", rank, type, op);
-  if (root < 0 || root >= host.size()) {
-    throw InvalidArgument(
-        fmt::format("cuda reduce on rank {}: root {} is out of range for world "
-                    "size {}",
-                    rank, root, host.size()));
-  }
+  checkRoot("reduce", rank, root, host.size());
   const bool isRoot = rank == root;
   if (count > 0) {
     checkDeviceArgument("reduce", rank, send, st.device, "send");
@@ -160,30 +140,16 @@ void DeviceCommunicator::allgather(const void* send, void* recv, size_t sendCoun
               });
     return;
   }
-  // Chunk i: this rank's columns go into its block of the slot, the host all-gather fills the
-  // others in place, and one strided copy puts every block's columns back.
-  const size_t eb = elementSize(type);
-  const Chunks chunks{sendCount, st.chunkElements(type, static_cast<size_t>(size))};
-  const auto* in = static_cast<const std::byte*>(send);
-  auto* out = static_cast<std::byte*>(recv);
-  StagedSteps steps;
-  steps.chunks = chunks.number();
-  steps.slotBytes = static_cast<size_t>(size) * chunks.per * eb;
-  steps.copyIn = [&](size_t i, std::byte* slot, cudaStream_t s) {
-    const size_t n = chunks.size(i);
-    copy2DAsync(slot + rank * n * eb, 0, in + chunks.offset(i) * eb, 0, n * eb, 1,
-                cudaMemcpyDeviceToHost, s);
-  };
-  steps.hostOp = [&](size_t i, std::byte* slot) {
-    const size_t n = chunks.size(i);
-    host.allgather(slot + rank * n * eb, slot, n, type);
-  };
-  steps.copyOut = [&](size_t i, std::byte* slot, cudaStream_t s) {
-    const size_t n = chunks.size(i);
-    copy2DAsync(out + chunks.offset(i) * eb, blockBytes, slot, n * eb, n * eb,
-                static_cast<size_t>(size), cudaMemcpyHostToDevice, s);
-  };
-  st.pipeline("allgather", stream, steps);
+  // This rank's columns of each chunk go into its block of the slot, the host all-gather fills
+  // the others in place, and one strided copy puts every block's columns back.
+  st.runBlocks("allgather", stream, sendCount, type,
+               {.in = static_cast<const std::byte*>(send),
+                .inBlocks = Blocks::kOwn,
+                .out = static_cast<std::byte*>(recv),
+                .outBlocks = Blocks::kAll},
+               [&](std::byte* slot, std::byte*, size_t n) {
+                 host.allgather(slot + rank * n * elementSize(type), slot, n, type);
+               });
 }
 
 void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recvCount,
@@ -226,30 +192,119 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
               });
     return;
   }
-  // Chunk i: one strided copy brings the same columns of every block into the slot, the host
+  // One strided copy brings a chunk's columns of every block into the slot, the host
   // reduce-scatter leaves this rank's block reduced in place, and that block goes back.
-  const size_t eb = elementSize(type);
-  const Chunks chunks{recvCount, st.chunkElements(type, static_cast<size_t>(size))};
-  const auto* in = static_cast<const std::byte*>(send);
-  auto* out = static_cast<std::byte*>(recv);
-  StagedSteps steps;
-  steps.chunks = chunks.number();
-  steps.slotBytes = static_cast<size_t>(size) * chunks.per * eb;
-  steps.copyIn = [&](size_t i, std::byte* slot, cudaStream_t s) {
-    const size_t n = chunks.size(i);
-    copy2DAsync(slot, n * eb, in + chunks.offset(i) * eb, blockBytes, n * eb,
-                static_cast<size_t>(size), cudaMemcpyDeviceToHost, s);
-  };
-  steps.hostOp = [&](size_t i, std::byte* slot) {
-    const size_t n = chunks.size(i);
-    host.reduceScatter(slot, slot + rank * n * eb, n, type, op);
-  };
-  steps.copyOut = [&](size_t i, std::byte* slot, cudaStream_t s) {
-    const size_t n = chunks.size(i);
-    copy2DAsync(out + chunks.offset(i) * eb, 0, slot + rank * n * eb, 0, n * eb, 1,
-                cudaMemcpyHostToDevice, s);
-  };
-  st.pipeline("reduce_scatter", stream, steps);
+  st.runBlocks("reduce_scatter", stream, recvCount, type,
+               {.in = static_cast<const std::byte*>(send),
+                .inBlocks = Blocks::kAll,
+                .out = static_cast<std::byte*>(recv),
+                .outBlocks = Blocks::kOwn},
+               [&](std::byte* slot, std::byte*, size_t n) {
+                 host.reduceScatter(slot, slot + rank * n * elementSize(type), n, type, op);
+               });
+}
+
+void DeviceCommunicator::gather(const void* send, void* recv, size_t count, DataType type, int root,
+                                void* stream) {
+  State& st = *state_;
+  Communicator& host = *st.host;
+  const int rank = host.rank();
+  const int size = host.size();
+  const size_t blockBytes = detail::checkedBytes("cuda gather", rank, count, type);
+  const size_t totalBytes = allBlocksBytes("gather", rank, size, blockBytes);
+  checkRoot("gather", rank, root, size);
+  const bool isRoot = rank == root;
+  if (blockBytes > 0) {
+    checkDeviceArgument("gather", rank, send, st.device, "send");
+    if (isRoot) {
+      checkDeviceArgument("gather", rank, recv, st.device, "recv");
+      detail::checkRegions("cuda gather", rank, "send", send, blockBytes, "recv", recv, totalBytes,
+                           blockBytes * root);
+    }
+  }
+  checkStream(stream, st.device);
+  ScopedDevice scope(st.device);
+  if (size == 1) {
+    copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank gather)");
+    return;
+  }
+  // This rank's columns go into its block of the slot; on the root the host gather fills the
+  // others and every block goes back.
+  st.runBlocks("gather", stream, count, type,
+               {.in = static_cast<const std::byte*>(send),
+                .inBlocks = Blocks::kOwn,
+                .out = static_cast<std::byte*>(recv),
+                .outBlocks = isRoot ? Blocks::kAll : Blocks::kNone},
+               [&](std::byte* slot, std::byte*, size_t n) {
+                 host.gather(slot + rank * n * elementSize(type), slot, n, type, root);
+               });
+}
+
+void DeviceCommunicator::scatter(const void* send, void* recv, size_t count, DataType type,
+                                 int root, void* stream) {
+  State& st = *state_;
+  Communicator& host = *st.host;
+  const int rank = host.rank();
+  const int size = host.size();
+  const size_t blockBytes = detail::checkedBytes("cuda scatter", rank, count, type);
+  const size_t totalBytes = allBlocksBytes("scatter", rank, size, blockBytes);
+  checkRoot("scatter", rank, root, size);
+  const bool isRoot = rank == root;
+  if (blockBytes > 0) {
+    checkDeviceArgument("scatter", rank, recv, st.device, "recv");
+    if (isRoot) {
+      checkDeviceArgument("scatter", rank, send, st.device, "send");
+      detail::checkRegions("cuda scatter", rank, "recv", recv, blockBytes, "send", send, totalBytes,
+                           blockBytes * root);
+    }
+  }
+  checkStream(stream, st.device);
+  ScopedDevice scope(st.device);
+  if (size == 1) {
+    copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank scatter)");
+    return;
+  }
+  // On the root every block's columns go into the slot; the host scatter leaves each rank's in
+  // its block of the slot, which goes back.
+  st.runBlocks("scatter", stream, count, type,
+               {.in = static_cast<const std::byte*>(send),
+                .inBlocks = isRoot ? Blocks::kAll : Blocks::kNone,
+                .out = static_cast<std::byte*>(recv),
+                .outBlocks = Blocks::kOwn},
+               [&](std::byte* slot, std::byte*, size_t n) {
+                 host.scatter(slot, slot + rank * n * elementSize(type), n, type, root);
+               });
+}
+
+void DeviceCommunicator::allToAll(const void* send, void* recv, size_t count, DataType type,
+                                  void* stream) {
+  State& st = *state_;
+  Communicator& host = *st.host;
+  const int rank = host.rank();
+  const int size = host.size();
+  const size_t blockBytes = detail::checkedBytes("cuda all_to_all", rank, count, type);
+  const size_t totalBytes = allBlocksBytes("all_to_all", rank, size, blockBytes);
+  if (blockBytes > 0) {
+    checkDeviceArgument("all_to_all", rank, send, st.device, "send");
+    checkDeviceArgument("all_to_all", rank, recv, st.device, "recv");
+    checkNoPartialOverlap(send, recv, totalBytes);
+  }
+  checkStream(stream, st.device);
+  ScopedDevice scope(st.device);
+  if (size == 1) {
+    copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank all-to-all)");
+    return;
+  }
+  // Every block's columns go into the slot, the host all-to-all writes the second area, and
+  // every block of that goes back (so send == recv works: each chunk is read before written).
+  st.runBlocks(
+      "all_to_all", stream, count, type,
+      {.in = static_cast<const std::byte*>(send),
+       .inBlocks = Blocks::kAll,
+       .out = static_cast<std::byte*>(recv),
+       .outBlocks = Blocks::kAll,
+       .separateOut = true},
+      [&](std::byte* slot, std::byte* out, size_t n) { host.allToAll(slot, out, n, type); });
 }
 
 }  // namespace ringlet::cuda

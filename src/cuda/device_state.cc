@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_util.h"
 #include "ringlet/error.h"
@@ -58,10 +59,37 @@ void checkDeviceArgument(std::string_view call, int rank, const void* pointer, i
   }
 }
 
+size_t allBlocksBytes(const char* call, int rank, int size, size_t blockBytes) {
+  if (blockBytes > 0 && static_cast<size_t>(size) > SIZE_MAX / blockBytes) {
+    throw InvalidArgument(
+        fmt::format("cuda {} on rank {}: {} x {} bytes overflows", call, rank, size, blockBytes));
+  }
+  return blockBytes * static_cast<size_t>(size);
+}
+
+void copyOnDevice(void* dst, const void* src, size_t bytes, void* stream, const char* what) {
+  if (dst == src || bytes == 0) return;
+  checkCuda(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
+      what);
+}
+
 void copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
                  size_t height, cudaMemcpyKind kind, cudaStream_t stream) {
   if (width == 0 || height == 0) return;
   const bool toHost = kind == cudaMemcpyDeviceToHost;
+  if (height == 1 && width >= 2 && width <= kSmallCopyBytes) {
+    // A small copy in one piece waits for its process's time slice on a GPU that other processes
+    // use too (~280 us per copy with two processes on an H200); in two rows it goes to a copy
+    // engine (11 us). Measured with cuda-copy-probe (bench/cuda_copy_probe.cu). An odd byte count
+    // copies its last two bytes in a second two-row copy (the byte between is copied twice).
+    auto* d = static_cast<std::byte*>(dst);
+    const auto* from = static_cast<const std::byte*>(src);
+    const size_t half = width / 2;
+    copy2DAsync(d, half, from, half, half, 2, kind, stream);
+    if (width % 2) copy2DAsync(d + width - 2, 1, from + width - 2, 1, 1, 2, kind, stream);
+    return;
+  }
   if (height == 1) {
     checkCuda(cudaMemcpyAsync(dst, src, width, kind, stream),
               toHost ? "cudaMemcpyAsync (device to host)" : "cudaMemcpyAsync (host to device)");
@@ -195,6 +223,48 @@ void DeviceCommunicator::State::run(
     steps.copyOut = [&](size_t i, std::byte* slot, cudaStream_t s) {
       copy2DAsync(out + offsetOf(i) * elementBytes, 0, slot, 0, countOf(i) * elementBytes, 1,
                   cudaMemcpyHostToDevice, s);
+    };
+  }
+  pipeline(op, stream, steps);
+}
+
+void DeviceCommunicator::State::runBlocks(
+    std::string_view op, void* stream, size_t blockCount, DataType type,
+    const BlockBuffers& buffers,
+    const std::function<void(std::byte* slot, std::byte* out, size_t n)>& hostOp) {
+  const size_t eb = elementSize(type);
+  const auto ranks = static_cast<size_t>(host->size());
+  const auto rank = static_cast<size_t>(host->rank());
+  const size_t blockBytes = blockCount * eb;
+  const Chunks chunks{blockCount, chunkElements(type, ranks)};
+  const size_t area = ranks * chunks.per * eb;  // one area: every block's columns of a chunk
+  StagedSteps steps;
+  steps.chunks = chunks.number();
+  steps.slotBytes = buffers.separateOut ? 2 * area : area;
+  // Chunk i is n elements (`bytes`) from element offset(i) of each block; in the slot, block q
+  // of an area starts at q * bytes.
+  if (buffers.inBlocks != Blocks::kNone) {
+    steps.copyIn = [&](size_t i, std::byte* slot, cudaStream_t s) {
+      const size_t bytes = chunks.size(i) * eb;
+      const std::byte* from = buffers.in + chunks.offset(i) * eb;
+      if (buffers.inBlocks == Blocks::kOwn) {
+        copy2DAsync(slot + rank * bytes, 0, from, 0, bytes, 1, cudaMemcpyDeviceToHost, s);
+      } else {
+        copy2DAsync(slot, bytes, from, blockBytes, bytes, ranks, cudaMemcpyDeviceToHost, s);
+      }
+    };
+  }
+  auto outArea = [&](std::byte* slot) { return buffers.separateOut ? slot + area : slot; };
+  steps.hostOp = [&](size_t i, std::byte* slot) { hostOp(slot, outArea(slot), chunks.size(i)); };
+  if (buffers.outBlocks != Blocks::kNone) {
+    steps.copyOut = [&](size_t i, std::byte* slot, cudaStream_t s) {
+      const size_t bytes = chunks.size(i) * eb;
+      std::byte* to = buffers.out + chunks.offset(i) * eb;
+      if (buffers.outBlocks == Blocks::kOwn) {
+        copy2DAsync(to, 0, outArea(slot) + rank * bytes, 0, bytes, 1, cudaMemcpyHostToDevice, s);
+      } else {
+        copy2DAsync(to, blockBytes, outArea(slot), bytes, bytes, ranks, cudaMemcpyHostToDevice, s);
+      }
     };
   }
   pipeline(op, stream, steps);

@@ -23,6 +23,7 @@
 // options gets the host communicator's MismatchError.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <memory>
@@ -45,8 +46,38 @@ void checkNoPartialOverlap(const void* send, const void* recv, size_t bytes);
 void checkDeviceArgument(std::string_view call, int rank, const void* pointer, int device,
                          std::string_view what);
 
+// Bytes of all `size` blocks of `blockBytes`; InvalidArgument naming the call when it overflows.
+size_t allBlocksBytes(const char* call, int rank, int size, size_t blockBytes);
+// Enqueues a device-to-device copy (nothing when dst == src or bytes is 0); `what` names it in
+// an error.
+void copyOnDevice(void* dst, const void* src, size_t bytes, void* stream, const char* what);
+
+// Chunk i of `count` elements cut into chunks of `per`.
+struct Chunks {
+  size_t count;
+  size_t per;
+  size_t number() const { return std::max<size_t>(1, (count + per - 1) / per); }
+  size_t offset(size_t i) const { return i * per; }
+  size_t size(size_t i) const { return std::min(per, count - std::min(count, offset(i))); }
+};
+
+// Which blocks of a call with one block per rank a side copies through the slot: none, this
+// rank's block only (a buffer of one block), or every block (size() blocks, rank q's at q).
+enum class Blocks { kNone, kOwn, kAll };
+struct BlockBuffers {
+  const std::byte* in = nullptr;  // copied into the slot before the host call
+  Blocks inBlocks = Blocks::kNone;
+  std::byte* out = nullptr;  // the slot is copied back to it after the host call
+  Blocks outBlocks = Blocks::kNone;
+  bool separateOut = false;  // the host call needs a second slot area to write to (all-to-all)
+};
+
+// Copies of one row up to this size go as two rows (copy2DAsync).
+inline constexpr size_t kSmallCopyBytes = 64 << 10;
+
 // Enqueues a copy of `height` rows of `width` bytes on `stream` (nothing when either is 0; one
-// row: a plain copy, the pitches unused).
+// row: the pitches unused, and from 2 bytes to kSmallCopyBytes it goes as two rows, which do not
+// wait for the process's time slice on a shared GPU).
 void copy2DAsync(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
                  size_t height, cudaMemcpyKind kind, cudaStream_t stream);
 
@@ -112,6 +143,15 @@ struct DeviceCommunicator::State {
   // none).
   void run(std::string_view op, const std::byte* in, std::byte* out, size_t count, DataType type,
            void* stream, const std::function<void(std::byte* slot, size_t count)>& hostOp);
+
+  // The pipeline on a call with one block of `blockCount` elements per rank (all-gather,
+  // reduce-scatter, gather, scatter, all-to-all): chunk i is the same columns of every block
+  // (drawn in device_reduce_gather.cc), laid out in the slot as size() blocks of n elements.
+  // hostOp(slot, out, n) runs the host call on it; `out` is the slot itself, or the second area
+  // of as many blocks when buffers.separateOut.
+  void runBlocks(std::string_view op, void* stream, size_t blockCount, DataType type,
+                 const BlockBuffers& buffers,
+                 const std::function<void(std::byte* slot, std::byte* out, size_t n)>& hostOp);
 
   using IpcBody = std::function<void(const collectives::Group&, const collectives::SlotRingMemory&,
                                      collectives::SlotExecutor&, const transport::WaitContext&)>;

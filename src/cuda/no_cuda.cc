@@ -53,6 +53,15 @@ void DeviceCommunicator::allgather(const void*, void*, size_t, DataType, void*) 
 void DeviceCommunicator::reduceScatter(const void*, void*, size_t, DataType, ReduceOp, void*) {
   throw CudaError(kNoCuda);
 }
+void DeviceCommunicator::gather(const void*, void*, size_t, DataType, int, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::scatter(const void*, void*, size_t, DataType, int, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::allToAll(const void*, void*, size_t, DataType, void*) {
+  throw CudaError(kNoCuda);
+}
 void DeviceCommunicator::synchronize(void*) { throw CudaError(kNoCuda); }
 
 }  // namespace ringlet::cuda

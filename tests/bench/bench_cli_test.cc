@@ -180,7 +180,8 @@ TEST(BenchCli, TwoRanksDeviceCuda) {
   const ProcessResult r = runProcess(
       withLauncher(
           2, {"-b", "8", "-e", "64K", "-n", "2", "-w", "1", "--device", "cuda", "--ops",
-              "allreduce,broadcast,reduce,allgather,reducescatter,barrier", "--inplace", "1"}),
+              "allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall,barrier",
+              "--inplace", "1"}),
       kEnv, kDeadline);
   if (r.exitCode != 0) {
     EXPECT_NE(r.err.find("ringlet: --device cuda: "), std::string::npos) << describe(r);
@@ -474,7 +475,7 @@ TEST(BenchCli, InvalidOptionsFailWithOneLine) {
   expectOneLineError({"--algo", "sendrecv:ring"}, "sendrecv:ring");
   expectOneLineError({"--algo", "allreduce:"}, "allreduce:");
   expectOneLineError({"--algo", "allreduce:bogus"}, "bogus");  // the library names it
-  expectOneLineError({"--device", "cuda", "--ops", "alltoall"}, "alltoall");
+  expectOneLineError({"--device", "cuda", "--ops", "alltoallv"}, "alltoallv");
   expectOneLineError({"--inject-wrong", "1", "-c", "0"}, "--inject-wrong");
   expectOneLineError({"--check", "2"}, "check");
   expectOneLineError({"-r", "3"}, "root 3");  // world of one: no rank 3

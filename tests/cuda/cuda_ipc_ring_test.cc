@@ -88,6 +88,14 @@ TEST_P(CudaIpcRing, ReduceGatherScatterOnDeviceMemory) {
           EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
         }
         allgatherCase(device, nullptr, DataType::kInt32, 4099, false);
+        // Gather, scatter and all-to-all go staged on a communicator on the IPC path, between
+        // ring calls.
+        for (bool inPlace : {false, true}) {
+          gatherCase(device, stream, DataType::kFloat16, 4099, size - 1, inPlace);
+          allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
+          scatterCase(device, stream, DataType::kInt8, 30011, 0, inPlace);
+          allToAllCase(device, stream, DataType::kFloat64, 4099, inPlace);
+        }
         cudaStreamDestroy(stream);
       },
       std::chrono::seconds(240));

@@ -95,6 +95,31 @@ TEST_P(CudaStaged, ReduceGatherScatterOnDeviceMemory) {
       std::chrono::seconds(240));
 }
 
+// Gather, scatter and all-to-all (always staged); chunks of 4096 bytes as above.
+TEST_P(CudaStaged, GatherScatterAllToAllOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  const Case c = GetParam();
+  testing::runProcessRanks(
+      c.ranks,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        CommunicatorOptions o;
+        o.timeout = std::chrono::seconds(30);
+        o.transport = c.transport;
+        o.segmentBytes = 1024;
+        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+        cuda::DeviceCommunicator device(comm, 0,
+                                        {.path = cuda::DevicePath::kStaged,
+                                         .chunkBytes = 4096,
+                                         .timeout = std::chrono::seconds(30)});
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        gatherScatterAllToAllMatrix(device, stream);
+        allToAllCase(device, nullptr, DataType::kFloat32, 4099, false);
+        cudaStreamDestroy(stream);
+      },
+      std::chrono::seconds(240));
+}
+
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaStaged,
                          ::testing::Values(Case{1, "auto"}, Case{2, "shm"}, Case{3, "shm"},
                                            Case{4, "shm"}, Case{2, "tcp"}, Case{3, "tcp"},

@@ -195,4 +195,105 @@ inline void reduceGatherScatterMatrix(cuda::DeviceCommunicator& device, cudaStre
   }
 }
 
+// Copies `bytes` of device memory to a host vector after the stream's work.
+inline std::vector<std::byte> download(const std::byte* from, size_t bytes, cudaStream_t stream) {
+  std::vector<std::byte> got(bytes + 1);
+  check(cudaMemcpyAsync(got.data(), from, bytes, cudaMemcpyDeviceToHost, stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  return got;
+}
+
+// Gather: block q of the root's recv is rank q's input; other ranks pass a null recv.
+inline void gatherCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                       size_t count, int root, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "gather " << toString(type) << " count " << count << " root "
+                                    << root << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t blockBytes = count * elementSize(type);
+  const size_t totalBytes = blockBytes * static_cast<size_t>(size);
+  const auto input = makeInput(type, count, rank, ReduceOp::kSum);
+  DeviceBytes send(blockBytes), recv(totalBytes);
+  const bool isRoot = rank == root;
+  std::byte* from = inPlace && isRoot ? recv.data + rank * blockBytes : send.data;
+  check(cudaMemsetAsync(recv.data, 0xff, totalBytes, stream), "cudaMemsetAsync");
+  check(cudaMemcpyAsync(from, input.data(), blockBytes, cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // input is on the stack
+  device.gather(from, isRoot ? recv.data : nullptr, count, type, root, stream);
+  if (!isRoot) {
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    return;
+  }
+  const auto got = download(recv.data, totalBytes, stream);
+  for (int q = 0; q < size; ++q) {
+    const auto want = makeInput(type, count, q, ReduceOp::kSum);
+    EXPECT_EQ(std::memcmp(got.data() + q * blockBytes, want.data(), blockBytes), 0)
+        << "block " << q;
+  }
+}
+
+// Scatter: rank r's recv is block r of the root's input; other ranks pass a null send.
+inline void scatterCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                        size_t count, int root, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "scatter " << toString(type) << " count " << count
+                                    << " root " << root << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t blockBytes = count * elementSize(type);
+  const size_t totalBytes = blockBytes * static_cast<size_t>(size);
+  const auto input = makeInput(type, count * size, root, ReduceOp::kSum);
+  DeviceBytes send(totalBytes), recv(blockBytes);
+  const bool isRoot = rank == root;
+  std::byte* to = inPlace && isRoot ? send.data + rank * blockBytes : recv.data;
+  check(cudaMemcpy(send.data, input.data(), totalBytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (to == recv.data) check(cudaMemsetAsync(recv.data, 0xff, blockBytes, stream), "cudaMemset");
+  device.scatter(isRoot ? send.data : nullptr, to, count, type, root, stream);
+  const auto got = download(to, blockBytes, stream);
+  EXPECT_EQ(std::memcmp(got.data(), input.data() + rank * blockBytes, blockBytes), 0);
+}
+
+// All-to-all: block q of rank r's recv is block r of rank q's input.
+inline void allToAllCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                         size_t count, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "all_to_all " << toString(type) << " count " << count
+                                    << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t blockBytes = count * elementSize(type);
+  const size_t totalBytes = blockBytes * static_cast<size_t>(size);
+  const auto input = makeInput(type, count * size, rank, ReduceOp::kSum);
+  DeviceBytes send(totalBytes), recv(totalBytes);
+  std::byte* out = inPlace ? send.data : recv.data;
+  check(cudaMemcpy(send.data, input.data(), totalBytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemsetAsync(recv.data, 0xff, totalBytes, stream), "cudaMemsetAsync");
+  device.allToAll(send.data, out, count, type, stream);
+  const auto got = download(out, totalBytes, stream);
+  for (int q = 0; q < size; ++q) {
+    const auto theirs = makeInput(type, count * size, q, ReduceOp::kSum);
+    EXPECT_EQ(
+        std::memcmp(got.data() + q * blockBytes, theirs.data() + rank * blockBytes, blockBytes), 0)
+        << "block " << q;
+  }
+}
+
+// Gather, scatter and all-to-all, every type, in and out of place, every root, counts from zero
+// to several chunks per block.
+inline void gatherScatterAllToAllMatrix(cuda::DeviceCommunicator& device, cudaStream_t stream) {
+  const int size = device.host().size();
+  const size_t n = static_cast<size_t>(size);
+  int i = 0;
+  for (DataType type : kTypes) {
+    for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{30011}}) {
+      const bool inPlace = i++ % 2 == 1;
+      const int root = i % size;
+      gatherCase(device, stream, type, count, root, inPlace);
+      scatterCase(device, stream, type, count, root, inPlace);
+      allToAllCase(device, stream, type, count, inPlace);
+      allToAllCase(device, stream, type, count, !inPlace);
+    }
+  }
+}
+
 }  // namespace ringlet::testing::cuda_cases
