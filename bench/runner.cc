@@ -45,16 +45,22 @@ CallArgs Runner::args(BenchOp op, const Shape& shape, bool inPlace) {
   return a;
 }
 
+// In place, recv holds the whole call: the larger of its input and output (a reduce-scatter's or
+// scatter's input is size() blocks, its output one).
+static size_t recvElements(const Shape& shape, bool inPlace) {
+  return inPlace ? std::max(shape.sendCount, shape.recvCount) : shape.recvCount;
+}
+
 void Runner::toDevice(const Shape& shape, bool inPlace) {
   const size_t element = elementSize(options_.type);
   if (!inPlace) device_->upload(device_->send(), work_.send(), shape.sendCount * element);
-  device_->upload(device_->recv(), work_.recv(), shape.recvCount * element);
+  device_->upload(device_->recv(), work_.recv(), recvElements(shape, inPlace) * element);
 }
 
 void Runner::fromDevice(const Shape& shape, bool inPlace) {
   const size_t element = elementSize(options_.type);
   if (!inPlace) device_->download(work_.send(), device_->send(), shape.sendCount * element);
-  device_->download(work_.recv(), device_->recv(), shape.recvCount * element);
+  device_->download(work_.recv(), device_->recv(), recvElements(shape, inPlace) * element);
 }
 
 void Runner::runOnce(Impl impl, BenchOp op, const CallArgs& a) {

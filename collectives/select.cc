@@ -24,7 +24,8 @@
 //               chain               (n-2+k) (a + m/k (c + g)) + s b1
 //   all-gather  ring                (n-1+k-1) a + (n-1)/n m b + m/n d       (own block)
 //               bruck               Y a + (n-1)/n m b + m/n d   (own block; works in the
-//                                   output, no rotation)
+//                                   output, no rotation; a round whose run of blocks wraps
+//                                   is two exchanges, in Y)
 //               recursive doubling  (X+2e) a + (p-1)/p m b + m/n d       (own block)
 //                                   + e ((1/n + 1) m b1 + m d)  (the folded rank's block in, the
 //                                   result out, one way each; the result laid back in rank order)
@@ -356,9 +357,15 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   double exchangeSlices = 0;
   for (int j = 1; j <= L; ++j) exchangeSlices += std::max(1.0, std::ceil(m / (1 << j) / slice));
   // Bruck all-gather's round k exchanges min(2^k, n - 2^k) blocks, sliced the same way (Y).
+  // Where a round's run of blocks wraps past block n-1 (some rank's does once it holds two or
+  // more) the round is two exchanges, one per part: one more message. At a power of two this is
+  // what sets recursive doubling (the same rounds and bytes, one exchange each) ahead; measured
+  // with a core per rank (16 cores, all-gather 64 KiB-1 MiB): Bruck 1.2-1.9x its time at 4 and
+  // 8 ranks (docs/data/model-16core.md).
   double bruckSlices = 0;
   for (int dist = 1; dist < size; dist <<= 1) {
-    bruckSlices += std::max(1.0, std::ceil(std::min(dist, size - dist) * m / n / slice));
+    const int blocks = std::min(dist, size - dist);
+    bruckSlices += std::max(1.0, std::ceil(blocks * m / n / slice)) + (blocks >= 2 ? 1 : 0);
   }
   // Bruck's rounds send to ranks 1, 2, 4, ... away, which lie on other hosts for every rank of a
   // host at once (in any placement but the luckiest): a host's link carries the bytes of all its

@@ -125,18 +125,25 @@ TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
       0.5 * static_cast<double>(big) * 1e-10 * 3);
 }
 
-// Bruck's rounds cross hosts from every rank of a host at once; the host-ordered ring crosses
-// once. Where alphas favour Bruck on one host, a large all-gather across hosts takes the ring.
+// Bruck's and recursive doubling's rounds cross hosts from every rank of a host at once; the
+// host-ordered ring crosses once. Where alphas favour the log-step rounds on one host, a large
+// all-gather across hosts takes the ring.
 TEST(CostModel, BruckAcrossHostsPaysForEveryRankOnTheLink) {
   const CostModel slowLink{.alpha = 1e-3, .beta = 8e-9, .gamma = 0, .delta = 1e-10};
-  const size_t bytes = size_t{1} << 20;  // Bruck's rounds one slice each, the ring's 7 steps
+  const size_t bytes = size_t{1} << 20;  // the rounds one slice each, the ring's 7 steps
   EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 1),
-            Algorithm::kBruck);
+            Algorithm::kRecursiveDoubling);
   EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 4),
             Algorithm::kRing);
   // One rank per host: nothing shares a link, the same choice as on one host.
   EXPECT_EQ(choose(Collective::kAllgather, 8, bytes, 512 << 10, slowLink, Algorithm::kAuto, 8),
-            Algorithm::kBruck);
+            Algorithm::kRecursiveDoubling);
+  // Bruck alike, forced: it pays for every rank of a host on the link too.
+  const double bruckOneHost =
+      predictSeconds(Collective::kAllgather, Algorithm::kBruck, 8, bytes, 512 << 10, slowLink, 1);
+  EXPECT_GT(
+      predictSeconds(Collective::kAllgather, Algorithm::kBruck, 8, bytes, 512 << 10, slowLink, 4),
+      bruckOneHost);
   // Recursive doubling's exchanges cross hosts the same way: at 64 KiB, where it wins on one
   // host, four hosts of two ranks take the ring.
   const CostModel slowNetwork{.alpha = 1e-5, .beta = 8e-8, .gamma = 0, .delta = 1e-10};
@@ -144,12 +151,14 @@ TEST(CostModel, BruckAcrossHostsPaysForEveryRankOnTheLink) {
     return choose(Collective::kAllgather, 8, 64 << 10, 512 << 10, slowNetwork, Algorithm::kAuto,
                   hosts);
   };
-  // At N = 8 recursive doubling and Bruck send the same messages and bytes (a tie, which goes
-  // to Bruck, listed first).
-  EXPECT_EQ(predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 8, 64 << 10,
-                           512 << 10, slowNetwork),
-            predictSeconds(Collective::kAllgather, Algorithm::kBruck, 8, 64 << 10, 512 << 10,
-                           slowNetwork));
+  // At N = 8 recursive doubling and Bruck send the same bytes in the same rounds, but Bruck's
+  // runs of blocks wrap past the last block in its second and third rounds: two exchanges each,
+  // two more latencies.
+  EXPECT_NEAR(predictSeconds(Collective::kAllgather, Algorithm::kBruck, 8, 64 << 10, 512 << 10,
+                             slowNetwork) -
+                  predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 8, 64 << 10,
+                                 512 << 10, slowNetwork),
+              2 * slowNetwork.alpha, 1e-12);
   EXPECT_NE(pickSmall(1), Algorithm::kRing);
   EXPECT_EQ(pickSmall(4), Algorithm::kRing);
   // All-to-all: a host's link carries its ranks' bytes for other hosts.
@@ -238,8 +247,11 @@ TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
     return choose(c, n, 64 << 10, 512 << 10, m, Algorithm::kAuto);
   };
   EXPECT_NE(pickSmall(Collective::kAllgather, 8, slowMessages), Algorithm::kRing);  // a tie
-  EXPECT_EQ(pickSmall(Collective::kAllgather, 5, slowMessages), Algorithm::kBruck);
-  EXPECT_EQ(pickSmall(Collective::kAllgather, 6, slowMessages), Algorithm::kBruck);
+  // N = 5: Bruck's three rounds, one of them wrapped, are four messages, as the ring's four
+  // steps (a tie, to the ring, listed first); N = 6: Bruck five, recursive doubling four (two
+  // rounds and the folded rank's block in and out).
+  EXPECT_EQ(pickSmall(Collective::kAllgather, 5, slowMessages), Algorithm::kRing);
+  EXPECT_EQ(pickSmall(Collective::kAllgather, 6, slowMessages), Algorithm::kRecursiveDoubling);
   EXPECT_EQ(pickSmall(Collective::kReduceScatter, 6, slowMessages), Algorithm::kRecursiveHalving);
   EXPECT_EQ(pickSmall(Collective::kReduceScatter, 8, slowMessages), Algorithm::kRecursiveHalving);
   EXPECT_EQ(pick(Collective::kAllToAll, 8, slowMessages), Algorithm::kBruck);
