@@ -220,6 +220,7 @@ void CommunicatorImpl::calibrate() {
     model_ = measure(ring, sliceBytes({&ring.next(), &ring.prev()}),
                      std::max(1, options_.calibrationEffort), hostRanks, crossesHosts, wait);
   });
+  model_.ranksShareCores = ranksShareCores(infos_);
   nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
   forgetChoices();  // any made during the measurement used the model before it
 }

@@ -61,6 +61,10 @@ struct Lineage {
   std::string rendezvousHost;
 };
 
+// Whether some host runs more of these ranks than the CPUs their affinity masks hold together
+// (PeerInfo::cpus; a host with no mask known counts as not shared).
+bool ranksShareCores(const std::vector<transport::PeerInfo>& infos);
+
 class CommunicatorImpl {
  public:
   // Rendezvous through the bootstrap's store, then links.

@@ -1,6 +1,7 @@
 // Setting up a communicator's links: ranks publish who they are, each pair picks a transport,
 // and each transport connects its share of the peers.
 #include <openssl/rand.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <fstream>
 #include <map>
@@ -28,6 +30,8 @@ namespace ringlet::detail {
 namespace {
 
 using transport::PeerInfo;
+
+int hexValue(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
 
 std::string readFirstLine(const char* path) {
   std::ifstream in(path);
@@ -51,12 +55,23 @@ PeerInfo describeSelf(int rank) {
   char ns[128] = {};
   const ssize_t length = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
   info.pidNamespace = length > 0 ? std::string(ns, static_cast<size_t>(length)) : "unknown";
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    int last = CPU_SETSIZE - 1;
+    while (last > 0 && !CPU_ISSET(last, &set)) --last;
+    for (int first = last / 4 * 4; first >= 0; first -= 4) {
+      int digit = 0;
+      for (int bit = 0; bit < 4; ++bit) digit |= CPU_ISSET(first + bit, &set) ? 1 << bit : 0;
+      info.cpus += "0123456789abcdef"[digit];
+    }
+  }
   return info;
 }
 
 std::string encodeInfo(const PeerInfo& info, const std::string& transport) {
-  return fmt::format("{}\n{}\n{}\n{}\n{}\n", info.hostname, info.hostId, info.pid,
-                     info.pidNamespace, transport);
+  return fmt::format("{}\n{}\n{}\n{}\n{}\n{}\n", info.hostname, info.hostId, info.pid,
+                     info.pidNamespace, transport, info.cpus);
 }
 
 PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
@@ -69,12 +84,40 @@ PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
       !std::getline(in, transport)) {
     throw IoError(fmt::format("rank {} published a malformed peer record", rank));
   }
+  std::getline(in, info.cpus);  // empty: not known
+  if (info.cpus.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw IoError(fmt::format("rank {} published a malformed peer record (cpus)", rank));
+  }
   auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), info.pid);
   if (ec != std::errc() || end != pid.data() + pid.size()) {
     throw IoError(fmt::format("rank {} published a malformed peer record (pid)", rank));
   }
   return info;
 }
+
+}  // namespace
+
+bool ranksShareCores(const std::vector<PeerInfo>& infos) {
+  std::map<std::string, std::pair<int, std::string>> hosts;  // ranks, and their masks OR-ed
+  for (const PeerInfo& info : infos) {
+    auto& [ranks, mask] = hosts[info.hostId];
+    ++ranks;
+    if (info.cpus.size() > mask.size()) mask.insert(0, info.cpus.size() - mask.size(), '0');
+    for (size_t i = 0; i < info.cpus.size(); ++i) {
+      const size_t at = mask.size() - info.cpus.size() + i;
+      mask[at] = "0123456789abcdef"[hexValue(mask[at]) | hexValue(info.cpus[i])];
+    }
+  }
+  for (const auto& [host, entry] : hosts) {
+    const auto& [ranks, mask] = entry;
+    int cpus = 0;
+    for (char c : mask) cpus += std::popcount(static_cast<unsigned>(hexValue(c)));
+    if (cpus > 0 && ranks > cpus) return true;
+  }
+  return false;
+}
+
+namespace {
 
 // The peers the algorithms talk to: ring and dissemination neighbours (rank +- 2^k),
 // recursive-doubling partners (rank ^ 2^k) and their fold partners (rank +- p).

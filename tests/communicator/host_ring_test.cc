@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "src/core/communicator_impl.h"
+
 namespace ringlet::detail {
 namespace {
 
@@ -20,7 +22,8 @@ std::vector<transport::PeerInfo> onHosts(const std::string& hosts) {
                      .hostname = std::string(1, hosts[rank]),
                      .hostId = std::string(1, hosts[rank]) + "/boot/shm",
                      .pid = 100 + static_cast<int>(rank),
-                     .pidNamespace = "pid:[1]"});
+                     .pidNamespace = "pid:[1]",
+                     .cpus = ""});
   }
   return infos;
 }
@@ -79,6 +82,30 @@ TEST(HostSpread, LargestHalvingsStayInsideAHost) {
       EXPECT_EQ(crosses, distance < h) << hosts << " distance " << distance;
     }
   }
+}
+
+// Ranks share cores where a host has more of them than the CPUs of their masks together.
+TEST(RanksShareCores, CountsTheCpusOfEachHostsRanksTogether) {
+  auto withMasks = [](const std::string& hosts, const std::vector<std::string>& masks) {
+    std::vector<transport::PeerInfo> infos = onHosts(hosts);
+    for (size_t r = 0; r < infos.size(); ++r) infos[r].cpus = masks[r];
+    return infos;
+  };
+  // Two ranks, each on two CPUs (the same two): two ranks, two CPUs.
+  EXPECT_FALSE(ranksShareCores(withMasks("AA", {"3", "3"})));
+  // Three ranks on those two CPUs.
+  EXPECT_TRUE(ranksShareCores(withMasks("AAA", {"3", "3", "3"})));
+  // Four ranks each bound to a CPU of its own (0, 1, 2 and 5): four CPUs in all.
+  EXPECT_FALSE(ranksShareCores(withMasks("AAAA", {"1", "2", "4", "20"})));
+  // Four ranks bound to CPUs 0, 1, 0, 1.
+  EXPECT_TRUE(ranksShareCores(withMasks("AAAA", {"1", "2", "01", "2"})));
+  // Masks of different lengths line up by their last digit (CPU 0): 0x100 | 0x1 = 2 CPUs.
+  EXPECT_TRUE(ranksShareCores(withMasks("AAA", {"100", "1", "001"})));
+  // Per host: host B's three ranks on two CPUs share, though host A has room.
+  EXPECT_TRUE(ranksShareCores(withMasks("AABBB", {"ff", "ff", "c", "c", "c"})));
+  EXPECT_FALSE(ranksShareCores(withMasks("AABBB", {"ff", "ff", "7", "7", "7"})));
+  // Unknown masks: not counted as shared.
+  EXPECT_FALSE(ranksShareCores(withMasks("AAA", {"", "", ""})));
 }
 
 }  // namespace

@@ -243,19 +243,28 @@ TEST(ShmTransport, CanConnectSameNonEmptyHostIdOnly) {
   const transport::TransportEntry* entry = transport::findTransport("shm");
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ(entry->priority, 20);
-  transport::PeerInfo a{
-      .rank = 0, .hostname = "h", .hostId = "h/boot/shm", .pid = 10, .pidNamespace = "pid:[1]"};
-  transport::PeerInfo b{
-      .rank = 1, .hostname = "h", .hostId = "h/boot/shm", .pid = 11, .pidNamespace = "pid:[1]"};
+  transport::PeerInfo a{.rank = 0,
+                        .hostname = "h",
+                        .hostId = "h/boot/shm",
+                        .pid = 10,
+                        .pidNamespace = "pid:[1]",
+                        .cpus = ""};
+  transport::PeerInfo b{.rank = 1,
+                        .hostname = "h",
+                        .hostId = "h/boot/shm",
+                        .pid = 11,
+                        .pidNamespace = "pid:[1]",
+                        .cpus = ""};
   transport::PeerInfo c{.rank = 2,
                         .hostname = "h",
                         .hostId = "h/other-boot/shm",
                         .pid = 12,
-                        .pidNamespace = "pid:[1]"};
+                        .pidNamespace = "pid:[1]",
+                        .cpus = ""};
   transport::PeerInfo d{
-      .rank = 3, .hostname = "h", .hostId = "", .pid = 13, .pidNamespace = "pid:[1]"};
+      .rank = 3, .hostname = "h", .hostId = "", .pid = 13, .pidNamespace = "pid:[1]", .cpus = ""};
   transport::PeerInfo e{
-      .rank = 4, .hostname = "h", .hostId = "", .pid = 14, .pidNamespace = "pid:[1]"};
+      .rank = 4, .hostname = "h", .hostId = "", .pid = 14, .pidNamespace = "pid:[1]", .cpus = ""};
   EXPECT_TRUE(entry->canConnect(a, b));
   EXPECT_TRUE(entry->canConnect(b, a));
   EXPECT_FALSE(entry->canConnect(a, c));
@@ -269,10 +278,18 @@ TEST(ShmTransport, EqualPidsInOtherPidNamespacesAreNotOneProcess) {
   const transport::TransportEntry* local = transport::findTransport("local");
   ASSERT_NE(shm, nullptr);
   ASSERT_NE(local, nullptr);
-  const transport::PeerInfo a{
-      .rank = 0, .hostname = "h", .hostId = "h/b/s", .pid = 1, .pidNamespace = "pid:[1]"};
-  const transport::PeerInfo b{
-      .rank = 1, .hostname = "h", .hostId = "h/b/s", .pid = 1, .pidNamespace = "pid:[2]"};
+  const transport::PeerInfo a{.rank = 0,
+                              .hostname = "h",
+                              .hostId = "h/b/s",
+                              .pid = 1,
+                              .pidNamespace = "pid:[1]",
+                              .cpus = ""};
+  const transport::PeerInfo b{.rank = 1,
+                              .hostname = "h",
+                              .hostId = "h/b/s",
+                              .pid = 1,
+                              .pidNamespace = "pid:[2]",
+                              .cpus = ""};
   EXPECT_TRUE(shm->canConnect(a, b));
   EXPECT_FALSE(local->canConnect(a, b));
   EXPECT_FALSE(a.sameProcess(b));
