@@ -632,11 +632,12 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
       algorithm = collectives::Algorithm::kHeaderInline;
     } else if (const bool doubling = doublesOverHeaders(collective);
                forced(collective) == collectives::Algorithm::kAuto && size_ > 2 && total > 0 &&
-               total <= (doubling && model_.ranksShareCores ? kChainPayloadBytes
-                                                            : OpHeader::kInlineBytes)) {
+               total <= (!doubling || model_.ranksShareCores ? kChainPayloadBytes
+                                                             : OpHeader::kInlineBytes)) {
       // More ranks. Gather-v and scatter-v while a chain takes no more messages than a tree
       // (computeAlgorithmFor): the blocks along the ring in the call headers, as gather's and
-      // scatter's (up to 256 bytes in all). Otherwise every block in place in a packed buffer of
+      // scatter's (up to 256 bytes in all; past that, up to kChainPayloadBytes, each header
+      // followed by them). Otherwise every block in place in a packed buffer of
       // all of them, the others zero, summed byte-wise (or reduced) by recursive doubling over
       // call headers that carry it (header.selfChecked; past 256 bytes, up to kChainPayloadBytes,
       // each header followed by it): no round of headers first, log2 N messages.

@@ -107,6 +107,52 @@ void rootedVChain(detail::CommunicatorImpl& impl, const collectives::Group& grou
   }
 }
 
+// The same chain past what a header holds (up to kChainPayloadBytes in all): each header goes
+// first with no data, and the data follows as a message of its own. `all` is the scatter-v
+// root's blocks packed in rank order.
+void rootedVChainAfterHeaders(detail::CommunicatorImpl& impl, const collectives::Group& group,
+                              bool gather, const std::byte* send, const std::byte* all,
+                              std::byte* recv, std::span<const Piece> blocks, size_t element,
+                              int root, const transport::WaitContext& wait) {
+  const int n = group.size;
+  const int place = (group.rank - root + n) % n;
+  const Piece own = blocks[group.rank];
+  const size_t ownBytes = own.count * element;
+  if (!gather) {  // every block from the root around the ring, each rank taking its own
+    const size_t total = detail::packedStart(blocks, n) * element;
+    if (place == 0) {
+      copyBytes(recv, send + own.offset * element, ownBytes);
+      return collectives::sendFrom(group.next(), all, total, wait);
+    }
+    const std::byte* in = group.prev().recv(total, wait);
+    copyBytes(recv, in + detail::packedStart(blocks, group.rank) * element, ownBytes);
+    if (place == n - 1) return group.prev().release();
+    std::byte* out = impl.chainScratch();
+    std::memcpy(out, in, total);
+    group.prev().release();
+    return collectives::sendFrom(group.next(), out, total, wait);
+  }
+  // Gather-v: place p receives the blocks of places 1..p-1 and sends them with its own.
+  if (place == 1) return collectives::sendFrom(group.next(), send, ownBytes, wait);
+  const size_t came = chainBytes(blocks, root, (place + n - 1) % n, element);
+  const std::byte* in = group.prev().recv(came, wait);
+  if (place == 0) {
+    copyBytes(recv + own.offset * element, send, ownBytes);
+    size_t at = 0;
+    for (int p = 1; p < n; ++p) {  // the blocks of places 1..n-1, in that order
+      const Piece block = blocks[(root + p) % n];
+      copyBytes(recv + block.offset * element, in + at, block.count * element);
+      at += block.count * element;
+    }
+    return group.prev().release();
+  }
+  std::byte* out = impl.chainScratch();
+  copyBytes(out, in, came);
+  group.prev().release();
+  copyBytes(out + came, send, ownBytes);
+  collectives::sendFrom(group.next(), out, came + ownBytes, wait);
+}
+
 // A kHeaderInline gather-v or scatter-v (CommunicatorImpl::chooseForBlocks). Two ranks: the
 // non-root's block came with (or left in) the call header. More: every block packed in rank
 // order in one buffer (the sender's set, the rest zero) and summed byte-wise by recursive doubling
@@ -176,9 +222,25 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
   const int size = impl.size();
   const size_t element = elementSize(type);
   const bool inHeaders = algorithm == collectives::Algorithm::kHeaderInline;
+  const bool chain = inHeaders && !header.selfChecked && size > 2;
+  // Past what a header holds the chain's data follows each header (the same on every rank: the
+  // counts are).
+  const bool payload = chain && layout.total * element > OpHeader::kInlineBytes;
   // A scatter-v root whose blocks are not packed in rank order sends a packed copy along a chain.
   std::unique_ptr<std::byte[]> packed;
-  if (inHeaders && size == 2) {
+  if (chain && !gather && rank == root && !packedInOrder(layout.blocks)) {
+    packed = std::make_unique_for_overwrite<std::byte[]>(layout.total * element);
+    for (int q = 0; q < size; ++q) {
+      copyBytes(packed.get() + detail::packedStart(layout.blocks, q) * element,
+                static_cast<const std::byte*>(send) + layout.blocks[q].offset * element,
+                layout.blocks[q].count * element);
+    }
+  }
+  if (payload) {
+    // The header carries no data; a relay's goes on as soon as it has checked the previous one.
+    impl.inlineBlocks(header, nullptr, 0, 0,
+                      detail::chainRole(rank, size, gather ? (root + 1) % size : root));
+  } else if (inHeaders && size == 2) {
     // Two ranks: the non-root's block rides in the header of the rank that sends it, which
     // returns at once; the other rank takes it from there (as gather and scatter do).
     const size_t theirs = layout.blocks[1 - root].count * element;  // the non-root's block
@@ -206,34 +268,26 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
     const size_t total = layout.total * element;
     const PairRole role = detail::chainRole(rank, size, root);
     const std::byte* out = impl.inlineFromPrev();
-    if (rank == root) {
-      out = static_cast<const std::byte*>(send);
-      if (!packedInOrder(layout.blocks)) {
-        packed = std::make_unique_for_overwrite<std::byte[]>(total);
-        for (int q = 0; q < size; ++q) {
-          copyBytes(packed.get() + detail::packedStart(layout.blocks, q) * element,
-                    out + layout.blocks[q].offset * element, layout.blocks[q].count * element);
-        }
-        out = packed.get();
-      }
-    }
+    if (rank == root) out = packed ? packed.get() : static_cast<const std::byte*>(send);
     impl.inlineBlocks(header, out, total, total, role);
   }
   // (Captures ordered widest first: 64 bytes, which OpBody holds in place.)
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks),
-               packed = std::move(packed), root, type, algorithm, gather,
-               chain = inHeaders && !header.selfChecked](const collectives::Group& group,
-                                                         const transport::WaitContext& wait) {
+               packed = std::move(packed), root, type, algorithm, gather, chain,
+               payload](const collectives::Group& group, const transport::WaitContext& wait) {
     const size_t element = elementSize(type);
     if (group.size == 1) {
       const size_t at = blocks[0].offset * element;
       const size_t bytes = blocks[0].count * element;
       return gather ? copyBytes(recv + at, send, bytes) : copyBytes(recv, send + at, bytes);
     }
-    if (algorithm == collectives::Algorithm::kHeaderInline && chain && group.size > 2) {
-      return rootedVChain(impl, group, gather, send, recv, blocks, element, root);
+    if (payload) {
+      const std::byte* all = packed ? packed.get() : send;
+      return rootedVChainAfterHeaders(impl, group, gather, send, all, recv, blocks, element, root,
+                                      wait);
     }
+    if (chain) return rootedVChain(impl, group, gather, send, recv, blocks, element, root);
     if (algorithm == collectives::Algorithm::kHeaderInline) {
       return rootedVInHeaders(impl, group, gather, send, recv, blocks, element, root, wait);
     }
