@@ -257,15 +257,16 @@ TEST(VFormErrors, CountsThatDifferFailWithMismatchNamingBothCalls) {
 }
 
 // Gather-v and scatter-v with rank 1's counts other than the rest (same total), for every root.
-// Blocks too large for call headers (scale 100): ranks 1 and 2 throw MismatchError naming both
-// calls, the rest a PeerError; a rank whose only part is to send (a leaf of the gather tree, the
-// scatter root) may return before the failure reaches it, as a gather's would, and its next call
-// then fails, naming it. Small blocks (scale 1) pass along a chain of call headers, as a small
-// gather's and scatter's do: the rank that starts it (the scatter-v root, the rank after the
-// gather-v root), and a relay whose previous rank agrees, pass it on and may return and fail at
-// their next call; at least one rank names both calls.
+// Blocks past the chain's 16 KiB (scale 1000): a round of headers and the tree; ranks 1 and 2
+// throw MismatchError naming both calls, the rest a PeerError; a rank whose only part is to send
+// (a leaf of the gather tree, the scatter root) may return before the failure reaches it, as a
+// gather's would, and its next call then fails, naming it. Smaller blocks (scale 1: in the call
+// headers; 100: 2400 bytes, after each header) pass along a chain, as a small gather's and
+// scatter's do: the rank that starts it (the scatter-v root, the rank after the gather-v root),
+// and a relay whose previous rank agrees, pass it on and may return and fail at their next call;
+// at least one rank names both calls.
 TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
-  for (size_t scale : {size_t{1}, size_t{100}}) {
+  for (size_t scale : {size_t{1}, size_t{100}, size_t{1000}}) {
     for (bool scatter : {false, true}) {
       for (int root = 0; root < 3; ++root) {
         SCOPED_TRACE(
@@ -278,7 +279,7 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
           for (size_t& c : counts) c *= scale;
           std::vector<float> send(6 * scale, 1.0f), recv(6 * scale, 0.0f);
           const char* name = scatter ? "scatterv" : "gatherv";
-          const bool chain = scale == 1;
+          const bool chain = scale <= 100;
           const std::string both = fmt::format(
               "{}(count={} in all over 3 ranks, float32, root={}, counts #", name, 6 * scale, root);
           try {
