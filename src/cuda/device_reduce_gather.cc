@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/reduce.h"
@@ -204,27 +205,41 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
                });
 }
 
+namespace {
+
+// Gather's and scatter's checks: `own` is this rank's block (send of a gather, recv of a scatter),
+// `all` the root's size() blocks (own may sit in place at block root). Returns the block's bytes.
+size_t checkRootedBlocks(const char* call, const Communicator& host, int device, int root,
+                         size_t count, DataType type, const void* own, const char* ownName,
+                         const void* all, const char* allName, void* stream) {
+  const int rank = host.rank();
+  const std::string name = fmt::format("cuda {}", call);
+  const size_t blockBytes = detail::checkedBytes(name.c_str(), rank, count, type);
+  const size_t totalBytes = allBlocksBytes(call, rank, host.size(), blockBytes);
+  checkRoot(call, rank, root, host.size());
+  if (blockBytes > 0) {
+    checkDeviceArgument(call, rank, own, device, ownName);
+    if (rank == root) {
+      checkDeviceArgument(call, rank, all, device, allName);
+      detail::checkRegions(name.c_str(), rank, ownName, own, blockBytes, allName, all, totalBytes,
+                           blockBytes * root);
+    }
+  }
+  checkStream(stream, device);
+  return blockBytes;
+}
+
+}  // namespace
+
 void DeviceCommunicator::gather(const void* send, void* recv, size_t count, DataType type, int root,
                                 void* stream) {
   State& st = *state_;
   Communicator& host = *st.host;
   const int rank = host.rank();
-  const int size = host.size();
-  const size_t blockBytes = detail::checkedBytes("cuda gather", rank, count, type);
-  const size_t totalBytes = allBlocksBytes("gather", rank, size, blockBytes);
-  checkRoot("gather", rank, root, size);
-  const bool isRoot = rank == root;
-  if (blockBytes > 0) {
-    checkDeviceArgument("gather", rank, send, st.device, "send");
-    if (isRoot) {
-      checkDeviceArgument("gather", rank, recv, st.device, "recv");
-      detail::checkRegions("cuda gather", rank, "send", send, blockBytes, "recv", recv, totalBytes,
-                           blockBytes * root);
-    }
-  }
-  checkStream(stream, st.device);
+  const size_t blockBytes = checkRootedBlocks("gather", host, st.device, root, count, type, send,
+                                              "send", recv, "recv", stream);
   ScopedDevice scope(st.device);
-  if (size == 1) {
+  if (host.size() == 1) {
     copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank gather)");
     return;
   }
@@ -234,7 +249,7 @@ void DeviceCommunicator::gather(const void* send, void* recv, size_t count, Data
                {.in = static_cast<const std::byte*>(send),
                 .inBlocks = Blocks::kOwn,
                 .out = static_cast<std::byte*>(recv),
-                .outBlocks = isRoot ? Blocks::kAll : Blocks::kNone},
+                .outBlocks = rank == root ? Blocks::kAll : Blocks::kNone},
                [&](std::byte* slot, std::byte*, size_t n) {
                  host.gather(slot + rank * n * elementSize(type), slot, n, type, root);
                });
@@ -245,22 +260,10 @@ void DeviceCommunicator::scatter(const void* send, void* recv, size_t count, Dat
   State& st = *state_;
   Communicator& host = *st.host;
   const int rank = host.rank();
-  const int size = host.size();
-  const size_t blockBytes = detail::checkedBytes("cuda scatter", rank, count, type);
-  const size_t totalBytes = allBlocksBytes("scatter", rank, size, blockBytes);
-  checkRoot("scatter", rank, root, size);
-  const bool isRoot = rank == root;
-  if (blockBytes > 0) {
-    checkDeviceArgument("scatter", rank, recv, st.device, "recv");
-    if (isRoot) {
-      checkDeviceArgument("scatter", rank, send, st.device, "send");
-      detail::checkRegions("cuda scatter", rank, "recv", recv, blockBytes, "send", send, totalBytes,
-                           blockBytes * root);
-    }
-  }
-  checkStream(stream, st.device);
+  const size_t blockBytes = checkRootedBlocks("scatter", host, st.device, root, count, type, recv,
+                                              "recv", send, "send", stream);
   ScopedDevice scope(st.device);
-  if (size == 1) {
+  if (host.size() == 1) {
     copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank scatter)");
     return;
   }
@@ -268,7 +271,7 @@ void DeviceCommunicator::scatter(const void* send, void* recv, size_t count, Dat
   // its block of the slot, which goes back.
   st.runBlocks("scatter", stream, count, type,
                {.in = static_cast<const std::byte*>(send),
-                .inBlocks = isRoot ? Blocks::kAll : Blocks::kNone,
+                .inBlocks = rank == root ? Blocks::kAll : Blocks::kNone,
                 .out = static_cast<std::byte*>(recv),
                 .outBlocks = Blocks::kOwn},
                [&](std::byte* slot, std::byte*, size_t n) {

@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cstring>
 #include <ostream>
 #include <vector>
@@ -28,9 +30,11 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.ranks << " ranks over "
 
 class CudaStaged : public ::testing::TestWithParam<Case> {};
 
-TEST_P(CudaStaged, MatrixOnDeviceMemory) {
-  RINGLET_SKIP_WITHOUT_GPUS(1);
-  const Case c = GetParam();
+// Runs `body` on every rank of `c` with a staged DeviceCommunicator on GPU 0 whose chunks are
+// small (4096 bytes: many pipelined chunks per call, both staging slots reused many times) and
+// a stream of its own.
+void runStaged(const Case& c,
+               const std::function<void(cuda::DeviceCommunicator&, cudaStream_t)>& body) {
   testing::runProcessRanks(
       c.ranks,
       [&](int rank, int size, std::shared_ptr<Store> store) {
@@ -39,85 +43,59 @@ TEST_P(CudaStaged, MatrixOnDeviceMemory) {
         o.transport = c.transport;
         o.segmentBytes = 1024;
         Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
-        // Small chunks: many pipelined chunks per call, both staging slots reused many times.
         cuda::DeviceCommunicator device(comm, 0,
                                         {.path = cuda::DevicePath::kStaged,
                                          .chunkBytes = 4096,
                                          .timeout = std::chrono::seconds(30)});
         cudaStream_t stream = nullptr;
         check(cudaStreamCreate(&stream), "cudaStreamCreate");
-        const size_t n = static_cast<size_t>(size);
-        for (DataType type : kTypes) {
-          for (ReduceOp op : kOps) {
-            if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
-            for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
-              for (bool inPlace : {false, true})
-                allreduceCase(device, stream, type, op, count, inPlace);
-            }
-          }
-        }
-        for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
-          for (int root = 0; root < size; ++root)
-            broadcastCase(device, stream, DataType::kInt32, count, root);
-        }
+        body(device, stream);
         EXPECT_EQ(device.path(), cuda::DevicePath::kStaged);
-        // The default stream works too.
-        allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
         cudaStreamDestroy(stream);
       },
       std::chrono::seconds(240));
+}
+
+TEST_P(CudaStaged, MatrixOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  runStaged(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    const int size = device.host().size();
+    const size_t n = static_cast<size_t>(size);
+    for (DataType type : kTypes) {
+      for (ReduceOp op : kOps) {
+        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+        for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
+          for (bool inPlace : {false, true})
+            allreduceCase(device, stream, type, op, count, inPlace);
+        }
+      }
+    }
+    for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
+      for (int root = 0; root < size; ++root)
+        broadcastCase(device, stream, DataType::kInt32, count, root);
+    }
+    // The default stream works too.
+    allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
+  });
 }
 
 // Reduce, all-gather and reduce-scatter; chunks of 4096 bytes are a few elements of each rank's
 // block, so a call is many strided chunks.
 TEST_P(CudaStaged, ReduceGatherScatterOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  const Case c = GetParam();
-  testing::runProcessRanks(
-      c.ranks,
-      [&](int rank, int size, std::shared_ptr<Store> store) {
-        CommunicatorOptions o;
-        o.timeout = std::chrono::seconds(30);
-        o.transport = c.transport;
-        o.segmentBytes = 1024;
-        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
-        cuda::DeviceCommunicator device(comm, 0,
-                                        {.path = cuda::DevicePath::kStaged,
-                                         .chunkBytes = 4096,
-                                         .timeout = std::chrono::seconds(30)});
-        cudaStream_t stream = nullptr;
-        check(cudaStreamCreate(&stream), "cudaStreamCreate");
-        reduceGatherScatterMatrix(device, stream);
-        EXPECT_EQ(device.path(), cuda::DevicePath::kStaged);
-        reduceScatterCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
-        cudaStreamDestroy(stream);
-      },
-      std::chrono::seconds(240));
+  runStaged(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    reduceGatherScatterMatrix(device, stream);
+    reduceScatterCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
+  });
 }
 
-// Gather, scatter and all-to-all (always staged); chunks of 4096 bytes as above.
+// Gather, scatter and all-to-all (always staged), chunked the same way.
 TEST_P(CudaStaged, GatherScatterAllToAllOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  const Case c = GetParam();
-  testing::runProcessRanks(
-      c.ranks,
-      [&](int rank, int size, std::shared_ptr<Store> store) {
-        CommunicatorOptions o;
-        o.timeout = std::chrono::seconds(30);
-        o.transport = c.transport;
-        o.segmentBytes = 1024;
-        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
-        cuda::DeviceCommunicator device(comm, 0,
-                                        {.path = cuda::DevicePath::kStaged,
-                                         .chunkBytes = 4096,
-                                         .timeout = std::chrono::seconds(30)});
-        cudaStream_t stream = nullptr;
-        check(cudaStreamCreate(&stream), "cudaStreamCreate");
-        gatherScatterAllToAllMatrix(device, stream);
-        allToAllCase(device, nullptr, DataType::kFloat32, 4099, false);
-        cudaStreamDestroy(stream);
-      },
-      std::chrono::seconds(240));
+  runStaged(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    gatherScatterAllToAllMatrix(device, stream);
+    allToAllCase(device, nullptr, DataType::kFloat32, 4099, false);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaStaged,
