@@ -116,8 +116,12 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key,
   lineage.secret = secret_;
   lineage.rendezvousHost = rendezvousHost_;
   // The parent's model, measured and agreed on the same hosts and transports, unless the
-  // options give one: a child does not measure again.
-  if (!options.costModel) options.costModel = model_;
+  // options give one: a child does not measure again. Whether its ranks share cores is its own
+  // (fewer ranks may fit the host's CPUs); every rank of the child has the same records.
+  if (!options.costModel) {
+    options.costModel = model_;
+    options.costModel->ranksShareCores = ranksShareCores(lineage.infos);
+  }
   // Traced, the child writes files of its own (its ranks are numbered anew): the path gets
   // ".split<seq>-color<color>", the same on the child's ranks and unlike any sibling's.
   if (!options.trace.empty()) options.trace += fmt::format(".split{}-color{}", seq, color);
