@@ -245,8 +245,11 @@ link-down | kill-host)
   if [[ "$mode" == link-down ]]; then
     control='sleep 3; ip netns exec "$EMU_SWITCH_NS" ip link set p1 down'
   else
-    control='sleep 3; for p in $(ip netns pids "${EMU_NS_PREFIX}h2"); do
-      [ "$(cat /proc/$p/comm 2>/dev/null)" = ringlet-bench ] && kill -KILL "$p"; done'
+    # Both of the host's ranks in one kill: one at a time (a `cat` apart), the second could see
+    # the first gone and exit on its own first, and its launcher would name that exit instead.
+    control='sleep 3; victims=; for p in $(ip netns pids "${EMU_NS_PREFIX}h2"); do
+      [ "$(cat /proc/$p/comm 2>/dev/null)" = ringlet-bench ] && victims="$victims $p"; done
+      kill -KILL $victims'
   fi
   start=$(date +%s)
   emulate --hosts "$hosts" --timeout 60 --control "$control" -- "RINGLET_TIMEOUT=3 \
