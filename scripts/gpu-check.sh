@@ -7,10 +7,11 @@
 #
 # Here (a build with CUDA on):
 #   ../shared/tools/device-bundle.sh build/bin/ringlet-bench build/bin/ringlet-run \
-#     build/bin/ringlet-info build/tests/cuda_*_test
+#     build/bin/ringlet-info build/bin/ringlet-model build/tests/cuda_*_test
 #   strip --strip-unneeded .device/bin/* .device/lib/*      (89 MiB -> 20 MiB: under the carry limit)
 # There:  scripts/gpu-check.sh OUTDIR
-# Writes six files (summary.txt, tests.log, bench.txt, bench-json.tgz, gloo.txt, gloo-n2.json).
+# Writes six files (summary.txt, tests.log, bench.txt, bench-json.tgz, gloo.txt, gloo-n2.json),
+# and many-core.tgz on a machine with 8 or more CPUs (scripts/many-core-check.sh, 3 minutes more).
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR}
 mkdir -p "$out"
@@ -60,6 +61,14 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   timeout -k 5 90 python3 -m torch.distributed.run --nproc-per-node 2 \
     bench/torch/gloo_cuda_reference.py --json "$out/gloo-n2.json" >"$out/gloo.txt" 2>&1
   echo "gloo cuda n2 rc=$? $(($(date +%s) - s)) s" >>"$summary"
+fi
+# With a core per rank to spare (a GPU machine has 16), the CPU checks that this 2-core
+# machine cannot make: scripts/many-core-check.sh, packed into one file.
+if [ "$(nproc)" -ge 8 ] && [ -x .device/bin/ringlet-model ]; then
+  s=$(date +%s)
+  scripts/many-core-check.sh "$work/many-core" >/dev/null 2>&1
+  echo "many-core-check rc=$? $(($(date +%s) - s)) s" >>"$summary"
+  tar czf "$out/many-core.tgz" -C "$work" many-core
 fi
 rm -rf "$work"
 cat "$summary"
