@@ -191,10 +191,9 @@ struct PeerInfo {
   // one host may sit in different namespaces (containers sharing /dev/shm): there a pid means
   // nothing to the other side, and two processes can both be pid 1.
   std::string pidNamespace;
-  // The CPUs this process may run on (its affinity), as hex digits of the mask, CPU 0 in the
-  // last digit's lowest bit; empty when unknown. Ranks of a host whose masks together hold fewer
-  // CPUs than the ranks share cores (CostModel::ranksShareCores).
-  std::string cpus;
+  // The CPUs this host's ranks may share, as this rank sees them (Backoff::usableCpus); 0 when
+  // unknown. More ranks on a host than that: they share cores (CostModel::ranksShareCores).
+  int cpus = 0;
 
   // Same host and same PID namespace: `pid` names the same process on both sides.
   bool pidComparable(const PeerInfo& other) const {

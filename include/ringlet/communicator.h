@@ -65,9 +65,10 @@ struct CostModel {
   // through this host's memory (shared memory, loopback TCP), false for a network link, whose
   // rate does not depend on where the buffers sit (gamma and delta still do).
   bool linkBytesInMemory = true;
-  // Whether some host runs more ranks than CPUs they may use (their affinity masks together):
-  // then every message can cost a switch between processes on a core, and schedules with fewer
-  // message rounds win. Communicator::create finds it from the ranks' affinity. Measured with
+  // Whether some host runs more ranks than CPUs they may use (their affinity, or the online
+  // CPUs where a rank is pinned to one): then every message can cost a switch between processes
+  // on a core, and schedules with fewer message rounds win. Communicator::create finds it with
+  // the rest of the model (the same count the waits back off by). Measured with
   // all-gather and reduce-scatter on 3-4 ranks from 512 bytes to 16 KiB: recursive doubling over
   // call headers takes half the time of a round of headers and Bruck or the ring on 2 cores,
   // and 1.4-2.2x their time with a core per rank; so past 256 bytes it runs only where ranks

@@ -579,12 +579,9 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     // halving after one. (The all-to-all's exchange is the N x N matrix of blocks.)
     // Past what a header holds, up to kChainPayloadBytes, the data follows each header (not the
     // all-to-all's matrix: past a header its blocks go straight to their ranks, one message each).
-    // Only where ranks share cores (CostModel::ranksShareCores): with a core each, a round of
-    // headers and the model's choice win past 256 bytes.
     const size_t exchanged = collective == Collective::kAllToAll ? bytes * size_ : bytes;
-    const size_t most = collective == Collective::kAllToAll || !model_.ranksShareCores
-                            ? OpHeader::kInlineBytes
-                            : kChainPayloadBytes;
+    const size_t most =
+        collective == Collective::kAllToAll ? OpHeader::kInlineBytes : headerDoublingBytes();
     if (bytes > 0 && exchanged <= most) {
       return collectives::Algorithm::kHeaderInline;
     }
@@ -632,8 +629,7 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
       algorithm = collectives::Algorithm::kHeaderInline;
     } else if (const bool doubling = doublesOverHeaders(collective);
                forced(collective) == collectives::Algorithm::kAuto && size_ > 2 && total > 0 &&
-               total <= (!doubling || model_.ranksShareCores ? kChainPayloadBytes
-                                                             : OpHeader::kInlineBytes)) {
+               total <= (doubling ? headerDoublingBytes() : kChainPayloadBytes)) {
       // More ranks. Gather-v and scatter-v while a chain takes no more messages than a tree
       // (computeAlgorithmFor): the blocks along the ring in the call headers, as gather's and
       // scatter's (up to 256 bytes in all; past that, up to kChainPayloadBytes, each header

@@ -61,8 +61,8 @@ struct Lineage {
   std::string rendezvousHost;
 };
 
-// Whether some host runs more of these ranks than the CPUs their affinity masks hold together
-// (PeerInfo::cpus; a host with no mask known counts as not shared).
+// Whether some host runs more of these ranks than the CPUs they may share (PeerInfo::cpus, the
+// most any of its ranks sees; a host where none is known counts as not shared).
 bool ranksShareCores(const std::vector<transport::PeerInfo>& infos);
 
 class CommunicatorImpl {
@@ -100,6 +100,13 @@ class CommunicatorImpl {
   // A v-form of at most kChainPayloadBytes in all on more than two ranks: whether its blocks go
   // by recursive doubling over call headers (all but gather-v and scatter-v on three to five
   // ranks, whose blocks pass along the ring up to kInlineBytes).
+  // The most bytes in all that recursive doubling over call headers carries: past what a header
+  // holds (each header followed by the data) only where ranks share cores
+  // (CostModel::ranksShareCores); with a core each, a round of headers and the model's choice
+  // win there.
+  size_t headerDoublingBytes() const {
+    return model_.ranksShareCores ? kChainPayloadBytes : OpHeader::kInlineBytes;
+  }
   bool doublesOverHeaders(collectives::Collective collective) const;
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;

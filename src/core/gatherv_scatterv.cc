@@ -224,7 +224,7 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
   const bool inHeaders = algorithm == collectives::Algorithm::kHeaderInline;
   const bool chain = inHeaders && !header.selfChecked && size > 2;
   // Past what a header holds the chain's data follows each header (the same on every rank: the
-  // counts are).
+  // counts are; the body decides the same way from the blocks).
   const bool payload = chain && layout.total * element > OpHeader::kInlineBytes;
   // A scatter-v root whose blocks are not packed in rank order sends a packed copy along a chain.
   std::unique_ptr<std::byte[]> packed;
@@ -274,15 +274,15 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
   // (Captures ordered widest first: 64 bytes, which OpBody holds in place.)
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks),
-               packed = std::move(packed), root, type, algorithm, gather, chain,
-               payload](const collectives::Group& group, const transport::WaitContext& wait) {
+               packed = std::move(packed), root, type, algorithm, gather,
+               chain](const collectives::Group& group, const transport::WaitContext& wait) {
     const size_t element = elementSize(type);
     if (group.size == 1) {
       const size_t at = blocks[0].offset * element;
       const size_t bytes = blocks[0].count * element;
       return gather ? copyBytes(recv + at, send, bytes) : copyBytes(recv, send + at, bytes);
     }
-    if (payload) {
+    if (chain && detail::packedStart(blocks, group.size) * element > OpHeader::kInlineBytes) {
       const std::byte* all = packed ? packed.get() : send;
       return rootedVChainAfterHeaders(impl, group, gather, send, all, recv, blocks, element, root,
                                       wait);
@@ -304,6 +304,7 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
         {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
         schedule, impl.sliceBytes({}), linked);
   };
+  static_assert(sizeof(body) <= detail::OpBody::kInlineBytes, "the body would go to the heap");
   return {header, std::move(body)};
 }
 

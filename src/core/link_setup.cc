@@ -1,7 +1,6 @@
 // Setting up a communicator's links: ranks publish who they are, each pair picks a transport,
 // and each transport connects its share of the peers.
 #include <openssl/rand.h>
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,7 +8,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <bit>
 #include <charconv>
 #include <fstream>
 #include <map>
@@ -24,14 +22,13 @@
 #include "src/core/host_ring.h"
 #include "src/log.h"
 #include "src/store/authenticated_store.h"
+#include "transports/progress.h"
 #include "transports/registry.h"
 
 namespace ringlet::detail {
 namespace {
 
 using transport::PeerInfo;
-
-int hexValue(char c) { return c <= '9' ? c - '0' : c - 'a' + 10; }
 
 std::string readFirstLine(const char* path) {
   std::ifstream in(path);
@@ -55,17 +52,7 @@ PeerInfo describeSelf(int rank) {
   char ns[128] = {};
   const ssize_t length = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
   info.pidNamespace = length > 0 ? std::string(ns, static_cast<size_t>(length)) : "unknown";
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    int last = CPU_SETSIZE - 1;
-    while (last > 0 && !CPU_ISSET(last, &set)) --last;
-    for (int first = last / 4 * 4; first >= 0; first -= 4) {
-      int digit = 0;
-      for (int bit = 0; bit < 4; ++bit) digit |= CPU_ISSET(first + bit, &set) ? 1 << bit : 0;
-      info.cpus += "0123456789abcdef"[digit];
-    }
-  }
+  info.cpus = transport::Backoff::usableCpus();
   return info;
 }
 
@@ -84,9 +71,12 @@ PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
       !std::getline(in, transport)) {
     throw IoError(fmt::format("rank {} published a malformed peer record", rank));
   }
-  std::getline(in, info.cpus);  // empty: not known
-  if (info.cpus.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    throw IoError(fmt::format("rank {} published a malformed peer record (cpus)", rank));
+  std::string cpus;
+  if (std::getline(in, cpus)) {  // none: not known
+    auto [end, ec] = std::from_chars(cpus.data(), cpus.data() + cpus.size(), info.cpus);
+    if (ec != std::errc() || end != cpus.data() + cpus.size() || info.cpus < 0) {
+      throw IoError(fmt::format("rank {} published a malformed peer record (cpus)", rank));
+    }
   }
   auto [end, ec] = std::from_chars(pid.data(), pid.data() + pid.size(), info.pid);
   if (ec != std::errc() || end != pid.data() + pid.size()) {
@@ -98,23 +88,16 @@ PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
 }  // namespace
 
 bool ranksShareCores(const std::vector<PeerInfo>& infos) {
-  std::map<std::string, std::pair<int, std::string>> hosts;  // ranks, and their masks OR-ed
+  std::map<std::string, std::pair<int, int>> hosts;  // ranks, and the most CPUs one of them sees
   for (const PeerInfo& info : infos) {
-    auto& [ranks, mask] = hosts[info.hostId];
+    auto& [ranks, cpus] = hosts[info.hostId];
     ++ranks;
-    if (info.cpus.size() > mask.size()) mask.insert(0, info.cpus.size() - mask.size(), '0');
-    for (size_t i = 0; i < info.cpus.size(); ++i) {
-      const size_t at = mask.size() - info.cpus.size() + i;
-      mask[at] = "0123456789abcdef"[hexValue(mask[at]) | hexValue(info.cpus[i])];
-    }
+    cpus = std::max(cpus, info.cpus);
   }
-  for (const auto& [host, entry] : hosts) {
-    const auto& [ranks, mask] = entry;
-    int cpus = 0;
-    for (char c : mask) cpus += std::popcount(static_cast<unsigned>(hexValue(c)));
-    if (cpus > 0 && ranks > cpus) return true;
-  }
-  return false;
+  return std::any_of(hosts.begin(), hosts.end(), [](const auto& host) {
+    const auto& [ranks, cpus] = host.second;
+    return cpus > 0 && ranks > cpus;
+  });
 }
 
 namespace {

@@ -163,13 +163,13 @@ std::string localTransportChoice(const CommunicatorOptions& options, std::string
                                  .hostId = "this-host",
                                  .pid = 1,
                                  .pidNamespace = "pid:[1]",
-                                 .cpus = ""};
+                                 .cpus = 0};
   const transport::PeerInfo peer{.rank = 1,
                                  .hostname = "this",
                                  .hostId = "this-host",
                                  .pid = 2,
                                  .pidNamespace = "pid:[1]",
-                                 .cpus = ""};
+                                 .cpus = 0};
   // As link setup chooses, skipping what this host cannot offer (the probe).
   for (auto i = transport::chooseTransport("auto", self, peer); i;
        i = transport::chooseTransport("auto", self, peer, *i + 1)) {

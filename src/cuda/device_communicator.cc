@@ -181,11 +181,7 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
                     .op = op,
                     .count = count,
                     .algorithm = kIpcRing},
-                   stream,
-                   [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
-                       collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
-                     collectives::slotRingAllreduce(group, memory, executor, args, wait);
-                   });
+                   stream, collectives::slotRingAllreduce, args);
     return;
   }
   state_->run("allreduce", static_cast<const std::byte*>(send), static_cast<std::byte*>(recv),

@@ -92,11 +92,7 @@ void DeviceCommunicator::reduce(const void* send, void* recv, size_t count, Data
                .root = root,
                .count = count,
                .algorithm = kIpcChain},
-              stream,
-              [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
-                  collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
-                collectives::slotRingReduce(group, memory, executor, args, wait);
-              });
+              stream, collectives::slotRingReduce, args);
     return;
   }
   st.run("reduce", static_cast<const std::byte*>(send),
@@ -134,11 +130,7 @@ void DeviceCommunicator::allgather(const void* send, void* recv, size_t sendCoun
                .type = type,
                .count = sendCount,
                .algorithm = kIpcRing},
-              stream,
-              [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
-                  collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
-                collectives::slotRingAllgather(group, memory, executor, args, wait);
-              });
+              stream, collectives::slotRingAllgather, args);
     return;
   }
   // This rank's columns of each chunk go into its block of the slot, the host all-gather fills
@@ -186,11 +178,7 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
                .op = op,
                .count = recvCount,
                .algorithm = kIpcRing},
-              stream,
-              [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
-                  collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
-                collectives::slotRingReduceScatter(group, memory, executor, args, wait);
-              });
+              stream, collectives::slotRingReduceScatter, args);
     return;
   }
   // One strided copy brings a chunk's columns of every block into the slot, the host

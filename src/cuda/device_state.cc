@@ -205,23 +205,21 @@ void DeviceCommunicator::State::pipeline(std::string_view op, void* stream,
 void DeviceCommunicator::State::run(
     std::string_view op, const std::byte* in, std::byte* out, size_t count, DataType type,
     void* stream, const std::function<void(std::byte* slot, size_t count)>& hostOp) {
-  const size_t elementBytes = elementSize(type);
-  const size_t perChunk = chunkElements(type, 1);
-  auto offsetOf = [&](size_t i) { return i * perChunk; };
-  auto countOf = [&](size_t i) { return std::min(perChunk, count - std::min(count, offsetOf(i))); };
+  const size_t eb = elementSize(type);
+  const Chunks chunks{count, chunkElements(type, 1)};
   StagedSteps steps;
-  steps.chunks = std::max<size_t>(1, (count + perChunk - 1) / perChunk);
-  steps.slotBytes = perChunk * elementBytes;
+  steps.chunks = chunks.number();
+  steps.slotBytes = chunks.per * eb;
   if (in) {
     steps.copyIn = [&](size_t i, std::byte* slot, cudaStream_t s) {
-      copy2DAsync(slot, 0, in + offsetOf(i) * elementBytes, 0, countOf(i) * elementBytes, 1,
+      copy2DAsync(slot, 0, in + chunks.offset(i) * eb, 0, chunks.size(i) * eb, 1,
                   cudaMemcpyDeviceToHost, s);
     };
   }
-  steps.hostOp = [&](size_t i, std::byte* slot) { hostOp(slot, countOf(i)); };
+  steps.hostOp = [&](size_t i, std::byte* slot) { hostOp(slot, chunks.size(i)); };
   if (out) {
     steps.copyOut = [&](size_t i, std::byte* slot, cudaStream_t s) {
-      copy2DAsync(out + offsetOf(i) * elementBytes, 0, slot, 0, countOf(i) * elementBytes, 1,
+      copy2DAsync(out + chunks.offset(i) * eb, 0, slot, 0, chunks.size(i) * eb, 1,
                   cudaMemcpyHostToDevice, s);
     };
   }

@@ -169,6 +169,20 @@ struct DeviceCommunicator::State {
   // Runs `body` on the IPC ring as one call of the host communicator (header check with the
   // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.
   void runIpc(detail::OpHeader header, void* stream, const IpcBody& body);
+  // The same with one of the slot ring's schedules (slotRingAllreduce, slotRingReduce, ...) on
+  // its arguments.
+  template <typename Args>
+  void runIpc(detail::OpHeader header, void* stream,
+              void (*schedule)(const collectives::Group&, const collectives::SlotRingMemory&,
+                               collectives::SlotExecutor&, const Args&,
+                               const transport::WaitContext&),
+              const Args& args) {
+    runIpc(header, stream,
+           [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
+               collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
+             schedule(group, memory, executor, args, wait);
+           });
+  }
 };
 
 }  // namespace ringlet::cuda

@@ -23,7 +23,7 @@ std::vector<transport::PeerInfo> onHosts(const std::string& hosts) {
                      .hostId = std::string(1, hosts[rank]) + "/boot/shm",
                      .pid = 100 + static_cast<int>(rank),
                      .pidNamespace = "pid:[1]",
-                     .cpus = ""});
+                     .cpus = 0});
   }
   return infos;
 }
@@ -84,28 +84,23 @@ TEST(HostSpread, LargestHalvingsStayInsideAHost) {
   }
 }
 
-// Ranks share cores where a host has more of them than the CPUs of their masks together.
-TEST(RanksShareCores, CountsTheCpusOfEachHostsRanksTogether) {
-  auto withMasks = [](const std::string& hosts, const std::vector<std::string>& masks) {
+// Ranks share cores where a host has more of them than the CPUs they may use (the most any of
+// them sees).
+TEST(RanksShareCores, CountsEachHostsRanksAgainstItsCpus) {
+  auto withCpus = [](const std::string& hosts, const std::vector<int>& cpus) {
     std::vector<transport::PeerInfo> infos = onHosts(hosts);
-    for (size_t r = 0; r < infos.size(); ++r) infos[r].cpus = masks[r];
+    for (size_t r = 0; r < infos.size(); ++r) infos[r].cpus = cpus[r];
     return infos;
   };
-  // Two ranks, each on two CPUs (the same two): two ranks, two CPUs.
-  EXPECT_FALSE(ranksShareCores(withMasks("AA", {"3", "3"})));
-  // Three ranks on those two CPUs.
-  EXPECT_TRUE(ranksShareCores(withMasks("AAA", {"3", "3", "3"})));
-  // Four ranks each bound to a CPU of its own (0, 1, 2 and 5): four CPUs in all.
-  EXPECT_FALSE(ranksShareCores(withMasks("AAAA", {"1", "2", "4", "20"})));
-  // Four ranks bound to CPUs 0, 1, 0, 1.
-  EXPECT_TRUE(ranksShareCores(withMasks("AAAA", {"1", "2", "01", "2"})));
-  // Masks of different lengths line up by their last digit (CPU 0): 0x100 | 0x1 = 2 CPUs.
-  EXPECT_TRUE(ranksShareCores(withMasks("AAA", {"100", "1", "001"})));
+  EXPECT_FALSE(ranksShareCores(withCpus("AA", {2, 2})));     // two ranks, two CPUs
+  EXPECT_TRUE(ranksShareCores(withCpus("AAA", {2, 2, 2})));  // three on two
+  // A rank restricted to fewer CPUs than the others: the host still has the most any sees.
+  EXPECT_FALSE(ranksShareCores(withCpus("AAA", {1, 4, 1})));
   // Per host: host B's three ranks on two CPUs share, though host A has room.
-  EXPECT_TRUE(ranksShareCores(withMasks("AABBB", {"ff", "ff", "c", "c", "c"})));
-  EXPECT_FALSE(ranksShareCores(withMasks("AABBB", {"ff", "ff", "7", "7", "7"})));
-  // Unknown masks: not counted as shared.
-  EXPECT_FALSE(ranksShareCores(withMasks("AAA", {"", "", ""})));
+  EXPECT_TRUE(ranksShareCores(withCpus("AABBB", {8, 8, 2, 2, 2})));
+  EXPECT_FALSE(ranksShareCores(withCpus("AABBB", {8, 8, 3, 3, 3})));
+  // Not known (0): not counted as shared.
+  EXPECT_FALSE(ranksShareCores(withCpus("AAA", {0, 0, 0})));
 }
 
 }  // namespace

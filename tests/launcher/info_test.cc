@@ -1,6 +1,5 @@
 // ringlet-info runs, names the version, and its --json output parses with the expected parts.
 #include <gtest/gtest.h>
-#include <sched.h>
 
 #include <stdlib.h>
 
@@ -8,6 +7,7 @@
 
 #include "ringlet/version.h"
 #include "tests/launcher/tool_process.h"
+#include "transports/progress.h"
 
 namespace ringlet::testing {
 namespace {
@@ -91,10 +91,7 @@ TEST(Info, ModelIsMeasuredOnAJobAndChoosesPerSize) {
   ASSERT_GE(report["choice"].size(), 10u);
   EXPECT_EQ(report["choice"][0]["bytes"], 8);
   EXPECT_EQ(report["choice"][0]["allreduce"], "header_doubling");  // 8 bytes ride in headers
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-  const bool shareCores = CPU_COUNT(&set) < 3;
+  const bool shareCores = transport::Backoff::usableCpus() < 3;    // the ranks' count, inherited
   EXPECT_EQ(report["model"]["ranks_share_cores"], shareCores);
   for (const auto& row : report["choice"]) {
     EXPECT_EQ(row["reduce"], "tree") << row;

@@ -248,23 +248,23 @@ TEST(ShmTransport, CanConnectSameNonEmptyHostIdOnly) {
                         .hostId = "h/boot/shm",
                         .pid = 10,
                         .pidNamespace = "pid:[1]",
-                        .cpus = ""};
+                        .cpus = 0};
   transport::PeerInfo b{.rank = 1,
                         .hostname = "h",
                         .hostId = "h/boot/shm",
                         .pid = 11,
                         .pidNamespace = "pid:[1]",
-                        .cpus = ""};
+                        .cpus = 0};
   transport::PeerInfo c{.rank = 2,
                         .hostname = "h",
                         .hostId = "h/other-boot/shm",
                         .pid = 12,
                         .pidNamespace = "pid:[1]",
-                        .cpus = ""};
+                        .cpus = 0};
   transport::PeerInfo d{
-      .rank = 3, .hostname = "h", .hostId = "", .pid = 13, .pidNamespace = "pid:[1]", .cpus = ""};
+      .rank = 3, .hostname = "h", .hostId = "", .pid = 13, .pidNamespace = "pid:[1]", .cpus = 0};
   transport::PeerInfo e{
-      .rank = 4, .hostname = "h", .hostId = "", .pid = 14, .pidNamespace = "pid:[1]", .cpus = ""};
+      .rank = 4, .hostname = "h", .hostId = "", .pid = 14, .pidNamespace = "pid:[1]", .cpus = 0};
   EXPECT_TRUE(entry->canConnect(a, b));
   EXPECT_TRUE(entry->canConnect(b, a));
   EXPECT_FALSE(entry->canConnect(a, c));
@@ -283,13 +283,13 @@ TEST(ShmTransport, EqualPidsInOtherPidNamespacesAreNotOneProcess) {
                               .hostId = "h/b/s",
                               .pid = 1,
                               .pidNamespace = "pid:[1]",
-                              .cpus = ""};
+                              .cpus = 0};
   const transport::PeerInfo b{.rank = 1,
                               .hostname = "h",
                               .hostId = "h/b/s",
                               .pid = 1,
                               .pidNamespace = "pid:[2]",
-                              .cpus = ""};
+                              .cpus = 0};
   EXPECT_TRUE(shm->canConnect(a, b));
   EXPECT_FALSE(local->canConnect(a, b));
   EXPECT_FALSE(a.sameProcess(b));

@@ -35,7 +35,7 @@ inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> s
   context.secret = std::move(secret);
   if (testStreams() != 1) context.settings["socket_streams"] = std::to_string(testStreams());
   for (int r = 0; r < size; ++r) {
-    context.peers.push_back(PeerInfo{r, "localhost", "same-host", 1, "pid:[1]", ""});
+    context.peers.push_back(PeerInfo{r, "localhost", "same-host", 1, "pid:[1]", 0});
   }
   return context;
 }
