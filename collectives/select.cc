@@ -123,6 +123,12 @@ int ceilLog2(int n) {
 
 }  // namespace
 
+int doublingSteps(int size) {
+  int p = 1;
+  while (p * 2 <= size) p *= 2;
+  return ceilLog2(p) + (size != p ? 2 : 0);
+}
+
 std::string_view nameOf(Collective collective) {
   return kCollectiveNames[static_cast<size_t>(collective)];
 }

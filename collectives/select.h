@@ -101,6 +101,10 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
 // What a byte costs, relative to the calibrated rates, when a rank's buffers span
 // `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes).
 double memoryScale(const CostModel& model, double workingSetBytes);
+// The messages one after another of recursive doubling on `size` ranks: log2 p for the largest
+// power of two p <= size, and two more where size is not one (the ranks past p fold in first and
+// get the result last).
+int doublingSteps(int size);
 // `forced` when it is not kAuto; else the algorithm the model predicts fastest (ties: the first
 // in algorithmsOf order).
 Algorithm choose(Collective collective, int size, size_t bytes, size_t sliceBytes,

@@ -580,8 +580,9 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     // Past what a header holds, up to kChainPayloadBytes, the data follows each header (not the
     // all-to-all's matrix: past a header its blocks go straight to their ranks, one message each).
     const size_t exchanged = collective == Collective::kAllToAll ? bytes * size_ : bytes;
-    const size_t most =
-        collective == Collective::kAllToAll ? OpHeader::kInlineBytes : headerDoublingBytes();
+    const size_t most = collective == Collective::kAllToAll
+                            ? std::min(OpHeader::kInlineBytes, headerDoublingBytes())
+                            : headerDoublingBytes();
     if (bytes > 0 && exchanged <= most) {
       return collectives::Algorithm::kHeaderInline;
     }

@@ -100,12 +100,18 @@ class CommunicatorImpl {
   // A v-form of at most kChainPayloadBytes in all on more than two ranks: whether its blocks go
   // by recursive doubling over call headers (all but gather-v and scatter-v on three to five
   // ranks, whose blocks pass along the ring up to kInlineBytes).
-  // The most bytes in all that recursive doubling over call headers carries: past what a header
-  // holds (each header followed by the data) only where ranks share cores
-  // (CostModel::ranksShareCores); with a core each, a round of headers and the model's choice
-  // win there.
+  // The most bytes in all that recursive doubling over call headers carries (all-gather,
+  // reduce-scatter, all-to-all and the doubling v-forms; 0: none). Where ranks share cores
+  // (CostModel::ranksShareCores), up to kChainPayloadBytes, past what a header holds each header
+  // followed by the data. With a core each, up to what a header holds, and only where the
+  // doubling takes no more messages one after another than a ring has steps (log2 p, two more
+  // where N is not a power of two p: three against two at N = 3); past that a round of headers
+  // and the model's choice win (16 cores, N = 3, 24-120 B: all-gather over headers 0.88-1.12 us,
+  // the ring 0.66-0.71; reduce-scatter 0.90-1.21, recursive halving 0.71-0.77;
+  // bench/results/algo-sweep-n3-16core*.md).
   size_t headerDoublingBytes() const {
-    return model_.ranksShareCores ? kChainPayloadBytes : OpHeader::kInlineBytes;
+    if (model_.ranksShareCores) return kChainPayloadBytes;
+    return collectives::doublingSteps(size_) <= size_ - 1 ? OpHeader::kInlineBytes : 0;
   }
   bool doublesOverHeaders(collectives::Collective collective) const;
   // Slice size for pipelined algorithms over the given links (fits every link's messages).

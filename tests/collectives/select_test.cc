@@ -184,7 +184,10 @@ TEST(CostModel, RecursiveHalvingAndDoublingCountTheirSteps) {
     EXPECT_DOUBLE_EQ(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, messages),
                      steps * 1e-6)
         << n;
+    EXPECT_EQ(doublingSteps(n), steps) << n;  // the count the header-doubling rule compares
   }
+  EXPECT_EQ(doublingSteps(6), 4);
+  EXPECT_EQ(doublingSteps(16), 4);
   const CostModel bytesOnly{.alpha = 0, .beta = 1e-9, .gamma = 2e-10, .delta = 0};
   EXPECT_DOUBLE_EQ(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 8, bytesOnly),
                    seconds(Collective::kAllgather, Algorithm::kRing, 8, bytesOnly));

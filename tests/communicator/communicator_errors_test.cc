@@ -325,10 +325,12 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
         }
         // The unrooted ones check their own headers (every message is one, by recursive
         // doubling; where ranks share cores past 256 bytes, up to 16 KiB, the data follows each);
-        // all-to-all's messages carry the N x N matrix of blocks, up to 256 bytes.
+        // all-to-all's messages carry the N x N matrix of blocks, up to 256 bytes. With a core
+        // per rank not on 3 ranks, where the doubling takes three messages one after another
+        // and a ring two.
         const bool shared = comm.costModel().ranksShareCores;
         for (const char* c : {"allgather", "reducescatter", "alltoall"}) {
-          EXPECT_EQ(comm.algorithmFor(c, 32), "header_inline") << n << c;
+          EXPECT_EQ(comm.algorithmFor(c, 32) == "header_inline", shared || n != 3) << n << c;
           EXPECT_EQ(comm.algorithmFor(c, 4096) == "header_inline",
                     shared && std::string(c) != "alltoall")
               << n << c;
