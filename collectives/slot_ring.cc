@@ -176,11 +176,12 @@ class SlotRing {
 class SlotPrims {
  public:
   SlotPrims(SlotRing& ring, const std::byte* input, std::byte* output, size_t elementBytes,
-            DataType type, ReduceOp op, int size, size_t outputFirst = 0)
+            DataType type, ReduceOp op, int size, size_t outputFirst = 0, size_t inputFirst = 0)
       : ring_(ring),
         exec_(ring.executor()),
         input_(input),
         output_(output),
+        inputFirst_(inputFirst),
         outputFirst_(outputFirst),
         elementBytes_(elementBytes),
         type_(type),
@@ -242,6 +243,17 @@ class SlotPrims {
     ring_.commitSend();
   }
 
+  // A relay (the rooted chains): what arrived goes on into the next rank's slot untouched.
+  void recvSend(const Piece& p) {
+    trace::StepScope scope(ring_.wait().trace,
+                           [&] { return traced("recvSend", p, true, true, false); });
+    const std::byte* slot = ring_.acquireRecv(bytes(p));
+    std::byte* out = ring_.acquireSend(bytes(p));
+    if (p.count > 0) exec_.copy(out, slot, bytes(p));
+    ring_.releaseRecv();
+    ring_.commitSend();
+  }
+
   void recv(const Piece& p) {
     trace::StepScope scope(ring_.wait().trace,
                            [&] { return traced("recv", p, false, true, false); });
@@ -269,7 +281,9 @@ class SlotPrims {
                     sliceElements());
   }
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
-  const std::byte* in(const Piece& p) const { return input_ + p.offset * elementBytes_; }
+  const std::byte* in(const Piece& p) const {
+    return input_ + (p.offset - inputFirst_) * elementBytes_;
+  }
   std::byte* outp(const Piece& p) const {
     return output_ + (p.offset - outputFirst_) * elementBytes_;
   }
@@ -278,6 +292,7 @@ class SlotPrims {
   SlotExecutor& exec_;
   const std::byte* input_;
   std::byte* output_;
+  const size_t inputFirst_;
   const size_t outputFirst_;
   const size_t elementBytes_;
   const DataType type_;
@@ -286,6 +301,15 @@ class SlotPrims {
   size_t traceCount_ = 0;  // traceChunks(); 0: not traced by chunk
   int traceParts_ = 0;
 };
+
+// Each slice of block `block` (elements of `blockCount` per rank, offsets counted over all
+// blocks in rank order, as the root's buffer holds them) to `step`.
+template <typename Step>
+void forEachSlice(int block, size_t blockCount, size_t sliceElements, Step&& step) {
+  const Piece whole{static_cast<size_t>(block) * blockCount, blockCount};
+  const size_t slices = (blockCount + sliceElements - 1) / sliceElements;
+  for (size_t k = 0; k < slices; ++k) step(sliceOf(whole, k, sliceElements));
+}
 
 }  // namespace
 
@@ -348,6 +372,71 @@ void slotRingReduce(const Group& group, const SlotRingMemory& memory, SlotExecut
   chainReduceSchedule(prims, wrap(group.rank - args.root - 1, group.size), group.size, args.count,
                       prims.sliceElements());
   ring.finish();
+}
+
+// Chain gather towards the root along the ring; position p = rank - root - 1 (mod N): the rank
+// after the root is 0, the root N-1. Every rank but the root sends its own block first, then
+// passes on what arrives from the previous rank in the order it comes (that rank's own block,
+// then the ones before it). From the first slice every link is busy; the link into the root
+// carries (N-1)/N of the data, as a linear gather's root receives it.
+void slotRingGather(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                    const GatherArgs& args, const WaitContext& wait) {
+  const int n = group.size;
+  const size_t block = args.blockBytes;
+  if (block == 0) return;  // the same count on every rank (the header check): nothing moves
+  const int position = wrap(group.rank - args.root - 1, n);
+  const auto rankAt = [&](int p) { return (args.root + 1 + p) % n; };
+  const bool root = group.rank == args.root;
+  std::byte* ownInRecv = root ? args.recv + static_cast<size_t>(group.rank) * block : nullptr;
+  if (root && ownInRecv != args.send) executor.copy(ownInRecv, args.send, block);
+  SlotRing ring(group, memory, executor, wait);
+  // Bytes as elements; offsets over all blocks (the root's recv), this rank's send at its own.
+  SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n, 0,
+                  static_cast<size_t>(group.rank) * block);
+  prims.traceChunks(block * static_cast<size_t>(n), n);
+  const size_t slice = prims.sliceElements();
+  if (root) {
+    for (int p = n - 2; p >= 0; --p) {
+      forEachSlice(rankAt(p), block, slice, [&](const Piece& s) { prims.recv(s); });
+    }
+  } else {
+    forEachSlice(group.rank, block, slice, [&](const Piece& s) { prims.send(s); });
+    for (int p = position - 1; p >= 0; --p) {
+      forEachSlice(rankAt(p), block, slice, [&](const Piece& s) { prims.recvSend(s); });
+    }
+  }
+  ring.finish();
+}
+
+// Chain scatter from the root along the ring; position p = rank - root (mod N). The root sends
+// the blocks farthest first (position N-1's, then N-2's, ... 1's); each rank passes on the
+// blocks for the ranks after it and keeps the last that reaches it, its own.
+void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                     const ScatterArgs& args, const WaitContext& wait) {
+  const int n = group.size;
+  const size_t block = args.blockBytes;
+  if (block == 0) return;
+  const int position = wrap(group.rank - args.root, n);
+  const auto rankAt = [&](int p) { return (args.root + p) % n; };
+  const bool root = position == 0;
+  SlotRing ring(group, memory, executor, wait);
+  SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n,
+                  static_cast<size_t>(group.rank) * block);
+  prims.traceChunks(block * static_cast<size_t>(n), n);
+  const size_t slice = prims.sliceElements();
+  if (root) {
+    for (int p = n - 1; p >= 1; --p) {
+      forEachSlice(rankAt(p), block, slice, [&](const Piece& s) { prims.send(s); });
+    }
+  } else {
+    for (int p = n - 1; p > position; --p) {
+      forEachSlice(rankAt(p), block, slice, [&](const Piece& s) { prims.recvSend(s); });
+    }
+    forEachSlice(group.rank, block, slice, [&](const Piece& s) { prims.recv(s); });
+  }
+  ring.finish();
+  const std::byte* own = root ? args.send + static_cast<size_t>(group.rank) * block : nullptr;
+  if (root && own != args.recv) executor.copy(args.recv, own, block);
 }
 
 }  // namespace ringlet::collectives

@@ -68,4 +68,14 @@ void slotRingAllgather(const Group& group, const SlotRingMemory& memory, SlotExe
 void slotRingReduce(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                     const ReduceArgs& args, const WaitContext& wait);
 
+// Chain gather towards args.root (byte blocks): every block reaches the root's args.recv in rank
+// order; the root's own block may be in place there. Non-roots' recv is unused.
+void slotRingGather(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                    const GatherArgs& args, const WaitContext& wait);
+
+// Chain scatter from args.root: block r of the root's args.send lands in rank r's args.recv (the
+// root's may be in place in send).
+void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                     const ScatterArgs& args, const WaitContext& wait);
+
 }  // namespace ringlet::collectives

@@ -185,8 +185,9 @@ class DeviceCommunicator {
                      void* stream);
 
   // Gather, scatter and all-to-all: the host communicator's calls (the same layouts, in-place
-  // forms and rules) on device memory. Always staged, whatever the path: the IPC ring has no
-  // schedule for them. Gather: the root's recv ends with size() blocks of `count`, block q from
+  // forms and rules) on device memory. On the IPC path gather and scatter run as chains along
+  // the ring (as pathFor says); all-to-all is always staged (the IPC ring has no schedule for
+  // it). Gather: the root's recv ends with size() blocks of `count`, block q from
   // rank q (other ranks' recv is not touched and may be null). Scatter: rank r's recv ends with
   // the root's block r (send is read on the root only and may be null elsewhere). All-to-all:
   // send and recv hold size() blocks of `count`; send == recv is allowed.

@@ -2,7 +2,8 @@
 // memory.
 //
 // CUDA IPC: the ring schedules of collectives/ring_schedule.h run by the slot ring (chain
-// reduce, ring all-gather, ring reduce-scatter), enqueued on the caller's stream.
+// reduce, ring all-gather, ring reduce-scatter) and its chains for gather and scatter
+// (collectives/slot_ring.h), enqueued on the caller's stream.
 //
 // Staged: the pipeline of device_state.h, calling the host communicator's collective on each
 // pinned chunk. Reduce chunks the buffer like all-reduce. All-gather and reduce-scatter move
@@ -15,8 +16,8 @@
 // One strided copy (cudaMemcpy2DAsync) moves a chunk between the two layouts; the host call runs
 // on the slot in place (rank r's block of the slot is its send or recv; all-to-all writes a
 // second area of as many blocks). The chunk count depends only on the block size, type, world
-// size and chunkBytes, so every rank agrees on it. Gather, scatter and all-to-all are always
-// staged: the slot ring has no schedule for them.
+// size and chunkBytes, so every rank agrees on it. All-to-all is always staged: on a ring its
+// blocks would cross N/2 links on average (the slot ring has no schedule for it).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -231,6 +232,20 @@ void DeviceCommunicator::gather(const void* send, void* recv, size_t count, Data
     copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank gather)");
     return;
   }
+  choosePath();
+  if (st.useIpc(blockBytes * static_cast<size_t>(host.size()))) {
+    const collectives::GatherArgs args{.send = static_cast<const std::byte*>(send),
+                                       .recv = static_cast<std::byte*>(recv),
+                                       .blockBytes = blockBytes,
+                                       .root = root};
+    st.runIpc({.kind = detail::OpKind::kGather,
+               .type = type,
+               .root = root,
+               .count = count,
+               .algorithm = kIpcChain},
+              stream, collectives::slotRingGather, args);
+    return;
+  }
   // This rank's columns go into its block of the slot; on the root the host gather fills the
   // others and every block goes back.
   st.runBlocks("gather", stream, count, type,
@@ -253,6 +268,20 @@ void DeviceCommunicator::scatter(const void* send, void* recv, size_t count, Dat
   ScopedDevice scope(st.device);
   if (host.size() == 1) {
     copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank scatter)");
+    return;
+  }
+  choosePath();
+  if (st.useIpc(blockBytes * static_cast<size_t>(host.size()))) {
+    const collectives::ScatterArgs args{.send = static_cast<const std::byte*>(send),
+                                        .recv = static_cast<std::byte*>(recv),
+                                        .blockBytes = blockBytes,
+                                        .root = root};
+    st.runIpc({.kind = detail::OpKind::kScatter,
+               .type = type,
+               .root = root,
+               .count = count,
+               .algorithm = kIpcChain},
+              stream, collectives::slotRingScatter, args);
     return;
   }
   // On the root every block's columns go into the slot; the host scatter leaves each rank's in

@@ -462,6 +462,90 @@ TEST_P(SlotRingTest, ReduceToEveryRootMatchesExpected) {
   });
 }
 
+// Chain gather and scatter to and from every root, blocks that are empty, smaller than a slot
+// and many slots long, the root's block in place or not, issued back to back; a rank's bytes
+// land only in its block, and nothing is written past the buffers or off the root.
+TEST_P(SlotRingTest, GatherAndScatterWithEveryRoot) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-gs");
+  const std::vector<size_t> blocks = {0, 1, 7, 301, 5000};
+  auto byteOf = [](int owner, size_t j, int call) {
+    return static_cast<std::byte>((owner * 37 + static_cast<int>(j % 251) * 3 + call) & 0xff);
+  };
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 4099 + 17));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      bool gather;
+      size_t block;
+      int root;
+      bool inPlace;
+      std::vector<std::byte> mine, all;  // this rank's block; the root's size() blocks (+1)
+    };
+    std::deque<Call> calls;
+    int n = 0;
+    for (bool gather : {true, false}) {
+      for (size_t block : blocks) {
+        for (int root = 0; root < size; ++root) {
+          const int id = n++;
+          const bool inPlace = id % 3 == 1;
+          Call& call = calls.emplace_back(Call{gather, block, root, inPlace, {}, {}});
+          call.mine.assign(block + 1, std::byte{0x5a});
+          call.all.assign(block * size + 1, std::byte{0x5a});
+          if (gather) {
+            for (size_t j = 0; j < block; ++j) call.mine[j] = byteOf(rank, j, id);
+            const std::byte* send = call.mine.data();
+            if (inPlace && rank == root) {
+              std::memcpy(call.all.data() + rank * block, call.mine.data(), block);
+              send = call.all.data() + rank * block;
+            }
+            collectives::slotRingGather(setup.group, setup.memory, executor,
+                                        {send, call.all.data(), block, root}, setup.mesh.wait());
+          } else {
+            if (rank == root) {
+              for (int q = 0; q < size; ++q) {
+                for (size_t j = 0; j < block; ++j) call.all[q * block + j] = byteOf(q, j, id);
+              }
+            }
+            std::byte* recv =
+                inPlace && rank == root ? call.all.data() + rank * block : call.mine.data();
+            collectives::slotRingScatter(setup.group, setup.memory, executor,
+                                         {call.all.data(), recv, block, root}, setup.mesh.wait());
+          }
+        }
+      }
+    }
+    stream.synchronize();
+    n = 0;
+    for (const Call& call : calls) {
+      const int id = n++;
+      const std::string what =
+          fmt::format("rank {} {} block {} root {}{}", rank, call.gather ? "gather" : "scatter",
+                      call.block, call.root, call.inPlace ? " in place" : "");
+      ASSERT_EQ(call.mine.back(), std::byte{0x5a}) << what << ": written past the block";
+      ASSERT_EQ(call.all.back(), std::byte{0x5a}) << what << ": written past the blocks";
+      if (call.gather) {
+        for (size_t j = 0; j < call.all.size() - 1; ++j) {
+          const int owner = static_cast<int>(j / call.block);
+          const std::byte want =
+              rank == call.root ? byteOf(owner, j % call.block, id) : std::byte{0x5a};
+          ASSERT_EQ(call.all[j], want) << what << ": byte " << j;
+        }
+      } else {
+        const std::byte* got = call.inPlace && rank == call.root
+                                   ? call.all.data() + rank * call.block
+                                   : call.mine.data();
+        for (size_t j = 0; j < call.block; ++j) {
+          ASSERT_EQ(got[j], byteOf(rank, j, id)) << what << ": byte " << j;
+        }
+      }
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, SlotRingTest,
                          ::testing::Values(Case{2, 1, 64}, Case{2, 4, 48}, Case{3, 2, 128},
                                            Case{4, 4, 64}, Case{4, 3, 4096}),

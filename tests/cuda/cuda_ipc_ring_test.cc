@@ -88,13 +88,33 @@ TEST_P(CudaIpcRing, ReduceGatherScatterOnDeviceMemory) {
           EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
         }
         allgatherCase(device, nullptr, DataType::kInt32, 4099, false);
-        // Gather, scatter and all-to-all go staged on a communicator on the IPC path, between
-        // ring calls.
+        // Gather and scatter by the ring's chains and all-to-all staged, between ring calls.
         for (bool inPlace : {false, true}) {
           gatherCase(device, stream, DataType::kFloat16, 4099, size - 1, inPlace);
           allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
           scatterCase(device, stream, DataType::kInt8, 30011, 0, inPlace);
           allToAllCase(device, stream, DataType::kFloat64, 4099, inPlace);
+        }
+        cudaStreamDestroy(stream);
+      },
+      std::chrono::seconds(240));
+}
+
+// Gather and scatter along the IPC ring (chains on slots of 4096 bytes: blocks of up to 30011
+// elements are many slices, relayed through every rank between), every type, in place and not,
+// roots in turn; all-to-all (staged) in between.
+TEST_P(CudaIpcRing, GatherScatterOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  testing::runProcessRanks(
+      GetParam(),
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store);
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096));
+        cudaStream_t stream = nullptr;
+        check(cudaStreamCreate(&stream), "cudaStreamCreate");
+        gatherScatterAllToAllMatrix(device, stream);
+        if (size > 1) {
+          EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
         }
         cudaStreamDestroy(stream);
       },

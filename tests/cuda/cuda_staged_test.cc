@@ -32,11 +32,9 @@ class CudaStaged : public ::testing::TestWithParam<Case> {};
 
 // Runs `body` on every rank of `c` with a staged DeviceCommunicator on GPU 0 whose chunks are
 // small (4096 bytes: many pipelined chunks per call, both staging slots reused many times) and
-// a stream of its own. After `body`, the path in use is `after` (kAuto where no call of `body`
-// chose one; a world of one is staged from the start).
+// a stream of its own; after `body` the path in use is the staged one.
 void runStaged(const Case& c,
-               const std::function<void(cuda::DeviceCommunicator&, cudaStream_t)>& body,
-               cuda::DevicePath after = cuda::DevicePath::kStaged) {
+               const std::function<void(cuda::DeviceCommunicator&, cudaStream_t)>& body) {
   testing::runProcessRanks(
       c.ranks,
       [&](int rank, int size, std::shared_ptr<Store> store) {
@@ -52,7 +50,7 @@ void runStaged(const Case& c,
         cudaStream_t stream = nullptr;
         check(cudaStreamCreate(&stream), "cudaStreamCreate");
         body(device, stream);
-        EXPECT_EQ(device.path(), size == 1 ? cuda::DevicePath::kStaged : after);
+        EXPECT_EQ(device.path(), cuda::DevicePath::kStaged);
         cudaStreamDestroy(stream);
       },
       std::chrono::seconds(240));
@@ -91,16 +89,13 @@ TEST_P(CudaStaged, ReduceGatherScatterOnDeviceMemory) {
   });
 }
 
-// Gather, scatter and all-to-all (always staged, so they choose no path), chunked the same way.
+// Gather, scatter and all-to-all, chunked the same way.
 TEST_P(CudaStaged, GatherScatterAllToAllOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  runStaged(
-      GetParam(),
-      [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
-        gatherScatterAllToAllMatrix(device, stream);
-        allToAllCase(device, nullptr, DataType::kFloat32, 4099, false);
-      },
-      cuda::DevicePath::kAuto);
+  runStaged(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    gatherScatterAllToAllMatrix(device, stream);
+    allToAllCase(device, nullptr, DataType::kFloat32, 4099, false);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaStaged,
