@@ -65,6 +65,14 @@ class SlotRing {
                   fmt::format("slot ring: invalid memory ({} slots of {} bytes)", memory.slots,
                               memory.slotBytes));
     }
+    if (memory.slots < 2 && group.size > 2) {
+      // A rank that relays holds the slice in its slot while it writes the next rank's; with one
+      // slot each, every rank of the ring would wait for the next to free its slot at once.
+      throw InvalidArgument(fmt::format(
+          "slot ring: {} ranks need 2 or more slots per rank (a relaying rank holds its slot "
+          "while it writes the next rank's), {} given",
+          group.size, memory.slots));
+    }
   }
 
   // Where the next message to the next rank goes: its slot, once the next rank said it is done
@@ -437,6 +445,43 @@ void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecu
   ring.finish();
   const std::byte* own = root ? args.send + static_cast<size_t>(group.rank) * block : nullptr;
   if (root && own != args.recv) executor.copy(args.recv, own, block);
+}
+
+// All-to-all along the ring, by distance: in phase d (1..N-1) every rank sends its block for
+// the rank d after it, which travels d hops: sent, relayed d-1 times, received. Every rank does
+// the same steps at once (as the ring all-gather does), so each link carries one slice a step;
+// in all a link carries N(N-1)/2 blocks, where a pairwise exchange over links to every peer
+// would carry N-1 (the slot ring has only the next rank's memory). Slice by slice within a
+// phase, so the d hops of a slice pipeline with the next slice's.
+void slotRingAllToAll(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                      const AllToAllArgs& args, const WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  const size_t block = args.blockBytes;
+  if (block == 0) return;
+  std::byte* ownOut = args.recv + static_cast<size_t>(r) * block;
+  const std::byte* ownIn = args.send + static_cast<size_t>(r) * block;
+  if (ownOut != ownIn) executor.copy(ownOut, ownIn, block);
+  SlotRing ring(group, memory, executor, wait);
+  // Offsets over the N blocks of send (what this rank sends) and of recv (what it receives).
+  SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n);
+  prims.traceChunks(block * static_cast<size_t>(n), n);
+  const size_t sliceBytes = prims.sliceElements();
+  const size_t slices = (block + sliceBytes - 1) / sliceBytes;
+  for (int d = 1; d < n; ++d) {
+    const Piece to{static_cast<size_t>(wrap(r + d, n)) * block, block};    // in send
+    const Piece from{static_cast<size_t>(wrap(r - d, n)) * block, block};  // in recv
+    for (size_t k = 0; k < slices; ++k) {
+      const Piece out = sliceOf(to, k, sliceBytes);
+      prims.send(out);
+      for (int hop = 1; hop < d; ++hop) {  // the block rank r - hop sends to rank r - hop + d
+        const Piece relayed{static_cast<size_t>(wrap(r - hop + d, n)) * block, block};
+        prims.recvSend(sliceOf(relayed, k, sliceBytes));
+      }
+      prims.recv(sliceOf(from, k, sliceBytes));
+    }
+  }
+  ring.finish();
 }
 
 }  // namespace ringlet::collectives

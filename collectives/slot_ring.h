@@ -78,4 +78,10 @@ void slotRingGather(const Group& group, const SlotRingMemory& memory, SlotExecut
 void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                      const ScatterArgs& args, const WaitContext& wait);
 
+// All-to-all along the ring (byte blocks): block q of args.send goes to rank q, block q of
+// args.recv comes from rank q. send and recv must not overlap (a device caller copies an in-place
+// buffer first): a block may arrive before this rank has sent the one in its place.
+void slotRingAllToAll(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                      const AllToAllArgs& args, const WaitContext& wait);
+
 }  // namespace ringlet::collectives

@@ -110,7 +110,9 @@ struct DeviceOptions {
   // Which path carries the data (see the top of this file). All ranks must agree.
   DevicePath path = DevicePath::kAuto;
   // CUDA IPC: receive slots per rank and bytes per slot (the pipeline's slice). Each rank
-  // allocates slots * slotBytes of device memory at its first collective. slots in [1, 4].
+  // allocates slots * slotBytes of device memory at its first collective. slots in [1, 4]
+  // (with three or more ranks at least 2 are used: a relaying rank holds a slot while it writes
+  // the next rank's).
   // slotBytes 0: 4 MiB, or 64 MiB where every rank shares one GPU (see stagedBelowBytes: there
   // each slot hand-off costs a time slice, ~150 us on an H200, so fewer, larger slices win:
   // 128 MiB all-reduce, 2 ranks, 24.6 GB/s busbw with 4 MiB slots, 217 GB/s with 64 MiB).
@@ -185,12 +187,12 @@ class DeviceCommunicator {
                      void* stream);
 
   // Gather, scatter and all-to-all: the host communicator's calls (the same layouts, in-place
-  // forms and rules) on device memory. On the IPC path gather and scatter run as chains along
-  // the ring (as pathFor says); all-to-all is always staged (the IPC ring has no schedule for
-  // it). Gather: the root's recv ends with size() blocks of `count`, block q from
-  // rank q (other ranks' recv is not touched and may be null). Scatter: rank r's recv ends with
-  // the root's block r (send is read on the root only and may be null elsewhere). All-to-all:
-  // send and recv hold size() blocks of `count`; send == recv is allowed.
+  // forms and rules) on device memory. On the IPC path (as pathFor says) gather and scatter run
+  // as chains along the ring, all-to-all along the ring by distance (in place: from a copy in
+  // stream-ordered memory). Gather: the root's recv ends with size() blocks of `count`, block q
+  // from rank q (other ranks' recv is not touched and may be null). Scatter: rank r's recv ends
+  // with the root's block r (send is read on the root only and may be null elsewhere).
+  // All-to-all: send and recv hold size() blocks of `count`; send == recv is allowed.
   void gather(const void* send, void* recv, size_t count, DataType type, int root, void* stream);
   void scatter(const void* send, void* recv, size_t count, DataType type, int root, void* stream);
   void allToAll(const void* send, void* recv, size_t count, DataType type, void* stream);

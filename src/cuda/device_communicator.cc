@@ -67,6 +67,10 @@ DeviceCommunicator::DeviceCommunicator(Communicator& host, int device, DeviceOpt
 
 namespace {
 
+// Slots per rank on the IPC ring: as asked, but 2 or more for 3 or more ranks (a rank that
+// relays holds its slot while it writes the next rank's; with one slot each they all wait).
+int ipcSlots(int asked, int ranks) { return ranks > 2 ? std::max(asked, 2) : asked; }
+
 // Why the CUDA IPC path cannot serve these ranks, from what every rank published at creation;
 // empty when it can (every rank a separate process of one host).
 std::string ipcUnavailable(const detail::CommunicatorImpl& impl) {
@@ -131,9 +135,9 @@ void DeviceCommunicator::choosePath() {
     const size_t slotBytes = st.options.slotBytes != 0 ? st.options.slotBytes
                              : oneGpu                  ? size_t{64} << 20
                                                        : size_t{4} << 20;
-    st.ipc = std::make_unique<transport::cuda::IpcRing>(impl.store(), prefix, host.rank(),
-                                                        host.size(), st.device, st.options.slots,
-                                                        slotBytes, wait.deadline);
+    st.ipc = std::make_unique<transport::cuda::IpcRing>(
+        impl.store(), prefix, host.rank(), host.size(), st.device,
+        ipcSlots(st.options.slots, host.size()), slotBytes, wait.deadline);
     st.ipc->setDrainTimeout(std::min(st.options.timeout, std::chrono::milliseconds(30000)));
     st.chosen = DevicePath::kIpc;
   });

@@ -2,8 +2,8 @@
 // memory.
 //
 // CUDA IPC: the ring schedules of collectives/ring_schedule.h run by the slot ring (chain
-// reduce, ring all-gather, ring reduce-scatter) and its chains for gather and scatter
-// (collectives/slot_ring.h), enqueued on the caller's stream.
+// reduce, ring all-gather, ring reduce-scatter) and its chains for gather and scatter and its
+// all-to-all by distance (collectives/slot_ring.h), enqueued on the caller's stream.
 //
 // Staged: the pipeline of device_state.h, calling the host communicator's collective on each
 // pinned chunk. Reduce chunks the buffer like all-reduce. All-gather and reduce-scatter move
@@ -16,8 +16,8 @@
 // One strided copy (cudaMemcpy2DAsync) moves a chunk between the two layouts; the host call runs
 // on the slot in place (rank r's block of the slot is its send or recv; all-to-all writes a
 // second area of as many blocks). The chunk count depends only on the block size, type, world
-// size and chunkBytes, so every rank agrees on it. All-to-all is always staged: on a ring its
-// blocks would cross N/2 links on average (the slot ring has no schedule for it).
+// size and chunkBytes, so every rank agrees on it. On the IPC path all-to-all runs along the
+// ring too (collectives/slot_ring.h: its blocks travel d hops to the rank d after).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -196,6 +196,26 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
 
 namespace {
 
+// Device memory for one call, allocated and freed in order on a stream (cudaMallocAsync): the
+// free, queued after the call's work, waits for it.
+struct StreamScratch {
+  std::byte* data = nullptr;
+  cudaStream_t stream = nullptr;
+
+  StreamScratch() = default;
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  ~StreamScratch() {
+    if (data != nullptr) cudaFreeAsync(data, stream);
+  }
+  void allocate(size_t bytes, cudaStream_t on) {
+    void* p = nullptr;
+    checkCuda(cudaMallocAsync(&p, bytes, on), "cudaMallocAsync (in-place all-to-all)");
+    data = static_cast<std::byte*>(p);
+    stream = on;
+  }
+};
+
 // Gather's and scatter's checks: `own` is this rank's block (send of a gather, recv of a scatter),
 // `all` the root's size() blocks (own may sit in place at block root). Returns the block's bytes.
 size_t checkRootedBlocks(const char* call, const Communicator& host, int device, int root,
@@ -313,6 +333,24 @@ void DeviceCommunicator::allToAll(const void* send, void* recv, size_t count, Da
   ScopedDevice scope(st.device);
   if (size == 1) {
     copyOnDevice(recv, send, blockBytes, stream, "cudaMemcpyAsync (one-rank all-to-all)");
+    return;
+  }
+  choosePath();
+  if (st.useIpc(totalBytes)) {
+    // In place a block may arrive before the one in its place has left: send from a copy, in
+    // stream-ordered memory freed on the stream after the call's work.
+    StreamScratch copy;
+    const auto* from = static_cast<const std::byte*>(send);
+    if (send == recv && totalBytes > 0) {
+      copy.allocate(totalBytes, static_cast<cudaStream_t>(stream));
+      copyOnDevice(copy.data, send, totalBytes, stream, "cudaMemcpyAsync (in-place all-to-all)");
+      from = copy.data;
+    }
+    const collectives::AllToAllArgs args{
+        .send = from, .recv = static_cast<std::byte*>(recv), .blockBytes = blockBytes};
+    st.runIpc(
+        {.kind = detail::OpKind::kAllToAll, .type = type, .count = count, .algorithm = kIpcRing},
+        stream, collectives::slotRingAllToAll, args);
     return;
   }
   // Every block's columns go into the slot, the host all-to-all writes the second area, and

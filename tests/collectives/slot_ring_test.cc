@@ -28,6 +28,7 @@
 #include "src/trace.h"
 #include "tests/collectives/data.h"
 #include "tests/shm/shm_test_support.h"
+#include "tests/support/expect_throw.h"
 #include "tests/support/ranks.h"
 
 namespace ringlet::testing {
@@ -546,9 +547,61 @@ TEST_P(SlotRingTest, GatherAndScatterWithEveryRoot) {
   });
 }
 
+// All-to-all along the ring: every rank's block q reaches rank q's block (this rank), blocks
+// empty, smaller than a slot and many slots long, back to back; nothing written past recv and
+// send never written.
+TEST_P(SlotRingTest, AllToAllEveryBlockReachesItsRank) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-a2a");
+  const std::vector<size_t> blocks = {0, 1, 7, 301, 5000};
+  auto byteOf = [](int from, int to, size_t j, int call) {
+    return static_cast<std::byte>((from * 37 + to * 11 + static_cast<int>(j % 251) * 3 + call) &
+                                  0xff);
+  };
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 8191 + 5));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      size_t block;
+      std::vector<std::byte> send, sendBefore, recv;
+    };
+    std::deque<Call> calls;
+    int id = 0;
+    for (size_t block : blocks) {
+      Call& call = calls.emplace_back(Call{block, {}, {}, {}});
+      call.send.resize(block * size);
+      for (int q = 0; q < size; ++q) {
+        for (size_t j = 0; j < block; ++j) call.send[q * block + j] = byteOf(rank, q, j, id);
+      }
+      call.sendBefore = call.send;
+      call.recv.assign(block * size + 1, std::byte{0x5a});
+      collectives::slotRingAllToAll(setup.group, setup.memory, executor,
+                                    {call.send.data(), call.recv.data(), block}, setup.mesh.wait());
+      ++id;
+    }
+    stream.synchronize();
+    id = 0;
+    for (const Call& call : calls) {
+      const std::string what = fmt::format("rank {} block {}", rank, call.block);
+      ASSERT_EQ(call.send, call.sendBefore) << what << ": send written";
+      ASSERT_EQ(call.recv.back(), std::byte{0x5a}) << what << ": written past recv";
+      for (int q = 0; q < size; ++q) {
+        for (size_t j = 0; j < call.block; ++j) {
+          ASSERT_EQ(call.recv[q * call.block + j], byteOf(q, rank, j, id))
+              << what << ": block from rank " << q << " byte " << j;
+        }
+      }
+      ++id;
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, SlotRingTest,
                          ::testing::Values(Case{2, 1, 64}, Case{2, 4, 48}, Case{3, 2, 128},
-                                           Case{4, 4, 64}, Case{4, 3, 4096}),
+                                           Case{4, 4, 64}, Case{4, 3, 4096}, Case{5, 2, 96}),
                          [](const auto& info) {
                            return fmt::format("n{}_slots{}_{}B", info.param.size, info.param.slots,
                                               info.param.slotBytes);
@@ -613,6 +666,31 @@ TEST(SlotRing, TracedStepsFollowTheRingSchedule) {
     EXPECT_EQ(received, 2 * (n - 1) * (count / n) * sizeof(float)) << "rank " << r;
   }
   std::filesystem::remove_all(traceDir);
+}
+
+// One slot per rank on three ranks cannot relay (each rank would hold its slot waiting for the
+// next rank's): a clear error at once on every rank, not a wait until the deadline.
+TEST(SlotRing, OneSlotOnThreeRanksIsAnErrorNotADeadlock) {
+  Shared shared(3, 1, 64);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-one-slot");
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, 1, 64, store, dir.path(), job);
+    FakeStream stream(1);
+    FakeExecutor executor(shared, rank, size, stream);
+    std::vector<float> data(100, 1.0f);
+    const auto start = std::chrono::steady_clock::now();
+    collectives::AllreduceArgs args{reinterpret_cast<std::byte*>(data.data()),
+                                    reinterpret_cast<std::byte*>(data.data()), data.size(),
+                                    DataType::kFloat32, ReduceOp::kSum};
+    expectThrowWith<InvalidArgument>(
+        [&] {
+          collectives::slotRingAllreduce(setup.group, setup.memory, executor, args,
+                                         setup.mesh.wait(std::chrono::seconds(30)));
+        },
+        {"3 ranks need 2 or more slots per rank", "1 given"});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  });
 }
 
 // A rank whose neighbour disagrees about the size of a message fails with an error naming it,

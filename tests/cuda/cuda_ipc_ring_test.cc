@@ -88,7 +88,7 @@ TEST_P(CudaIpcRing, ReduceGatherScatterOnDeviceMemory) {
           EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
         }
         allgatherCase(device, nullptr, DataType::kInt32, 4099, false);
-        // Gather and scatter by the ring's chains and all-to-all staged, between ring calls.
+        // Gather, scatter and all-to-all on the ring too, between the other calls.
         for (bool inPlace : {false, true}) {
           gatherCase(device, stream, DataType::kFloat16, 4099, size - 1, inPlace);
           allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
@@ -100,9 +100,9 @@ TEST_P(CudaIpcRing, ReduceGatherScatterOnDeviceMemory) {
       std::chrono::seconds(240));
 }
 
-// Gather and scatter along the IPC ring (chains on slots of 4096 bytes: blocks of up to 30011
-// elements are many slices, relayed through every rank between), every type, in place and not,
-// roots in turn; all-to-all (staged) in between.
+// Gather, scatter and all-to-all along the IPC ring (slots of 4096 bytes: blocks of up to 30011
+// elements are many slices, relayed through the ranks between), every type, in place and not,
+// roots in turn.
 TEST_P(CudaIpcRing, GatherScatterOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
   testing::runProcessRanks(
