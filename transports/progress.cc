@@ -90,6 +90,14 @@ void Waiter::slowYield(Deadline start, Deadline after, bool done) {
     if (!done) return;
     if (arrival_ >= start && arrival_ <= after && after - arrival_ <= limits_.slowYield) return;
   }
+  // Within a penalty's length of the last one's end (the load is still there), one renews it.
+  const bool renews = noYieldUntil_ != Deadline{} && after <= noYieldUntil_ + limits_.yieldPenalty;
+  if (strikes_ == 0 || after - firstStrike_ > limits_.strikeWindow) {
+    strikes_ = 0;
+    firstStrike_ = after;
+  }
+  if (++strikes_ < limits_.slowYieldStrikes && !renews) return;
+  strikes_ = 0;
   noYieldUntil_ = after + limits_.yieldPenalty;
 }
 

@@ -33,8 +33,9 @@
 //     woken sleeper runs before a CPU hog), where a spinner would have burnt its share of the core;
 //   - a sched_yield() that kept us off the core for longer than Backoff::slowYield may have given
 //     it to a process that does not give it back (a busy loop runs its whole time slice,
-//     milliseconds, while our data sits there): yields stop for this link for
-//     Backoff::yieldPenalty, after which one slow yield again is all it costs to find out.
+//     milliseconds, while our data sits there): after a few such yields in a short time
+//     (Backoff::slowYieldStrikes within strikeWindow) yields stop for this link for
+//     Backoff::yieldPenalty, after which a few slow yields again are all it costs to find out.
 
 #include <poll.h>
 #include <sched.h>
@@ -80,6 +81,16 @@ struct Backoff {
   // yielding for yieldPenalty).
   std::chrono::nanoseconds slowYield = std::chrono::microseconds(500);
   std::chrono::nanoseconds yieldPenalty = std::chrono::milliseconds(500);
+  // The penalty starts at the slowYieldStrikes-th slow yield (that counts) within strikeWindow,
+  // or at the first within yieldPenalty after the last penalty ended. A busy process takes the
+  // core at every yield, so under load the strikes come within a few waits (4 ranks on 2 cores
+  // with a busy loop per core, 16 MiB all-reduce: a median 12 ms apart), and while it stays one
+  // renews the penalty; a host oversubscribed by our own ranks now and then keeps a rank's data
+  // waiting for a time slice too (4 ranks on 2 cores, idle: about one such yield per rank every
+  // half second), and a penalty at each stopped the yields there: 32-byte calls at 4.1-19 us
+  // against 3.4-4.4 with fixed waits and 2.8-5.7 us for Open MPI.
+  int slowYieldStrikes = 3;
+  std::chrono::nanoseconds strikeWindow = std::chrono::milliseconds(100);
 
   // The policy for a rank whose host runs `ranksOnHost` ranks of its communicator; `adapt` as
   // above. Numbers from tests/shm/shm_link_perf's sweep (transports/shm/README.md) and
@@ -120,10 +131,12 @@ class Waiter {
   // (`slept`) or only yielded.
   void endedAfterSpin(int spins, Deadline start, Deadline spun, Deadline end, bool slept);
   // A sched_yield() in the wait that began at `start` kept the rank off its core until `after`
-  // for longer than Backoff::slowYield; `done`: the data had come by then. Stops the
-  // yields for Backoff::yieldPenalty, except where the link stamps arrivals and the data did not
-  // sit there for longer than slowYield (or has not come): then the core went to a rank of ours
-  // that produced it, or that had its own work (an oversubscribed host), not to a busy process.
+  // for longer than Backoff::slowYield; `done`: the data had come by then. Counts a strike,
+  // except where the link stamps arrivals and the data did not sit there for longer than
+  // slowYield (or has not come): then the core went to a rank of ours that produced it, or that
+  // had its own work (an oversubscribed host), not to a busy process. The slowYieldStrikes-th
+  // strike within strikeWindow, or one soon after the last penalty ended, stops the yields for
+  // Backoff::yieldPenalty.
   void slowYield(Deadline start, Deadline after, bool done);
   // From the link, once the data is there after the spin phase: the writer published it at
   // `when` (stamped links only).
@@ -142,6 +155,8 @@ class Waiter {
   std::chrono::nanoseconds spinTime_ = std::chrono::nanoseconds::max();
   Deadline arrival_{};
   Deadline noYieldUntil_{};
+  int strikes_ = 0;
+  Deadline firstStrike_{};
 };
 
 // Blocks on `own` (the waiting link's descriptors and events; their revents are filled in) and

@@ -50,14 +50,40 @@ TEST(WaitPolicy, FixedPolicyNeverChanges) {
   EXPECT_TRUE(w.mayYield(t0 + 10ms + 1us));
 }
 
-TEST(WaitPolicy, ASlowYieldStopsYieldingForThePenalty) {
+TEST(WaitPolicy, SlowYieldsInQuickSuccessionStopYieldingForThePenalty) {
   Waiter w(adaptive());  // a link that cannot say when its data came (TCP)
   const Deadline t0 = Clock::now();
   EXPECT_TRUE(w.mayYield(t0));
-  w.slowYield(t0, t0 + 5ms, false);  // a busy process ran its time slice
-  EXPECT_FALSE(w.mayYield(t0 + 5ms + 1us));
-  EXPECT_FALSE(w.mayYield(t0 + 5ms + adaptive().yieldPenalty - 1us));
-  EXPECT_TRUE(w.mayYield(t0 + 5ms + adaptive().yieldPenalty));
+  // A busy process ran its time slice at each of three yields, 5 ms apart.
+  w.slowYield(t0, t0 + 5ms, false);
+  EXPECT_TRUE(w.mayYield(t0 + 5ms + 1us));  // one strike: not yet
+  w.slowYield(t0 + 5ms, t0 + 10ms, false);
+  EXPECT_TRUE(w.mayYield(t0 + 10ms + 1us));
+  w.slowYield(t0 + 10ms, t0 + 15ms, false);
+  EXPECT_FALSE(w.mayYield(t0 + 15ms + 1us));
+  EXPECT_FALSE(w.mayYield(t0 + 15ms + adaptive().yieldPenalty - 1us));
+  const Deadline ended = t0 + 15ms + adaptive().yieldPenalty;
+  EXPECT_TRUE(w.mayYield(ended));
+  // The load is still there: the first slow yield after the penalty renews it.
+  w.slowYield(ended + 1ms, ended + 6ms, false);
+  EXPECT_FALSE(w.mayYield(ended + 6ms + 1us));
+  // Long after that penalty, one slow yield is one strike again.
+  const Deadline later = ended + 6ms + 3 * adaptive().yieldPenalty;
+  w.slowYield(later, later + 5ms, false);
+  EXPECT_TRUE(w.mayYield(later + 5ms + 1us));
+}
+
+// Slow yields far apart (a host oversubscribed by our own ranks, now and then a time slice)
+// never add up to the penalty: each strike window starts afresh.
+TEST(WaitPolicy, SlowYieldsFarApartNeverStopYielding) {
+  Waiter w(adaptive());
+  const Deadline t0 = Clock::now();
+  const auto apart = adaptive().strikeWindow / 2 + 1ms;  // two fit in a window, three never
+  for (int i = 0; i < 20; ++i) {
+    const Deadline at = t0 + i * apart;
+    w.slowYield(at, at + 2ms, false);
+    ASSERT_TRUE(w.mayYield(at + 2ms + 1us)) << "slow yield " << i;
+  }
 }
 
 TEST(WaitPolicy, WithStampsOnlyASlowYieldWhileTheDataSatCounts) {
@@ -74,11 +100,15 @@ TEST(WaitPolicy, WithStampsOnlyASlowYieldWhileTheDataSatCounts) {
     EXPECT_TRUE(w.mayYield(t0 + 6ms + 1us));
   }
   {
-    // The data came 2 ms before the yield returned: it sat while a busy process held the core.
+    // The data came 2 ms before the yield returned, three times in a row: it sat while a busy
+    // process held the core.
     Waiter w(adaptive(), /*stampsArrivals=*/true);
-    w.arrived(t0 + 1ms);
-    w.slowYield(t0, t0 + 3ms, true);
-    EXPECT_FALSE(w.mayYield(t0 + 3ms + 1us));
+    for (int i = 0; i < 3; ++i) {
+      const Deadline at = t0 + i * 3ms;
+      w.arrived(at + 1ms);
+      w.slowYield(at, at + 3ms, true);
+    }
+    EXPECT_FALSE(w.mayYield(t0 + 9ms + 1us));
   }
 }
 
