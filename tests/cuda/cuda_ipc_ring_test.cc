@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,64 +41,65 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store) {
 
 class CudaIpcRing : public ::testing::TestWithParam<int> {};
 
-TEST_P(CudaIpcRing, MatrixOnDeviceMemory) {
-  RINGLET_SKIP_WITHOUT_GPUS(1);
+// Runs `body` on `ranks` processes, each with a DeviceCommunicator on GPU 0 forced onto the IPC
+// ring (3 slots of 4096 bytes: many slices per call, slots reused many times) and a stream of
+// its own; after `body` the path in use is the ring (a world of one: staged).
+void runOnRing(int ranks,
+               const std::function<void(cuda::DeviceCommunicator&, cudaStream_t)>& body) {
   testing::runProcessRanks(
-      GetParam(),
+      ranks,
       [&](int rank, int size, std::shared_ptr<Store> store) {
         Communicator comm = makeComm(rank, size, store);
         cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096));
         cudaStream_t stream = nullptr;
         check(cudaStreamCreate(&stream), "cudaStreamCreate");
-        const size_t n = static_cast<size_t>(size);
-        for (DataType type : kTypes) {
-          for (ReduceOp op : kOps) {
-            if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
-            for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
-              for (bool inPlace : {false, true})
-                allreduceCase(device, stream, type, op, count, inPlace);
-            }
-          }
-        }
+        body(device, stream);
         if (size > 1) {
           EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
         }
-        for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
-          for (int root = 0; root < size; ++root)
-            broadcastCase(device, stream, DataType::kInt32, count, root);
-        }
-        allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
         cudaStreamDestroy(stream);
       },
       std::chrono::seconds(240));
+}
+
+TEST_P(CudaIpcRing, MatrixOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  runOnRing(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    const int size = device.host().size();
+    const size_t n = static_cast<size_t>(size);
+    for (DataType type : kTypes) {
+      for (ReduceOp op : kOps) {
+        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+        for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
+          for (bool inPlace : {false, true})
+            allreduceCase(device, stream, type, op, count, inPlace);
+        }
+      }
+    }
+    for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
+      for (int root = 0; root < size; ++root)
+        broadcastCase(device, stream, DataType::kInt32, count, root);
+    }
+    allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
+  });
 }
 
 // Reduce, all-gather and reduce-scatter over the IPC ring: chain reduce, ring all-gather and
 // ring reduce-scatter on slots of 4096 bytes.
 TEST_P(CudaIpcRing, ReduceGatherScatterOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  testing::runProcessRanks(
-      GetParam(),
-      [&](int rank, int size, std::shared_ptr<Store> store) {
-        Communicator comm = makeComm(rank, size, store);
-        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096));
-        cudaStream_t stream = nullptr;
-        check(cudaStreamCreate(&stream), "cudaStreamCreate");
-        reduceGatherScatterMatrix(device, stream);
-        if (size > 1) {
-          EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
-        }
-        allgatherCase(device, nullptr, DataType::kInt32, 4099, false);
-        // Gather, scatter and all-to-all on the ring too, between the other calls.
-        for (bool inPlace : {false, true}) {
-          gatherCase(device, stream, DataType::kFloat16, 4099, size - 1, inPlace);
-          allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
-          scatterCase(device, stream, DataType::kInt8, 30011, 0, inPlace);
-          allToAllCase(device, stream, DataType::kFloat64, 4099, inPlace);
-        }
-        cudaStreamDestroy(stream);
-      },
-      std::chrono::seconds(240));
+  runOnRing(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    const int size = device.host().size();
+    reduceGatherScatterMatrix(device, stream);
+    allgatherCase(device, nullptr, DataType::kInt32, 4099, false);
+    // Gather, scatter and all-to-all on the ring too, between the other calls.
+    for (bool inPlace : {false, true}) {
+      gatherCase(device, stream, DataType::kFloat16, 4099, size - 1, inPlace);
+      allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
+      scatterCase(device, stream, DataType::kInt8, 30011, 0, inPlace);
+      allToAllCase(device, stream, DataType::kFloat64, 4099, inPlace);
+    }
+  });
 }
 
 // Gather, scatter and all-to-all along the IPC ring (slots of 4096 bytes: blocks of up to 30011
@@ -105,20 +107,9 @@ TEST_P(CudaIpcRing, ReduceGatherScatterOnDeviceMemory) {
 // roots in turn.
 TEST_P(CudaIpcRing, GatherScatterOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  testing::runProcessRanks(
-      GetParam(),
-      [&](int rank, int size, std::shared_ptr<Store> store) {
-        Communicator comm = makeComm(rank, size, store);
-        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096));
-        cudaStream_t stream = nullptr;
-        check(cudaStreamCreate(&stream), "cudaStreamCreate");
-        gatherScatterAllToAllMatrix(device, stream);
-        if (size > 1) {
-          EXPECT_EQ(device.path(), cuda::DevicePath::kIpc);
-        }
-        cudaStreamDestroy(stream);
-      },
-      std::chrono::seconds(240));
+  runOnRing(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    gatherScatterAllToAllMatrix(device, stream);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaIpcRing, ::testing::Values(1, 2, 3, 4),
