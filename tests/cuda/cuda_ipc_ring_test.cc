@@ -64,24 +64,7 @@ void runOnRing(int ranks,
 
 TEST_P(CudaIpcRing, MatrixOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  runOnRing(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
-    const int size = device.host().size();
-    const size_t n = static_cast<size_t>(size);
-    for (DataType type : kTypes) {
-      for (ReduceOp op : kOps) {
-        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
-        for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
-          for (bool inPlace : {false, true})
-            allreduceCase(device, stream, type, op, count, inPlace);
-        }
-      }
-    }
-    for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
-      for (int root = 0; root < size; ++root)
-        broadcastCase(device, stream, DataType::kInt32, count, root);
-    }
-    allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
-  });
+  runOnRing(GetParam(), allreduceBroadcastMatrix);
 }
 
 // Reduce, all-gather and reduce-scatter over the IPC ring: chain reduce, ring all-gather and

@@ -58,25 +58,7 @@ void runStaged(const Case& c,
 
 TEST_P(CudaStaged, MatrixOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  runStaged(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
-    const int size = device.host().size();
-    const size_t n = static_cast<size_t>(size);
-    for (DataType type : kTypes) {
-      for (ReduceOp op : kOps) {
-        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
-        for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
-          for (bool inPlace : {false, true})
-            allreduceCase(device, stream, type, op, count, inPlace);
-        }
-      }
-    }
-    for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
-      for (int root = 0; root < size; ++root)
-        broadcastCase(device, stream, DataType::kInt32, count, root);
-    }
-    // The default stream works too.
-    allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
-  });
+  runStaged(GetParam(), allreduceBroadcastMatrix);
 }
 
 // Reduce, all-gather and reduce-scatter; chunks of 4096 bytes are a few elements of each rank's

@@ -168,6 +168,26 @@ inline void reduceScatterCase(cuda::DeviceCommunicator& device, cudaStream_t str
   }
 }
 
+// Every type and op of all-reduce in and out of place, counts from zero to many chunks or slots;
+// broadcasts from every root; then an all-reduce on the default stream.
+inline void allreduceBroadcastMatrix(cuda::DeviceCommunicator& device, cudaStream_t stream) {
+  const int size = device.host().size();
+  const size_t n = static_cast<size_t>(size);
+  for (DataType type : kTypes) {
+    for (ReduceOp op : kOps) {
+      if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+      for (size_t count : {size_t{0}, size_t{1}, n + 1, size_t{4099}, size_t{100003}}) {
+        for (bool inPlace : {false, true}) allreduceCase(device, stream, type, op, count, inPlace);
+      }
+    }
+  }
+  for (size_t count : {size_t{0}, size_t{1}, size_t{100003}}) {
+    for (int root = 0; root < size; ++root)
+      broadcastCase(device, stream, DataType::kInt32, count, root);
+  }
+  allreduceCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 4099, false);
+}
+
 // Every type and op of reduce, all-gather and reduce-scatter, in and out of place, counts from
 // zero to several chunks or slots per block.
 inline void reduceGatherScatterMatrix(cuda::DeviceCommunicator& device, cudaStream_t stream) {
