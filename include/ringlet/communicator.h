@@ -103,7 +103,9 @@ struct CommunicatorOptions {
   // store's address), "shm_dir", "shm_bytes". transports() lists every key with its
   // environment variable; an unknown key is an InvalidArgument from create().
   std::map<std::string, std::string> transportOptions;
-  // Pipeline segment size in bytes; 0 lets the algorithm pick.
+  // Pipeline segment size in bytes; 0 lets the algorithm pick (512 KiB; 4 MiB where every rank
+  // is on one host over TCP and ranks outnumber the cores: fewer waits, each of which can cost a
+  // switch between processes).
   size_t segmentBytes = 0;
   // Forces an algorithm per collective: {"allreduce": "ring", "allgather": "bruck"}. Collectives
   // not named (or "auto") are chosen per call by the cost model. algorithms() lists the names;

@@ -64,6 +64,9 @@ struct Lineage {
 // Whether some host runs more of these ranks than the CPUs they may share (PeerInfo::cpus, the
 // most any of its ranks sees; a host where none is known counts as not shared).
 bool ranksShareCores(const std::vector<transport::PeerInfo>& infos);
+// Whether every link is TCP alike on every rank: the transport forced to "tcp" (the same on every
+// rank) and every rank on one host.
+bool oneHostOverTcp(const std::string& transport, const std::vector<transport::PeerInfo>& infos);
 
 class CommunicatorImpl {
  public:
@@ -116,6 +119,11 @@ class CommunicatorImpl {
   bool doublesOverHeaders(collectives::Collective collective) const;
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
+  // The pipeline segment: CommunicatorOptions::segmentBytes, else 0 (collectives' default,
+  // 512 KiB) but kSharedCoresTcpSegmentBytes where every rank is on one host over TCP and ranks
+  // share cores. The same on every rank.
+  size_t segmentBytes() const;
+  static constexpr size_t kSharedCoresTcpSegmentBytes = size_t{4} << 20;
   // The cost model all ranks agreed on, and the algorithm it (or the options) choose for a call
   // of `bytes` (collectives/select.h sizes them).
   const CostModel& costModel() const { return model_; }
@@ -371,6 +379,7 @@ class CommunicatorImpl {
   mutable std::array<std::atomic<uint64_t>, 2 * collectives::kCollectiveCount + 1> choices_;
   uint64_t nextSeq_ = 0;
   bool allPeersLinked_ = false;    // allPeersLinkedBefore()
+  bool oneHostTcp_ = false;        // every rank on this one host, the transport forced to TCP
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;
   std::mutex execMutex_;  // one collective runs at a time

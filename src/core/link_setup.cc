@@ -100,6 +100,12 @@ bool ranksShareCores(const std::vector<PeerInfo>& infos) {
   });
 }
 
+bool oneHostOverTcp(const std::string& transport, const std::vector<PeerInfo>& infos) {
+  return transport == "tcp" && std::all_of(infos.begin(), infos.end(), [&](const PeerInfo& info) {
+           return info.hostId == infos.front().hostId;
+         });
+}
+
 namespace {
 
 // The peers the algorithms talk to: ring and dissemination neighbours (rank +- 2^k),

@@ -103,5 +103,15 @@ TEST(RanksShareCores, CountsEachHostsRanksAgainstItsCpus) {
   EXPECT_FALSE(ranksShareCores(withCpus("AAA", {0, 0, 0})));
 }
 
+// The larger default pipeline slice where ranks share cores applies only where every link is
+// TCP and every rank can tell (CommunicatorImpl::segmentBytes): one host, TCP forced.
+TEST(OneHostOverTcp, OnlyWithTcpForcedAndEveryRankOnOneHost) {
+  EXPECT_TRUE(oneHostOverTcp("tcp", onHosts("AAAA")));
+  EXPECT_FALSE(oneHostOverTcp("auto", onHosts("AAAA")));  // shared memory between them
+  EXPECT_FALSE(oneHostOverTcp("shm", onHosts("AAAA")));
+  EXPECT_FALSE(oneHostOverTcp("tcp", onHosts("AAAB")));  // a rank elsewhere
+  EXPECT_TRUE(oneHostOverTcp("tcp", onHosts("A")));
+}
+
 }  // namespace
 }  // namespace ringlet::detail
