@@ -412,6 +412,10 @@ class Communicator {
   std::string describeLinks() const;
   // The cost model this communicator chooses algorithms with (the same on every rank).
   CostModel costModel() const;
+  // The pipeline slice the ring and chain algorithms cut their messages into, before a link caps
+  // it at its largest message: CommunicatorOptions::segmentBytes, or the communicator's default
+  // (512 KiB; 4 MiB where every rank is on one host over TCP and ranks outnumber the cores).
+  size_t segmentBytes() const;
   // The algorithm a call of `collective` ("allreduce", ...) over `bytes` would use, as
   // nccl-tests sizes it (all-gather: the gathered buffer; reduce-scatter: the send buffer;
   // all-to-all: one rank's send buffer; "allgatherv", "reducescatterv", "gatherv", "scatterv":

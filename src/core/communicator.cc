@@ -37,6 +37,8 @@ Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOption
 
 CostModel Communicator::costModel() const { return impl_->costModel(); }
 
+size_t Communicator::segmentBytes() const { return impl_->modelSliceBytes(); }
+
 std::string Communicator::algorithmFor(std::string_view collective, size_t bytes) const {
   const auto which = collectives::collectiveNamed(collective);
   if (!which) {

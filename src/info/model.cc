@@ -23,6 +23,7 @@ json modelReport() {
   json report;
   report["ranks"] = comm.size();
   report["links"] = comm.describeLinks();
+  report["segment_bytes"] = comm.segmentBytes();
   report["model"] = {{"alpha_s", m.alpha},
                      {"beta_s_per_byte", m.beta},
                      {"gamma_s_per_byte", m.gamma},
@@ -52,14 +53,15 @@ std::string renderModelText(const json& r) {
       "cost model measured on {} ranks (links: {})\n"
       "  alpha {:.3g} us per message, beta {:.3g} GB/s per link ({:.3g} one way), gamma {:.3g} "
       "GB/s reduced, delta {:.3g} GB/s copied; {:.2g}x slower past {:.3g} MiB of cache per "
-      "rank{}\n\n",
+      "rank{}; pipeline slices of {} KiB\n\n",
       r["ranks"].get<int>(), r["links"].get<std::string>(), m["alpha_s"].get<double>() * 1e6,
       1e-9 / std::max(m["beta_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["beta_one_way_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["gamma_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["delta_s_per_byte"].get<double>(), 1e-15), m["memory_factor"].get<double>(),
       m["cache_bytes"].get<double>() / (1 << 20),
-      m.value("ranks_share_cores", false) ? "; ranks share cores" : "");
+      m.value("ranks_share_cores", false) ? "; ranks share cores" : "",
+      r.value("segment_bytes", size_t{0}) >> 10);
   std::vector<std::string> names;
   for (const auto& [key, value] : r["choice"][0].items()) {
     if (key != "bytes") names.push_back(key);

@@ -93,6 +93,8 @@ TEST(Info, ModelIsMeasuredOnAJobAndChoosesPerSize) {
   EXPECT_EQ(report["choice"][0]["allreduce"], "header_doubling");  // 8 bytes ride in headers
   const bool shareCores = transport::Backoff::usableCpus() < 3;    // the ranks' count, inherited
   EXPECT_EQ(report["model"]["ranks_share_cores"], shareCores);
+  // Shared memory between the ranks (the default transport on one host): 512 KiB slices.
+  EXPECT_EQ(report["segment_bytes"], 512u << 10);
   for (const auto& row : report["choice"]) {
     EXPECT_EQ(row["reduce"], "tree") << row;
     // On more than two ranks the all-gather's messages are call headers up to 256 bytes, and up
@@ -107,6 +109,23 @@ TEST(Info, ModelIsMeasuredOnAJobAndChoosesPerSize) {
           << row;
     }
   }
+}
+
+// Over TCP on one host, ranks that outnumber the cores cut their pipelines into 4 MiB slices
+// (every wait for one may cost a switch between processes); otherwise 512 KiB. An explicit
+// RINGLET_SEGMENT_BYTES wins either way.
+TEST(Info, TcpSlicesAreLargerWhereRanksShareCores) {
+  ScopedVariable transport("RINGLET_TRANSPORT", "tcp");
+  ToolResult r = runTool({kInfo, "--model", "-n", "3", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  nlohmann::json report = nlohmann::json::parse(r.out);
+  const bool shareCores = transport::Backoff::usableCpus() < 3;
+  ASSERT_EQ(report["model"]["ranks_share_cores"], shareCores);
+  EXPECT_EQ(report["segment_bytes"], shareCores ? 4u << 20 : 512u << 10);
+  ScopedVariable segment("RINGLET_SEGMENT_BYTES", "256K");
+  r = runTool({kInfo, "--model", "-n", "3", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["segment_bytes"], 256u << 10);
 }
 
 TEST(Info, ShowsATransportOptionFromTheEnvironment) {
