@@ -158,18 +158,10 @@ std::string localTransportChoice(const CommunicatorOptions& options, std::string
     return options.transport;
   }
   // Two processes of this host, as link setup would describe them.
-  const transport::PeerInfo self{.rank = 0,
-                                 .hostname = "this",
-                                 .hostId = "this-host",
-                                 .pid = 1,
-                                 .pidNamespace = "pid:[1]",
-                                 .cpus = 0};
-  const transport::PeerInfo peer{.rank = 1,
-                                 .hostname = "this",
-                                 .hostId = "this-host",
-                                 .pid = 2,
-                                 .pidNamespace = "pid:[1]",
-                                 .cpus = 0};
+  const transport::PeerInfo self{
+      .rank = 0, .hostname = "this", .hostId = "this-host", .pid = 1, .pidNamespace = "pid:[1]"};
+  const transport::PeerInfo peer{
+      .rank = 1, .hostname = "this", .hostId = "this-host", .pid = 2, .pidNamespace = "pid:[1]"};
   // As link setup chooses, skipping what this host cannot offer (the probe).
   for (auto i = transport::chooseTransport("auto", self, peer); i;
        i = transport::chooseTransport("auto", self, peer, *i + 1)) {

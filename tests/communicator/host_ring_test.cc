@@ -22,8 +22,7 @@ std::vector<transport::PeerInfo> onHosts(const std::string& hosts) {
                      .hostname = std::string(1, hosts[rank]),
                      .hostId = std::string(1, hosts[rank]) + "/boot/shm",
                      .pid = 100 + static_cast<int>(rank),
-                     .pidNamespace = "pid:[1]",
-                     .cpus = 0});
+                     .pidNamespace = "pid:[1]"});
   }
   return infos;
 }

@@ -243,28 +243,19 @@ TEST(ShmTransport, CanConnectSameNonEmptyHostIdOnly) {
   const transport::TransportEntry* entry = transport::findTransport("shm");
   ASSERT_NE(entry, nullptr);
   EXPECT_EQ(entry->priority, 20);
-  transport::PeerInfo a{.rank = 0,
-                        .hostname = "h",
-                        .hostId = "h/boot/shm",
-                        .pid = 10,
-                        .pidNamespace = "pid:[1]",
-                        .cpus = 0};
-  transport::PeerInfo b{.rank = 1,
-                        .hostname = "h",
-                        .hostId = "h/boot/shm",
-                        .pid = 11,
-                        .pidNamespace = "pid:[1]",
-                        .cpus = 0};
+  transport::PeerInfo a{
+      .rank = 0, .hostname = "h", .hostId = "h/boot/shm", .pid = 10, .pidNamespace = "pid:[1]"};
+  transport::PeerInfo b{
+      .rank = 1, .hostname = "h", .hostId = "h/boot/shm", .pid = 11, .pidNamespace = "pid:[1]"};
   transport::PeerInfo c{.rank = 2,
                         .hostname = "h",
                         .hostId = "h/other-boot/shm",
                         .pid = 12,
-                        .pidNamespace = "pid:[1]",
-                        .cpus = 0};
+                        .pidNamespace = "pid:[1]"};
   transport::PeerInfo d{
-      .rank = 3, .hostname = "h", .hostId = "", .pid = 13, .pidNamespace = "pid:[1]", .cpus = 0};
+      .rank = 3, .hostname = "h", .hostId = "", .pid = 13, .pidNamespace = "pid:[1]"};
   transport::PeerInfo e{
-      .rank = 4, .hostname = "h", .hostId = "", .pid = 14, .pidNamespace = "pid:[1]", .cpus = 0};
+      .rank = 4, .hostname = "h", .hostId = "", .pid = 14, .pidNamespace = "pid:[1]"};
   EXPECT_TRUE(entry->canConnect(a, b));
   EXPECT_TRUE(entry->canConnect(b, a));
   EXPECT_FALSE(entry->canConnect(a, c));
@@ -278,18 +269,10 @@ TEST(ShmTransport, EqualPidsInOtherPidNamespacesAreNotOneProcess) {
   const transport::TransportEntry* local = transport::findTransport("local");
   ASSERT_NE(shm, nullptr);
   ASSERT_NE(local, nullptr);
-  const transport::PeerInfo a{.rank = 0,
-                              .hostname = "h",
-                              .hostId = "h/b/s",
-                              .pid = 1,
-                              .pidNamespace = "pid:[1]",
-                              .cpus = 0};
-  const transport::PeerInfo b{.rank = 1,
-                              .hostname = "h",
-                              .hostId = "h/b/s",
-                              .pid = 1,
-                              .pidNamespace = "pid:[2]",
-                              .cpus = 0};
+  const transport::PeerInfo a{
+      .rank = 0, .hostname = "h", .hostId = "h/b/s", .pid = 1, .pidNamespace = "pid:[1]"};
+  const transport::PeerInfo b{
+      .rank = 1, .hostname = "h", .hostId = "h/b/s", .pid = 1, .pidNamespace = "pid:[2]"};
   EXPECT_TRUE(shm->canConnect(a, b));
   EXPECT_FALSE(local->canConnect(a, b));
   EXPECT_FALSE(a.sameProcess(b));
