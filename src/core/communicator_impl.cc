@@ -497,8 +497,9 @@ size_t CommunicatorImpl::segmentBytes() const {
   // Every rank on one host over TCP, more ranks than cores: each wait for a slice can cost a
   // switch between processes, so fewer, larger slices. 4 ranks on 2 cores with a busy loop per
   // core, all-reduce 16-64 MiB: 0.73-0.87 GB/s with 4 MiB slices against 0.53-0.59 with 512 KiB
-  // (through PyTorch 1.19-1.52x Gloo's rate against 0.87-0.97x); idle within 5%. Only where
-  // every link is TCP and every rank decides alike (the slice must be the same at both ends).
+  // (through PyTorch 1.19-1.52x Gloo's rate against 0.87-0.97x); idle 1.29-1.35 GB/s against
+  // 1.33-1.47 (two runs, inside their spread). Only where every link is TCP and every rank
+  // decides alike (the slice must be the same at both ends).
   return model_.ranksShareCores && oneHostTcp_ ? kSharedCoresTcpSegmentBytes : 0;
 }
 
