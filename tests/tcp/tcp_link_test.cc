@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <thread>
 
 #include "ringlet/error.h"
@@ -142,6 +143,44 @@ TEST_P(TcpLinkTest, ReceivedMessagesAreAlignedAfterOddSizedOnes) {
       link.release();
     }
   });
+}
+
+// spinForMessage() looks as long as the link's waits spin, so a message sent a moment after it
+// began is caught (one look would miss it: the receiving side of a two-rank rooted call then
+// sent a call header of its own per call, and its peer read each), and it says false when
+// nothing comes.
+TEST_P(TcpLinkTest, SpinForMessageCatchesAMessageSentDuringTheSpin) {
+  constexpr int kRounds = 20;
+  std::atomic<int> spinning{0};
+  std::atomic<int> caught{0};
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw);
+    const std::vector<std::byte> out(8, std::byte{7});
+    if (rank == 1) {
+      EXPECT_FALSE(link.spinForMessage()) << "nothing was sent";
+    }
+    for (int r = 1; r <= kRounds; ++r) {
+      if (rank == 0) {
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (spinning.load() < r && std::chrono::steady_clock::now() < deadline) {
+        }
+        // Past one look, well inside a spin of a hundred looks at the socket.
+        const auto later = std::chrono::steady_clock::now() + 20us;
+        while (std::chrono::steady_clock::now() < later) {
+        }
+        link.send(out.data(), out.size(), wait);
+        link.flush(wait);
+      } else {
+        spinning.store(r);
+        if (link.spinForMessage()) caught.fetch_add(1);
+        link.recvInto(std::vector<std::byte>(8).data(), 8, wait);
+      }
+    }
+  });
+  EXPECT_GT(caught.load(), 0) << "no message sent during a spin was seen by it in " << kRounds
+                              << " rounds";
 }
 
 // peekMessage() shows a whole small message where it lies, leaves it for recv(), shows nothing

@@ -79,6 +79,7 @@ class TcpLink final : public Link {
   // A whole data frame that is not striped, in the read-ahead buffer.
   bool canPeek() const override { return true; }
   const std::byte* peekMessage(size_t* bytes) noexcept override;
+  bool spinForMessage() noexcept override;
   void checkPeer(const WaitContext& wait) override;
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
   void abort(int origin, std::string_view reason) override;

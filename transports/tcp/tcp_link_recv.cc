@@ -388,6 +388,21 @@ const std::byte* TcpLink::peekMessage(size_t* bytes) noexcept {
   return buffer_.data.get() + start_ + kFrameHeaderBytes;
 }
 
+bool TcpLink::spinForMessage() noexcept {
+  // Each look is a read of the socket (readAheadQuietly), so the spin lasts longer than shared
+  // memory's in time; it is what this link's waits spin too.
+  if (messageReady()) return true;
+  const int spins = waiter_.nextSpinBudget();
+  for (int i = 0; i < spins; ++i) {
+    cpuRelax();
+    if (messageReady()) {
+      waiter_.endedSpinning();
+      return true;
+    }
+  }
+  return false;
+}
+
 void TcpLink::checkPeer(const WaitContext& wait) {
   if (held_) return;  // between recv() and release(): the caller reads on
   // A peek or wait of this call read the socket a moment ago: what it read is what counts.
