@@ -359,14 +359,17 @@ class Communicator {
   Work barrierAsync();
 
   // Point-to-point. send() returns once `data` may be reused (the bytes may still be in flight);
-  // recv() returns once the message is in `data`. Messages between two ranks arrive in the order
-  // they were sent; each recv() takes the next message from `peer` and checks that its count,
-  // type and tag match (MismatchError naming both otherwise: tags are checked, not used to
-  // reorder). Point-to-point calls do not take part in the collectives' sequence, so other
-  // ranks need not make them. A blocking send of a message larger than the socket buffers waits
-  // for the receiver: two ranks that send to each other first and receive second may time out;
-  // use sendAsync/recvAsync from one side or order the calls. The first message between two
-  // ranks that no collective links connects them (both ranks must reach the call).
+  // recv() returns once the message is in `data`. Tags are matched, as in MPI and Gloo: each
+  // recv() takes the oldest message from `peer` with its tag (messages of one tag arrive in the
+  // order they were sent) and checks that its count and type match (MismatchError naming both
+  // otherwise). Messages of other tags that come first are received whole and held for the
+  // recv() that names them (up to 1 GiB in all; past that the recv fails naming them); a recv
+  // whose tag never comes times out naming what was held. Point-to-point calls do not take part
+  // in the collectives' sequence, so other ranks need not make them. A blocking send of a message
+  // larger than the socket buffers waits for the receiver: two ranks that send to each other first
+  // and receive second may time out; use sendAsync/recvAsync from one side or order the calls. The
+  // first message between two ranks that no collective links connects them (both ranks must reach
+  // the call).
   void send(const void* data, size_t count, DataType type, int peer, int tag = 0);
   void recv(void* data, size_t count, DataType type, int peer, int tag = 0);
   Work sendAsync(const void* data, size_t count, DataType type, int peer, int tag = 0);

@@ -204,7 +204,27 @@ def scenario_ops():
             dist.recv(got, prv, tag=7)
             dist.send(data(rank, 17, dtype), nxt, tag=7)
         check(got, data(prv, 17, dtype), f"send/recv {dtype}")
-        checks += 6
+        # Tags matched out of order (as gloo matches them): sent as tags 1, 2, 3, received as
+        # 3, 1, 2 (the first two wait, whole, for their recv).
+        sizes = {1: 70001, 2: 5, 3: 3}
+
+        def send_tags():
+            for tag in (1, 2, 3):
+                dist.send(data(rank + tag, sizes[tag], dtype), nxt, tag=tag)
+
+        def recv_tags():
+            for tag in (3, 1, 2):
+                got = torch.zeros(sizes[tag], dtype=dtype)
+                dist.recv(got, prv, tag=tag)
+                check(got, data(prv + tag, sizes[tag], dtype), f"recv tag {tag} {dtype}")
+
+        if rank % 2 == 0:
+            send_tags()
+            recv_tags()
+        else:
+            recv_tags()
+            send_tags()
+        checks += 7
     # Non-contiguous outputs of the moving operations.
     t = data(0, 5, torch.float32) if rank == 0 else torch.zeros(5)
     v, base = strided(t)

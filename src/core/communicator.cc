@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -264,49 +265,137 @@ void sendMessageHeader(transport::Link& link, OpHeader header, int self, const s
   collectives::sendFrom(link, encoded.data(), header.wireBytes(), wait);
 }
 
-// Takes the next message header from `link` and checks it is the send that `expected` (a recv
-// of `count` elements from that peer, with its sequence number) waits for; a message that fits
-// the header (inlineMessage) is copied to `data`.
-void receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
-                          const OpHeader& expected, int self, std::byte* data,
-                          const transport::WaitContext& wait) {
-  // Any header length: a collective's header here (ranks that disagree) is named as such.
-  OpHeader theirs;
-  bool ok = false;
-  size_t got = 0;
-  const std::byte* in = nullptr;
-  for (;;) {
-    in = link.recvAny(OpHeader::kWireBytes, &got, wait);
-    ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
-    // The peer's answers to this rank's earlier sender-only calls may come first.
-    if (!ok || !impl.settlesUnchecked(theirs, wait)) break;
-    link.release();
+// Where a recv's message came from: its link, with the slices past the header still to read
+// (none when it rode in the header, inlineMessage), or the stash, which held it whole and has
+// copied it to the caller's memory.
+enum class Arrival { kLink, kWhole };
+
+// "send(count=10, float32, tag=3) #0, send(count=700001, int32, tag=1) #2": what a peer sent
+// that no recv has taken yet.
+std::string describeStash(const std::deque<detail::CommunicatorImpl::StashedMessage>& stash) {
+  std::string out;
+  for (const auto& m : stash) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} #{}", m.header.describeCall(), m.header.seq);
   }
-  theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
-  if (!ok || theirs.kind != OpKind::kSend || theirs.seq != expected.seq ||
-      !expected.sameCall(OpHeader{.kind = OpKind::kRecv,
-                                  .type = theirs.type,
-                                  .tag = theirs.tag,
-                                  .count = theirs.count,
-                                  .seq = theirs.seq})) {
-    link.release();
-    throw MismatchError(fmt::format(
-        "{}: rank {} posted {} (message #{} from rank {}) but rank {} sent {}", wait.describe(),
-        self, expected.describeCall(), expected.seq, expected.root, expected.root,
-        ok ? fmt::format("{} (message #{})", theirs.describeCall(), theirs.seq)
-           : std::string("something that is not a message header")));
-  }
+  return out;
+}
+
+// The message a recv of `expected` (count, type and tag from that peer) takes: the oldest of its
+// tag, from the stash first, else off `link`, where the messages of other tags that come first
+// are read whole into the stash (tags are matched, as MPI and Gloo match them; messages of one
+// tag keep their order). Its count and type must be the recv's (MismatchError naming both
+// calls); a message that fits the header (inlineMessage) is copied to `data`.
+Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
+                             const OpHeader& expected, int self, std::byte* data,
+                             const transport::WaitContext& wait) {
+  const int peer = expected.root;
   const size_t bytes = expected.count * elementSize(expected.type);
-  if (inlineMessage(bytes)) {
-    if (got != OpHeader::kFieldBytes + bytes) {
+  auto mismatch = [&](const std::string& theirs) {
+    return MismatchError(
+        fmt::format("{}: rank {} posted {} (a message from rank {}) but rank {} sent {}",
+                    wait.describe(), self, expected.describeCall(), peer, peer, theirs));
+  };
+  auto sameShape = [&](const OpHeader& theirs) {
+    return theirs.type == expected.type && theirs.count == expected.count;
+  };
+  auto& stash = impl.stashFrom(peer);
+  for (auto it = stash.begin(); it != stash.end(); ++it) {
+    if (it->header.tag != expected.tag) continue;
+    if (!sameShape(it->header)) {
+      throw mismatch(fmt::format("{} (message #{})", it->header.describeCall(), it->header.seq));
+    }
+    if (bytes > 0) std::memcpy(data, it->data.data(), bytes);
+    impl.stashedBytes() -= it->data.size();
+    stash.erase(it);
+    return Arrival::kWhole;
+  }
+  for (;;) {
+    // Any header length: a collective's header here (ranks that disagree) is named as such.
+    OpHeader theirs;
+    bool ok = false;
+    size_t got = 0;
+    const std::byte* in = nullptr;
+    for (;;) {
+      in = link.recvAny(OpHeader::kWireBytes, &got, wait);
+      ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
+      // The peer's answers to this rank's earlier sender-only calls may come first.
+      if (!ok || !impl.settlesUnchecked(theirs, wait)) break;
+      link.release();
+    }
+    theirs.root = self;  // the wire carries the sender; describe the send as "to rank <self>"
+    if (!ok || theirs.kind != OpKind::kSend || theirs.seq != impl.incomingSeq(peer) ||
+        static_cast<int>(theirs.type) >= kNumDataTypes) {
+      link.release();
+      throw mismatch(ok ? fmt::format("{} (message #{}, #{} expected next)", theirs.describeCall(),
+                                      theirs.seq, impl.incomingSeq(peer))
+                        : std::string("something that is not a message header"));
+    }
+    impl.takeIncomingSeq(peer);
+    const bool wanted = theirs.tag == expected.tag;
+    if (wanted && !sameShape(theirs)) {
+      link.release();
+      throw mismatch(fmt::format("{} (message #{})", theirs.describeCall(), theirs.seq));
+    }
+    // Their count, checked against what may be held before it sizes anything.
+    const size_t theirBytes = theirs.count <= detail::CommunicatorImpl::kMaxStashBytes
+                                  ? theirs.count * elementSize(theirs.type)
+                                  : SIZE_MAX;
+    if (inlineMessage(theirBytes) && got != OpHeader::kFieldBytes + theirBytes) {
       link.release();
       throw IoError(
           fmt::format("{}: rank {} sent a message header of {} bytes for {} bytes of data",
-                      wait.describe(), expected.root, got, bytes));
+                      wait.describe(), peer, got, theirBytes));
     }
-    if (bytes > 0) std::memcpy(data, in + OpHeader::kFieldBytes, bytes);
+    if (wanted) {
+      if (inlineMessage(bytes) && bytes > 0) std::memcpy(data, in + OpHeader::kFieldBytes, bytes);
+      link.release();
+      return Arrival::kLink;
+    }
+    // Another tag: keep it whole for the recv that names it.
+    if (theirBytes > detail::CommunicatorImpl::kMaxStashBytes - impl.stashedBytes()) {
+      link.release();
+      throw IoError(fmt::format(
+          "{}: rank {} posted {} from rank {}, which sent {} (message #{}) first; holding it "
+          "for a later recv would take past {} bytes of unmatched messages (held: {})",
+          wait.describe(), self, expected.describeCall(), peer, theirs.describeCall(), theirs.seq,
+          detail::CommunicatorImpl::kMaxStashBytes, describeStash(stash)));
+    }
+    detail::CommunicatorImpl::StashedMessage kept{theirs, std::vector<std::byte>(theirBytes)};
+    if (inlineMessage(theirBytes)) {
+      if (theirBytes > 0) std::memcpy(kept.data.data(), in + OpHeader::kFieldBytes, theirBytes);
+      link.release();
+    } else {
+      link.release();
+      const size_t slice = impl.sliceBytes({&link});
+      for (size_t offset = 0; offset < theirBytes; offset += slice) {
+        link.recvInto(kept.data.data() + offset, std::min(slice, theirBytes - offset), wait);
+      }
+    }
+    impl.stashedBytes() += theirBytes;
+    stash.push_back(std::move(kept));
   }
-  link.release();
+}
+
+// A recv's wait that timed out, or found its peer gone, while messages of other tags from that
+// peer were held: the error names them (the likely mistake: a tag that differs between the two
+// ends).
+template <typename F>
+void namingStash(detail::CommunicatorImpl& impl, const OpHeader& expected, F&& receive) {
+  const int peer = expected.root;
+  auto held = [&] {
+    return fmt::format("; this rank's {} matched none of what rank {} sent before: {}",
+                       expected.describeCall(), peer, describeStash(impl.stashFrom(peer)));
+  };
+  try {
+    receive();
+  } catch (const TimeoutError& e) {
+    if (impl.stashFrom(peer).empty()) throw;
+    throw TimeoutError(e.what() + held());
+  } catch (const PeerError& e) {
+    if (impl.stashFrom(peer).empty() || e.peer() != peer) throw;
+    throw PeerError(e.peer(), e.what() + held());
+  }
 }
 
 Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
@@ -336,10 +425,12 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
       link.flush(wait);  // the header and the caller's buffer may go once this returns
       return;
     }
-    receiveMessageHeader(impl, link, header, self, buffer, wait);
-    for (size_t offset = 0; offset < sliced; offset += slice) {
-      link.recvInto(buffer + offset, std::min(slice, sliced - offset), wait);
-    }
+    namingStash(impl, header, [&] {
+      if (receiveMessageHeader(impl, link, header, self, buffer, wait) == Arrival::kWhole) return;
+      for (size_t offset = 0; offset < sliced; offset += slice) {
+        link.recvInto(buffer + offset, std::min(slice, sliced - offset), wait);
+      }
+    });
   };
   return {header, body};
 }
@@ -408,9 +499,11 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
       }
       if (sentBytes < sendBytes && !prev.messageArriving()) continue;
       if (!headerIn) {
-        receiveMessageHeader(impl, prev, expected, self, in, wait);
+        Arrival arrival = Arrival::kLink;
+        namingStash(impl, expected,
+                    [&] { arrival = receiveMessageHeader(impl, prev, expected, self, in, wait); });
         headerIn = true;
-        if (inlineMessage(recvBytes)) received = recvBytes;
+        if (arrival == Arrival::kWhole || inlineMessage(recvBytes)) received = recvBytes;
       } else if (received < recvBytes) {
         const size_t bytes = std::min(recvSlice, recvBytes - received);
         prev.recvInto(in + received, bytes, wait);

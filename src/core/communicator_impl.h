@@ -244,6 +244,22 @@ class CommunicatorImpl {
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
   uint64_t takeSendSeq(int peer) { return sendSeq_[peer]++; }
   uint64_t takeRecvSeq(int peer) { return recvSeq_[peer]++; }
+  // The executing side of point-to-point receives (the executor's thread only). Messages from a
+  // peer come off its link in the order it sent them, numbered by its sendSeq_: the number the
+  // next one must carry, and the messages read off the link while a recv waited for another tag
+  // (MPI's unexpected messages), oldest first, each whole. A recv takes the oldest message of
+  // its tag, from here first.
+  struct StashedMessage {
+    OpHeader header;  // the send as it came (kind kSend, root: the sender)
+    std::vector<std::byte> data;
+  };
+  uint64_t takeIncomingSeq(int peer) { return incomingSeq_[peer]++; }
+  uint64_t incomingSeq(int peer) const { return incomingSeq_[peer]; }
+  std::deque<StashedMessage>& stashFrom(int peer) { return stash_[peer]; }
+  // Bytes held in every peer's stash; at most kMaxStashBytes (a recv that would go past it
+  // fails naming what it holds).
+  size_t& stashedBytes() { return stashedBytes_; }
+  static constexpr size_t kMaxStashBytes = size_t{1} << 30;
 
  private:
   struct Pending {
@@ -382,6 +398,9 @@ class CommunicatorImpl {
   bool oneHostTcp_ = false;        // every rank on this one host, the transport forced to TCP
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;
+  std::vector<uint64_t> incomingSeq_;  // per peer: the next message's number off its link
+  std::vector<std::deque<StashedMessage>> stash_;
+  size_t stashedBytes_ = 0;
   std::mutex execMutex_;  // one collective runs at a time
 
   std::mutex queueMutex_;

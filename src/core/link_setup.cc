@@ -207,6 +207,8 @@ void CommunicatorImpl::rendezvous(const Bootstrap& bootstrap) {
 void CommunicatorImpl::connectInitialLinks(transport::Deadline deadline) {
   sendSeq_.assign(std::max(size_, 1), 0);
   recvSeq_.assign(std::max(size_, 1), 0);
+  incomingSeq_.assign(std::max(size_, 1), 0);
+  stash_.assign(std::max(size_, 1), {});
   linksByRank_.assign(size_, nullptr);
   links_.resize(size_);
   // Never reallocated: a WaitContext's span over it stays valid when links are added later.

@@ -1,8 +1,9 @@
-// send/recv: ordered per pair, any size, between linked and not-yet-linked ranks; mismatches are
-// reported on the receiver.
+// send/recv: ordered per pair and tag, any size, between linked and not-yet-linked ranks; tags
+// matched out of order; mismatches are reported on the receiver.
 #include <gtest/gtest.h>
 
 #include "ringlet/ringlet.h"
+#include "tests/support/event.h"
 #include "tests/support/ranks.h"
 
 namespace ringlet::testing {
@@ -173,25 +174,122 @@ TEST(PointToPoint, SendRecvChecksItsArguments) {
   });
 }
 
-TEST(PointToPoint, MismatchedTagIsReportedByTheReceiver) {
+// Tags are matched, as MPI and Gloo match them: a recv takes the oldest message of its tag, and
+// the messages of other tags that came first wait, whole, for the recvs that name them (inline,
+// one slice, several slices; a plain recv, an async one, a sendrecv). Messages of one tag keep
+// their order.
+void outOfOrderTags(int rank, int size, std::shared_ptr<Store> store,
+                    const std::string& transport) {
+  Communicator comm = makeComm(rank, size, store, transport);
+  const std::vector<std::pair<int, size_t>> sent = {{1, 700001}, {2, 1000}, {3, 10},
+                                                    {1, 5},      {4, 0},    {5, 300001}};
+  if (rank == 0) {
+    for (size_t m = 0; m < sent.size(); ++m) {
+      const auto [tag, count] = sent[m];
+      const auto out = pattern(count, 0, 1, static_cast<int>(m));
+      comm.send(out.data(), count, DataType::kInt32, 1, tag);
+    }
+    // A sendrecv whose message comes after one of another tag the peer takes later.
+    const auto out = pattern(4000, 0, 1, 77);
+    std::vector<int32_t> back(4000, -1);
+    comm.send(out.data(), 4000, DataType::kInt32, 1, 8);
+    comm.sendrecv(out.data(), 4000, 1, back.data(), 4000, 1, DataType::kInt32, 9);
+    EXPECT_TRUE(back == pattern(4000, 1, 0, 78));
+  } else if (rank == 1) {
+    auto take = [&](size_t m) {
+      const auto [tag, count] = sent[m];
+      std::vector<int32_t> got(count, -1);
+      comm.recv(got.data(), count, DataType::kInt32, 0, tag);
+      EXPECT_TRUE(got == pattern(count, 0, 1, static_cast<int>(m)))
+          << "message " << m << " (tag " << tag << ", count " << count << ")";
+    };
+    take(2);  // tag 3 first: tags 1 and 2 (two slices and one) wait
+    std::vector<int32_t> async(300001, -1);
+    Work work = comm.recvAsync(async.data(), async.size(), DataType::kInt32, 0, 5);
+    work.wait();
+    EXPECT_TRUE(async == pattern(300001, 0, 1, 5));
+    take(0);  // the first tag-1 message before the second
+    take(3);
+    take(4);
+    take(1);
+    const auto out = pattern(4000, 1, 0, 78);
+    std::vector<int32_t> got(4000, -1);
+    comm.sendrecv(out.data(), 4000, 0, got.data(), 4000, 0, DataType::kInt32, 9);
+    EXPECT_TRUE(got == pattern(4000, 0, 1, 77));
+    got.assign(4000, -1);
+    comm.recv(got.data(), 4000, DataType::kInt32, 0, 8);
+    EXPECT_TRUE(got == pattern(4000, 0, 1, 77));
+  }
+  comm.barrier();
+}
+
+TEST(PointToPoint, OutOfOrderTagsLocalThreads) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    outOfOrderTags(rank, size, store, "local");
+  });
+}
+
+TEST(PointToPoint, OutOfOrderTagsTcpThreads) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    outOfOrderTags(rank, size, store, "tcp");
+  });
+}
+
+TEST(PointToPoint, OutOfOrderTagsShmProcesses) {
+  runProcessRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    outOfOrderTags(rank, size, store, "shm");
+  });
+}
+
+// The oldest message of the recv's tag has another count: the receiver names both calls.
+TEST(PointToPoint, MismatchedCountIsReportedByTheReceiver) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store, "local");
-    std::vector<float> data(10, 1.0f);
+    std::vector<float> data(11, 1.0f);
     if (rank == 0) {
       // The sender may finish first, or already hear that the receiver failed.
       try {
         comm.send(data.data(), 10, DataType::kFloat32, 1, /*tag=*/3);
       } catch (const PeerError& e) {
-        EXPECT_NE(std::string(e.what()).find("tag=3"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("count=10"), std::string::npos) << e.what();
       }
     } else {
       try {
-        comm.recv(data.data(), 10, DataType::kFloat32, 0, /*tag=*/4);
+        comm.recv(data.data(), 11, DataType::kFloat32, 0, /*tag=*/3);
         ADD_FAILURE() << "expected MismatchError";
       } catch (const MismatchError& e) {
         const std::string what = e.what();
+        EXPECT_NE(what.find("count=11"), std::string::npos) << what;
+        EXPECT_NE(what.find("count=10"), std::string::npos) << what;
+      }
+    }
+  });
+}
+
+// A recv whose tag never comes waits until the timeout, which names the messages of other tags
+// that did come (the likely mistake).
+TEST(PointToPoint, ARecvWhoseTagNeverComesTimesOutNamingWhatCame) {
+  Event received;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o;
+    o.timeout = 1s;
+    o.transport = "local";
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<float> data(10, 1.0f);
+    if (rank == 0) {
+      comm.send(data.data(), 10, DataType::kFloat32, 1, /*tag=*/3);
+      // Open until the receiver is done, so that it times out rather than finds this rank gone.
+      EXPECT_TRUE(received.waitFor()) << "rank 1's recv never ended";
+    } else {
+      SetOnExit done{received};
+      try {
+        comm.recv(data.data(), 10, DataType::kFloat32, 0, /*tag=*/4);
+        ADD_FAILURE() << "expected TimeoutError";
+      } catch (const TimeoutError& e) {
+        const std::string what = e.what();
         EXPECT_NE(what.find("tag=4"), std::string::npos) << what;
-        EXPECT_NE(what.find("tag=3"), std::string::npos) << what;
+        EXPECT_NE(what.find("send(count=10, float32, to rank 1, tag=3)"), std::string::npos)
+            << what;
       }
     }
   });
