@@ -119,7 +119,12 @@ def scenario_ops():
                 out = torch.full((count,), 99, dtype=dtype)
                 dist.reduce_scatter_tensor(out, src, op)
                 check(out, mine, "reduce_scatter_tensor " + what)
-                checks += 6
+                if count:
+                    # In place: the output is this rank's block of the inputs' one buffer.
+                    views = list(data(rank, n * count, dtype, name).split(count))
+                    dist.reduce_scatter(views[rank], views, op)
+                    check(views[rank], mine, "reduce_scatter in place " + what)
+                checks += 7
             # Uneven blocks: reduce_scatter with blocks of their own size (the v form).
             sizes = [r + 1 for r in range(n)]
             src = data(rank, sum(sizes), dtype)
@@ -131,7 +136,12 @@ def scenario_ops():
         dist.all_reduce_coalesced(ts)
         for t, c in zip(ts, (3, 0, 7)):
             check(t, reference(n, c, dtype, "sum"), f"all_reduce_coalesced {dtype}")
-        checks += 2
+        # Views of one buffer (a flat bucket), reduced where they lie; the rest untouched.
+        bucket = torch.cat([data(rank, 10, dtype), torch.zeros(2, dtype=dtype)])
+        dist.all_reduce_coalesced([bucket[:3], bucket[3:10]])
+        check(bucket[:10], reference(n, 10, dtype, "sum"), f"all_reduce_coalesced of views {dtype}")
+        check(bucket[10:], torch.zeros(2, dtype=dtype), f"all_reduce_coalesced untouched {dtype}")
+        checks += 4
     for dtype in DTYPES + MOVED_ONLY:
         for count in counts:
             what = f"{dtype} count {count}"
@@ -172,6 +182,29 @@ def scenario_ops():
                 dist.broadcast(gb, 0, group=gloo)
                 check(gb, everyone[0], "broadcast vs gloo " + what)
             checks += 6
+            if count:
+                # Lists that are views of one buffer: written and read where they lie (in place
+                # too), the rest of the buffer untouched.
+                buf = torch.full((n * count + 1,), 99, dtype=dtype)
+                dist.all_gather(list(buf[:-1].split(count)), mine)
+                check(buf[:-1], torch.cat(everyone), "all_gather into views " + what)
+                check(buf[-1:], torch.full((1,), 99, dtype=dtype), "all_gather untouched " + what)
+                views = list(torch.zeros(n * count, dtype=dtype).split(count))
+                views[rank].copy_(mine)
+                dist.all_gather(views, views[rank])
+                check(torch.cat(views), torch.cat(everyone), "all_gather in place " + what)
+                buf = torch.zeros(n * count, dtype=dtype)
+                dist.gather(mine, list(buf.split(count)) if rank == root else None, dst=root)
+                if rank == root:
+                    check(buf, torch.cat(everyone), f"gather into views root {root} " + what)
+                out = torch.zeros(count, dtype=dtype)
+                whole = torch.cat(pieces)
+                dist.scatter(out, list(whole.split(count)) if rank == root else None, src=root)
+                check(out, data(100 + rank, count, dtype), f"scatter from views root {root} " + what)
+                buf = torch.zeros(n * count, dtype=dtype)
+                dist.all_to_all(list(buf.split(count)), list(send.split(count)))
+                check(buf, want, "all_to_all of views " + what)
+                checks += 5
         # Split sizes: rank r sends q+r+1 rows of 2 elements to rank q.
         send_rows = [q + rank + 1 for q in range(n)]
         recv_rows = [rank + q + 1 for q in range(n)]

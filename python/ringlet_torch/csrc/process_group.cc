@@ -173,6 +173,34 @@ at::Tensor concat(const std::vector<at::Tensor>& tensors) {
   return at::cat(flat);
 }
 
+// The tensors of a list when each is contiguous and they lie back to back in one storage, in
+// list order (views of one buffer: `out.chunk(n)`, `list(out.unbind(0))`): one 1-D view over
+// them all, which a collective reads or writes in place of a packed copy. Undefined otherwise
+// (and for a list with an empty tensor, whose data pointer says nothing).
+at::Tensor adjacentView(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return {};
+  const at::Tensor& first = tensors[0];
+  const auto* base = static_cast<const std::byte*>(first.data_ptr());
+  int64_t total = 0;
+  for (const auto& t : tensors) {
+    if (!t.is_contiguous() || t.numel() == 0 || t.scalar_type() != first.scalar_type() ||
+        !t.storage().is_alias_of(first.storage()) ||
+        static_cast<const std::byte*>(t.data_ptr()) != base + total * first.element_size()) {
+      return {};
+    }
+    total += t.numel();
+  }
+  return first.as_strided({total}, {1}, first.storage_offset());
+}
+
+// Whether the bytes of `a` and `b` (each contiguous) share any.
+bool overlaps(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
+  const auto* x = static_cast<const std::byte*>(a.data_ptr());
+  const auto* y = static_cast<const std::byte*>(b.data_ptr());
+  return x < y + b.nbytes() && y < x + a.nbytes();
+}
+
 // Copies consecutive pieces of `flat` into `tensors` (sizes from the tensors).
 void unpack(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) {
   int64_t offset = 0;
@@ -423,11 +451,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce_coalesced(
   }
   const DataType type = reducibleType(tensors[0], kOp);
   const ReduceOp op = reduceOpFor(opts.reduceOp, tensors[0], kOp);
-  at::Tensor flat = concat(tensors);
+  // Views of one buffer (a DDP-style flat bucket) are reduced where they lie.
+  const at::Tensor view = adjacentView(tensors);
+  const bool direct = view.defined();
+  at::Tensor flat = direct ? view : concat(tensors);
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "ringlet:all_reduce_coalesced", tensors, [=] {
     comm->allreduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), type, op);
-    unpack(flat, tensors);
+    if (!direct) unpack(flat, tensors);
   });
 }
 
@@ -485,7 +516,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
       static_cast<int64_t>(std::accumulate(counts.begin(), counts.end(), size_t{0}));
   for (auto& c : counts) c *= unitOf(in);
   const bool even = allEqual(counts);
-  at::Tensor flat = at::empty({total}, in.options());
+  // Outputs that are views of one buffer are gathered into it (the input may be this rank's
+  // own output: in place); else into a packed buffer, then copied out.
+  at::Tensor view = adjacentView(outs);
+  if (overlaps(send, view) && send.data_ptr() != outs[rank_].data_ptr()) view = at::Tensor();
+  const bool direct = view.defined();
+  at::Tensor flat = direct ? view : at::empty({total}, in.options());
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::ALLGATHER, "ringlet:all_gather", outs, [=] {
     if (even) {
@@ -493,7 +529,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
     } else {
       comm->allgatherv(send.data_ptr(), flat.data_ptr(), counts, e.type);
     }
-    unpack(flat, outs);
+    if (!direct) unpack(flat, outs);
   });
 }
 
@@ -584,11 +620,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::gather(
   }
   const at::Tensor send = in.contiguous();
   const Elements e = elementsOf(send);
-  at::Tensor flat = isRoot ? at::empty({in.numel() * size_}, in.options()) : at::Tensor();
+  at::Tensor view = isRoot ? adjacentView(outs) : at::Tensor();
+  if (overlaps(send, view) && send.data_ptr() != outs[rank_].data_ptr()) view = at::Tensor();
+  const bool direct = view.defined();
+  at::Tensor flat =
+      direct ? view : (isRoot ? at::empty({in.numel() * size_}, in.options()) : at::Tensor());
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::GATHER, "ringlet:gather", outs, [=] {
     comm->gather(send.data_ptr(), isRoot ? flat.data_ptr() : nullptr, e.count, e.type, root);
-    if (isRoot) unpack(flat, outs);
+    if (isRoot && !direct) unpack(flat, outs);
   });
 }
 
@@ -612,7 +652,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::scatter(
                          outT.numel(), t.numel()));
       }
     }
-    flat = concat(inputs[0]);
+    flat = adjacentView(inputs[0]);
+    if (!flat.defined() || (overlaps(outT, flat) && outT.data_ptr() != inputs[0][rank_].data_ptr()))
+      flat = concat(inputs[0]);
   } else if (!inputs.empty() && !inputs[0].empty()) {
     fail(fmt::format("{}: only the root (rank {}) takes input tensors", kOp, root));
   }
@@ -645,7 +687,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter(
   const ReduceOp op = reduceOpFor(opts.reduceOp, outT, kOp);
   const std::vector<size_t> counts = numels(inputs[0]);
   const bool even = allEqual(counts);
-  at::Tensor flat = concat(inputs[0]);
+  // Inputs that are views of one buffer are reduced from it (the output may be this rank's own
+  // input: in place); else from a packed copy.
+  at::Tensor flat = adjacentView(inputs[0]);
+  if (!flat.defined() || (overlaps(outT, flat) && outT.data_ptr() != inputs[0][rank_].data_ptr())) {
+    flat = concat(inputs[0]);
+  }
   Output out = output(outT, false);
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::REDUCE_SCATTER, "ringlet:reduce_scatter", {outT}, [=] {
@@ -758,7 +805,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(
     checkSameType(inputs[q], inputs[0], kOp);
     checkSameType(outputs[q], inputs[0], kOp);
   }
-  at::Tensor sendFlat = concat(inputs);
+  at::Tensor sendFlat = adjacentView(inputs);
+  if (!sendFlat.defined()) sendFlat = concat(inputs);
   const Elements e = elementsOf(sendFlat);
   const size_t scale = unitOf(sendFlat);
   std::vector<size_t> sendCounts = numels(inputs);
@@ -767,11 +815,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(
   for (auto c : recvCounts) recvTotal += static_cast<int64_t>(c);
   for (auto& c : sendCounts) c *= scale;
   for (auto& c : recvCounts) c *= scale;
-  at::Tensor recvFlat = at::empty({recvTotal}, inputs[0].options());
+  // Outputs that are views of one buffer, apart from the inputs, are received into it.
+  at::Tensor view = adjacentView(outputs);
+  if (overlaps(view, sendFlat)) view = at::Tensor();
+  const bool direct = view.defined();
+  at::Tensor recvFlat = direct ? view : at::empty({recvTotal}, inputs[0].options());
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::ALLTOALL, "ringlet:all_to_all", outputs, [=] {
     comm->allToAllv(sendFlat.data_ptr(), sendCounts, recvFlat.data_ptr(), recvCounts, e.type);
-    unpack(recvFlat, outputs);
+    if (!direct) unpack(recvFlat, outputs);
   });
 }
 
