@@ -23,11 +23,16 @@
 // two-rank Communicator::create took 42-45 ms with the warm-up below and without it), tens of
 // milliseconds over TCP or with more ranks than cores, plus the memory measurement once per
 // process. CommunicatorOptions::calibrationEffort multiplies the batches (ringlet-model uses
-// more).
+// more). An 8-byte shift timed again at the end that takes under a third of alpha means the
+// ranks were held back at the start (two of them on one core until the scheduler spread them):
+// the whole measurement runs again, at most three times in all (steadyModel, calibrate.h).
+#include "src/core/calibrate.h"
+
 #include <fmt/format.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -106,28 +111,45 @@ double memoryFactor(double cacheShare, int effort) {
   return factor;
 }
 
+// A shift of `bytes` around the ring: every rank sends to the next and receives from the
+// previous at once, as a ring step does.
+void shift(const collectives::Group& group, std::byte* out, std::byte* in, size_t bytes,
+           size_t slice, const transport::WaitContext& wait) {
+  collectives::exchange({.out = &group.next(),
+                         .send = out,
+                         .sendBytes = bytes,
+                         .in = &group.prev(),
+                         .recv = in,
+                         .recvBytes = bytes},
+                        slice, wait);
+}
+
+// Over shared memory the first few hundred microseconds of transfers ran slow: with one run of
+// warm-up the 1 MiB shift's rate came out anywhere from 8 to 18 GB/s at effort 1 (2 ranks, one
+// host), with 24 runs and 8 batches 16-19, as at effort 20. About 2 ms more per communicator on
+// one host; other links keep a short warm-up (a 1 MiB shift over TCP takes about a millisecond).
+int warmRuns(const collectives::Group& group) {
+  return group.next().sharesMemory() && group.prev().sharesMemory() ? 24 : 2;
+}
+
+// The 8-byte shift's time (alpha), this rank's.
+double smallShiftSeconds(const collectives::Group& group, size_t slice, int effort,
+                         const transport::WaitContext& wait) {
+  std::array<std::byte, 8> out{}, in{};
+  return medianSeconds(
+      8 * effort, 4, [&] { shift(group, out.data(), in.data(), 8, slice, wait); }, warmRuns(group));
+}
+
 CostModel measure(const collectives::Group& group, size_t slice, int effort, int hostRanks,
                   bool crossesHosts, const transport::WaitContext& wait) {
   std::vector<std::byte> out(kLargeBytes, std::byte{1});
   std::vector<std::byte> in(kLargeBytes);
   auto shift = [&](size_t bytes) {
-    collectives::exchange({.out = &group.next(),
-                           .send = out.data(),
-                           .sendBytes = bytes,
-                           .in = &group.prev(),
-                           .recv = in.data(),
-                           .recvBytes = bytes},
-                          slice, wait);
+    detail::shift(group, out.data(), in.data(), bytes, slice, wait);
   };
-  // Over shared memory the first few hundred microseconds of transfers ran slow: with one run
-  // of warm-up the 1 MiB shift's rate came out anywhere from 8 to 18 GB/s at effort 1 (2 ranks,
-  // one host), with 24 runs and 8 batches 16-19, as at effort 20. About 2 ms more per
-  // communicator on one host; other links keep a short warm-up (a 1 MiB shift over TCP takes
-  // about a millisecond).
   const bool fused = group.next().sharesMemory() && group.prev().sharesMemory();
-  const int warm = fused ? 24 : 2;
-  const double small = medianSeconds(
-      8 * effort, 4, [&] { shift(8); }, warm);
+  const int warm = warmRuns(group);
+  const double small = smallShiftSeconds(group, slice, effort, wait);
   const double large = medianSeconds(
       8 * effort, 1, [&] { shift(kLargeBytes); }, warm);
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
@@ -203,6 +225,16 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
 
 }  // namespace
 
+CostModel steadyModel(const std::function<CostModel()>& measure,
+                      const std::function<double()>& smallShift) {
+  CostModel model = measure();
+  for (int calibrations = 1; calibrations < kMaxCalibrations; ++calibrations) {
+    if (model.alpha <= kDisturbedAlphaRatio * smallShift()) break;
+    model = measure();
+  }
+  return model;
+}
+
 void CommunicatorImpl::calibrate() {
   if (options_.costModel || size_ == 1) return;
   int hostRanks = 0;
@@ -217,8 +249,21 @@ void CommunicatorImpl::calibrate() {
     // On the host-ordered ring (host_ring.h): across hosts it crosses each host's link
     // once, as the ring collectives do, however the ranks were placed.
     const collectives::Group& ring = hostRing();
-    model_ = measure(ring, sliceBytes({&ring.next(), &ring.prev()}),
-                     std::max(1, options_.calibrationEffort), hostRanks, crossesHosts, wait);
+    const size_t slice = sliceBytes({&ring.next(), &ring.prev()});
+    const int effort = std::max(1, options_.calibrationEffort);
+    model_ = steadyModel(
+        [&] { return measure(ring, slice, effort, hostRanks, crossesHosts, wait); },
+        [&] {
+          double seconds = smallShiftSeconds(ring, slice, effort, wait);
+          collectives::recursiveDoublingAllreduce(ring,
+                                                  {.send = reinterpret_cast<std::byte*>(&seconds),
+                                                   .recv = reinterpret_cast<std::byte*>(&seconds),
+                                                   .count = 1,
+                                                   .type = DataType::kFloat64,
+                                                   .op = ReduceOp::kMax},
+                                                  wait);
+          return seconds;
+        });
   });
   model_.ranksShareCores = ranksShareCores(infos_);
   nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
