@@ -150,7 +150,9 @@ TEST_P(TcpLinkTest, ReceivedMessagesAreAlignedAfterOddSizedOnes) {
 // sent a call header of its own per call, and its peer read each), and it says false when
 // nothing comes.
 TEST_P(TcpLinkTest, SpinForMessageCatchesAMessageSentDuringTheSpin) {
-  constexpr int kRounds = 20;
+  // Many rounds: a link whose waits have not been paying spins only a few looks, with a whole
+  // spin every 16th wait, and a loaded machine may hold the sender past any spin.
+  constexpr int kRounds = 64;
   std::atomic<int> spinning{0};
   std::atomic<int> caught{0};
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
@@ -166,8 +168,8 @@ TEST_P(TcpLinkTest, SpinForMessageCatchesAMessageSentDuringTheSpin) {
         const auto deadline = std::chrono::steady_clock::now() + 10s;
         while (spinning.load() < r && std::chrono::steady_clock::now() < deadline) {
         }
-        // Past one look, well inside a spin of a hundred looks at the socket.
-        const auto later = std::chrono::steady_clock::now() + 20us;
+        // Past one look (a read of the socket, ~1 us), inside a spin of a hundred.
+        const auto later = std::chrono::steady_clock::now() + 5us;
         while (std::chrono::steady_clock::now() < later) {
         }
         link.send(out.data(), out.size(), wait);
