@@ -274,8 +274,10 @@ void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceByt
 // took 59 ms instead of about 2, a 64 MiB Bruck all-gather 35 ms instead of 6). The largest size
 // used stays allocated, as with the scratch buffers of other collective libraries. `slot`
 // (0..kScratchSlots-1) names independent buffers that one call uses at once; a call's contents
-// are gone at the next call that uses the same slot on this thread.
-inline constexpr int kScratchSlots = 3;
+// are gone at the next call that uses the same slot on this thread. kStagingSlot is the host
+// primitives' own (link_prims.cc: one slice at a time).
+inline constexpr int kScratchSlots = 4;
+inline constexpr int kStagingSlot = 3;
 std::byte* scratchBytes(int slot, size_t bytes);
 // Sends `bytes` at `data` to `link`, copying into the transport's slot when it has one.
 void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait);
