@@ -173,6 +173,22 @@ void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
 //                        queued);
 //   what():              what is awaited, for the TimeoutError ("a message of 64 bytes from ...").
 // `slowWake`: the link's wake-up costs more than a futex (see Backoff::slowWakeAwake).
+// Spins as a wait's spin phase does (the waiter's budget) until ready(); returns whether it
+// became ready. A link's spinForMessage().
+template <typename Ready>
+bool spinUntil(Waiter& waiter, Ready&& ready) {
+  if (ready()) return true;
+  const int spins = waiter.nextSpinBudget();
+  for (int i = 0; i < spins; ++i) {
+    cpuRelax();
+    if (ready()) {
+      waiter.endedSpinning();
+      return true;
+    }
+  }
+  return false;
+}
+
 // Pumps the other links of `wait`; true when one of them still has sends queued that a block of
 // `self` would not notice (a link that polls notices the other polled links' output).
 bool pumpOthersForWait(const Link& self, const WaitContext& wait);

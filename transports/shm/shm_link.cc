@@ -335,16 +335,7 @@ const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
 }
 
 bool ShmLink::spinForMessage() noexcept {
-  if (messageReady()) return true;
-  const int spins = waiter_.nextSpinBudget();
-  for (int i = 0; i < spins; ++i) {
-    cpuRelax();
-    if (messageReady()) {
-      waiter_.endedSpinning();
-      return true;
-    }
-  }
-  return false;
+  return spinUntil(waiter_, [&] { return messageReady(); });
 }
 
 void ShmLink::release() {

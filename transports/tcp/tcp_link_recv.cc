@@ -391,16 +391,7 @@ const std::byte* TcpLink::peekMessage(size_t* bytes) noexcept {
 bool TcpLink::spinForMessage() noexcept {
   // Each look is a read of the socket (readAheadQuietly), so the spin lasts longer than shared
   // memory's in time; it is what this link's waits spin too.
-  if (messageReady()) return true;
-  const int spins = waiter_.nextSpinBudget();
-  for (int i = 0; i < spins; ++i) {
-    cpuRelax();
-    if (messageReady()) {
-      waiter_.endedSpinning();
-      return true;
-    }
-  }
-  return false;
+  return spinUntil(waiter_, [&] { return messageReady(); });
 }
 
 void TcpLink::checkPeer(const WaitContext& wait) {
