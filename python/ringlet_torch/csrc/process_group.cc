@@ -165,14 +165,6 @@ Output output(const at::Tensor& t, bool keepContents) {
   return {t, keepContents ? t.contiguous() : at::empty_like(t, at::MemoryFormat::Contiguous)};
 }
 
-// The tensors of a list, flattened into one contiguous buffer (a copy).
-at::Tensor concat(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
-}
-
 // The tensors of a list when each is contiguous and they lie back to back in one storage, in
 // list order (views of one buffer: `out.chunk(n)`, `list(out.unbind(0))`): one 1-D view over
 // them all, which a collective reads or writes in place of a packed copy. Undefined otherwise
@@ -412,6 +404,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(
   return work;
 }
 
+at::Tensor ProcessGroupRinglet::PackBuffers::get(Which which, int64_t numel, at::ScalarType dtype) {
+  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  at::Tensor& buffer = bytes_[which];
+  if (!buffer.defined() || buffer.numel() < bytes) {
+    buffer = at::empty({std::max<int64_t>(bytes, 1)}, at::TensorOptions().dtype(at::kByte));
+  }
+  return buffer.narrow(0, 0, bytes).view(dtype);
+}
+
+at::Tensor ProcessGroupRinglet::PackBuffers::pack(Which which,
+                                                  const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  at::Tensor flat = get(which, total, tensors.at(0).scalar_type());
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    flat.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
+    offset += t.numel();
+  }
+  return flat;
+}
+
 int ProcessGroupRinglet::checkRoot(int64_t root, const char* op) const {
   if (root < 0 || root >= size_) {
     fail(fmt::format("{}: root rank {} is out of range for a group of {}", op, root, size_));
@@ -454,9 +468,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce_coalesced(
   // Views of one buffer (a DDP-style flat bucket) are reduced where they lie.
   const at::Tensor view = adjacentView(tensors);
   const bool direct = view.defined();
-  at::Tensor flat = direct ? view : concat(tensors);
   Communicator* comm = comm_.get();
+  auto packed = packed_;
   return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "ringlet:all_reduce_coalesced", tensors, [=] {
+    const at::Tensor flat = direct ? view : packed->pack(PackBuffers::kInput, tensors);
     comm->allreduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), type, op);
     if (!direct) unpack(flat, tensors);
   });
@@ -521,9 +536,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
   at::Tensor view = adjacentView(outs);
   if (overlaps(send, view) && send.data_ptr() != outs[rank_].data_ptr()) view = at::Tensor();
   const bool direct = view.defined();
-  at::Tensor flat = direct ? view : at::empty({total}, in.options());
   Communicator* comm = comm_.get();
+  auto packed = packed_;
+  const at::ScalarType dtype = in.scalar_type();
   return enqueue(c10d::OpType::ALLGATHER, "ringlet:all_gather", outs, [=] {
+    const at::Tensor flat = direct ? view : packed->get(PackBuffers::kOutput, total, dtype);
     if (even) {
       comm->allgather(send.data_ptr(), flat.data_ptr(), e.count, e.type);
     } else {
@@ -581,15 +598,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather_coalesced(
       all.push_back(t);
     }
     sends.push_back(inputs[i].contiguous());
-    flats.push_back(at::empty({inputs[i].numel() * size_}, inputs[i].options()));
   }
   Communicator* comm = comm_.get();
   auto lists = outputLists;
+  auto packed = packed_;
+  const int n = size_;
   return enqueue(c10d::OpType::ALLGATHER_COALESCED, "ringlet:all_gather_coalesced", all, [=] {
     for (size_t i = 0; i < sends.size(); ++i) {
       const Elements e = elementsOf(sends[i]);
-      comm->allgather(sends[i].data_ptr(), flats[i].data_ptr(), e.count, e.type);
-      unpack(flats[i], lists[i]);
+      const at::Tensor flat =
+          packed->get(PackBuffers::kOutput, sends[i].numel() * n, sends[i].scalar_type());
+      comm->allgather(sends[i].data_ptr(), flat.data_ptr(), e.count, e.type);
+      unpack(flat, lists[i]);
     }
   });
 }
@@ -623,10 +643,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::gather(
   at::Tensor view = isRoot ? adjacentView(outs) : at::Tensor();
   if (overlaps(send, view) && send.data_ptr() != outs[rank_].data_ptr()) view = at::Tensor();
   const bool direct = view.defined();
-  at::Tensor flat =
-      direct ? view : (isRoot ? at::empty({in.numel() * size_}, in.options()) : at::Tensor());
   Communicator* comm = comm_.get();
+  auto packed = packed_;
+  const int64_t total = in.numel() * size_;
+  const at::ScalarType dtype = in.scalar_type();
   return enqueue(c10d::OpType::GATHER, "ringlet:gather", outs, [=] {
+    const at::Tensor flat =
+        direct ? view : (isRoot ? packed->get(PackBuffers::kOutput, total, dtype) : at::Tensor());
     comm->gather(send.data_ptr(), isRoot ? flat.data_ptr() : nullptr, e.count, e.type, root);
     if (isRoot && !direct) unpack(flat, outs);
   });
@@ -639,7 +662,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::scatter(
   const at::Tensor& outT = single(outputs, kOp);
   const int root = checkRoot(opts.rootRank, kOp);
   const bool isRoot = rank_ == root;
-  at::Tensor flat;
+  at::Tensor view;
+  std::vector<at::Tensor> pieces;
   if (isRoot) {
     if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != size_) {
       fail(fmt::format("{}: the root expects one list of {} input tensors", kOp, size_));
@@ -652,16 +676,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::scatter(
                          outT.numel(), t.numel()));
       }
     }
-    flat = adjacentView(inputs[0]);
-    if (!flat.defined() || (overlaps(outT, flat) && outT.data_ptr() != inputs[0][rank_].data_ptr()))
-      flat = concat(inputs[0]);
+    // Views of one buffer are sent from where they lie (the output may be the root's own block);
+    // else from a packed copy.
+    view = adjacentView(inputs[0]);
+    if (overlaps(outT, view) && outT.data_ptr() != inputs[0][rank_].data_ptr()) {
+      view = at::Tensor();
+    }
+    pieces = inputs[0];
   } else if (!inputs.empty() && !inputs[0].empty()) {
     fail(fmt::format("{}: only the root (rank {}) takes input tensors", kOp, root));
   }
   Output out = output(outT, false);
   const Elements e = elementsOf(out.buffer);
   Communicator* comm = comm_.get();
+  auto packed = packed_;
   return enqueue(c10d::OpType::SCATTER, "ringlet:scatter", {outT}, [=] {
+    at::Tensor flat = view;
+    if (isRoot && !flat.defined()) flat = packed->pack(PackBuffers::kInput, pieces);
     comm->scatter(isRoot ? flat.data_ptr() : nullptr, out.data(), e.count, e.type, root);
     out.copyBack();
   });
@@ -689,13 +720,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter(
   const bool even = allEqual(counts);
   // Inputs that are views of one buffer are reduced from it (the output may be this rank's own
   // input: in place); else from a packed copy.
-  at::Tensor flat = adjacentView(inputs[0]);
-  if (!flat.defined() || (overlaps(outT, flat) && outT.data_ptr() != inputs[0][rank_].data_ptr())) {
-    flat = concat(inputs[0]);
-  }
+  at::Tensor view = adjacentView(inputs[0]);
+  if (overlaps(outT, view) && outT.data_ptr() != inputs[0][rank_].data_ptr()) view = at::Tensor();
   Output out = output(outT, false);
   Communicator* comm = comm_.get();
+  auto packed = packed_;
+  const std::vector<at::Tensor> pieces = inputs[0];
   return enqueue(c10d::OpType::REDUCE_SCATTER, "ringlet:reduce_scatter", {outT}, [=] {
+    const at::Tensor flat = view.defined() ? view : packed->pack(PackBuffers::kInput, pieces);
     if (even) {
       comm->reduceScatter(flat.data_ptr(), out.data(), out.buffer.numel(), type, op);
     } else {
@@ -805,10 +837,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(
     checkSameType(inputs[q], inputs[0], kOp);
     checkSameType(outputs[q], inputs[0], kOp);
   }
-  at::Tensor sendFlat = adjacentView(inputs);
-  if (!sendFlat.defined()) sendFlat = concat(inputs);
-  const Elements e = elementsOf(sendFlat);
-  const size_t scale = unitOf(sendFlat);
+  const at::Tensor sendView = adjacentView(inputs);
+  const Elements e = elementsOf(inputs[0]);
+  const size_t scale = unitOf(inputs[0]);
   std::vector<size_t> sendCounts = numels(inputs);
   std::vector<size_t> recvCounts = numels(outputs);
   int64_t recvTotal = 0;
@@ -817,11 +848,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(
   for (auto& c : recvCounts) c *= scale;
   // Outputs that are views of one buffer, apart from the inputs, are received into it.
   at::Tensor view = adjacentView(outputs);
-  if (overlaps(view, sendFlat)) view = at::Tensor();
+  for (const auto& t : inputs) {
+    if (overlaps(view, t)) view = at::Tensor();
+  }
   const bool direct = view.defined();
-  at::Tensor recvFlat = direct ? view : at::empty({recvTotal}, inputs[0].options());
   Communicator* comm = comm_.get();
+  auto packed = packed_;
+  const at::ScalarType dtype = inputs[0].scalar_type();
   return enqueue(c10d::OpType::ALLTOALL, "ringlet:all_to_all", outputs, [=] {
+    const at::Tensor sendFlat =
+        sendView.defined() ? sendView : packed->pack(PackBuffers::kInput, inputs);
+    const at::Tensor recvFlat = direct ? view : packed->get(PackBuffers::kOutput, recvTotal, dtype);
     comm->allToAllv(sendFlat.data_ptr(), sendCounts, recvFlat.data_ptr(), recvCounts, e.type);
     if (!direct) unpack(recvFlat, outputs);
   });
