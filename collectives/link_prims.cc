@@ -34,9 +34,11 @@ void LinkPrims::send(const Piece& p) {
 // A reduction's result for the next rank goes into memory of this rank's own first, then is
 // copied into the next rank's slot; it is not reduced straight into the slot. A slot's lines were
 // last read by the next rank, so each vector store of a reduction into it waited for that core
-// to give the line up, where the copy's string stores do not: two ranks on two cores, 512 KiB-
-// 8 MiB all-reduce (the ring) took 1.8x the time straight into the slot, three ranks 1.2-2x at
-// 128 KiB-32 MiB (alternating runs against the build before). Partial sums are staged in one
+// to give the line up, where the copy's string stores do not. On two cores in the state where a
+// line costs most to move between them: two ranks, 512 KiB-8 MiB all-reduce (the ring), took 1.8x
+// the time straight into the slot, three ranks 1.2-1.4x at 128 KiB-8 MiB (alternating runs
+// against the build before); in the other state three-rank calls of 128-512 KiB pay the copy
+// (1.2-1.3x) (collectives/README.md). Partial sums are staged in one
 // slice of memory kept per thread (in cache; through the whole-size output chunk, 8-32 MiB
 // reduce-scatters at N = 3 took 1.07-1.12x the time of reducing into the slot). A final result
 // goes to the output, which it must reach anyway, and is copied from there.
