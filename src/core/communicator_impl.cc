@@ -87,7 +87,18 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
   // Calls are issued from one thread at a time: with no async call queued or running, none can
   // appear before this one runs.
   if (asyncInFlight_.load(std::memory_order_acquire) == 0) {
-    std::lock_guard exec(execMutex_);
+    // No lock: its two locked instructions per call, each waiting for the stores still in the
+    // core's buffer (the last message to a peer among them), cost 8-byte calls over shm about a
+    // tenth of their time. Only abort() from another thread needs to know that a call runs: a
+    // Dekker pair with it over inBlockingCall_ and broken_ (fences.h).
+    const bool outer = inBlockingCall_.load(std::memory_order_relaxed);
+    inBlockingCall_.store(true, std::memory_order_relaxed);
+    fences::light(asymmetricFences_);
+    struct Leave {
+      std::atomic<bool>& flag;
+      bool outer;
+      ~Leave() { flag.store(outer, std::memory_order_release); }
+    } leave{inBlockingCall_, outer};
     execute(header, body);
     return;
   }
@@ -146,10 +157,19 @@ void CommunicatorImpl::workerLoop() {
 
 void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
   if (broken_.load()) {
-    std::lock_guard lock(brokenMutex_);
+    std::string reason;
+    bool linksLeft = false;
+    {
+      std::lock_guard lock(brokenMutex_);
+      reason = brokenReason_;
+      linksLeft = !linksAborted_;
+    }
+    // abort() from another thread while the last call ran left the links to that call, which
+    // may have ended without a wait that saw the cancel: tell the peers now.
+    if (linksLeft) fail(rank_, reason);
     throw AbortedError(
         fmt::format("{} #{} on rank {}: the communicator is unusable after an earlier error: {}",
-                    header.name(), header.seq, rank_, brokenReason_));
+                    header.name(), header.seq, rank_, reason));
   }
   const bool collective = isCollective(header.kind);
   if (!collective) {
@@ -276,6 +296,19 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     }
     fail(e.peer(), e.what());
     throw;
+  } catch (const AbortedError& e) {
+    if (!cancelled_.load()) {
+      fail(rank_, e.what());
+      throw;
+    }
+    // abort() from another thread: the wait that saw it names the call, abort() the reason.
+    std::string reason;
+    {
+      std::lock_guard lock(brokenMutex_);
+      reason = brokenReason_;
+    }
+    fail(rank_, reason);
+    throw AbortedError(fmt::format("{}: {}", e.what(), reason));
   } catch (const std::exception& e) {
     fail(rank_, e.what());
     throw;
@@ -469,18 +502,21 @@ void CommunicatorImpl::fail(int origin, const std::string& reason) {
 void CommunicatorImpl::abort(const std::string& reason) {
   cancelled_.store(true);
   const std::string why = fmt::format("rank {} called abort: {}", rank_, reason);
-  // A collective running on the worker thread owns the links: it sees the cancel flag within
-  // one wait slice and fails (aborting the links) itself. Otherwise abort them here.
-  std::unique_lock exec(execMutex_, std::try_to_lock);
-  if (exec.owns_lock()) {
-    fail(rank_, why);
-  } else {
+  {
     std::lock_guard lock(brokenMutex_);
     if (!broken_.load()) {
       brokenReason_ = why;
       broken_.store(true);
     }
   }
+  // A collective running on another thread (the worker, or a blocking call) owns the links: it
+  // sees the cancel flag within one wait slice and fails (aborting the links) itself. Otherwise
+  // abort them here. The other side of the fence is runBlocking's: a blocking call that starts
+  // after this reads broken_ as set (execute() fails it before it touches a link), or this reads
+  // its flag.
+  fences::heavy(asymmetricFences_);
+  std::unique_lock exec(execMutex_, std::try_to_lock);
+  if (exec.owns_lock() && !inBlockingCall_.load()) fail(rank_, why);
 }
 
 std::string CommunicatorImpl::describeLinks() const {

@@ -19,6 +19,7 @@
 #include "ringlet/communicator.h"
 #include "src/core/op.h"
 #include "src/core/op_body.h"
+#include "src/fences.h"
 #include "src/trace.h"
 #include "transports/transport.h"
 
@@ -401,7 +402,11 @@ class CommunicatorImpl {
   std::vector<uint64_t> incomingSeq_;  // per peer: the next message's number off its link
   std::vector<std::deque<StashedMessage>> stash_;
   size_t stashedBytes_ = 0;
-  std::mutex execMutex_;  // one collective runs at a time
+  // One collective runs at a time: the worker's calls and blocking calls while async ones are
+  // queued hold execMutex_; a blocking call with none queued sets inBlockingCall_ (runBlocking).
+  std::mutex execMutex_;
+  std::atomic<bool> inBlockingCall_{false};
+  const bool asymmetricFences_ = fences::joinPrivateExpedited();
 
   std::mutex queueMutex_;
   std::condition_variable queueChanged_;

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include <cstdint>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -694,6 +695,42 @@ TEST(CommunicatorErrors, AbortFromAnotherThreadEndsTheCallOnEveryRank) {
       EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
     }
   });
+}
+
+// abort() from a second thread while the first runs blocking calls back to back: whether it
+// lands inside a call or between two, both ranks' loops end with an error naming it, long before
+// the 30 s timeout (a blocking call takes no lock that abort() could try: runBlocking's flag and
+// the asymmetric fences decide who aborts the links).
+TEST(CommunicatorErrors, AbortFromASecondThreadDuringBlockingCallsEndsBothRanks) {
+  for (int round = 0; round < 5; ++round) {
+    runThreadRanks(2, [round](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 30s);
+      std::vector<float> data(2, 1.0f);
+      std::thread aborter;
+      if (rank == 0) {
+        aborter = std::thread([&comm, round] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20 + 15 * round));
+          comm.abort("second-thread abort");
+        });
+      }
+      const auto start = std::chrono::steady_clock::now();
+      bool failed = false;
+      std::string what;
+      for (int i = 0; i < 100000000 && !failed; ++i) {
+        try {
+          comm.broadcast(data.data(), 2, DataType::kFloat32, 0);
+        } catch (const Error& e) {
+          failed = true;
+          what = e.what();
+        }
+        if (std::chrono::steady_clock::now() - start > 20s) break;
+      }
+      if (aborter.joinable()) aborter.join();
+      EXPECT_TRUE(failed) << "rank " << rank << " never saw the abort";
+      EXPECT_NE(what.find("second-thread abort"), std::string::npos) << what;
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    });
+  }
 }
 
 TEST(CommunicatorAsync, QueuedCallsRunInOrderAndWorkHandlesReport) {

@@ -126,6 +126,57 @@ double pingPong(int spins, int yields, int iters) {
   return median(runs);
 }
 
+// Rank 0 streams `count` messages of `bytes` (one cell each) to rank 1, which reads each into
+// its memory: nanoseconds per message (median of --reps runs). The link's share of a small rooted
+// collective's time, where the root never waits for its peer.
+double smallStream(int spins, int yields, size_t bytes, int count) {
+  rs::ShmDir dir;
+  const std::string job = ringlet::testing::uniqueJobId("perf-stream");
+  std::vector<double> runs;
+  for (int run = 0; run < gReps; ++run) {
+    std::string prefix = fmt::format("st{}", run);
+    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
+    bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
+      rs::Mesh mesh =
+          rs::connectMesh(rank, size, store, options(dir, spins, yields, 4096), job, prefix);
+      ringlet::transport::Link& link = mesh.to(1 - rank);
+      std::vector<std::byte> msg(bytes);
+      auto wait = mesh.wait(std::chrono::seconds(60));
+      auto stream = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+          if (rank == 0) {
+            link.send(msg.data(), bytes, wait);
+          } else {
+            link.recvInto(msg.data(), bytes, wait);
+          }
+        }
+        // Both ends meet before the clock stops: the last message was read.
+        if (rank == 0) {
+          link.recvInto(msg.data(), 0, wait);
+        } else {
+          link.send(msg.data(), 0, wait);
+        }
+      };
+      stream(count / 10);
+      auto start = Clock::now();
+      stream(count);
+      double ns = seconds(Clock::now() - start) / count * 1e9;
+      if (rank == 0) {
+        FILE* f = std::fopen(result.c_str(), "w");
+        std::fprintf(f, "%.6f", ns);
+        std::fclose(f);
+      }
+    });
+    if (!ok) return -1;
+    FILE* f = std::fopen(result.c_str(), "r");
+    double ns = 0;
+    if (f != nullptr && std::fscanf(f, "%lf", &ns) == 1) runs.push_back(ns);
+    if (f != nullptr) std::fclose(f);
+    std::remove(result.c_str());
+  }
+  return median(runs);
+}
+
 // Rank 0 streams `bytes` per iteration to rank 1, cut into slots; GB/s (median of --reps runs).
 double throughput(int spins, int yields, size_t bytes, size_t slotBytes) {
   rs::ShmDir dir;
@@ -271,6 +322,10 @@ int main(int argc, char** argv) {
   if (!sweepOnly) {
     std::printf("# shm link, 2 process ranks, default policy (spin %d)\n", defaultSpins);
     std::printf("latency 8 B one-way: %.2f us\n", pingPong(defaultSpins, yields, ppIters));
+    for (size_t bytes : {size_t{8}, size_t{56}}) {
+      std::printf("stream of %zu B messages one way: %.1f ns per message\n", bytes,
+                  smallStream(defaultSpins, yields, bytes, quick ? 200000 : 2000000));
+    }
     std::printf("%10s %10s %10s\n", "bytes", "slot", "GB/s");
     for (size_t bytes = 64 << 10; bytes <= (size_t{16} << 20); bytes *= 4) {
       size_t slot = size_t{512} << 10;

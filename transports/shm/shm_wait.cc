@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "src/fences.h"
+
 namespace ringlet::transport::shm {
 
 void futexWait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds timeout) {
@@ -29,32 +31,20 @@ void futexWake(std::atomic<uint32_t>* word) {
             0);
 }
 
-namespace {
-int membarrier(int command) {
-#ifdef SYS_membarrier
-  return static_cast<int>(::syscall(SYS_membarrier, command, 0, 0));
-#else
-  (void)command;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-}  // namespace
-
 bool joinMembarrierFences() {
   static const bool joined = [] {
-    const int supported = membarrier(MEMBARRIER_CMD_QUERY);
+    const int supported = fences::membarrier(MEMBARRIER_CMD_QUERY);
     if (supported < 0 || (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 ||
         (supported & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0) {
       return false;
     }
-    return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
+    return fences::membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0;
   }();
   return joined;
 }
 
 void membarrierFence() {
-  if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
+  if (fences::membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
 }
