@@ -150,6 +150,13 @@ class Link {
   // recvAny() takes it. Null otherwise. Its bytes come from the peer: check the length before
   // reading them (at least kMinMessageBytes may be read).
   virtual const std::byte* peekMessage(size_t* /*bytes*/) noexcept { return nullptr; }
+  // Drops the message peekMessage() just showed (nothing held since): as recvAny() and release()
+  // of it, without checking again what the peek found.
+  virtual void skipPeeked(const WaitContext& wait) {
+    size_t bytes = 0;
+    recvAny(SIZE_MAX, &bytes, wait);
+    release();
+  }
   // Never blocks for long: spins as this link's waits do before they yield (not at all on a
   // host with more ranks than cores, or while spinning has not been paying) until the next
   // message has wholly arrived; returns whether it has.

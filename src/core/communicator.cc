@@ -216,7 +216,7 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
       return;
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
-      if (group.rank != root) std::memcpy(data, impl.inlineFromPrev(), bytes);
+      if (group.rank != root) detail::copySmall(data, impl.inlineFromPrev(), bytes);
       return;
     }
     if (algorithm == collectives::Algorithm::kTree) {

@@ -23,10 +23,13 @@ namespace {
 
 // The next message on `link`, without taking it, when it has arrived and is a collective's call
 // header (decoded into `theirs`, its length in `bytes`).
-bool peekCallHeader(transport::Link& link, OpHeader& theirs, size_t& bytes) {
+// The next message when it is a collective's call header (decoded into `theirs`), else null.
+const std::byte* peekCallHeader(transport::Link& link, OpHeader& theirs, size_t& bytes) {
   const std::byte* next = link.peekMessage(&bytes);
-  return next != nullptr && bytes >= OpHeader::kFieldBytes && bytes <= OpHeader::kWireBytes &&
-         OpHeader::decode(next, theirs) && isCollective(theirs.kind);
+  const bool header = next != nullptr && bytes >= OpHeader::kFieldBytes &&
+                      bytes <= OpHeader::kWireBytes && OpHeader::decode(next, theirs) &&
+                      isCollective(theirs.kind);
+  return header ? next : nullptr;
 }
 
 }  // namespace
@@ -221,12 +224,14 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
                                                             : -1;
         const uint64_t bytes =
             (header.count + (header.kind == OpKind::kSendRecv ? header.recvCount : 0)) * element;
-        recorder->pointToPoint(header.name(), to, from, header.seq, bytes, start, Clock::now());
+        recorder->pointToPoint(header.name().data(), to, from, header.seq, bytes, start,
+                               Clock::now());
         return;
       }
       recorder->collective(
-          header.name(), collectives::nameOf(static_cast<collectives::Algorithm>(header.algorithm)),
-          header.seq, header.count * element, start, Clock::now());
+          header.name().data(),
+          collectives::nameOf(static_cast<collectives::Algorithm>(header.algorithm)), header.seq,
+          header.count * element, start, Clock::now());
     }
   } traceCall{trace_.get(), header, started, collective};
   try {
@@ -398,11 +403,17 @@ void CommunicatorImpl::settleArrived(const WaitContext& wait) {
       // Only what answers unchecked_: a later call's header stays for that call.
       size_t bytes = 0;
       OpHeader theirs;
-      if (!peekCallHeader(prev, theirs, bytes)) return;
+      if (peekCallHeader(prev, theirs, bytes) == nullptr) return;
       if (theirs.seq > unchecked_.back().seq) {
         unchecked_.clear();  // the peer passed them all: each checked, or answered before this
         return;
       }
+      prev.skipPeeked(wait);  // decoded already: as readSettlingHeader() without reading again
+      if (!settlesUnchecked(theirs, wait)) {
+        throw MismatchError(
+            describeMismatch(wait.describe(), rank_, unchecked_.front(), prev.peer(), theirs));
+      }
+      continue;
     }
     readSettlingHeader(wait);
   }
@@ -417,19 +428,18 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
   for (;;) {
     size_t bytes = 0;
     OpHeader theirs;
-    if (!peekCallHeader(prev, theirs, bytes)) return false;
+    const std::byte* in = peekCallHeader(prev, theirs, bytes);
+    if (in == nullptr) return false;
     if (settlesUnchecked(theirs, wait)) {
-      prev.recvAny(OpHeader::kWireBytes, &bytes, wait);  // the header just settled
-      prev.release();
+      prev.skipPeeked(wait);  // the header just settled
       continue;
     }
     // Anything else goes the usual way: this rank's header first, so a peer that disagrees
     // names both calls too.
     const size_t inBytes = header.inlineFromPrevBytes();
     if (!header.sameCall(theirs) || bytes != OpHeader::kFieldBytes + inBytes) return false;
-    const std::byte* in = prev.recvAny(OpHeader::kWireBytes, &bytes, wait);
-    std::memcpy(inlineIn_.data(), in + OpHeader::kFieldBytes, inBytes);
-    prev.release();
+    copySmall(inlineIn_.data(), in + OpHeader::kFieldBytes, inBytes);
+    prev.skipPeeked(wait);
     unchecked_.clear();  // all before this call, which the peer has passed
     headerChecked_ = true;
     // Two ranks: the sender learns from a later header that this call passed. More: the sender

@@ -28,7 +28,7 @@ namespace {
 
 // A world of one: the call is a copy (nothing when in place).
 void copyOwnBlock(const std::byte* send, std::byte* recv, size_t bytes) {
-  if (recv != send && bytes > 0) std::memcpy(recv, send, bytes);
+  if (recv != send) detail::copySmall(recv, send, bytes);
 }
 
 // Checks what both calls share; returns the bytes of one rank's block.

@@ -34,8 +34,7 @@ void OpHeader::encodeTo(std::byte* p) const {
   std::memcpy(p + 32, &countsHash, 8);
   std::memcpy(p + 40, &ranks, 4);
   p[44] = static_cast<std::byte>(algorithm);
-  if (inlineBytes > 0)
-    std::memcpy(p + kFieldBytes, inlineData, std::min(inlineBytes, kInlineBytes));
+  if (inlineBytes > 0) copySmall(p + kFieldBytes, inlineData, std::min(inlineBytes, kInlineBytes));
 }
 
 bool OpHeader::decode(const std::byte* data, OpHeader& out) {
@@ -56,7 +55,9 @@ bool OpHeader::decode(const std::byte* data, OpHeader& out) {
   return true;
 }
 
-const char* OpHeader::name() const {
+void copyOutOfLine(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+
+std::string_view OpHeader::name() const {
   switch (kind) {
     case OpKind::kAllreduce:
       return "allreduce";

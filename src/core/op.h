@@ -6,12 +6,46 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "ringlet/types.h"
 
 namespace ringlet::detail {
+
+// std::memcpy in a function of its own: a memcpy the compiler knows to be short (say at most 256
+// bytes) may be inlined as `rep movsq`, which starts slowly.
+void copyOutOfLine(void* dst, const void* src, size_t n);
+
+// memcpy for the few bytes a call header carries: 4-16 bytes as two overlapping loads and
+// stores, inline (a call into the C library's memcpy costs a small call more than the copy).
+inline void copySmall(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  if (n == 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, s, 8);
+    std::memcpy(d, &word, 8);
+  } else if (n > 8 && n <= 16) {
+    uint64_t head = 0;
+    uint64_t tail = 0;
+    std::memcpy(&head, s, 8);
+    std::memcpy(&tail, s + n - 8, 8);
+    std::memcpy(d, &head, 8);
+    std::memcpy(d + n - 8, &tail, 8);
+  } else if (n >= 4 && n < 8) {
+    uint32_t head = 0;
+    uint32_t tail = 0;
+    std::memcpy(&head, s, 4);
+    std::memcpy(&tail, s + n - 4, 4);
+    std::memcpy(d, &head, 4);
+    std::memcpy(d + n - 4, &tail, 4);
+  } else if (n > 0) {
+    copyOutOfLine(d, s, n);
+  }
+}
 
 enum class OpKind : uint8_t {
   kAllreduce = 1,
@@ -134,7 +168,9 @@ struct OpHeader {
   // "allreduce(count=1000, float32, sum)", "broadcast(count=7, int8, root=2)", "barrier()",
   // "allgatherv(count=1000 in all over 4 ranks, float32, counts #1f2e3d4c)"
   std::string describeCall() const;
-  const char* name() const;
+  // A literal (NUL-terminated: data() may go where a C string is wanted); its length is known,
+  // so a wait context built from it per call costs no strlen.
+  std::string_view name() const;
   bool sameCall(const OpHeader& other) const;
 };
 

@@ -134,7 +134,7 @@ TEST(OpHeader, RootedVFormsCompareTheirCountsAndRoot) {
   OpHeader scatterv = gatherv;
   scatterv.kind = OpKind::kScatterv;
   EXPECT_FALSE(scatterv.sameCall(gatherv));
-  EXPECT_STREQ(scatterv.name(), "scatterv");
+  EXPECT_EQ(scatterv.name(), "scatterv");
   EXPECT_EQ(scatterv.describeCall().rfind("scatterv(count=7 in all over 3 ranks", 0), 0u)
       << scatterv.describeCall();
 }

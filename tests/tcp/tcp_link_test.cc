@@ -150,13 +150,15 @@ TEST_P(TcpLinkTest, ReceivedMessagesAreAlignedAfterOddSizedOnes) {
 // sent a call header of its own per call, and its peer read each), and it says false when
 // nothing comes.
 TEST_P(TcpLinkTest, SpinForMessageCatchesAMessageSentDuringTheSpin) {
-  // Many rounds: a link whose waits have not been paying spins only a few looks, with a whole
-  // spin every 16th wait, and a loaded machine may hold the sender past any spin.
+  // Many rounds, and a fixed policy of long spins (20000 looks, each a read of the socket): a
+  // loaded machine may hold the sender past any one spin, and an adapting link whose waits have
+  // not been paying (a busy loop per core: most of them) spins only a few looks.
   constexpr int kRounds = 64;
   std::atomic<int> spinning{0};
   std::atomic<int> caught{0};
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size), 10s,
+                            Backoff{.spins = 20000, .adapt = false});
     Link& link = e.to(0);
     auto wait = makeWait(rank, e.raw);
     const std::vector<std::byte> out(8, std::byte{7});

@@ -15,6 +15,16 @@ namespace {
 // writer stamps when it published), kSleeping while it sleeps on the futex (stamp and wake).
 constexpr uint32_t kAwake = 0, kSleeping = 1, kYielding = 2;
 
+// Asks for the cache line at `p` in a state this core may write (x86 PREFETCHW: AMD since K8,
+// Intel since Broadwell; older Intel cores take it as a no-op).
+inline void prefetchForWrite(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 // Publishing side of the sleep handshake: the store that makes the waiter's condition true has
 // happened; stamp the time if the waiter yields or sleeps, and wake it if it sleeps. The fence
 // pairs with the one in waitUntil(): either the waiter sees the new state or this side sees its
@@ -241,7 +251,30 @@ std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* /*scratch*/, const WaitC
   return claimSlot(bytes, wait);
 }
 
+void ShmLink::publishCell(size_t bytes) {
+  announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes);
+}
+
+void ShmLink::announce(uint64_t word) {
+  out_->cells[outHead_ & (kCells - 1)].word.store(word, std::memory_order_release);
+  ++outHead_;
+  claimed_ = nullptr;
+  // The next message's cell: last read by the peer kCells messages ago, so this core must take
+  // the line back before its first store there. Asking now takes that round trip off the next
+  // message's path: when both ranks send and then wait (a small all-reduce's header exchange),
+  // each store otherwise waits for it while the peer already polls. N = 2 over shm, 8 bytes:
+  // all-reduce 103-106 -> 75-78 ns, all-gather 92-100 -> 80-87, sendrecv 113-124 -> 108-110.
+  prefetchForWrite(&out_->cells[outHead_ & (kCells - 1)]);
+  notify(&out_->dataWord, &out_->consumerSleeping, &out_->dataPublished, membarrierFences_);
+}
+
 void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  if (data == claimed_ && data != nullptr && !claimedSlot_ && bytes <= kCellPayloadBytes &&
+      !aborted_) [[likely]] {
+    // The cell sendBuffer() handed out, written in place (a call header): publish it.
+    publishCell(bytes);
+    return;
+  }
   if (aborted_ || bytes > slotBytes_ || (bytes > 0 && data == nullptr)) [[unlikely]] {
     checkUsable("send");
     checkSize(bytes, "send");
@@ -271,10 +304,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     slotMessage_[slotOf(outLarge_)] = outHead_;
     ++outLarge_;
   }
-  out_->cells[outHead_ & (kCells - 1)].word.store(word, std::memory_order_release);
-  ++outHead_;
-  claimed_ = nullptr;
-  notify(&out_->dataWord, &out_->consumerSleeping, &out_->dataPublished, membarrierFences_);
+  announce(word);
 }
 
 void ShmLink::flush(const WaitContext& /*wait*/) {
@@ -332,6 +362,17 @@ const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
   if (aborted_ || inNext_ != inTail_ || !announced(inNext_, &word)) return nullptr;
   *bytes = word & Cell::kLengthMask;
   return payloadOf(inNext_, word, inLarge_);
+}
+
+void ShmLink::skipPeeked(const WaitContext& wait) {
+  uint64_t word = 0;
+  if (aborted_ || inNext_ != inTail_ || !announced(inNext_, &word)) [[unlikely]] {
+    Link::skipPeeked(wait);  // nothing was peeked: the checked way
+    return;
+  }
+  if ((word & Cell::kInSlot) != 0) ++inLarge_;
+  ++inNext_;
+  release();
 }
 
 bool ShmLink::spinForMessage() noexcept {

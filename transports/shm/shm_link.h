@@ -47,6 +47,7 @@ class ShmLink final : public Link {
   bool messageReady() noexcept override;
   bool canPeek() const override { return true; }
   const std::byte* peekMessage(size_t* bytes) noexcept override;
+  void skipPeeked(const WaitContext& wait) override;
   bool spinForMessage() noexcept override;
   void checkPeer(const WaitContext& wait) override;
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
@@ -93,6 +94,10 @@ class ShmLink final : public Link {
   }
   // Bumps and wakes every futex word of the segment (close and abort).
   void wakeAll();
+  // send()'s end for bytes already in the claimed cell: announces message outHead_.
+  void publishCell(size_t bytes);
+  // Publishes message outHead_'s announcement `word` in its cell and wakes the peer if it sleeps.
+  void announce(uint64_t word);
 
   int rank_;
   Segment segment_;
