@@ -372,9 +372,11 @@ class CommunicatorImpl {
   };
   UncheckedCalls unchecked_;
   // Receive-only calls in a row that sent no header (takeWaitingHeader); every kConfirmEvery-th
-  // sends one, so that the sender's unchecked_ never waits at kMaxUnchecked for long.
+  // sends one, so that the sender's unchecked_ never waits at kMaxUnchecked for long. Each answer
+  // costs the sender a read and the receiver a send: every 16th call against every 8th, 8-byte
+  // rooted calls at N = 2 over shm 2-15% faster (gather 56-64 -> 48-51 ns).
   size_t skippedHeaders_ = 0;
-  static constexpr size_t kConfirmEvery = 8;
+  static constexpr size_t kConfirmEvery = 16;
 
   // Trace mode (CommunicatorOptions::trace): the calls and their steps; null when off.
   std::unique_ptr<trace::Recorder> trace_;
