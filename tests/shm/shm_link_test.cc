@@ -111,6 +111,54 @@ TEST(ShmLink, CellsAndSlotsInterleaveInOrder) {
   });
 }
 
+// skipPeeked() drops the message peekMessage() showed, in a cell or in a slot, and the next
+// recv() gets the one after it: every third message is peeked and skipped, the others received
+// and checked (a skip that took the wrong cell or slot, or released twice, shifts them).
+TEST(ShmLink, SkipPeekedDropsCellAndSlotMessagesInOrder) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-skip");
+  constexpr size_t kSlotBytes = 4096;
+  const size_t cell = transport::shm::kCellPayloadBytes;
+  const std::vector<size_t> sizes = {8, cell + 1, 56, kSlotBytes, cell, 1};
+  auto sizeOf = [&](int k) { return sizes[(k * 5 + k / 7) % sizes.size()]; };
+  constexpr int kMessages = 600;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path(), kSlotBytes), job);
+    Link& link = mesh.to(1 - rank);
+    if (rank == 0) {
+      for (int k = 0; k < kMessages; ++k) {
+        std::vector<std::byte> out(sizeOf(k));
+        fillMessage(out.data(), out.size(), 0, 1, k);
+        link.send(out.data(), out.size(), mesh.wait());
+      }
+      store->getString("done");
+    } else {
+      ASSERT_TRUE(link.canPeek());
+      for (int k = 0; k < kMessages; ++k) {
+        if (k % 3 == 1) {
+          size_t bytes = 0;
+          const std::byte* in = nullptr;
+          const auto deadline = std::chrono::steady_clock::now() + 10s;
+          while ((in = link.peekMessage(&bytes)) == nullptr &&
+                 std::chrono::steady_clock::now() < deadline) {
+          }
+          ASSERT_NE(in, nullptr) << "message " << k << " never showed";
+          ASSERT_EQ(bytes, sizeOf(k)) << "message " << k;
+          EXPECT_EQ(firstWrongByte(in, bytes, 0, 1, k), -1) << "peeked message " << k;
+          link.skipPeeked(mesh.wait());
+        } else {
+          const std::byte* in = link.recv(sizeOf(k), mesh.wait());
+          EXPECT_EQ(firstWrongByte(in, sizeOf(k), 0, 1, k), -1)
+              << "message " << k << " of " << sizeOf(k) << " bytes";
+          link.release();
+        }
+        if (::testing::Test::HasFailure()) break;
+      }
+      store->setString("done", "1");
+    }
+  });
+}
+
 TEST(ShmLink, NoFileRemainsOnceConnected) {
   ShmDir dir;
   const std::string job = uniqueJobId("shm-files");
