@@ -19,29 +19,30 @@ namespace ringlet::detail {
 // bytes) may be inlined as `rep movsq`, which starts slowly.
 void copyOutOfLine(void* dst, const void* src, size_t n);
 
-// memcpy for the few bytes a call header carries: 4-16 bytes as two overlapping loads and
-// stores, inline (a call into the C library's memcpy costs a small call more than the copy).
+// n bytes, sizeof(Word) <= n <= 2 sizeof(Word), as two overlapping words (one when equal).
+template <typename Word>
+inline void copyHeadTail(std::byte* d, const std::byte* s, size_t n) {
+  Word head = 0;
+  std::memcpy(&head, s, sizeof(Word));
+  if (n == sizeof(Word)) {
+    std::memcpy(d, &head, sizeof(Word));
+    return;
+  }
+  Word tail = 0;
+  std::memcpy(&tail, s + n - sizeof(Word), sizeof(Word));
+  std::memcpy(d, &head, sizeof(Word));
+  std::memcpy(d + n - sizeof(Word), &tail, sizeof(Word));
+}
+
+// memcpy for the few bytes a call header carries: 4-16 bytes as one or two words, inline (a call
+// into the C library's memcpy costs a small call more than the copy).
 inline void copySmall(void* dst, const void* src, size_t n) {
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  if (n == 8) {
-    uint64_t word = 0;
-    std::memcpy(&word, s, 8);
-    std::memcpy(d, &word, 8);
-  } else if (n > 8 && n <= 16) {
-    uint64_t head = 0;
-    uint64_t tail = 0;
-    std::memcpy(&head, s, 8);
-    std::memcpy(&tail, s + n - 8, 8);
-    std::memcpy(d, &head, 8);
-    std::memcpy(d + n - 8, &tail, 8);
+  if (n >= 8 && n <= 16) {
+    copyHeadTail<uint64_t>(d, s, n);
   } else if (n >= 4 && n < 8) {
-    uint32_t head = 0;
-    uint32_t tail = 0;
-    std::memcpy(&head, s, 4);
-    std::memcpy(&tail, s + n - 4, 4);
-    std::memcpy(d, &head, 4);
-    std::memcpy(d + n - 4, &tail, 4);
+    copyHeadTail<uint32_t>(d, s, n);
   } else if (n > 0) {
     copyOutOfLine(d, s, n);
   }
