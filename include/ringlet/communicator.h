@@ -410,6 +410,16 @@ class Communicator {
   // connected peers (best effort) so they fail fast too. Never blocks for long; always returns.
   void abort(const std::string& reason = "aborted by the user");
 
+  // The deadline of the calls this rank issues from now on, blocking or async (each takes the
+  // value in force when it is issued): every wait of such a call ends by `timeout` after the call
+  // starts to run, with a TimeoutError, as CommunicatorOptions::timeout does for the calls
+  // before. Zero returns to CommunicatorOptions::timeout; a negative timeout is an
+  // InvalidArgument. Issued from the thread that issues the calls (per-operation timeouts, as
+  // torch.distributed's AllreduceOptions.timeout).
+  void setCallTimeout(std::chrono::milliseconds timeout);
+  // The value setCallTimeout() set, or CommunicatorOptions::timeout.
+  std::chrono::milliseconds callTimeout() const;
+
   // Which transport each peer link uses ("tcp", "shm", ...), for logs and tools: "1:shm, 3:tcp",
   // by rank in this communicator.
   std::string describeLinks() const;

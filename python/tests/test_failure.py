@@ -21,3 +21,12 @@ def test_timeout_of_init_process_group_is_honoured(run_ranks):
     assert "timed out" in res["error"].lower() or "timeout" in res["error"].lower(), res
     # It waited for the timeout, not much longer and not much less.
     assert timeout_s * 0.5 <= res["seconds"] <= timeout_s * 3, res
+
+
+def test_a_per_operation_timeout_ends_that_call(run_ranks):
+    ranks = run_ranks(2, "op_timeout", timeout=120)
+    (res,) = ranks.results(0)
+    assert ranks.codes[0] == 0, ranks.report()
+    assert "timed out" in res["error"].lower(), res
+    # The operation's 0.5 s, not the group's 60 s.
+    assert res["seconds"] < 10, res

@@ -463,6 +463,25 @@ def scenario_silent():
     os._exit(0)
 
 
+def scenario_op_timeout():
+    """A per-operation timeout (AllreduceOptions.timeout) ends that call long before the group's."""
+    rank, n = init(timeout_s=60)
+    dist.barrier()
+    if rank == n - 1:
+        time.sleep(5)  # alive (else rank 0 sees it leave), silent, past rank 0's 0.5 s
+        os._exit(0)
+    pg = dist.distributed_c10d._get_default_group()
+    opts = dist.AllreduceOptions()
+    opts.timeout = datetime.timedelta(milliseconds=500)
+    start = time.monotonic()
+    try:
+        pg.allreduce([torch.ones(8)], opts).wait()
+        raise AssertionError("all_reduce returned although a rank never called it")
+    except RuntimeError as e:
+        result(error=str(e), seconds=time.monotonic() - start)
+    os._exit(0)
+
+
 def scenario_ddp():
     """PyTorch's DistributedDataParallel on a small model; saves the final parameters."""
     backend, steps, path = sys.argv[2], int(sys.argv[3]), sys.argv[4]

@@ -591,6 +591,12 @@ Work Communicator::sendrecvAsync(const void* send, size_t sendCount, int dest, v
 
 void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 
+void Communicator::setCallTimeout(std::chrono::milliseconds timeout) {
+  impl_->setCallTimeout(timeout);
+}
+
+std::chrono::milliseconds Communicator::callTimeout() const { return impl_->callTimeout(); }
+
 std::string Communicator::describeLinks() const { return impl_->describeLinks(); }
 
 // ---- Work ----

@@ -44,7 +44,10 @@ void WorkState::finish(std::exception_ptr e) {
 }
 
 CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options)
-    : rank_(bootstrap.rank), size_(bootstrap.size), options_(std::move(options)) {
+    : rank_(bootstrap.rank),
+      size_(bootstrap.size),
+      options_(std::move(options)),
+      callTimeout_(options_.timeout) {
   forgetChoices();
   const auto deadline = Clock::now() + options_.timeout;
   rendezvous(bootstrap);
@@ -58,7 +61,10 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
 }
 
 CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
-    : rank_(lineage.rank), size_(lineage.size), options_(std::move(options)) {
+    : rank_(lineage.rank),
+      size_(lineage.size),
+      options_(std::move(options)),
+      callTimeout_(options_.timeout) {
   forgetChoices();
   const auto deadline = Clock::now() + options_.timeout;
   self_ = lineage.infos.at(rank_);
@@ -102,7 +108,7 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
       bool outer;
       ~Leave() { flag.store(outer, std::memory_order_release); }
     } leave{inBlockingCall_, outer};
-    execute(header, body);
+    execute(header, body, callTimeout_);
     return;
   }
   std::shared_ptr<WorkState> state;
@@ -111,7 +117,7 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
     if (asyncInFlight_.load(std::memory_order_relaxed) != 0) {
       // Earlier async calls are still queued: run after them, in order.
       state = std::make_shared<WorkState>();
-      queue_.push_back(Pending{header, std::move(body), state});
+      queue_.push_back(Pending{header, std::move(body), state, callTimeout_});
       asyncInFlight_.fetch_add(1, std::memory_order_relaxed);  // the worker counts it off
     }
   }
@@ -121,7 +127,7 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
     return;
   }
   std::lock_guard exec(execMutex_);
-  execute(header, body);
+  execute(header, body, callTimeout_);
 }
 
 Work CommunicatorImpl::runAsync(OpHeader header, OpBody body) {
@@ -129,7 +135,7 @@ Work CommunicatorImpl::runAsync(OpHeader header, OpBody body) {
   auto state = std::make_shared<WorkState>();
   {
     std::lock_guard lock(queueMutex_);
-    queue_.push_back(Pending{header, std::move(body), state});
+    queue_.push_back(Pending{header, std::move(body), state, callTimeout_});
     asyncInFlight_.fetch_add(1, std::memory_order_relaxed);
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
@@ -148,7 +154,7 @@ void CommunicatorImpl::workerLoop() {
     std::exception_ptr error;
     try {
       std::lock_guard exec(execMutex_);
-      execute(item.header, item.body);
+      execute(item.header, item.body, item.timeout);
     } catch (...) {
       error = std::current_exception();
     }
@@ -158,7 +164,8 @@ void CommunicatorImpl::workerLoop() {
   }
 }
 
-void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
+void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
+                               std::chrono::milliseconds timeout) {
   if (broken_.load()) {
     std::string reason;
     bool linksLeft = false;
@@ -187,14 +194,14 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body) {
     std::sort(missing.begin(), missing.end());
     if (!missing.empty()) {
       try {
-        connectPeers(missing, Clock::now() + options_.timeout);
+        connectPeers(missing, Clock::now() + timeout);
       } catch (const std::exception& e) {
         fail(rank_, e.what());
         throw;
       }
     }
   }
-  WaitContext wait{.deadline = transport::coarseNow() + options_.timeout,
+  WaitContext wait{.deadline = transport::coarseNow() + timeout,
                    .op = header.name(),
                    .seq = header.seq,
                    .rank = rank_,
@@ -507,6 +514,16 @@ void CommunicatorImpl::fail(int origin, const std::string& reason) {
   const std::string prefix = fmt::format("rank {} aborted: ", origin);
   while (cause.substr(0, prefix.size()) == prefix) cause.remove_prefix(prefix.size());
   for (transport::Link* link : activeLinks_) link->abort(origin, cause);
+}
+
+void CommunicatorImpl::setCallTimeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0) {
+    throw InvalidArgument(
+        fmt::format("setCallTimeout on rank {}: timeout {} ms is negative (0: "
+                    "the communicator's, {} ms)",
+                    rank_, timeout.count(), options_.timeout.count()));
+  }
+  callTimeout_ = timeout.count() == 0 ? options_.timeout : timeout;
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {

@@ -99,6 +99,8 @@ class CommunicatorImpl {
   Work runAsync(OpHeader header, OpBody body);
 
   void abort(const std::string& reason);
+  void setCallTimeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds callTimeout() const { return callTimeout_; }
   std::string describeLinks() const;
 
   // A v-form of at most kChainPayloadBytes in all on more than two ranks: whether its blocks go
@@ -267,6 +269,7 @@ class CommunicatorImpl {
     OpHeader header;
     OpBody body;
     std::shared_ptr<WorkState> state;
+    std::chrono::milliseconds timeout;  // callTimeout_ when it was issued
   };
 
   // The rendezvous of a communicator made from a bootstrap: store key space, peer records, secret.
@@ -280,7 +283,7 @@ class CommunicatorImpl {
   // linksByPlace_ from linksByRank_ (after links were added).
   void refreshHostRing();
   transport::Transport& transportFor(size_t registryIndex);
-  void execute(const OpHeader& header, const OpBody& body);
+  void execute(const OpHeader& header, const OpBody& body, std::chrono::milliseconds timeout);
   void sendHeader(const OpHeader& header, const transport::WaitContext& wait);
   // Reads the previous rank's header of the running call (after the answers to earlier
   // sender-only calls that come first) and throws MismatchError unless it is the same call;
@@ -305,6 +308,8 @@ class CommunicatorImpl {
   const int rank_;
   const int size_;
   const CommunicatorOptions options_;
+  // The timeout of the calls issued from now on (setCallTimeout; the issuing thread's).
+  std::chrono::milliseconds callTimeout_;
 
   // What lazily connecting a peer needs, kept from creation.
   transport::PeerInfo self_;

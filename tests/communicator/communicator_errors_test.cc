@@ -675,6 +675,43 @@ TEST(CommunicatorErrors, TimeoutNamesRankPeerOperationAndSequence) {
   });
 }
 
+// setCallTimeout(): a call takes the timeout in force when it is issued. Rank 0 issues an async
+// all-reduce under 200 ms, sets the communicator's 30 s back at once, and the call (which rank 1
+// never joins) still ends with a TimeoutError within seconds; a blocking call under 200 ms the
+// same. The values read back, and a negative one is refused by name.
+TEST(CommunicatorErrors, ACallTimeoutBoundsTheCallsIssuedUnderIt) {
+  for (const bool async : {true, false}) {
+    Event rank0Done;
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 30s);
+      if (rank == 1) {
+        ASSERT_TRUE(rank0Done.waitFor(std::chrono::seconds(60))) << "rank 0's call never ended";
+        return;
+      }
+      SetOnExit done(rank0Done);
+      EXPECT_EQ(comm.callTimeout(), 30s);
+      expectThrowWith<InvalidArgument>([&] { comm.setCallTimeout(-1ms); },
+                                       {"setCallTimeout", "negative"});
+      std::vector<float> data(16, 1.0f);
+      const auto start = std::chrono::steady_clock::now();
+      comm.setCallTimeout(200ms);
+      EXPECT_EQ(comm.callTimeout(), 200ms);
+      if (async) {
+        Work w =
+            comm.allreduceAsync(data.data(), data.data(), 16, DataType::kFloat32, ReduceOp::kSum);
+        comm.setCallTimeout(0ms);
+        EXPECT_EQ(comm.callTimeout(), 30s);
+        expectThrowWith<TimeoutError>([&] { w.wait(); }, {"allreduce #0 on rank 0", "rank 1"});
+      } else {
+        expectThrowWith<TimeoutError>(
+            [&] { comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum); },
+            {"allreduce #0 on rank 0", "rank 1"});
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "the 30 s timeout ran instead";
+    });
+  }
+}
+
 TEST(CommunicatorErrors, AbortFromAnotherThreadEndsTheCallOnEveryRank) {
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store, 30s);

@@ -395,6 +395,27 @@ std::string ProcessGroupRinglet::algorithmFor(const std::string& collective, siz
   return comm_->algorithmFor(collective, bytes);
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(c10d::OpType type, const char* title,
+                                                            std::vector<at::Tensor> outputs,
+                                                            std::chrono::milliseconds timeout,
+                                                            RingletWork::Body body) {
+  // c10d's kUnsetTimeout (-1 ms), or none at all: the group's timeout. Else the collective's
+  // waits end by `timeout` (as ProcessGroupGloo honours it), and the next call has the group's
+  // again. The executor runs one body at a time, so no other call sees it.
+  if (timeout.count() > 0) {
+    Communicator* comm = comm_.get();
+    body = [comm, timeout, inner = std::move(body)] {
+      struct Restore {
+        Communicator* comm;
+        ~Restore() { comm->setCallTimeout(std::chrono::milliseconds(0)); }
+      } restore{comm};
+      comm->setCallTimeout(timeout);
+      inner();
+    };
+  }
+  return enqueue(type, title, std::move(outputs), std::move(body), executor_);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(
     c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, RingletWork::Body body,
     const std::shared_ptr<Executor>& executor) {
@@ -449,7 +470,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce(std::vector<at::Te
   const ReduceOp op = reduceOpFor(opts.reduceOp, t, kOp);
   Output out = output(t, true);
   Communicator* comm = comm_.get();
-  return enqueue(c10d::OpType::ALLREDUCE, "ringlet:all_reduce", {t}, [=] {
+  return enqueue(c10d::OpType::ALLREDUCE, "ringlet:all_reduce", {t}, opts.timeout, [=] {
     comm->allreduce(out.data(), out.data(), out.buffer.numel(), type, op);
     out.copyBack();
   });
@@ -470,11 +491,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allreduce_coalesced(
   const bool direct = view.defined();
   Communicator* comm = comm_.get();
   auto packed = packed_;
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "ringlet:all_reduce_coalesced", tensors, [=] {
-    const at::Tensor flat = direct ? view : packed->pack(PackBuffers::kInput, tensors);
-    comm->allreduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), type, op);
-    if (!direct) unpack(flat, tensors);
-  });
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, "ringlet:all_reduce_coalesced", tensors,
+                 opts.timeout, [=] {
+                   const at::Tensor flat =
+                       direct ? view : packed->pack(PackBuffers::kInput, tensors);
+                   comm->allreduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), type, op);
+                   if (!direct) unpack(flat, tensors);
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::broadcast(std::vector<at::Tensor>& tensors,
@@ -485,7 +508,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::broadcast(std::vector<at::Te
   const Elements e = elementsOf(t);
   Output out = output(t, rank_ == root);
   Communicator* comm = comm_.get();
-  return enqueue(c10d::OpType::BROADCAST, "ringlet:broadcast", {t}, [=] {
+  return enqueue(c10d::OpType::BROADCAST, "ringlet:broadcast", {t}, opts.timeout, [=] {
     comm->broadcast(out.data(), e.count, e.type, root);
     out.copyBack();
   });
@@ -501,7 +524,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce(std::vector<at::Tenso
   Output out = output(t, true);
   Communicator* comm = comm_.get();
   const bool isRoot = rank_ == root;
-  return enqueue(c10d::OpType::REDUCE, "ringlet:reduce", {t}, [=] {
+  return enqueue(c10d::OpType::REDUCE, "ringlet:reduce", {t}, opts.timeout, [=] {
     comm->reduce(out.data(), isRoot ? out.data() : nullptr, out.buffer.numel(), type, op, root);
     if (isRoot) out.copyBack();
   });
@@ -509,7 +532,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+    const c10d::AllgatherOptions& opts) {
   constexpr const char* kOp = "allgather";
   const at::Tensor& in = single(inputs, kOp);
   if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != size_) {
@@ -539,7 +562,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
   Communicator* comm = comm_.get();
   auto packed = packed_;
   const at::ScalarType dtype = in.scalar_type();
-  return enqueue(c10d::OpType::ALLGATHER, "ringlet:all_gather", outs, [=] {
+  return enqueue(c10d::OpType::ALLGATHER, "ringlet:all_gather", outs, opts.timeout, [=] {
     const at::Tensor flat = direct ? view : packed->get(PackBuffers::kOutput, total, dtype);
     if (even) {
       comm->allgather(send.data_ptr(), flat.data_ptr(), e.count, e.type);
@@ -551,7 +574,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_allgather_base(
-    at::Tensor& output_, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
+    at::Tensor& output_, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   constexpr const char* kOp = "_allgather_base";
   checkTensor(output_, kOp);
   checkTensor(input, kOp);
@@ -564,15 +587,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_allgather_base(
   const Elements e = elementsOf(send);
   Output out = output(output_, false);
   Communicator* comm = comm_.get();
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, "ringlet:_all_gather_base", {output_}, [=] {
-    comm->allgather(send.data_ptr(), out.data(), e.count, e.type);
-    out.copyBack();
-  });
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, "ringlet:_all_gather_base", {output_}, opts.timeout,
+                 [=] {
+                   comm->allgather(send.data_ptr(), out.data(), e.count, e.type);
+                   out.copyBack();
+                 });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+    const c10d::AllgatherOptions& opts) {
   constexpr const char* kOp = "allgather_coalesced";
   if (outputLists.size() != inputs.size()) {
     fail(fmt::format("{}: {} output lists for {} inputs", kOp, outputLists.size(), inputs.size()));
@@ -603,15 +627,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather_coalesced(
   auto lists = outputLists;
   auto packed = packed_;
   const int n = size_;
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, "ringlet:all_gather_coalesced", all, [=] {
-    for (size_t i = 0; i < sends.size(); ++i) {
-      const Elements e = elementsOf(sends[i]);
-      const at::Tensor flat =
-          packed->get(PackBuffers::kOutput, sends[i].numel() * n, sends[i].scalar_type());
-      comm->allgather(sends[i].data_ptr(), flat.data_ptr(), e.count, e.type);
-      unpack(flat, lists[i]);
-    }
-  });
+  return enqueue(
+      c10d::OpType::ALLGATHER_COALESCED, "ringlet:all_gather_coalesced", all, opts.timeout, [=] {
+        for (size_t i = 0; i < sends.size(); ++i) {
+          const Elements e = elementsOf(sends[i]);
+          const at::Tensor flat =
+              packed->get(PackBuffers::kOutput, sends[i].numel() * n, sends[i].scalar_type());
+          comm->allgather(sends[i].data_ptr(), flat.data_ptr(), e.count, e.type);
+          unpack(flat, lists[i]);
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::gather(
@@ -647,7 +672,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::gather(
   auto packed = packed_;
   const int64_t total = in.numel() * size_;
   const at::ScalarType dtype = in.scalar_type();
-  return enqueue(c10d::OpType::GATHER, "ringlet:gather", outs, [=] {
+  return enqueue(c10d::OpType::GATHER, "ringlet:gather", outs, opts.timeout, [=] {
     const at::Tensor flat =
         direct ? view : (isRoot ? packed->get(PackBuffers::kOutput, total, dtype) : at::Tensor());
     comm->gather(send.data_ptr(), isRoot ? flat.data_ptr() : nullptr, e.count, e.type, root);
@@ -690,7 +715,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::scatter(
   const Elements e = elementsOf(out.buffer);
   Communicator* comm = comm_.get();
   auto packed = packed_;
-  return enqueue(c10d::OpType::SCATTER, "ringlet:scatter", {outT}, [=] {
+  return enqueue(c10d::OpType::SCATTER, "ringlet:scatter", {outT}, opts.timeout, [=] {
     at::Tensor flat = view;
     if (isRoot && !flat.defined()) flat = packed->pack(PackBuffers::kInput, pieces);
     comm->scatter(isRoot ? flat.data_ptr() : nullptr, out.data(), e.count, e.type, root);
@@ -726,7 +751,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter(
   Communicator* comm = comm_.get();
   auto packed = packed_;
   const std::vector<at::Tensor> pieces = inputs[0];
-  return enqueue(c10d::OpType::REDUCE_SCATTER, "ringlet:reduce_scatter", {outT}, [=] {
+  return enqueue(c10d::OpType::REDUCE_SCATTER, "ringlet:reduce_scatter", {outT}, opts.timeout, [=] {
     const at::Tensor flat = view.defined() ? view : packed->pack(PackBuffers::kInput, pieces);
     if (even) {
       comm->reduceScatter(flat.data_ptr(), out.data(), out.buffer.numel(), type, op);
@@ -753,7 +778,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_reduce_scatter_base(
   Output out = output(output_, false);
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "ringlet:_reduce_scatter_base", {output_},
-                 [=] {
+                 opts.timeout, [=] {
                    comm->reduceScatter(send.data_ptr(), out.data(), out.buffer.numel(), type, op);
                    out.copyBack();
                  });
@@ -798,7 +823,7 @@ std::vector<size_t> splitCounts(const at::Tensor& t, const std::vector<int64_t>&
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall_base(
     at::Tensor& output_, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
-    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& /*opts*/) {
+    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions& opts) {
   constexpr const char* kOp = "alltoall_base";
   checkTensor(output_, kOp);
   checkTensor(input, kOp);
@@ -813,7 +838,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall_base(
   for (auto& c : recvCounts) c *= unitOf(send);
   const bool even = inputSplitSizes.empty() && outputSplitSizes.empty() && sendCounts == recvCounts;
   Communicator* comm = comm_.get();
-  return enqueue(c10d::OpType::ALLTOALL_BASE, "ringlet:all_to_all", {output_}, [=] {
+  return enqueue(c10d::OpType::ALLTOALL_BASE, "ringlet:all_to_all", {output_}, opts.timeout, [=] {
     if (even) {
       comm->allToAll(send.data_ptr(), out.data(), sendCounts[0], e.type);
     } else {
@@ -823,9 +848,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall_base(
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllToAllOptions& /*opts*/) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(std::vector<at::Tensor>& outputs,
+                                                             std::vector<at::Tensor>& inputs,
+                                                             const c10d::AllToAllOptions& opts) {
   constexpr const char* kOp = "alltoall";
   if (static_cast<int>(outputs.size()) != size_ || static_cast<int>(inputs.size()) != size_) {
     fail(fmt::format("{}: expects {} input and {} output tensors, got {} and {}", kOp, size_, size_,
@@ -855,7 +880,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::alltoall(
   Communicator* comm = comm_.get();
   auto packed = packed_;
   const at::ScalarType dtype = inputs[0].scalar_type();
-  return enqueue(c10d::OpType::ALLTOALL, "ringlet:all_to_all", outputs, [=] {
+  return enqueue(c10d::OpType::ALLTOALL, "ringlet:all_to_all", outputs, opts.timeout, [=] {
     const at::Tensor sendFlat =
         sendView.defined() ? sendView : packed->pack(PackBuffers::kInput, inputs);
     const at::Tensor recvFlat = direct ? view : packed->get(PackBuffers::kOutput, recvTotal, dtype);
@@ -901,9 +926,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(
   fail("recv from any source is not supported: name the source rank");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::barrier(const c10d::BarrierOptions& /*opts*/) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::barrier(const c10d::BarrierOptions& opts) {
   Communicator* comm = comm_.get();
-  return enqueue(c10d::OpType::BARRIER, "ringlet:barrier", {}, [=] { comm->barrier(); });
+  return enqueue(c10d::OpType::BARRIER, "ringlet:barrier", {}, opts.timeout,
+                 [=] { comm->barrier(); });
 }
 
 }  // namespace ringlet::torch_backend

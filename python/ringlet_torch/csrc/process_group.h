@@ -146,10 +146,10 @@ class ProcessGroupRinglet final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
                                          std::vector<at::Tensor> outputs, RingletWork::Body body,
                                          const std::shared_ptr<Executor>& executor);
+  // A collective on comm_ with its options' timeout (c10d's per-operation timeout).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
-                                         std::vector<at::Tensor> outputs, RingletWork::Body body) {
-    return enqueue(type, title, std::move(outputs), std::move(body), executor_);
-  }
+                                         std::vector<at::Tensor> outputs,
+                                         std::chrono::milliseconds timeout, RingletWork::Body body);
   int checkRoot(int64_t root, const char* op) const;
   int checkPeer(int peer, const char* op) const;
 
