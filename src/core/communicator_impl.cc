@@ -22,8 +22,7 @@ static_assert(OpHeader::kWireBytes <= transport::Link::kMinMessageBytes);
 namespace {
 
 // The next message on `link`, without taking it, when it has arrived and is a collective's call
-// header (decoded into `theirs`, its length in `bytes`).
-// The next message when it is a collective's call header (decoded into `theirs`), else null.
+// header (decoded into `theirs`, its length in `bytes`); else null.
 const std::byte* peekCallHeader(transport::Link& link, OpHeader& theirs, size_t& bytes) {
   const std::byte* next = link.peekMessage(&bytes);
   const bool header = next != nullptr && bytes >= OpHeader::kFieldBytes &&
