@@ -83,47 +83,62 @@ rs::ShmOptions options(const rs::ShmDir& dir, int spins, int yields, size_t slot
   return o;
 }
 
-// One-way latency in microseconds (median of --reps runs of `iters` round trips).
-double pingPong(int spins, int yields, int iters) {
-  rs::ShmDir dir;
-  const std::string job = ringlet::testing::uniqueJobId("perf-pp");
+// Runs `measure` on `size` fresh forked ranks --reps times, each run on a mesh of its own
+// (prefix "<tag><run>"): the median of rank 0's figures, -1 if a run failed. Rank 0 hands its
+// figure back through a file beside the mesh's directory.
+using Measure = std::function<double(int rank, int size, std::shared_ptr<ringlet::Store> store,
+                                     const std::string& prefix)>;
+double medianOfRuns(const rs::ShmDir& dir, const std::string& job, const std::string& tag, int size,
+                    const Measure& measure) {
   std::vector<double> runs;
   for (int run = 0; run < gReps; ++run) {
-    std::string prefix = fmt::format("pp{}", run);
-    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
-    bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
-      rs::Mesh mesh =
-          rs::connectMesh(rank, size, store, options(dir, spins, yields, 4096), job, prefix);
-      ringlet::transport::Link& link = mesh.to(1 - rank);
-      std::byte msg[8] = {};
-      auto wait = mesh.wait(std::chrono::seconds(60));
-      auto round = [&] {
-        if (rank == 0) {
-          link.send(msg, 8, wait);
-          link.recvInto(msg, 8, wait);
-        } else {
-          link.recvInto(msg, 8, wait);
-          link.send(msg, 8, wait);
-        }
-      };
-      for (int i = 0; i < iters / 10; ++i) round();
-      auto start = Clock::now();
-      for (int i = 0; i < iters; ++i) round();
-      double us = seconds(Clock::now() - start) / iters / 2 * 1e6;
+    const std::string prefix = fmt::format("{}{}", tag, run);
+    const std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
+    const bool ok = runRanks(size, [&](int rank, int n, std::shared_ptr<ringlet::Store> store) {
+      const double value = measure(rank, n, std::move(store), prefix);
       if (rank == 0) {
         FILE* f = std::fopen(result.c_str(), "w");
-        std::fprintf(f, "%.6f", us);
+        std::fprintf(f, "%.6f", value);
         std::fclose(f);
       }
     });
     if (!ok) return -1;
     FILE* f = std::fopen(result.c_str(), "r");
-    double us = 0;
-    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) runs.push_back(us);
+    double value = 0;
+    if (f != nullptr && std::fscanf(f, "%lf", &value) == 1) runs.push_back(value);
     if (f != nullptr) std::fclose(f);
     std::remove(result.c_str());
   }
   return median(runs);
+}
+
+// One-way latency in microseconds (median of --reps runs of `iters` round trips).
+double pingPong(int spins, int yields, int iters) {
+  rs::ShmDir dir;
+  const std::string job = ringlet::testing::uniqueJobId("perf-pp");
+  return medianOfRuns(
+      dir, job, "pp", 2,
+      [&](int rank, int size, std::shared_ptr<ringlet::Store> store, const std::string& prefix) {
+        rs::Mesh mesh =
+            rs::connectMesh(rank, size, store, options(dir, spins, yields, 4096), job, prefix);
+        ringlet::transport::Link& link = mesh.to(1 - rank);
+        std::byte msg[8] = {};
+        auto wait = mesh.wait(std::chrono::seconds(60));
+        auto round = [&] {
+          if (rank == 0) {
+            link.send(msg, 8, wait);
+            link.recvInto(msg, 8, wait);
+          } else {
+            link.recvInto(msg, 8, wait);
+            link.send(msg, 8, wait);
+          }
+        };
+        for (int i = 0; i < iters / 10; ++i) round();
+        auto start = Clock::now();
+        for (int i = 0; i < iters; ++i) round();
+        double us = seconds(Clock::now() - start) / iters / 2 * 1e6;
+        return us;
+      });
 }
 
 // Rank 0 streams `count` messages of `bytes` (one cell each) to rank 1, which reads each into
@@ -132,49 +147,35 @@ double pingPong(int spins, int yields, int iters) {
 double smallStream(int spins, int yields, size_t bytes, int count) {
   rs::ShmDir dir;
   const std::string job = ringlet::testing::uniqueJobId("perf-stream");
-  std::vector<double> runs;
-  for (int run = 0; run < gReps; ++run) {
-    std::string prefix = fmt::format("st{}", run);
-    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
-    bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
-      rs::Mesh mesh =
-          rs::connectMesh(rank, size, store, options(dir, spins, yields, 4096), job, prefix);
-      ringlet::transport::Link& link = mesh.to(1 - rank);
-      std::vector<std::byte> msg(bytes);
-      auto wait = mesh.wait(std::chrono::seconds(60));
-      auto stream = [&](int n) {
-        for (int i = 0; i < n; ++i) {
-          if (rank == 0) {
-            link.send(msg.data(), bytes, wait);
-          } else {
-            link.recvInto(msg.data(), bytes, wait);
+  return medianOfRuns(
+      dir, job, "st", 2,
+      [&](int rank, int size, std::shared_ptr<ringlet::Store> store, const std::string& prefix) {
+        rs::Mesh mesh =
+            rs::connectMesh(rank, size, store, options(dir, spins, yields, 4096), job, prefix);
+        ringlet::transport::Link& link = mesh.to(1 - rank);
+        std::vector<std::byte> msg(bytes);
+        auto wait = mesh.wait(std::chrono::seconds(60));
+        auto stream = [&](int n) {
+          for (int i = 0; i < n; ++i) {
+            if (rank == 0) {
+              link.send(msg.data(), bytes, wait);
+            } else {
+              link.recvInto(msg.data(), bytes, wait);
+            }
           }
-        }
-        // Both ends meet before the clock stops: the last message was read.
-        if (rank == 0) {
-          link.recvInto(msg.data(), 0, wait);
-        } else {
-          link.send(msg.data(), 0, wait);
-        }
-      };
-      stream(count / 10);
-      auto start = Clock::now();
-      stream(count);
-      double ns = seconds(Clock::now() - start) / count * 1e9;
-      if (rank == 0) {
-        FILE* f = std::fopen(result.c_str(), "w");
-        std::fprintf(f, "%.6f", ns);
-        std::fclose(f);
-      }
-    });
-    if (!ok) return -1;
-    FILE* f = std::fopen(result.c_str(), "r");
-    double ns = 0;
-    if (f != nullptr && std::fscanf(f, "%lf", &ns) == 1) runs.push_back(ns);
-    if (f != nullptr) std::fclose(f);
-    std::remove(result.c_str());
-  }
-  return median(runs);
+          // Both ends meet before the clock stops: the last message was read.
+          if (rank == 0) {
+            link.recvInto(msg.data(), 0, wait);
+          } else {
+            link.send(msg.data(), 0, wait);
+          }
+        };
+        stream(count / 10);
+        auto start = Clock::now();
+        stream(count);
+        double ns = seconds(Clock::now() - start) / count * 1e9;
+        return ns;
+      });
 }
 
 // Rank 0 streams `bytes` per iteration to rank 1, cut into slots; GB/s (median of --reps runs).
@@ -182,57 +183,43 @@ double throughput(int spins, int yields, size_t bytes, size_t slotBytes) {
   rs::ShmDir dir;
   const std::string job = ringlet::testing::uniqueJobId("perf-bw");
   const int iters = static_cast<int>(std::max<size_t>(4, (size_t{512} << 20) / bytes));
-  std::vector<double> runs;
-  for (int run = 0; run < gReps; ++run) {
-    std::string prefix = fmt::format("bw{}", run);
-    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
-    bool ok = runRanks(2, [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
-      rs::Mesh mesh =
-          rs::connectMesh(rank, size, store, options(dir, spins, yields, slotBytes), job, prefix);
-      ringlet::transport::Link& link = mesh.to(1 - rank);
-      std::vector<std::byte> buffer(bytes, std::byte{1});
-      auto wait = mesh.wait(std::chrono::seconds(60));
-      std::byte ack[1] = {};
-      auto iteration = [&] {
-        for (size_t off = 0; off < bytes; off += slotBytes) {
-          size_t n = std::min(slotBytes, bytes - off);
-          if (rank == 0) {
-            std::byte* slot = link.sendBuffer(n, nullptr, wait);
-            std::memcpy(slot, buffer.data() + off, n);
-            link.send(slot, n, wait);
-          } else {
-            const std::byte* data = link.recv(n, wait);
-            std::memcpy(buffer.data() + off, data, n);
-            link.release();
+  return medianOfRuns(
+      dir, job, "bw", 2,
+      [&](int rank, int size, std::shared_ptr<ringlet::Store> store, const std::string& prefix) {
+        rs::Mesh mesh =
+            rs::connectMesh(rank, size, store, options(dir, spins, yields, slotBytes), job, prefix);
+        ringlet::transport::Link& link = mesh.to(1 - rank);
+        std::vector<std::byte> buffer(bytes, std::byte{1});
+        auto wait = mesh.wait(std::chrono::seconds(60));
+        std::byte ack[1] = {};
+        auto iteration = [&] {
+          for (size_t off = 0; off < bytes; off += slotBytes) {
+            size_t n = std::min(slotBytes, bytes - off);
+            if (rank == 0) {
+              std::byte* slot = link.sendBuffer(n, nullptr, wait);
+              std::memcpy(slot, buffer.data() + off, n);
+              link.send(slot, n, wait);
+            } else {
+              const std::byte* data = link.recv(n, wait);
+              std::memcpy(buffer.data() + off, data, n);
+              link.release();
+            }
           }
-        }
-      };
-      iteration();
-      if (rank == 1)
-        link.send(ack, 1, wait);
-      else
-        link.recvInto(ack, 1, wait);
-      auto start = Clock::now();
-      for (int i = 0; i < iters; ++i) iteration();
-      if (rank == 1)
-        link.send(ack, 1, wait);
-      else
-        link.recvInto(ack, 1, wait);
-      double gbps = static_cast<double>(bytes) * iters / seconds(Clock::now() - start) / 1e9;
-      if (rank == 0) {
-        FILE* f = std::fopen(result.c_str(), "w");
-        std::fprintf(f, "%.6f", gbps);
-        std::fclose(f);
-      }
-    });
-    if (!ok) return -1;
-    FILE* f = std::fopen(result.c_str(), "r");
-    double gbps = 0;
-    if (f != nullptr && std::fscanf(f, "%lf", &gbps) == 1) runs.push_back(gbps);
-    if (f != nullptr) std::fclose(f);
-    std::remove(result.c_str());
-  }
-  return median(runs);
+        };
+        iteration();
+        if (rank == 1)
+          link.send(ack, 1, wait);
+        else
+          link.recvInto(ack, 1, wait);
+        auto start = Clock::now();
+        for (int i = 0; i < iters; ++i) iteration();
+        if (rank == 1)
+          link.send(ack, 1, wait);
+        else
+          link.recvInto(ack, 1, wait);
+        double gbps = static_cast<double>(bytes) * iters / seconds(Clock::now() - start) / 1e9;
+        return gbps;
+      });
 }
 
 // `size` ranks in a ring: each step every rank sends `bytes` to rank+1 and receives from rank-1
@@ -241,46 +228,32 @@ double ringStep(int spins, int yields, int size, size_t bytes, int steps) {
   rs::ShmDir dir;
   const std::string job = ringlet::testing::uniqueJobId("perf-ring");
   const size_t slotBytes = std::max<size_t>(4096, (bytes + 63) / 64 * 64);
-  std::vector<double> runs;
-  for (int run = 0; run < gReps; ++run) {
-    std::string prefix = fmt::format("ring{}", run);
-    std::string result = dir.path() + "/../ringlet-perf-" + job + prefix;
-    bool ok = runRanks(size, [&](int rank, int n, std::shared_ptr<ringlet::Store> store) {
-      rs::Mesh mesh = rs::connectMesh(rank, n, store, options(dir, spins, yields, slotBytes), job,
-                                      prefix, std::chrono::seconds(60));
-      ringlet::transport::Link& next = mesh.to((rank + 1) % n);
-      ringlet::transport::Link& prev = mesh.to((rank + n - 1) % n);
-      std::vector<std::byte> src(bytes, std::byte{2}), dst(bytes);
-      auto wait = mesh.wait(std::chrono::seconds(120));
-      auto step = [&] {
-        std::byte* slot = next.sendBuffer(bytes, nullptr, wait);
-        if (bytes > 0) std::memcpy(slot, src.data(), bytes);
-        next.send(slot, bytes, wait);
-        const std::byte* data = prev.recv(bytes, wait);
-        if (bytes > 0) std::memcpy(dst.data(), data, bytes);
-        prev.release();
-      };
-      for (int i = 0; i < steps / 10; ++i) step();
-      auto start = Clock::now();
-      for (int i = 0; i < steps; ++i) step();
-      double us = seconds(Clock::now() - start) / steps * 1e6;
-      if (rank == 0) {
-        FILE* f = std::fopen(result.c_str(), "w");
-        std::fprintf(f, "%.6f", us);
-        std::fclose(f);
-      }
-      // Nobody closes before everybody finished (a closed neighbour ends the others' waits).
-      store->add("done", 1);
-      while (store->getString("done") != std::to_string(n)) usleep(1000);
-    });
-    if (!ok) return -1;
-    FILE* f = std::fopen(result.c_str(), "r");
-    double us = 0;
-    if (f != nullptr && std::fscanf(f, "%lf", &us) == 1) runs.push_back(us);
-    if (f != nullptr) std::fclose(f);
-    std::remove(result.c_str());
-  }
-  return median(runs);
+  return medianOfRuns(
+      dir, job, "ring", size,
+      [&](int rank, int n, std::shared_ptr<ringlet::Store> store, const std::string& prefix) {
+        rs::Mesh mesh = rs::connectMesh(rank, n, store, options(dir, spins, yields, slotBytes), job,
+                                        prefix, std::chrono::seconds(60));
+        ringlet::transport::Link& next = mesh.to((rank + 1) % n);
+        ringlet::transport::Link& prev = mesh.to((rank + n - 1) % n);
+        std::vector<std::byte> src(bytes, std::byte{2}), dst(bytes);
+        auto wait = mesh.wait(std::chrono::seconds(120));
+        auto step = [&] {
+          std::byte* slot = next.sendBuffer(bytes, nullptr, wait);
+          if (bytes > 0) std::memcpy(slot, src.data(), bytes);
+          next.send(slot, bytes, wait);
+          const std::byte* data = prev.recv(bytes, wait);
+          if (bytes > 0) std::memcpy(dst.data(), data, bytes);
+          prev.release();
+        };
+        for (int i = 0; i < steps / 10; ++i) step();
+        auto start = Clock::now();
+        for (int i = 0; i < steps; ++i) step();
+        double us = seconds(Clock::now() - start) / steps * 1e6;
+        // Nobody closes before everybody finished (a closed neighbour ends the others' waits).
+        store->add("done", 1);
+        while (store->getString("done") != std::to_string(n)) usleep(1000);
+        return us;
+      });
 }
 
 std::vector<int> parseList(const std::string& text) {
