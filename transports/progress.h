@@ -166,19 +166,9 @@ class Waiter {
 void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
                std::chrono::nanoseconds slice);
 
-// Waits until ready() returns true, with the phases above. The link supplies
-//   ready():             tries without blocking;
-//   check():             throws if waiting can no longer succeed (peer aborted, closed, exited);
-//   block(slice, busy):  sleeps at most `slice` or until woken (`busy`: other links have sends
-//                        queued);
-//   what():              what is awaited, for the TimeoutError ("a message of 64 bytes from ...").
-// `slowWake`: the link's wake-up costs more than a futex (see Backoff::slowWakeAwake).
-// Spins as a wait's spin phase does (the waiter's budget) until ready(); returns whether it
-// became ready. A link's spinForMessage().
+// Up to `spins` pauses until ready(); tells the waiter when the spin ended it. Whether it did.
 template <typename Ready>
-bool spinUntil(Waiter& waiter, Ready&& ready) {
-  if (ready()) return true;
-  const int spins = waiter.nextSpinBudget();
+bool spinPauses(Waiter& waiter, int spins, Ready&& ready) {
   for (int i = 0; i < spins; ++i) {
     cpuRelax();
     if (ready()) {
@@ -189,6 +179,13 @@ bool spinUntil(Waiter& waiter, Ready&& ready) {
   return false;
 }
 
+// Spins as a wait's spin phase does (the waiter's budget) until ready(); returns whether it
+// became ready. A link's spinForMessage().
+template <typename Ready>
+bool spinUntil(Waiter& waiter, Ready&& ready) {
+  return ready() || spinPauses(waiter, waiter.nextSpinBudget(), ready);
+}
+
 // Pumps the other links of `wait`; true when one of them still has sends queued that a block of
 // `self` would not notice (a link that polls notices the other polled links' output).
 bool pumpOthersForWait(const Link& self, const WaitContext& wait);
@@ -196,6 +193,13 @@ bool pumpOthersForWait(const Link& self, const WaitContext& wait);
 // waitFor()'s spins before it reads the clock.
 inline constexpr int kQuickSpins = 8;
 
+// Waits until ready() returns true, with the phases above. The link supplies
+//   ready():             tries without blocking;
+//   check():             throws if waiting can no longer succeed (peer aborted, closed, exited);
+//   block(slice, busy):  sleeps at most `slice` or until woken (`busy`: other links have sends
+//                        queued);
+//   what():              what is awaited, for the TimeoutError ("a message of 64 bytes from ...").
+// `slowWake`: the link's wake-up costs more than a futex (see Backoff::slowWakeAwake).
 template <typename Ready, typename Check, typename Block, typename What>
 void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slowWake,
              Ready&& ready, Check&& check, Block&& block, What&& what) {
@@ -203,18 +207,12 @@ void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slo
   const Backoff& limits = waiter.limits();
   const int spins = waiter.nextSpinBudget();
   // A few spins before the clock is read: many waits end within them, and a clock read (tens of
-  // nanoseconds in a VM, a third of an 8-byte all-reduce at N = 2) would delay noticing the
-  // message by as much. `start` is then late by those spins at most, a small part of the full
-  // spin whose time the wait policy measures with it (spinTime_); a budget of a few pauses (the
-  // policy's floor) reads the clock first, as its spin would otherwise measure as none.
+  // nanoseconds in a VM; 7-12% of an 8-byte all-reduce's samples at N = 2 under perf) would delay
+  // noticing the message by as much. `start` is then late by those spins at most, a small part of
+  // the full spin whose time the wait policy measures with it (spinTime_); a budget of a few pauses
+  // (the policy's floor) reads the clock first, as its spin would otherwise measure as none.
   const int quick = spins > 2 * kQuickSpins ? kQuickSpins : 0;
-  for (int i = 0; i < quick; ++i) {
-    cpuRelax();
-    if (ready()) {
-      waiter.endedSpinning();
-      return;
-    }
-  }
+  if (spinPauses(waiter, quick, ready)) return;
   const Deadline start = Clock::now();
   for (int i = quick; i < spins; ++i) {
     if ((i & 127) == 127) pumpOthersForWait(self, wait);
