@@ -157,6 +157,8 @@ std::string localTransportChoice(const CommunicatorOptions& options, std::string
 
 // The color of a rank that takes part in Communicator::split() but joins no new communicator.
 inline constexpr int kNoColor = -1;
+// The peer of a recv that takes a message from whichever rank sends first (MPI_ANY_SOURCE).
+inline constexpr int kAnySource = -1;
 
 class Communicator;
 namespace detail {
@@ -178,6 +180,9 @@ class Work {
   bool wait(std::chrono::milliseconds timeout) const;
   // The operation's error once done, else nullptr.
   std::exception_ptr error() const;
+  // For a recv: the rank whose message it took (the named peer, or the sender a recv from
+  // kAnySource matched), once it completed successfully; -1 before that and for other calls.
+  int source() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;
@@ -370,10 +375,26 @@ class Communicator {
   // and receive second may time out; use sendAsync/recvAsync from one side or order the calls. The
   // first message between two ranks that no collective links connects them (both ranks must reach
   // the call).
+  //
+  // A recv may name kAnySource as its peer (MPI_ANY_SOURCE): it takes the first message of its
+  // tag to arrive from any rank (no order between senders; from each one, oldest first) and
+  // returns the sender (Work::source() for recvAsync). It watches every rank: those not linked
+  // yet are linked when they first send to this rank (a point-to-point call that links two
+  // ranks says so in the store). A rank that closed its end is no longer waited for; the recv
+  // ends with its error only once no rank is left that could send. While it waits it polls the
+  // links (and, for ranks not linked yet, the store every 2 ms), sleeping up to 0.25 ms between
+  // rounds once its spins and yields are spent: a message found after a long wait is up to that
+  // late.
   void send(const void* data, size_t count, DataType type, int peer, int tag = 0);
-  void recv(void* data, size_t count, DataType type, int peer, int tag = 0);
+  // Returns the rank the message came from (`peer`, or the sender when peer is kAnySource).
+  int recv(void* data, size_t count, DataType type, int peer, int tag = 0);
   Work sendAsync(const void* data, size_t count, DataType type, int peer, int tag = 0);
   Work recvAsync(void* data, size_t count, DataType type, int peer, int tag = 0);
+  // recv() without the wait (MPI_Improbe and MPI_Mrecv in one): when a message of `tag` from
+  // `peer` (or kAnySource) has arrived, or has begun to, receives it into `data` (waiting for
+  // the rest of it) and returns the sender; else returns nullopt at once, `data` untouched. A
+  // blocking call that runs after the async calls queued before it.
+  std::optional<int> tryRecv(void* data, size_t count, DataType type, int peer, int tag = 0);
 
   // Send to `dest` and receive from `source` in one call, both directions moving together (as
   // MPI_Sendrecv): `sendCount` elements from `send` go out as a send() would send them, and

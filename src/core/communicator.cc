@@ -4,11 +4,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/select.h"
@@ -17,6 +21,7 @@
 #include "src/core/call_checks.h"
 #include "src/core/communicator_impl.h"
 #include "src/core/header_framing.h"
+#include "transports/progress.h"
 
 namespace ringlet {
 
@@ -267,8 +272,8 @@ void sendMessageHeader(transport::Link& link, OpHeader header, int self, const s
 
 // Where a recv's message came from: its link, with the slices past the header still to read
 // (none when it rode in the header, inlineMessage), or the stash, which held it whole and has
-// copied it to the caller's memory.
-enum class Arrival { kLink, kWhole };
+// copied it to the caller's memory; or nowhere yet (a look that takes only what has arrived).
+enum class Arrival { kLink, kWhole, kNone };
 
 // "send(count=10, float32, tag=3) #0, send(count=700001, int32, tag=1) #2": what a peer sent
 // that no recv has taken yet.
@@ -286,9 +291,15 @@ std::string describeStash(const std::deque<detail::CommunicatorImpl::StashedMess
 // are read whole into the stash (tags are matched, as MPI and Gloo match them; messages of one
 // tag keep their order). Its count and type must be the recv's (MismatchError naming both
 // calls); a message that fits the header (inlineMessage) is copied to `data`.
+//
+// `arrivedOnly` (a recv from any source, tryRecv): waits for nothing. It takes what has wholly
+// arrived on `link` (messages of other tags into the stash, answers that settle earlier calls)
+// and returns kNone when the message is not among it, or when the next message is a
+// collective's call header, which it leaves for that collective (the peer is in one; what it
+// sends this rank comes after it).
 Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
                              const OpHeader& expected, int self, std::byte* data,
-                             const transport::WaitContext& wait) {
+                             const transport::WaitContext& wait, bool arrivedOnly = false) {
   const int peer = expected.root;
   const size_t bytes = expected.count * elementSize(expected.type);
   auto mismatch = [&](const std::string& theirs) {
@@ -317,6 +328,18 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& li
     size_t got = 0;
     const std::byte* in = nullptr;
     for (;;) {
+      if (arrivedOnly) {
+        size_t peeked = 0;
+        const std::byte* head = link.peekMessage(&peeked);
+        if (head == nullptr) return Arrival::kNone;
+        OpHeader next;
+        if (peeked >= OpHeader::kFieldBytes && OpHeader::decode(head, next) &&
+            next.kind != OpKind::kSend) {
+          if (!impl.settlesUnchecked(next, wait)) return Arrival::kNone;
+          link.skipPeeked(wait);
+          continue;
+        }
+      }
       in = link.recvAny(OpHeader::kWireBytes, &got, wait);
       ok = got >= OpHeader::kFieldBytes && OpHeader::decode(in, theirs);
       // The peer's answers to this rank's earlier sender-only calls may come first.
@@ -398,39 +421,198 @@ void namingStash(detail::CommunicatorImpl& impl, const OpHeader& expected, F&& r
   }
 }
 
+// What a recv from any source, or tryRecv's look, found: the sender and where its message is.
+struct Found {
+  int peer = -1;
+  Arrival arrival = Arrival::kNone;
+};
+
+// Every held message of any peer, for a recv from any source that timed out.
+std::string describeStashes(detail::CommunicatorImpl& impl) {
+  std::string out;
+  for (int peer = 0; peer < impl.size(); ++peer) {
+    const auto& stash = impl.stashFrom(peer);
+    if (stash.empty()) continue;
+    out += fmt::format("{}from rank {}: {}", out.empty() ? "" : "; ", peer, describeStash(stash));
+  }
+  return out;
+}
+
+// The first message of `expected`'s tag from `only` (kAnySource: any rank), taken as
+// receiveMessageHeader takes it (arrivedOnly: from each rank its oldest of the tag, held ones
+// first). A look at every linked rank, starting after the rank the last one took from (so one
+// busy sender does not starve the others); ranks not linked yet that announced a link are linked
+// (linkAnnounced). `waits` false (tryRecv): one look, nullopt when nothing has arrived. Else
+// looks until a message comes, spinning, then yielding, then sleeping 20 us doubling to 0.25 ms
+// between looks (every link at once has no one thing to block on), and ends on the deadline,
+// on abort(), or once every other rank has closed its end. `wait`'s links are refreshed when
+// links are added.
+std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collectives::Group& group,
+                                    const OpHeader& expected, int only, std::byte* data,
+                                    transport::WaitContext& wait, bool waits) {
+  const int self = impl.rank();
+  const int size = impl.size();
+  std::vector<char> gone(static_cast<size_t>(size), 0);
+  auto look = [&]() -> std::optional<Found> {
+    int& next = impl.anySourceNext();
+    for (int k = 0; k < size; ++k) {
+      const int peer = (next + k) % size;
+      if (peer == self || gone[peer] || (only != kAnySource && peer != only)) continue;
+      transport::Link* link = group.links[static_cast<size_t>(peer)];
+      if (link == nullptr) continue;
+      OpHeader fromPeer = expected;
+      fromPeer.root = peer;
+      const Arrival arrival = receiveMessageHeader(impl, *link, fromPeer, self, data, wait, true);
+      if (arrival != Arrival::kNone) {
+        next = (peer + 1) % size;
+        return Found{peer, arrival};
+      }
+    }
+    return std::nullopt;
+  };
+  auto unlinked = [&] {
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != self && group.links[static_cast<size_t>(peer)] == nullptr &&
+          (only == kAnySource || peer == only)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  auto linkAnnounced = [&] {
+    if (!impl.linkAnnounced(wait.deadline)) return false;
+    wait.links = impl.activeLinks();
+    return true;
+  };
+  if (auto found = look()) return found;
+  if (!waits) {
+    if (unlinked() && linkAnnounced()) return look();
+    return std::nullopt;
+  }
+  const transport::Backoff policy = transport::Backoff::forHost(impl.ranksOnHost(), false);
+  constexpr auto kStoreEvery = std::chrono::milliseconds(2);
+  constexpr auto kFirstSleep = std::chrono::microseconds(20);
+  constexpr auto kLongestSleep = std::chrono::microseconds(250);
+  auto nextStoreLook = transport::Clock::now();
+  auto sleep = std::chrono::microseconds(kFirstSleep);
+  std::optional<PeerError> firstGone;
+  for (int round = 0;; ++round) {
+    const auto now = transport::Clock::now();
+    if (now >= nextStoreLook && unlinked()) {
+      nextStoreLook = now + kStoreEvery;
+      linkAnnounced();
+    }
+    if (auto found = look()) return found;
+    int waitingFor = 0;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == self || gone[peer] || (only != kAnySource && peer != only)) continue;
+      transport::Link* link = group.links[static_cast<size_t>(peer)];
+      if (link != nullptr) {
+        try {
+          link->checkPeer(wait);
+        } catch (const PeerError& e) {
+          gone[peer] = 1;
+          if (!firstGone) firstGone = e;
+          continue;
+        }
+      }
+      ++waitingFor;
+    }
+    if (waitingFor == 0) throw *firstGone;
+    if (wait.expired()) {
+      const std::string held = describeStashes(impl);
+      const std::string what = fmt::format(
+          "a message {} with tag {}{}", only == kAnySource ? "from any rank" : "from rank",
+          expected.tag, held.empty() ? "" : fmt::format(" (held, of other tags: {})", held));
+      if (wait.cancelled != nullptr && wait.cancelled->load()) {
+        throw AbortedError(fmt::format("{} was aborted while waiting for {}", wait.describe(), what));
+      }
+      throw TimeoutError(
+          fmt::format("{} timed out waiting for {}; deadline passed", wait.describe(), what));
+    }
+    if (round < policy.spins) {
+      transport::cpuRelax();
+    } else if (round < policy.spins + policy.yields) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, std::chrono::microseconds(kLongestSleep));
+    }
+  }
+}
+
+// A send, or a recv from `peer` (kAnySource: from any rank). A recv writes its sender to
+// `*source` once the message is in the caller's memory; `lookOnly` (tryRecv) takes a message
+// only when one has arrived and leaves `*source` alone otherwise.
 Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
-                             DataType type, int peer, int tag) {
+                             DataType type, int peer, int tag, int* source = nullptr,
+                             bool lookOnly = false) {
   const char* name = isSend ? "send" : "recv";
   const size_t bytes = detail::checkBuffers(name, impl.rank(), data, data, count, type);
-  checkPeer(name, impl.rank(), impl.size(), peer);
-  const uint64_t seq = isSend ? impl.takeSendSeq(peer) : impl.takeRecvSeq(peer);
+  const bool fromAny = !isSend && peer == kAnySource;
+  if (fromAny) {
+    if (impl.size() == 1) {
+      throw InvalidArgument(fmt::format(
+          "recv on rank 0: a recv from any source on a communicator of one rank would never "
+          "get a message"));
+    }
+  } else {
+    checkPeer(name, impl.rank(), impl.size(), peer);
+  }
+  // A recv that takes from whichever rank sends (from any source, or a look that must not wait
+  // to link its peer) names no root: execute() links nobody for it.
+  const bool anyLink = fromAny || lookOnly;
+  const uint64_t seq = isSend    ? impl.takeSendSeq(peer)
+                       : anyLink ? impl.takeAnySourceSeq()
+                                 : impl.takeRecvSeq(peer);
   OpHeader header{.kind = isSend ? OpKind::kSend : OpKind::kRecv,
                   .type = type,
-                  .root = peer,
+                  .root = anyLink ? kAnySource : peer,
                   .tag = tag,
                   .count = count,
-                  .seq = seq};
+                  .seq = seq,
+                  .source = anyLink ? peer : -1};
   auto* buffer = static_cast<std::byte*>(data);
   const int self = impl.rank();
-  auto body = [&impl, header, buffer, bytes, isSend, self](const collectives::Group& group,
-                                                           const transport::WaitContext& wait) {
-    transport::Link& link = group.link(header.root);
-    const size_t slice = impl.sliceBytes({&link});
+  auto body = [&impl, header, buffer, bytes, isSend, self, anyLink, lookOnly, source](
+                  const collectives::Group& group, const transport::WaitContext& callWait) {
     const size_t sliced = inlineMessage(bytes) ? 0 : bytes;  // the rest rides in the header
     if (isSend) {
-      sendMessageHeader(link, header, self, buffer, bytes, wait);
+      transport::Link& link = group.link(header.root);
+      const size_t slice = impl.sliceBytes({&link});
+      sendMessageHeader(link, header, self, buffer, bytes, callWait);
       for (size_t offset = 0; offset < sliced; offset += slice) {
-        collectives::sendFrom(link, buffer + offset, std::min(slice, sliced - offset), wait);
+        collectives::sendFrom(link, buffer + offset, std::min(slice, sliced - offset), callWait);
       }
-      link.flush(wait);  // the header and the caller's buffer may go once this returns
+      link.flush(callWait);  // the header and the caller's buffer may go once this returns
       return;
     }
+    if (anyLink) {
+      transport::WaitContext wait = callWait;
+      const auto found =
+          receiveFromAny(impl, group, header, header.source, buffer, wait, !lookOnly);
+      if (!found) return;
+      transport::Link& link = group.link(found->peer);
+      const size_t slice = impl.sliceBytes({&link});
+      if (found->arrival == Arrival::kLink) {
+        for (size_t offset = 0; offset < sliced; offset += slice) {
+          link.recvInto(buffer + offset, std::min(slice, sliced - offset), wait);
+        }
+      }
+      if (source != nullptr) *source = found->peer;
+      return;
+    }
+    transport::Link& link = group.link(header.root);
+    const size_t slice = impl.sliceBytes({&link});
     namingStash(impl, header, [&] {
-      if (receiveMessageHeader(impl, link, header, self, buffer, wait) == Arrival::kWhole) return;
+      if (receiveMessageHeader(impl, link, header, self, buffer, callWait) == Arrival::kWhole) {
+        return;
+      }
       for (size_t offset = 0; offset < sliced; offset += slice) {
-        link.recvInto(buffer + offset, std::min(slice, sliced - offset), wait);
+        link.recvInto(buffer + offset, std::min(slice, sliced - offset), callWait);
       }
     });
+    if (source != nullptr) *source = header.root;
   };
   return {header, body};
 }
@@ -562,9 +744,20 @@ void Communicator::send(const void* data, size_t count, DataType type, int peer,
   impl_->runBlocking(p.header, std::move(p.body));
 }
 
-void Communicator::recv(void* data, size_t count, DataType type, int peer, int tag) {
-  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag);
+int Communicator::recv(void* data, size_t count, DataType type, int peer, int tag) {
+  int source = peer;
+  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag, &source);
   impl_->runBlocking(p.header, std::move(p.body));
+  return source;
+}
+
+std::optional<int> Communicator::tryRecv(void* data, size_t count, DataType type, int peer,
+                                         int tag) {
+  int source = -1;
+  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag, &source, true);
+  impl_->runBlocking(p.header, std::move(p.body));
+  if (source < 0) return std::nullopt;
+  return source;
 }
 
 Work Communicator::sendAsync(const void* data, size_t count, DataType type, int peer, int tag) {
@@ -573,8 +766,10 @@ Work Communicator::sendAsync(const void* data, size_t count, DataType type, int 
 }
 
 Work Communicator::recvAsync(void* data, size_t count, DataType type, int peer, int tag) {
-  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag);
-  return impl_->runAsync(p.header, std::move(p.body));
+  // The body writes the sender into the Work's state before the worker finishes it.
+  auto state = std::make_shared<detail::WorkState>();
+  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag, &state->source);
+  return impl_->runAsync(p.header, std::move(p.body), std::move(state));
 }
 
 void Communicator::sendrecv(const void* send, size_t sendCount, int dest, void* recv,
@@ -626,6 +821,12 @@ std::exception_ptr Work::error() const {
   if (!state_) return nullptr;
   std::lock_guard lock(state_->mutex);
   return state_->done ? state_->error : nullptr;
+}
+
+int Work::source() const {
+  if (!state_) return -1;
+  std::lock_guard lock(state_->mutex);
+  return state_->done && !state_->error ? state_->source : -1;
 }
 
 }  // namespace ringlet

@@ -129,9 +129,9 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
   execute(header, body, callTimeout_);
 }
 
-Work CommunicatorImpl::runAsync(OpHeader header, OpBody body) {
+Work CommunicatorImpl::runAsync(OpHeader header, OpBody body, std::shared_ptr<WorkState> state) {
   if (isCollective(header.kind)) header.seq = nextSeq_++;
-  auto state = std::make_shared<WorkState>();
+  if (!state) state = std::make_shared<WorkState>();
   {
     std::lock_guard lock(queueMutex_);
     queue_.push_back(Pending{header, std::move(body), state, callTimeout_});
@@ -193,6 +193,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     std::sort(missing.begin(), missing.end());
     if (!missing.empty()) {
       try {
+        for (int peer : missing) announceLinkTo(peer);  // for a recv from any source there
         connectPeers(missing, Clock::now() + timeout);
       } catch (const std::exception& e) {
         fail(rank_, e.what());

@@ -30,6 +30,8 @@ struct WorkState {
   std::condition_variable changed;
   bool done = false;
   std::exception_ptr error;
+  // A recv's sender (Work::source()): written by the call's body before finish().
+  int source = -1;
 
   void finish(std::exception_ptr e);
 };
@@ -96,7 +98,8 @@ class CommunicatorImpl {
   // a copy reads it back as 16-byte loads that stall on those stores.
   void runBlocking(OpHeader& header, OpBody&& body);
   void runBlocking(OpHeader&& header, OpBody&& body) { runBlocking(header, std::move(body)); }
-  Work runAsync(OpHeader header, OpBody body);
+  // `state`: the Work's, when the body writes to it (a recv's source); null makes one.
+  Work runAsync(OpHeader header, OpBody body, std::shared_ptr<WorkState> state = nullptr);
 
   void abort(const std::string& reason);
   void setCallTimeout(std::chrono::milliseconds timeout);
@@ -203,6 +206,16 @@ class CommunicatorImpl {
   // Collective, inside a collective's body (every rank reaches it at the same call): links every
   // peer that no algorithm has needed yet (all-to-all talks to everyone).
   void connectAllPeers(transport::Deadline deadline);
+  // Point-to-point calls link two ranks on first use (execute), each side naming the other. A
+  // recv from any source cannot name its sender, so a rank that links to `peer` for a
+  // point-to-point call says so in the store first (announceLinkTo), and a recv from any source
+  // on `peer` links the ranks that did (linkAnnounced: connectPeers with them, who are in it
+  // with this rank). Whether it linked any; one store round trip when no rank asked since the
+  // last look.
+  void announceLinkTo(int peer);
+  bool linkAnnounced(transport::Deadline deadline);
+  // Ranks of this communicator on this rank's host, this one included.
+  int ranksOnHost() const;
   // Whether a call made before this one (in call order, so alike on every rank) has linked, or
   // will link when it runs, every rank to every other; linksAllPeers() records that the call
   // being made does. (All-to-all-v's only: it is what asks.)
@@ -247,6 +260,10 @@ class CommunicatorImpl {
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
   uint64_t takeSendSeq(int peer) { return sendSeq_[peer]++; }
   uint64_t takeRecvSeq(int peer) { return recvSeq_[peer]++; }
+  // Recvs that name no peer (kAnySource, tryRecv) are numbered apart, as one more "peer".
+  uint64_t takeAnySourceSeq() { return anySourceSeq_++; }
+  // Where a recv from any source looks first: after the rank the last one took from.
+  int& anySourceNext() { return anySourceNext_; }
   // The executing side of point-to-point receives (the executor's thread only). Messages from a
   // peer come off its link in the order it sent them, numbered by its sendSeq_: the number the
   // next one must carry, and the messages read off the link while a recv waited for another tag
@@ -315,6 +332,9 @@ class CommunicatorImpl {
   transport::PeerInfo self_;
   std::vector<transport::PeerInfo> infos_;
   std::shared_ptr<Store> store_;  // this communicator's key space
+  uint64_t anySourceSeq_ = 0;
+  int anySourceNext_ = 0;
+  int64_t linkAnnouncementsSeen_ = 0;  // linkAnnounced(): the store's count when it last looked
   std::string jobId_;
   std::string secret_;
   std::string rendezvousHost_;

@@ -286,6 +286,39 @@ void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {
   if (!missing.empty()) connectPeers(missing, deadline);
 }
 
+namespace {
+std::string announcedKey(int to, int from) { return fmt::format("p2p-link/{}/{}", to, from); }
+std::string announcementsKey(int to) { return fmt::format("p2p-link/{}", to); }
+}  // namespace
+
+void CommunicatorImpl::announceLinkTo(int peer) {
+  // The key first, then the count a looking rank polls: a count it sees has its key set.
+  const std::byte mark{1};
+  store_->set(announcedKey(peer, rank_), std::span(&mark, 1));
+  store_->add(announcementsKey(peer), 1);
+}
+
+bool CommunicatorImpl::linkAnnounced(transport::Deadline deadline) {
+  const int64_t announced = store_->add(announcementsKey(rank_), 0);
+  if (announced == linkAnnouncementsSeen_) return false;
+  std::vector<int> asking;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_ && linksByRank_[peer] == nullptr && store_->check(announcedKey(rank_, peer))) {
+      asking.push_back(peer);
+    }
+  }
+  linkAnnouncementsSeen_ = announced;
+  if (asking.empty()) return false;
+  connectPeers(asking, deadline);
+  return true;
+}
+
+int CommunicatorImpl::ranksOnHost() const {
+  return static_cast<int>(std::count_if(infos_.begin(), infos_.end(), [&](const PeerInfo& info) {
+    return info.hostId == self_.hostId;
+  }));
+}
+
 transport::WaitContext CommunicatorImpl::linkedToAll(const transport::WaitContext& wait) {
   connectAllPeers(wait.deadline);
   transport::WaitContext all = wait;
@@ -304,9 +337,7 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .jobId = jobId_,
         .secret = secret_,
         .settings = options_.transportOptions,
-        .ranksOnHost = static_cast<int>(
-            std::count_if(infos_.begin(), infos_.end(),
-                          [&](const PeerInfo& info) { return info.hostId == self_.hostId; })),
+        .ranksOnHost = ranksOnHost(),
         .adaptiveWait = options_.wait == "adaptive",
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,

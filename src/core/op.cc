@@ -162,9 +162,12 @@ std::string OpHeader::describeCall() const {
     case OpKind::kSend:
       return fmt::format("send(count={}, {}, to rank {}, tag={})", count, toString(type), root,
                          tag);
-    case OpKind::kRecv:
-      return fmt::format("recv(count={}, {}, from rank {}, tag={})", count, toString(type), root,
-                         tag);
+    case OpKind::kRecv: {
+      // A recv from any source has no root; tryRecv's look at one rank names it in `source`.
+      const int from = root >= 0 ? root : source;
+      return fmt::format("recv(count={}, {}, from {}, tag={})", count, toString(type),
+                         from >= 0 ? fmt::format("rank {}", from) : std::string("any rank"), tag);
+    }
     case OpKind::kSendRecv:
       return fmt::format("sendrecv(count={} to rank {}, count={} from rank {}, {}, tag={})", count,
                          root, recvCount, source, toString(type), tag);
