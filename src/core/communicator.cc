@@ -525,7 +525,8 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
           "a message {} with tag {}{}", only == kAnySource ? "from any rank" : "from rank",
           expected.tag, held.empty() ? "" : fmt::format(" (held, of other tags: {})", held));
       if (wait.cancelled != nullptr && wait.cancelled->load()) {
-        throw AbortedError(fmt::format("{} was aborted while waiting for {}", wait.describe(), what));
+        throw AbortedError(
+            fmt::format("{} was aborted while waiting for {}", wait.describe(), what));
       }
       throw TimeoutError(
           fmt::format("{} timed out waiting for {}; deadline passed", wait.describe(), what));

@@ -303,7 +303,8 @@ bool CommunicatorImpl::linkAnnounced(transport::Deadline deadline) {
   if (announced == linkAnnouncementsSeen_) return false;
   std::vector<int> asking;
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_ && linksByRank_[peer] == nullptr && store_->check(announcedKey(rank_, peer))) {
+    if (peer != rank_ && linksByRank_[peer] == nullptr &&
+        store_->check(announcedKey(rank_, peer))) {
       asking.push_back(peer);
     }
   }

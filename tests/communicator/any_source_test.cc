@@ -37,8 +37,7 @@ struct Round {
 };
 const std::vector<Round> kRounds = {{5, 1}, {6, 1000}, {7, 700001}};
 
-void gatherFromAny(int rank, int size, std::shared_ptr<Store> store,
-                   const std::string& transport) {
+void gatherFromAny(int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
   Communicator comm = makeComm(rank, size, store, transport);
   if (rank != 0) {
     // Rank-dependent order of the rounds' tags would not be matched by tag order on rank 0
@@ -57,8 +56,8 @@ void gatherFromAny(int rank, int size, std::shared_ptr<Store> store,
         std::vector<int32_t> got(kRounds[r].count, -1);
         int source = -1;
         if (k % 2 == 0) {
-          Work work = comm.recvAsync(got.data(), got.size(), DataType::kInt32, kAnySource,
-                                     kRounds[r].tag);
+          Work work =
+              comm.recvAsync(got.data(), got.size(), DataType::kInt32, kAnySource, kRounds[r].tag);
           work.wait();
           source = work.source();
         } else {
