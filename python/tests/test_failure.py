@@ -30,3 +30,12 @@ def test_a_per_operation_timeout_ends_that_call(run_ranks):
     assert "timed out" in res["error"].lower(), res
     # The operation's 0.5 s, not the group's 60 s.
     assert res["seconds"] < 10, res
+
+
+def test_a_recv_without_src_that_nobody_answers_times_out(run_ranks):
+    n, timeout_s = 3, 3
+    ranks = run_ranks(n, "any_source_silent", timeout_s, timeout=120)
+    (res,) = ranks.results(0)
+    assert ranks.codes[0] == 0, ranks.report()
+    assert "any source" in res["error"] and "tag 9" in res["error"], res
+    assert timeout_s * 0.5 <= res["seconds"] <= timeout_s * 3, res

@@ -23,6 +23,11 @@ def test_isend_irecv_in_any_order_with_large_messages(run_ranks, n):
     run_ranks(n, "p2p", timeout=180).expect_success()
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_recv_without_src_returns_the_sender(run_ranks, n):
+    run_ranks(n, "any_source", timeout=180).expect_success()
+
+
 def test_groups_side_by_side_from_threads(run_ranks):
     run_ranks(4, "groups", timeout=180).expect_success()
 

@@ -351,6 +351,40 @@ def scenario_p2p():
     result(ok=True)
 
 
+def scenario_any_source():
+    """recv and irecv without src: every sender's message, its rank returned; other tags wait."""
+    rank, n = init()
+    sizes = {3: 1000, 4: (1 << 20) + 5}
+    if rank != 0:
+        # Tag 4 (large) first: rank 0 takes the tag-3 messages before it looks for those.
+        dist.send(data(rank, sizes[4], torch.float32), 0, tag=4)
+        dist.send(data(rank, sizes[3], torch.float32), 0, tag=3)
+    else:
+        seen = []
+        for _ in range(n - 1):
+            got = torch.zeros(sizes[3])
+            src = dist.recv(got, tag=3)
+            check(got, data(src, sizes[3], torch.float32), f"recv without src (from {src})")
+            seen.append(src)
+        if sorted(seen) != list(range(1, n)):
+            raise AssertionError(f"recv without src returned ranks {seen}, want 1..{n - 1}")
+        seen = []
+        for _ in range(n - 1):
+            got = torch.zeros(sizes[4])
+            work = dist.irecv(got, tag=4)
+            work.wait()
+            src = work._source_rank()
+            check(got, data(src, sizes[4], torch.float32), f"irecv without src (from {src})")
+            seen.append(src)
+        if sorted(seen) != list(range(1, n)):
+            raise AssertionError(f"irecv without src reported ranks {seen}, want 1..{n - 1}")
+    # The collectives' sequence is untouched.
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    check(t, torch.full((3,), float(n)), "all_reduce after recv from any source")
+    result(ok=True)
+
+
 def scenario_groups():
     """Several groups (new_group) side by side, used from several threads at once."""
     import threading
@@ -410,7 +444,6 @@ def scenario_errors():
            "_reduce_scatter_base")
     expect(lambda: dist.all_to_all_single(torch.ones(n), torch.ones(n), [1] * n, [2] * n),
            "alltoall_base", "split sizes add up")
-    expect(lambda: dist.recv(torch.ones(3)), "any source")
     # The group still works after the refused calls (nothing was sent).
     t = torch.ones(5)
     dist.all_reduce(t)
@@ -458,6 +491,23 @@ def scenario_silent():
     try:
         dist.all_reduce(torch.ones(8))
         raise AssertionError("all_reduce returned although a rank never called it")
+    except RuntimeError as e:
+        result(error=str(e), seconds=time.monotonic() - start)
+    os._exit(0)
+
+
+def scenario_any_source_silent():
+    """A recv without src that no rank answers ends by the group's timeout, naming its tag."""
+    timeout_s = float(sys.argv[2])
+    rank, n = init(timeout_s=timeout_s)
+    dist.barrier()
+    if rank != 0:
+        time.sleep(timeout_s * 3)
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.recv(torch.ones(8), tag=9)
+        raise AssertionError("recv without src returned although no rank sent")
     except RuntimeError as e:
         result(error=str(e), seconds=time.monotonic() - start)
     os._exit(0)

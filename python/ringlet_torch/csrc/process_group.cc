@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
+#include <chrono>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "ringlet/error.h"
@@ -252,6 +256,12 @@ void RingletWork::run() {
   complete(error);
 }
 
+int RingletWork::sourceRank() const {
+  const int source = source_.load(std::memory_order_relaxed);
+  if (source < 0) return c10d::Work::sourceRank();  // throws: not a recv, or not done
+  return source;
+}
+
 void RingletWork::cancel(std::exception_ptr error) {
   body_ = nullptr;
   complete(std::move(error));
@@ -348,7 +358,7 @@ ProcessGroupRinglet::ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& 
                                          int size, std::chrono::milliseconds timeout,
                                          const std::string& groupName,
                                          const std::string& storeDescription)
-    : c10d::ProcessGroup(rank, size) {
+    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
   if (timeout.count() <= 0)
     fail(fmt::format("timeout must be positive, got {} ms", timeout.count()));
   Bootstrap bootstrap;
@@ -370,6 +380,7 @@ ProcessGroupRinglet::ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& 
   executor_ = std::make_shared<Executor>();
   up_.executor = std::make_shared<Executor>();
   down_.executor = std::make_shared<Executor>();
+  anySource_ = std::make_shared<Executor>();
   init();
 }
 
@@ -384,7 +395,8 @@ ProcessGroupRinglet::~ProcessGroupRinglet() {
 }
 
 void ProcessGroupRinglet::shutdown() {
-  for (auto* e : {&executor_, &up_.executor, &down_.executor}) {
+  // The any-source Works first: they queue their looks on the two point-to-point executors.
+  for (auto* e : {&anySource_, &executor_, &up_.executor, &down_.executor}) {
     if (*e) (*e)->shutdown();
   }
 }
@@ -912,18 +924,76 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recv(std::vector<at::Tensor>
   const Elements e = elementsOf(out.buffer);
   PointToPoint& p2p = direction(peer, rank_);
   Communicator* comm = p2p.comm.get();
-  return enqueue(
-      c10d::OpType::RECV, "ringlet:recv", {t},
+  auto work = c10::make_intrusive<RingletWork>(
+      rank_, c10d::OpType::RECV, "ringlet:recv", std::vector<at::Tensor>{t},
       [=] {
         comm->recv(out.data(), e.count, e.type, peer, tag);
         out.copyBack();
       },
       p2p.executor);
+  work->setSource(peer);  // reported once the Work completed (dist.recv waits for it)
+  p2p.executor->enqueue(work);
+  return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(
-    std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
-  fail("recv from any source is not supported: name the source rank");
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                  int tag) {
+  constexpr const char* kOp = "recv";
+  const at::Tensor& t = single(tensors, kOp);
+  if (size_ == 1) fail("recv from any source in a group of one rank would never get a message");
+  Output out = output(t, false);
+  const Elements e = elementsOf(out.buffer);
+  // The directions that can bring a message: lower ranks send on `up`, higher ones on `down`.
+  std::vector<PointToPoint*> directions;
+  if (rank_ > 0) directions.push_back(&up_);
+  if (rank_ < size_ - 1) directions.push_back(&down_);
+  auto work =
+      c10::make_intrusive<RingletWork>(rank_, c10d::OpType::RECVANYSOURCE, "ringlet:recv_anysource",
+                                       std::vector<at::Tensor>{t}, nullptr, anySource_);
+  RingletWork* self = work.get();  // the body runs inside the Work, which the executor holds
+  const int rank = rank_;
+  const auto timeout = timeout_;
+  auto body = [=] {
+    // Looks at the directions in turn, sleeping 20 us doubling to 0.25 ms between rounds, until
+    // the group's timeout (as a recv from one rank waits).
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto sleep = std::chrono::microseconds(20);
+    for (;;) {
+      for (PointToPoint* p2p : directions) {
+        std::optional<int> found;
+        std::exception_ptr error;  // the look's own, rethrown as it came
+        Communicator* comm = p2p->comm.get();
+        auto look = c10::make_intrusive<RingletWork>(
+            rank, c10d::OpType::RECVANYSOURCE, "ringlet:recv_anysource", std::vector<at::Tensor>{},
+            [&] {
+              try {
+                found = comm->tryRecv(out.data(), e.count, e.type, kAnySource, tag);
+              } catch (...) {
+                error = std::current_exception();
+              }
+            },
+            p2p->executor);
+        p2p->executor->enqueue(look);
+        look->wait();  // throws only when the group shut down before the look ran
+        if (error) std::rethrow_exception(error);
+        if (found) {
+          out.copyBack();
+          self->setSource(*found);
+          return;
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw TimeoutError(fmt::format(
+            "recv from any source: no message with tag {} ({} elements of {}) came within {} ms",
+            tag, e.count, toString(e.type), timeout.count()));
+      }
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, std::chrono::microseconds(250));
+    }
+  };
+  work->setBody(std::move(body));
+  anySource_->enqueue(work);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::barrier(const c10d::BarrierOptions& opts) {

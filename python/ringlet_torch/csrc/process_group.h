@@ -39,10 +39,15 @@ class RingletWork final : public c10d::Work {
   RingletWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
               Body body, std::weak_ptr<Executor> executor);
 
-  bool wait(std::chrono::milliseconds timeout) override;
+  bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
+  // A recv's sender (dist.recv without src returns it), set by its body before it completes.
+  int sourceRank() const override;
+  void setSource(int rank) { source_.store(rank, std::memory_order_relaxed); }
 
+  // A body that needs the Work it runs in (set before the Work is queued).
+  void setBody(Body body) { body_ = std::move(body); }
   // Runs the operation and completes the Work (the executor calls it exactly once).
   void run();
   // Completes the Work with an error without running it (the group is shutting down).
@@ -58,6 +63,7 @@ class RingletWork final : public c10d::Work {
   // drops the group, never on its own thread through a Work it just ran.
   std::weak_ptr<Executor> executor_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<int> source_{-1};
 };
 
 // Runs queued Works in order, one at a time, on its thread or on a waiter's.
@@ -181,6 +187,11 @@ class ProcessGroupRinglet final : public c10d::ProcessGroup {
   };
   PointToPoint up_, down_;
   PointToPoint& direction(int from, int to) { return from < to ? up_ : down_; }
+  // recv from any source: messages from lower ranks come on `up`, from higher ones on `down`,
+  // so its Work runs here and looks at both in turn (Communicator::tryRecv, each look a Work
+  // on that direction's executor, in order with the sends and recvs queued there).
+  std::shared_ptr<Executor> anySource_;
+  std::chrono::milliseconds timeout_;
 };
 
 }  // namespace ringlet::torch_backend
