@@ -490,18 +490,12 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
     return std::nullopt;
   }
   const transport::Backoff policy = transport::Backoff::forHost(impl.ranksOnHost(), false);
-  constexpr auto kStoreEvery = std::chrono::milliseconds(2);
   constexpr auto kFirstSleep = std::chrono::microseconds(20);
   constexpr auto kLongestSleep = std::chrono::microseconds(250);
-  auto nextStoreLook = transport::Clock::now();
   auto sleep = std::chrono::microseconds(kFirstSleep);
   std::optional<PeerError> firstGone;
   for (int round = 0;; ++round) {
-    const auto now = transport::Clock::now();
-    if (now >= nextStoreLook && unlinked()) {
-      nextStoreLook = now + kStoreEvery;
-      linkAnnounced();
-    }
+    if (unlinked()) linkAnnounced();  // a store round trip every 2 ms at most
     if (auto found = look()) return found;
     int waitingFor = 0;
     for (int peer = 0; peer < size; ++peer) {

@@ -211,7 +211,7 @@ class CommunicatorImpl {
   // point-to-point call says so in the store first (announceLinkTo), and a recv from any source
   // on `peer` links the ranks that did (linkAnnounced: connectPeers with them, who are in it
   // with this rank). Whether it linked any; one store round trip when no rank asked since the
-  // last look.
+  // last look, and none when the last look was under 2 ms ago.
   void announceLinkTo(int peer);
   bool linkAnnounced(transport::Deadline deadline);
   // Ranks of this communicator on this rank's host, this one included.
@@ -334,7 +334,10 @@ class CommunicatorImpl {
   std::shared_ptr<Store> store_;  // this communicator's key space
   uint64_t anySourceSeq_ = 0;
   int anySourceNext_ = 0;
-  int64_t linkAnnouncementsSeen_ = 0;  // linkAnnounced(): the store's count when it last looked
+  int64_t linkAnnouncementsSeen_ = 0;
+  static constexpr auto kAnnouncementLookEvery = std::chrono::milliseconds(2);
+  transport::Clock::time_point
+      nextAnnouncementLook_{};  // linkAnnounced(): the store's count when it last looked
   std::string jobId_;
   std::string secret_;
   std::string rendezvousHost_;

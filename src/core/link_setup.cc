@@ -299,6 +299,11 @@ void CommunicatorImpl::announceLinkTo(int peer) {
 }
 
 bool CommunicatorImpl::linkAnnounced(transport::Deadline deadline) {
+  // Looks that come faster (tryRecv in a loop) cost the store a round trip each: at most one
+  // every kAnnouncementLookEvery.
+  const auto now = transport::Clock::now();
+  if (now < nextAnnouncementLook_) return false;
+  nextAnnouncementLook_ = now + kAnnouncementLookEvery;
   const int64_t announced = store_->add(announcementsKey(rank_), 0);
   if (announced == linkAnnouncementsSeen_) return false;
   std::vector<int> asking;
