@@ -595,6 +595,7 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
         }
       }
       if (source != nullptr) *source = found->peer;
+      impl.noteRecvSource(found->peer);
       return;
     }
     transport::Link& link = group.link(header.root);

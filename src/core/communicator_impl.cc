@@ -220,15 +220,19 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     const OpHeader& header;
     Clock::time_point start;
     bool collective;
+    const int& recvSource;  // a recv that named no peer: whom it took from (-1: nobody)
     ~TraceCall() {
       if (recorder == nullptr) return;
       const size_t element = elementSize(header.type);
       if (!collective) {
         const bool sends = header.kind != OpKind::kRecv;
         const int to = sends ? header.root : -1;
-        const int from = header.kind == OpKind::kRecv       ? header.root
+        const int from = header.kind == OpKind::kRecv
+                             ? (header.root >= 0 ? header.root : recvSource)
                          : header.kind == OpKind::kSendRecv ? header.source
                                                             : -1;
+        // tryRecv that found nothing: no message, nothing to show.
+        if (header.kind == OpKind::kRecv && from < 0) return;
         const uint64_t bytes =
             (header.count + (header.kind == OpKind::kSendRecv ? header.recvCount : 0)) * element;
         recorder->pointToPoint(header.name().data(), to, from, header.seq, bytes, start,
@@ -240,7 +244,8 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
           collectives::nameOf(static_cast<collectives::Algorithm>(header.algorithm)), header.seq,
           header.count * element, start, Clock::now());
     }
-  } traceCall{trace_.get(), header, started, collective};
+  } traceCall{trace_.get(), header, started, collective, recvSource_};
+  recvSource_ = -1;
   try {
     running_ = header;
     if (collective && size_ > 1 && !header.selfChecked) {

@@ -264,6 +264,9 @@ class CommunicatorImpl {
   uint64_t takeAnySourceSeq() { return anySourceSeq_++; }
   // Where a recv from any source looks first: after the rank the last one took from.
   int& anySourceNext() { return anySourceNext_; }
+  // The sender a recv that names no peer took its message from, for the trace (-1: none yet in
+  // the running call).
+  void noteRecvSource(int peer) { recvSource_ = peer; }
   // The executing side of point-to-point receives (the executor's thread only). Messages from a
   // peer come off its link in the order it sent them, numbered by its sendSeq_: the number the
   // next one must carry, and the messages read off the link while a recv waited for another tag
@@ -334,6 +337,7 @@ class CommunicatorImpl {
   std::shared_ptr<Store> store_;  // this communicator's key space
   uint64_t anySourceSeq_ = 0;
   int anySourceNext_ = 0;
+  int recvSource_ = -1;
   int64_t linkAnnouncementsSeen_ = 0;
   static constexpr auto kAnnouncementLookEvery = std::chrono::milliseconds(2);
   transport::Clock::time_point

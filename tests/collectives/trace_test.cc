@@ -262,6 +262,12 @@ TEST(Trace, PointToPointCallsAreRecordedWithTheirPeers) {
       comm.sendrecv(out.data(), sent, 3 - rank, back.data(), 750 - sent, 3 - rank,
                     DataType::kFloat32);
     }
+    // A recv from any source shows whom it took from; a look that found nothing shows nothing.
+    if (rank == 2) comm.send(out.data(), 10, DataType::kFloat32, 0, 6);
+    if (rank == 0) {
+      EXPECT_EQ(comm.tryRecv(in.data(), 10, DataType::kFloat32, kAnySource, 99), std::nullopt);
+      EXPECT_EQ(comm.recv(in.data(), 10, DataType::kFloat32, kAnySource, 6), 2);
+    }
     comm.allreduce(std::span(out), ReduceOp::kSum);
   });
   std::vector<uint64_t> allreduceCalls;
@@ -278,11 +284,13 @@ TEST(Trace, PointToPointCallsAreRecordedWithTheirPeers) {
     std::vector<std::string> names;
     for (const json& e : p2p) names.push_back(e["name"]);
     if (r == 0) {
-      ASSERT_EQ(names, std::vector<std::string>{"send"});
+      ASSERT_EQ(names, (std::vector<std::string>{"send", "recv"}));
       EXPECT_EQ(p2p[0]["args"]["to"], 1);
       EXPECT_EQ(p2p[0]["args"]["from"], -1);
       EXPECT_EQ(p2p[0]["args"]["bytes"], 4000);
       EXPECT_EQ(p2p[0]["tid"], 2);
+      EXPECT_EQ(p2p[1]["args"]["from"], 2);
+      EXPECT_EQ(p2p[1]["args"]["bytes"], 40);
     } else if (r == 1) {
       ASSERT_EQ(names, (std::vector<std::string>{"recv", "sendrecv"}));
       EXPECT_EQ(p2p[0]["args"]["from"], 0);
@@ -291,7 +299,7 @@ TEST(Trace, PointToPointCallsAreRecordedWithTheirPeers) {
       EXPECT_EQ(p2p[1]["args"]["from"], 2);
       EXPECT_EQ(p2p[1]["args"]["bytes"], (500 + 250) * 4);
     } else {
-      ASSERT_EQ(names, std::vector<std::string>{"sendrecv"});
+      ASSERT_EQ(names, (std::vector<std::string>{"sendrecv", "send"}));
       EXPECT_EQ(p2p[0]["args"]["to"], 1);
       EXPECT_EQ(p2p[0]["args"]["from"], 1);
     }
