@@ -160,6 +160,15 @@ inline constexpr int kNoColor = -1;
 // The peer of a recv that takes a message from whichever rank sends first (MPI_ANY_SOURCE).
 inline constexpr int kAnySource = -1;
 
+// A message that has arrived and waits for its recv (Communicator::probe): a recv from
+// `source` with `tag`, `count` and `type` takes it.
+struct MessageInfo {
+  int source = -1;
+  size_t count = 0;
+  DataType type = DataType::kUInt8;
+  int tag = 0;
+};
+
 class Communicator;
 namespace detail {
 struct WorkState;
@@ -395,6 +404,13 @@ class Communicator {
   // the rest of it) and returns the sender; else returns nullopt at once, `data` untouched. A
   // blocking call that runs after the async calls queued before it.
   std::optional<int> tryRecv(void* data, size_t count, DataType type, int peer, int tag = 0);
+  // What the next recv of `tag` from `peer` (or kAnySource) would take, without taking it
+  // (MPI_Probe): for messages whose size the receiver does not know. Waits as recv() waits for
+  // the message to arrive; tryProbe (MPI_Iprobe) looks once and returns nullopt when none has.
+  // The message is read off its link into the held messages (the 1 GiB limit on those applies),
+  // so the recv that follows copies it once more.
+  MessageInfo probe(int peer, int tag = 0);
+  std::optional<MessageInfo> tryProbe(int peer, int tag = 0);
 
   // Send to `dest` and receive from `source` in one call, both directions moving together (as
   // MPI_Sendrecv): `sendCount` elements from `send` go out as a send() would send them, and

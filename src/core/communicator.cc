@@ -299,7 +299,8 @@ std::string describeStash(const std::deque<detail::CommunicatorImpl::StashedMess
 // sends this rank comes after it).
 Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
                              const OpHeader& expected, int self, std::byte* data,
-                             const transport::WaitContext& wait, bool arrivedOnly = false) {
+                             const transport::WaitContext& wait, bool arrivedOnly = false,
+                             OpHeader* probed = nullptr) {
   const int peer = expected.root;
   const size_t bytes = expected.count * elementSize(expected.type);
   auto mismatch = [&](const std::string& theirs) {
@@ -313,6 +314,10 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& li
   auto& stash = impl.stashFrom(peer);
   for (auto it = stash.begin(); it != stash.end(); ++it) {
     if (it->header.tag != expected.tag) continue;
+    if (probed != nullptr) {
+      *probed = it->header;
+      return Arrival::kWhole;
+    }
     if (!sameShape(it->header)) {
       throw mismatch(fmt::format("{} (message #{})", it->header.describeCall(), it->header.seq));
     }
@@ -355,7 +360,8 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& li
                         : std::string("something that is not a message header"));
     }
     impl.takeIncomingSeq(peer);
-    const bool wanted = theirs.tag == expected.tag;
+    // A probe holds the message it finds, as one of another tag, and names it.
+    const bool wanted = theirs.tag == expected.tag && probed == nullptr;
     if (wanted && !sameShape(theirs)) {
       link.release();
       throw mismatch(fmt::format("{} (message #{})", theirs.describeCall(), theirs.seq));
@@ -397,6 +403,10 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& li
     }
     impl.stashedBytes() += theirBytes;
     stash.push_back(std::move(kept));
+    if (probed != nullptr && theirs.tag == expected.tag) {
+      *probed = theirs;
+      return Arrival::kWhole;
+    }
   }
 }
 
@@ -449,7 +459,8 @@ std::string describeStashes(detail::CommunicatorImpl& impl) {
 // links are added.
 std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collectives::Group& group,
                                     const OpHeader& expected, int only, std::byte* data,
-                                    transport::WaitContext& wait, bool waits) {
+                                    transport::WaitContext& wait, bool waits,
+                                    OpHeader* probed = nullptr) {
   const int self = impl.rank();
   const int size = impl.size();
   std::vector<char> gone(static_cast<size_t>(size), 0);
@@ -462,7 +473,8 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
       if (link == nullptr) continue;
       OpHeader fromPeer = expected;
       fromPeer.root = peer;
-      const Arrival arrival = receiveMessageHeader(impl, *link, fromPeer, self, data, wait, true);
+      const Arrival arrival =
+          receiveMessageHeader(impl, *link, fromPeer, self, data, wait, true, probed);
       if (arrival != Arrival::kNone) {
         next = (peer + 1) % size;
         return Found{peer, arrival};
@@ -738,6 +750,73 @@ Work Communicator::barrierAsync() {
 void Communicator::send(const void* data, size_t count, DataType type, int peer, int tag) {
   auto p = preparePointToPoint(*impl_, true, const_cast<void*>(data), count, type, peer, tag);
   impl_->runBlocking(p.header, std::move(p.body));
+}
+
+namespace {
+
+// probe (lookOnly false) and tryProbe: the first message of `tag` from `peer` (kAnySource: any
+// rank) goes to `*info`, read into the held messages; `*found` says whether there was one.
+Prepared prepareProbe(detail::CommunicatorImpl& impl, int peer, int tag, bool lookOnly,
+                      MessageInfo* info, bool* found) {
+  const char* name = lookOnly ? "tryProbe" : "probe";
+  const bool fromAny = peer == kAnySource;
+  if (fromAny) {
+    if (impl.size() == 1) {
+      throw InvalidArgument(fmt::format(
+          "{} on rank 0: no other rank could send on a communicator of one rank", name));
+    }
+  } else {
+    checkPeer(name, impl.rank(), impl.size(), peer);
+  }
+  // As a recv: a look that must not wait to link its peer names no root.
+  const bool anyLink = fromAny || lookOnly;
+  OpHeader header{.kind = OpKind::kProbe,
+                  .type = DataType::kUInt8,
+                  .root = anyLink ? kAnySource : peer,
+                  .tag = tag,
+                  .seq = impl.takeAnySourceSeq(),
+                  .source = anyLink ? peer : -1};
+  const int self = impl.rank();
+  auto body = [&impl, header, self, anyLink, lookOnly, info, found](
+                  const collectives::Group& group, const transport::WaitContext& callWait) {
+    OpHeader probed;
+    int from = header.root;
+    if (anyLink) {
+      transport::WaitContext wait = callWait;
+      const auto look =
+          receiveFromAny(impl, group, header, header.source, nullptr, wait, !lookOnly, &probed);
+      if (!look) return;
+      from = look->peer;
+    } else {
+      namingStash(impl, header, [&] {
+        receiveMessageHeader(impl, group.link(header.root), header, self, nullptr, callWait, false,
+                             &probed);
+      });
+    }
+    *info =
+        MessageInfo{.source = from, .count = probed.count, .type = probed.type, .tag = header.tag};
+    *found = true;
+  };
+  return {header, body};
+}
+
+}  // namespace
+
+MessageInfo Communicator::probe(int peer, int tag) {
+  MessageInfo info;
+  bool found = false;
+  auto p = prepareProbe(*impl_, peer, tag, false, &info, &found);
+  impl_->runBlocking(p.header, std::move(p.body));
+  return info;
+}
+
+std::optional<MessageInfo> Communicator::tryProbe(int peer, int tag) {
+  MessageInfo info;
+  bool found = false;
+  auto p = prepareProbe(*impl_, peer, tag, true, &info, &found);
+  impl_->runBlocking(p.header, std::move(p.body));
+  if (!found) return std::nullopt;
+  return info;
 }
 
 int Communicator::recv(void* data, size_t count, DataType type, int peer, int tag) {

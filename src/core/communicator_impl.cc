@@ -225,6 +225,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
       if (recorder == nullptr) return;
       const size_t element = elementSize(header.type);
       if (!collective) {
+        if (header.kind == OpKind::kProbe) return;  // moves nothing the caller sees
         const bool sends = header.kind != OpKind::kRecv;
         const int to = sends ? header.root : -1;
         const int from = header.kind == OpKind::kRecv

@@ -69,6 +69,8 @@ std::string_view OpHeader::name() const {
       return "send";
     case OpKind::kRecv:
       return "recv";
+    case OpKind::kProbe:
+      return "probe";
     case OpKind::kSendRecv:
       return "sendrecv";
     case OpKind::kDeviceSetup:
@@ -168,6 +170,11 @@ std::string OpHeader::describeCall() const {
       return fmt::format("recv(count={}, {}, from {}, tag={})", count, toString(type),
                          from >= 0 ? fmt::format("rank {}", from) : std::string("any rank"), tag);
     }
+    case OpKind::kProbe: {
+      const int from = root >= 0 ? root : source;
+      return fmt::format("probe(from {}, tag={})",
+                         from >= 0 ? fmt::format("rank {}", from) : std::string("any rank"), tag);
+    }
     case OpKind::kSendRecv:
       return fmt::format("sendrecv(count={} to rank {}, count={} from rank {}, {}, tag={})", count,
                          root, recvCount, source, toString(type), tag);
@@ -216,6 +223,7 @@ bool OpHeader::sameCall(const OpHeader& o) const {
     case OpKind::kRecv:
       return count == o.count && type == o.type && tag == o.tag;
     case OpKind::kSendRecv:  // never compared: its messages carry kSend headers
+    case OpKind::kProbe:     // never on the wire
       return false;
   }
   return false;

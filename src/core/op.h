@@ -77,6 +77,9 @@ enum class OpKind : uint8_t {
   // The rooted v-forms: as kAllgatherv (count in all, countsHash, ranks) with the root.
   kGatherv = 23,
   kScatterv = 24,
+  // Communicator::probe / tryProbe: never on the wire. root: the peer (kAnySource: any rank, and
+  // for tryProbe always, the peer then in source).
+  kProbe = 25,
 };
 
 // A rank's part in a rooted call whose data rides in the call headers (kHeaderInline): on two
@@ -96,7 +99,8 @@ inline constexpr int32_t kSplitIsDup = 1;
 
 // Collectives take a sequence number shared by all ranks; send/recv count per pair of ranks.
 inline bool isCollective(OpKind kind) {
-  return kind != OpKind::kSend && kind != OpKind::kRecv && kind != OpKind::kSendRecv;
+  return kind != OpKind::kSend && kind != OpKind::kRecv && kind != OpKind::kSendRecv &&
+         kind != OpKind::kProbe;
 }
 
 struct OpHeader {

@@ -1,7 +1,7 @@
-// recv from any source (kAnySource), its async form's Work::source(), and tryRecv: every sender's
-// messages taken in their order, other tags held for later, senders that no collective links to
-// the receiver (linked when they first send), a sender already in the next collective, and the
-// errors: a tag that never comes, every sender gone, a communicator of one rank.
+// recv from any source (kAnySource), its async form's Work::source(), tryRecv and probe: every
+// sender's messages taken in their order, other tags held for later, senders that no collective
+// links to the receiver (linked when they first send), a sender already in the next collective, and
+// the errors: a tag that never comes, every sender gone, a communicator of one rank.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -169,6 +169,72 @@ TEST(AnySource, TryRecvShmProcesses) {
   });
 }
 
+// probe: messages whose size (and type) the receiver learns first. Each sender sends a count of
+// its own (one of them several slices) with a type of its own, a tag-8 message before it; rank 0
+// probes from any rank, sizes its buffer by what the probe says and receives from that rank,
+// then probes and receives the tag-8 messages by name. tryProbe of a tag nobody sends finds
+// nothing.
+void probeSizes(int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
+  Communicator comm = makeComm(rank, size, store, transport);
+  auto countOf = [](int r) { return r == 1 ? size_t{700001} : size_t(r) * 1000 + 7; };
+  auto typeOf = [](int r) { return r % 2 == 0 ? DataType::kFloat64 : DataType::kInt32; };
+  if (rank != 0) {
+    const auto early = pattern(5, rank, 8);
+    comm.send(early.data(), early.size(), DataType::kInt32, 0, 8);
+    // The pattern's int32 values as bytes of either type: rank 0 compares the bytes.
+    const size_t bytes = countOf(rank) * elementSize(typeOf(rank));
+    const auto out = pattern(bytes / 4, rank, 3);
+    comm.send(out.data(), countOf(rank), typeOf(rank), 0, 3);
+  } else {
+    EXPECT_EQ(comm.tryProbe(kAnySource, 99), std::nullopt);
+    std::map<int, int> from;
+    for (int k = 1; k < size; ++k) {
+      const MessageInfo info = comm.probe(kAnySource, 3);
+      ASSERT_GE(info.source, 1);
+      ASSERT_LT(info.source, size);
+      EXPECT_EQ(info.count, countOf(info.source));
+      EXPECT_EQ(info.type, typeOf(info.source));
+      EXPECT_EQ(info.tag, 3);
+      // A second look names the same message: probing takes nothing.
+      const auto again = comm.tryProbe(info.source, 3);
+      ASSERT_TRUE(again.has_value());
+      EXPECT_EQ(again->count, info.count);
+      std::vector<int32_t> got(info.count * elementSize(info.type) / 4, -1);
+      EXPECT_EQ(comm.recv(got.data(), info.count, info.type, info.source, 3), info.source);
+      EXPECT_TRUE(got == pattern(got.size(), info.source, 3)) << "from rank " << info.source;
+      ++from[info.source];
+    }
+    for (int peer = 1; peer < size; ++peer) {
+      EXPECT_EQ(from[peer], 1) << "messages from rank " << peer;
+      const MessageInfo early = comm.probe(peer, 8);  // held since the probes above
+      EXPECT_EQ(early.source, peer);
+      EXPECT_EQ(early.count, 5u);
+      std::vector<int32_t> got(5, -1);
+      comm.recv(got.data(), 5, DataType::kInt32, peer, 8);
+      EXPECT_TRUE(got == pattern(5, peer, 8));
+    }
+  }
+  comm.barrier();
+}
+
+TEST(AnySource, ProbeLocalThreads) {
+  runThreadRanks(5, [](int rank, int size, std::shared_ptr<Store> store) {
+    probeSizes(rank, size, store, "local");
+  });
+}
+
+TEST(AnySource, ProbeTcpThreads) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    probeSizes(rank, size, store, "tcp");
+  });
+}
+
+TEST(AnySource, ProbeShmProcesses) {
+  runProcessRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    probeSizes(rank, size, store, "shm");
+  });
+}
+
 // A tag that no rank sends: the timeout names the wait and what was held meanwhile.
 TEST(AnySource, ATagThatNeverComesTimesOutNamingWhatCame) {
   Event received;
@@ -225,6 +291,8 @@ TEST(AnySource, OneRankOrABadPeerIsAnInvalidArgument) {
     float x = 0;
     EXPECT_THROW(comm.recv(&x, 1, DataType::kFloat32, kAnySource), InvalidArgument);
     EXPECT_THROW(comm.tryRecv(&x, 1, DataType::kFloat32, kAnySource), InvalidArgument);
+    EXPECT_THROW(comm.probe(kAnySource), InvalidArgument);
+    EXPECT_THROW(comm.tryProbe(kAnySource), InvalidArgument);
   });
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store, "local");
@@ -232,6 +300,8 @@ TEST(AnySource, OneRankOrABadPeerIsAnInvalidArgument) {
     EXPECT_THROW(comm.recv(&x, 1, DataType::kFloat32, -2), InvalidArgument);
     EXPECT_THROW(comm.send(&x, 1, DataType::kFloat32, kAnySource), InvalidArgument);
     EXPECT_THROW(comm.tryRecv(&x, 1, DataType::kFloat32, rank), InvalidArgument);
+    EXPECT_THROW(comm.probe(rank), InvalidArgument);
+    EXPECT_THROW(comm.tryProbe(5), InvalidArgument);
     // Only a recv has a source.
     Work sent = rank == 0 ? comm.sendAsync(&x, 1, DataType::kFloat32, 1)
                           : comm.recvAsync(&x, 1, DataType::kFloat32, 0);
