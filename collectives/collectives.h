@@ -292,6 +292,25 @@ struct BlockTrace {
   size_t sliceElements = 1;
 };
 
+// Bytes per message on `link`: at most `slice`, a multiple of 8 so that slices hold whole
+// elements of every type, the same for sends and receives of every kind.
+size_t messageBytes(const Link& link, size_t slice);
+
+// One rank's block for (or from) a peer, in messages cut as sendSliced cuts them.
+struct PeerBlock {
+  Link* link = nullptr;
+  std::byte* data = nullptr;
+  size_t bytes = 0;
+  size_t done = 0;  // moved so far
+};
+// Every peer's block at once, a slice to (from) each in turn, as a root that posts every send
+// (receive) together: over TCP the slices queue and every link's queue moves while one is
+// flushed (a wait pumps the others), so every peer's transfer runs at once. Blocks over shared
+// memory go one peer after another, after the others. sendToEach returns once the data may
+// change. The blocks may be reordered.
+void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait);
+void recvFromEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait);
+
 // `bytes` in messages of at most `slice` (and the link's largest message); sendSliced returns
 // once `data` may change. `blocks` (trace mode): `data` is element `at` of its layout.
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,

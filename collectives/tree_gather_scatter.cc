@@ -24,7 +24,8 @@
 // staging copy.
 //
 // The linear schedule moves every block once, straight between the root and its rank, the root
-// taking the ranks in relative order so that its links are used in turn. N = 4, root 1:
+// taking a slice from (to) each rank in turn, relative order, so that every rank's transfer
+// moves at once (sendToEach, recvFromEach). N = 4, root 1:
 //
 //   gather:  2->1, 3->1, 0->1   (each block straight to its place in recv, sliced)
 //   scatter: 1->2, 1->3, 1->0   (each block straight from its place in send)
@@ -34,6 +35,7 @@
 #include <cstring>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
@@ -226,11 +228,13 @@ void gatherLinear(const Group& group, const std::byte* send, std::byte* recv, co
   }
   std::byte* own = blocks.rootBlock(recv);
   if (mineBytes > 0 && own != send) std::memcpy(own, send, mineBytes);
+  std::vector<PeerBlock> from;
   for (int u = 1; u < n; ++u) {
     const size_t bytes = blocks.bytes(u, u + 1);
-    if (bytes == 0) continue;
-    recvSliced(group.link(wrap(root + u, n)), blocks.run(recv, u, u + 1), bytes, sliceBytes, wait);
+    if (bytes > 0)
+      from.push_back({&group.link(wrap(root + u, n)), blocks.run(recv, u, u + 1), bytes});
   }
+  recvFromEach(from, sliceBytes, wait);
 }
 
 template <typename Blocks>
@@ -244,11 +248,12 @@ void scatterLinear(const Group& group, const std::byte* send, std::byte* recv, c
     return;
   }
   auto* all = const_cast<std::byte*>(send);  // only read
+  std::vector<PeerBlock> to;
   for (int u = 1; u < n; ++u) {
     const size_t bytes = blocks.bytes(u, u + 1);
-    if (bytes == 0) continue;
-    sendSliced(group.link(wrap(root + u, n)), blocks.run(all, u, u + 1), bytes, sliceBytes, wait);
+    if (bytes > 0) to.push_back({&group.link(wrap(root + u, n)), blocks.run(all, u, u + 1), bytes});
   }
+  sendToEach(to, sliceBytes, wait);
   const std::byte* own = blocks.rootBlock(all);
   if (mineBytes > 0 && own != recv) std::memcpy(recv, own, mineBytes);
 }
