@@ -4,8 +4,9 @@
 # once with the cost model choosing, at N ranks, and scripts/algo_sweep.py tabulates per size the
 # auto time over the best forced time. Writes bench/results/algo-sweep-n<N>.{md,json}.
 #
-# Each configuration runs -r times (default 3), interleaved, and the median time per size counts:
-# separate runs differ by more than 10% on a shared machine.
+# Each configuration runs -r times (default 3), interleaved (each repeat in an order rotated by
+# one), and the median time per size counts: separate runs differ by more than 10% on a shared
+# machine.
 #
 #   scripts/algo-sweep.sh [-n "2 3 4"] [-e 256M] [-r 3] [--ops "allreduce allgather"] [--transport shm]
 #                         [--suffix vforms]   (writes algo-sweep-n<N>-vforms.{md,json})
@@ -37,8 +38,12 @@ mkdir -p "$out"
 for n in $ranks; do
   for op in $ops; do
     algos=$(/usr/bin/python3 -c "import json,sys; print(' '.join(json.load(open('$tmp/info.json'))['algorithms']['$op']))")
+    all=(auto $algos)
     for ((r = 1; r <= repeats; r++)); do
-      for algo in auto $algos; do
+      # Each repeat starts one configuration later, so that no configuration (the automatic
+      # choice included) always runs first, right after another collective's runs.
+      for ((k = 0; k < ${#all[@]}; k++)); do
+        algo=${all[$(((k + r - 1) % ${#all[@]}))]}
         echo "N=$n $op $algo run $r" >&2
         RINGLET_TRANSPORT=$transport "$bin/ringlet-run" -n "$n" "$bin/ringlet-bench" --ops "$op" \
           --algo "$algo" -b 8 -e "$maxbytes" -f 4 -n auto --min-time-ms 20 -w 3 -c 1 \

@@ -165,6 +165,10 @@ class Link {
   // now (a rank that only sends learns of its peer's failure here rather than at its next
   // wait). The default tells nothing.
   virtual void checkPeer(const WaitContext& /*wait*/) {}
+  // checkPeer(), and also whether the peer's process still runs where the link can tell (shared
+  // memory: a peer killed without closing its end leaves its flags as they were). May make a
+  // system call: for waits that poll several links (a recv from any source), now and then.
+  virtual void checkPeerAlive(const WaitContext& wait) { checkPeer(wait); }
 
   // ---- progress and failure ----
 

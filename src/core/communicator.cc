@@ -292,11 +292,11 @@ std::string describeStash(const std::deque<detail::CommunicatorImpl::StashedMess
 // tag keep their order). Its count and type must be the recv's (MismatchError naming both
 // calls); a message that fits the header (inlineMessage) is copied to `data`.
 //
-// `arrivedOnly` (a recv from any source, tryRecv): waits for nothing. It takes what has wholly
-// arrived on `link` (messages of other tags into the stash, answers that settle earlier calls)
-// and returns kNone when the message is not among it, or when the next message is a
-// collective's call header, which it leaves for that collective (the peer is in one; what it
-// sends this rank comes after it).
+// `arrivedOnly` (a recv from any source, tryRecv, probe): waits for nothing. It takes what has
+// wholly arrived on `link` (messages of other tags into the stash, answers that settle earlier
+// calls) and returns kNone when the message is not among it, or when the next message belongs
+// to a collective (a call header, or a message of a collective that checks its own), which it
+// leaves for that collective (the peer is in one; what it sends this rank comes after it).
 Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& link,
                              const OpHeader& expected, int self, std::byte* data,
                              const transport::WaitContext& wait, bool arrivedOnly = false,
@@ -338,8 +338,11 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& li
         const std::byte* head = link.peekMessage(&peeked);
         if (head == nullptr) return Arrival::kNone;
         OpHeader next;
-        if (peeked >= OpHeader::kFieldBytes && OpHeader::decode(head, next) &&
-            next.kind != OpKind::kSend) {
+        // Not a header (a collective that checks its own messages, a barrier's tokens, runs on
+        // the peer's side), or a collective's call header: the peer is in that collective, and
+        // what it sends this rank comes after it.
+        if (peeked < OpHeader::kFieldBytes || !OpHeader::decode(head, next)) return Arrival::kNone;
+        if (next.kind != OpKind::kSend) {
           if (!impl.settlesUnchecked(next, wait)) return Arrival::kNone;
           link.skipPeeked(wait);
           continue;
@@ -506,16 +509,25 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
   constexpr auto kLongestSleep = std::chrono::microseconds(250);
   auto sleep = std::chrono::microseconds(kFirstSleep);
   std::optional<PeerError> firstGone;
+  // Whether the peers' processes still run (a system call per link) is asked this often.
+  constexpr auto kAliveEvery = std::chrono::milliseconds(100);
+  auto nextAlive = transport::Clock::now() + kAliveEvery;
   for (int round = 0;; ++round) {
     if (unlinked()) linkAnnounced();  // a store round trip every 2 ms at most
     if (auto found = look()) return found;
     int waitingFor = 0;
+    const bool askAlive = transport::Clock::now() >= nextAlive;
+    if (askAlive) nextAlive = transport::Clock::now() + kAliveEvery;
     for (int peer = 0; peer < size; ++peer) {
       if (peer == self || gone[peer] || (only != kAnySource && peer != only)) continue;
       transport::Link* link = group.links[static_cast<size_t>(peer)];
       if (link != nullptr) {
         try {
-          link->checkPeer(wait);
+          if (askAlive) {
+            link->checkPeerAlive(wait);
+          } else {
+            link->checkPeer(wait);
+          }
         } catch (const PeerError& e) {
           gone[peer] = 1;
           if (!firstGone) firstGone = e;

@@ -4,6 +4,7 @@
 // the errors: a tag that never comes, every sender gone, a communicator of one rank.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
 
 #include "ringlet/ringlet.h"
@@ -281,6 +282,28 @@ TEST(AnySource, EndsWhenEverySenderHasClosed) {
     EXPECT_EQ(comm.recv(data.data(), 10, DataType::kFloat32, kAnySource, 1), 2);
     const auto start = std::chrono::steady_clock::now();
     EXPECT_THROW(comm.recv(data.data(), 10, DataType::kFloat32, kAnySource, 1), PeerError);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  });
+}
+
+// The only sender is killed (its shared-memory end stays as it was): the recv ends with the
+// peer's death, long before its timeout.
+TEST(AnySource, EndsWhenTheOnlySenderIsKilled) {
+  runProcessRanksWithVictim(2, 1, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store, "shm", 60s);
+    comm.barrier();
+    if (rank == 1) {
+      std::this_thread::sleep_for(200ms);
+      ::raise(SIGKILL);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<float> data(10);
+    try {
+      comm.recv(data.data(), 10, DataType::kFloat32, kAnySource, 1);
+      ADD_FAILURE() << "expected PeerError";
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();
+    }
     EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   });
 }

@@ -142,6 +142,14 @@ void ShmLink::checkPeer(const WaitContext& wait) {
   checkPeerFlags(WaitFor::kMessage, 0, wait);
 }
 
+void ShmLink::checkPeerAlive(const WaitContext& wait) {
+  checkPeer(wait);
+  // Its last messages may still be here: those come before its death.
+  if (!watch_.alive() && !messageReady()) {
+    throwPeerGone(fmt::format("({}) exited", watch_.describe()), WaitFor::kMessage, 0, wait);
+  }
+}
+
 template <typename Ready>
 void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
                         std::atomic<uint32_t>* sleeping, std::atomic<int64_t>* published,

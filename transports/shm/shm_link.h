@@ -50,6 +50,7 @@ class ShmLink final : public Link {
   void skipPeeked(const WaitContext& wait) override;
   bool spinForMessage() noexcept override;
   void checkPeer(const WaitContext& wait) override;
+  void checkPeerAlive(const WaitContext& wait) override;
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
   void abort(int origin, std::string_view reason) override;
 
