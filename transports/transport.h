@@ -145,6 +145,10 @@ class Link {
   virtual bool messageArriving() noexcept { return messageReady(); }
   // Whether peekMessage() can show the next message (false: it always returns null).
   virtual bool canPeek() const { return false; }
+  // Whether a look that finds nothing (messageReady(), peekMessage(), checkPeer()) costs a system
+  // call (TCP: a read of the socket), so that callers who look on every small call look less
+  // often.
+  virtual bool looksCostSystemCalls() const { return false; }
   // Never blocks: the next message when it has wholly arrived and no message is held (between
   // recv() and release()), with its length in `*bytes`, left in place: the next recv() or
   // recvAny() takes it. Null otherwise. Its bytes come from the peer: check the length before

@@ -270,11 +270,19 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
           // arrived are read now; one is waited for only when too many calls are unsettled.
           // (The peer's answer to this call, when already here, waits for the next call, so
           // that a disagreement shows at one call on both ranks.)
-          settleArrived(wait);
+          // Over TCP each look is a read of the socket, half of such a call's system calls:
+          // there every kLookEvery-th call looks (and the calls before a wait for an answer).
+          transport::Link& prev = group_.prev();
+          const bool look = !prev.looksCostSystemCalls() || ++callsSinceLook_ >= kLookEvery ||
+                            unchecked_.size() >= kMaxUnchecked;
+          if (look) {
+            callsSinceLook_ = 0;
+            settleArrived(wait);
+          }
           unchecked_.push_back(header);
           while (unchecked_.size() > kMaxUnchecked) readSettlingHeader(wait);
           headerChecked_ = true;
-          group_.prev().checkPeer(wait);  // a peer that failed (or disagreed) and aborted
+          if (look) prev.checkPeer(wait);  // a peer that failed (or disagreed) and aborted
         } else if (!header.earlyData) {
           checkHeader(wait);
         }

@@ -376,6 +376,10 @@ class CommunicatorImpl {
   // all of them and wait on itself (with 200 it does, over shm). A fixed
   // ring, not a deque: a deque allocates and frees a block every few calls.
   static constexpr size_t kMaxUnchecked = 48;
+  // A sender-only call over a link whose looks cost a system call looks for answers and at the
+  // peer every kLookEvery-th call (execute).
+  static constexpr int kLookEvery = 8;
+  int callsSinceLook_ = 0;
   class UncheckedCalls {
    public:
     bool empty() const { return size_ == 0; }

@@ -78,6 +78,7 @@ class TcpLink final : public Link {
   bool messageReady() noexcept override;
   // A whole data frame that is not striped, in the read-ahead buffer.
   bool canPeek() const override { return true; }
+  bool looksCostSystemCalls() const override { return true; }
   const std::byte* peekMessage(size_t* bytes) noexcept override;
   bool spinForMessage() noexcept override;
   void checkPeer(const WaitContext& wait) override;
