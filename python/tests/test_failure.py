@@ -39,3 +39,11 @@ def test_a_recv_without_src_that_nobody_answers_times_out(run_ranks):
     assert ranks.codes[0] == 0, ranks.report()
     assert "any source" in res["error"] and "tag 9" in res["error"], res
     assert timeout_s * 0.5 <= res["seconds"] <= timeout_s * 3, res
+
+
+def test_a_pending_recv_without_src_ends_when_the_group_is_destroyed(run_ranks):
+    ranks = run_ranks(2, "any_source_shutdown", timeout=120)
+    (res,) = ranks.results(0)
+    assert ranks.codes[0] == 0, ranks.report()
+    assert "shut down" in res["error"], res
+    assert res["seconds"] < 10, res  # not the group's 60 s

@@ -513,6 +513,26 @@ def scenario_any_source_silent():
     os._exit(0)
 
 
+def scenario_any_source_shutdown():
+    """A pending irecv without src does not hold up destroying the group: it ends with an error."""
+    rank, n = init(timeout_s=60)
+    dist.barrier()
+    if rank == 0:
+        work = dist.irecv(torch.ones(8), tag=9)
+        time.sleep(0.2)
+        start = time.monotonic()
+        dist.destroy_process_group()
+        seconds = time.monotonic() - start
+        try:
+            work.wait()
+            raise AssertionError("irecv without src completed although no rank sent")
+        except RuntimeError as e:
+            result(error=str(e), seconds=seconds)
+    else:
+        time.sleep(1)
+    os._exit(0)
+
+
 def scenario_op_timeout():
     """A per-operation timeout (AllreduceOptions.timeout) ends that call long before the group's."""
     rank, n = init(timeout_s=60)

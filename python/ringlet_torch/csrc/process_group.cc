@@ -395,7 +395,9 @@ ProcessGroupRinglet::~ProcessGroupRinglet() {
 }
 
 void ProcessGroupRinglet::shutdown() {
-  // The any-source Works first: they queue their looks on the two point-to-point executors.
+  // The any-source Works first: they queue their looks on the two point-to-point executors, and
+  // one that nobody answers would hold the shutdown until the group's timeout: it stops.
+  anySourceStop_->store(true);
   for (auto* e : {&anySource_, &executor_, &up_.executor, &down_.executor}) {
     if (*e) (*e)->shutdown();
   }
@@ -953,6 +955,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
   RingletWork* self = work.get();  // the body runs inside the Work, which the executor holds
   const int rank = rank_;
   const auto timeout = timeout_;
+  auto stop = anySourceStop_;
   auto body = [=] {
     // Looks at the directions in turn, sleeping 20 us doubling to 0.25 ms between rounds, until
     // the group's timeout (as a recv from one rank waits).
@@ -982,6 +985,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
           return;
         }
       }
+      if (stop->load()) throw std::runtime_error("the process group was shut down");
       if (std::chrono::steady_clock::now() >= deadline) {
         throw TimeoutError(fmt::format(
             "recv from any source: no message with tag {} ({} elements of {}) came within {} ms",

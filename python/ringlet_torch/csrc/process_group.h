@@ -191,6 +191,7 @@ class ProcessGroupRinglet final : public c10d::ProcessGroup {
   // so its Work runs here and looks at both in turn (Communicator::tryRecv, each look a Work
   // on that direction's executor, in order with the sends and recvs queued there).
   std::shared_ptr<Executor> anySource_;
+  std::shared_ptr<std::atomic<bool>> anySourceStop_ = std::make_shared<std::atomic<bool>>(false);
   std::chrono::milliseconds timeout_;
 };
 
