@@ -10,6 +10,7 @@
 #
 #   scripts/algo-sweep.sh [-n "2 3 4"] [-e 256M] [-r 3] [--ops "allreduce allgather"] [--transport shm]
 #                         [--suffix vforms]   (writes algo-sweep-n<N>-vforms.{md,json})
+#                         [--min-time-ms 20]  (time per size and run; longer is steadier)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks="2 3 4"
@@ -18,6 +19,7 @@ ops="allreduce broadcast reduce allgather reducescatter alltoall"
 transport=shm
 repeats=3
 suffix=""
+min_time_ms=20
 while [[ $# -gt 0 ]]; do
   case "$1" in
     -n) ranks="$2"; shift 2 ;;
@@ -26,6 +28,7 @@ while [[ $# -gt 0 ]]; do
     --ops) ops="$2"; shift 2 ;;
     --transport) transport="$2"; shift 2 ;;
     --suffix) suffix="-$2"; shift 2 ;;
+    --min-time-ms) min_time_ms="$2"; shift 2 ;;
     *) echo "ringlet: algo-sweep.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -46,7 +49,7 @@ for n in $ranks; do
         algo=${all[$(((k + r - 1) % ${#all[@]}))]}
         echo "N=$n $op $algo run $r" >&2
         RINGLET_TRANSPORT=$transport "$bin/ringlet-run" -n "$n" "$bin/ringlet-bench" --ops "$op" \
-          --algo "$algo" -b 8 -e "$maxbytes" -f 4 -n auto --min-time-ms 20 -w 3 -c 1 \
+          --algo "$algo" -b 8 -e "$maxbytes" -f 4 -n auto --min-time-ms "$min_time_ms" -w 3 -c 1 \
           --json "$tmp/n$n-$op-$algo-r$r.json" >/dev/null
       done
     done

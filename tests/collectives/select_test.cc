@@ -338,9 +338,9 @@ TEST(CostModel, AcrossHostsRabenseifnerCountsOnlyTheBytesThatLeaveAHost) {
 // The v-forms: a few bytes take recursive doubling (all-gather-v) and halving (reduce-scatter-v),
 // tens of MiB the ring, whether the blocks are even or one rank holds everything. Below four
 // ranks the ring's N-1 steps are as few as the log-step messages (two ranks: the same single
-// exchange, a tie that goes to the ring; three: one exchange and the fold in and out against the
-// ring's two steps). Rates of a shared-memory link: 2 us a message, 10 GB/s per link, reductions
-// and copies at 10 and 20 GB/s.
+// exchange, a tie that goes to recursive doubling, the lighter code; three: one exchange and the
+// fold in and out against the ring's two steps, so the ring). Rates of a shared-memory link: 2 us
+// a message, 10 GB/s per link, reductions and copies at 10 and 20 GB/s.
 TEST(CostModel, VFormsPickLogStepsForFewBytesAndTheRingForTensOfMiB) {
   const CostModel model{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-10, .delta = 5e-11};
   const size_t slice = 512 << 10;
@@ -352,7 +352,12 @@ TEST(CostModel, VFormsPickLogStepsForFewBytesAndTheRingForTensOfMiB) {
   for (int n : {2, 3}) {
     EXPECT_EQ(chooseForBlocks(Collective::kAllgatherv, blocks(n, 64, false), slice, model,
                               Algorithm::kAuto),
-              Algorithm::kRing);
+              n == 2 ? Algorithm::kRecursiveDoubling : Algorithm::kRing);
+  }
+  // The tie at two ranks, equal blocks too, at every size.
+  for (size_t bytes : {size_t{2048}, size_t{64} << 20}) {
+    EXPECT_EQ(choose(Collective::kAllgather, 2, bytes, slice, model, Algorithm::kAuto),
+              Algorithm::kRecursiveDoubling);
   }
   for (int n : {4, 6, 7, 8}) {
     for (bool oneHasAll : {false, true}) {
