@@ -247,9 +247,12 @@ link-down | kill-host)
   else
     # Both of the host's ranks in one kill: one at a time (a `cat` apart), the second could see
     # the first gone and exit on its own first, and its launcher would name that exit instead.
-    control='sleep 3; victims=; for p in $(ip netns pids "${EMU_NS_PREFIX}h2"); do
+    # Both must have started: on a busy machine (the suite runs tests side by side) starting
+    # them can take longer than the 3 s the job runs before the kill.
+    control='for i in $(seq 1 200); do victims=; for p in $(ip netns pids "${EMU_NS_PREFIX}h2"); do
       [ "$(cat /proc/$p/comm 2>/dev/null)" = ringlet-bench ] && victims="$victims $p"; done
-      kill -KILL $victims'
+      [ $(echo $victims | wc -w) -ge 2 ] && break; sleep 0.1; done
+      sleep 3; kill -KILL $victims'
   fi
   start=$(date +%s)
   emulate --hosts "$hosts" --timeout 60 --control "$control" -- "RINGLET_TIMEOUT=3 \
