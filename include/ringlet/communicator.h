@@ -389,8 +389,9 @@ class Communicator {
   // tag to arrive from any rank (no order between senders; from each one, oldest first) and
   // returns the sender (Work::source() for recvAsync). It watches every rank: those not linked
   // yet are linked when they first send to this rank (a point-to-point call that links two
-  // ranks says so in the store). A rank that closed its end is no longer waited for; the recv
-  // ends with its error only once no rank is left that could send. While it waits it polls the
+  // ranks says so in the store). A rank that closed its end (or exited) is no longer waited for;
+  // the recv ends with its error once no rank is left that could send, and at once with the
+  // error of a rank that aborted (PeerError::aborted(): a failure in the job). While it waits it polls the
   // links (and, for ranks not linked yet, the store every 2 ms), sleeping up to 0.25 ms between
   // rounds once its spins and yields are spent: a message found after a long wait is up to that
   // late.

@@ -42,11 +42,16 @@ class TimeoutError : public Error {
 // abort forwarded around the ring keeps naming the rank where it started), or -1 if unknown.
 class PeerError : public Error {
  public:
-  PeerError(int peer, const std::string& m) : Error(ErrorCode::kPeer, m), peer_(peer) {}
+  PeerError(int peer, const std::string& m, bool aborted = false)
+      : Error(ErrorCode::kPeer, m), peer_(peer), aborted_(aborted) {}
   int peer() const noexcept { return peer_; }
+  // True when the peer reported a failure (its communicator failed, or abort() was called);
+  // false when it closed its end, exited, or its connection broke.
+  bool aborted() const noexcept { return aborted_; }
 
  private:
   int peer_;
+  bool aborted_;
 };
 class MismatchError : public Error {
  public:

@@ -430,7 +430,7 @@ void namingStash(detail::CommunicatorImpl& impl, const OpHeader& expected, F&& r
     throw TimeoutError(e.what() + held());
   } catch (const PeerError& e) {
     if (impl.stashFrom(peer).empty() || e.peer() != peer) throw;
-    throw PeerError(e.peer(), e.what() + held());
+    throw PeerError(e.peer(), e.what() + held(), e.aborted());
   }
 }
 
@@ -529,6 +529,7 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
             link->checkPeer(wait);
           }
         } catch (const PeerError& e) {
+          if (e.aborted()) throw;  // a failure in the job: this recv fails with it at once
           gone[peer] = 1;
           if (!firstGone) firstGone = e;
           continue;

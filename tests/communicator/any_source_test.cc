@@ -286,6 +286,38 @@ TEST(AnySource, EndsWhenEverySenderHasClosed) {
   });
 }
 
+// A sender that aborts (a failure in the job) ends the recv at once, although another sender is
+// still there: unlike one that closed, its failure is the job's.
+TEST(AnySource, EndsWhenASenderAborts) {
+  for (const char* transport : {"local", "tcp"}) {
+    Event done;
+    runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, transport, 30s);
+      comm.barrier();
+      if (rank == 2) {  // stays, sends nothing, until rank 0 is done
+        EXPECT_TRUE(done.waitFor());
+        return;
+      }
+      if (rank == 1) {
+        std::this_thread::sleep_for(200ms);
+        comm.abort("rank 1 gives up");
+        return;
+      }
+      SetOnExit finished{done};
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<float> data(10);
+      try {
+        comm.recv(data.data(), 10, DataType::kFloat32, kAnySource, 1);
+        ADD_FAILURE() << transport << ": expected PeerError";
+      } catch (const PeerError& e) {
+        EXPECT_TRUE(e.aborted()) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 1 gives up"), std::string::npos) << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << transport;
+    });
+  }
+}
+
 // The only sender is killed (its shared-memory end stays as it was): the recv ends with the
 // peer's death, long before its timeout.
 TEST(AnySource, EndsWhenTheOnlySenderIsKilled) {

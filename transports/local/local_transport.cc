@@ -32,6 +32,7 @@ struct Channel {
   Queue toHigh;  // from the lower rank to the higher
   Queue toLow;
   bool aborted = false;
+  bool closedOnly = false;  // the "abort" was an end closing (its Link destroyed), not a failure
   int abortOrigin = -1;
   std::string abortReason;
 };
@@ -50,7 +51,7 @@ class LocalLink final : public Link {
         channel_(std::move(channel)),
         out_(rank < peer ? &channel_->toHigh : &channel_->toLow),
         in_(rank < peer ? &channel_->toLow : &channel_->toHigh) {}
-  ~LocalLink() override { abort(rank_, fmt::format("rank {} closed its link", rank_)); }
+  ~LocalLink() override { end(rank_, fmt::format("rank {} closed its link", rank_), false); }
 
   std::string_view transportName() const override { return "local"; }
   std::string describe() const override { return fmt::format("local {} <-> {}", rank_, peer()); }
@@ -115,18 +116,22 @@ class LocalLink final : public Link {
     std::lock_guard lock(channel_->mutex);
     if (in_->messages.empty()) throwIfAborted(wait);  // queued messages come first
   }
-  void abort(int origin, std::string_view reason) override {
+  void abort(int origin, std::string_view reason) override { end(origin, reason, true); }
+
+ private:
+  // Closes this end: after a failure (abort) or because it is destroyed (its peer then sees a
+  // PeerError that is not aborted()). The first end to close names the reason.
+  void end(int origin, std::string_view reason, bool failure) {
     std::lock_guard lock(channel_->mutex);
     if (!channel_->aborted) {
       channel_->aborted = true;
+      channel_->closedOnly = !failure;
       channel_->abortOrigin = origin;
       channel_->abortReason = std::string(reason);
     }
     closed_ = true;
     channel_->changed.notify_all();
   }
-
- private:
   void throwIfAborted(const WaitContext& wait) const {
     if (closed_) {
       throw AbortedError(fmt::format("{}: link to rank {} was aborted", wait.describe(), peer()));
@@ -134,7 +139,8 @@ class LocalLink final : public Link {
     if (channel_->aborted) {
       throw PeerError(channel_->abortOrigin,
                       fmt::format("{}: rank {} aborted: {}", wait.describe(), channel_->abortOrigin,
-                                  channel_->abortReason));
+                                  channel_->abortReason),
+                      !channel_->closedOnly);
     }
   }
   // The wait engine (progress.h), blocking on the channel's condition variable. Messages already

@@ -126,7 +126,7 @@ void ShmLink::checkPeerFlags(WaitFor what, size_t bytes, const WaitContext& wait
     size_t length = std::min<size_t>(other_->reasonBytes, kMaxReasonBytes);
     std::string reason(other_->reason, length);
     int origin = other_->abortOrigin;
-    throw PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason));
+    throw PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason), true);
   }
   throwPeerGone("closed its link", what, bytes, wait);
 }

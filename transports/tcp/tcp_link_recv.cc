@@ -76,7 +76,7 @@ void TcpLink::throwAbortFrame(const FrameHeader& header, const std::byte* payloa
   for (char& c : reason) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
-  failWith(PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason)));
+  failWith(PeerError(origin, fmt::format("rank {} aborted: {}", origin, reason), true));
 }
 
 bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait, bool exact) {
