@@ -385,6 +385,14 @@ class Communicator {
   // first message between two ranks that no collective links connects them (both ranks must reach
   // the call).
   //
+  // Messages travel on the links the collectives use: a message must be received before its
+  // receiver's next collective call that reads the link it came on. Sent before a collective and
+  // received after it, it is read by the collective as its own data: an error naming a length,
+  // or, where the lengths happen to agree (a message of up to 256 bytes, 48 + its bytes long,
+  // against a collective's message of the same length), a wrong result with no error. To mix
+  // them freely, as MPI allows, send and receive on a dup() of this communicator that runs no
+  // collectives (the PyTorch backend does so).
+  //
   // A recv may name kAnySource as its peer (MPI_ANY_SOURCE): it takes the first message of its
   // tag to arrive from any rank (no order between senders; from each one, oldest first) and
   // returns the sender (Work::source() for recvAsync). It watches every rank: those not linked
