@@ -541,7 +541,8 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
     if (wait.expired()) {
       const std::string held = describeStashes(impl);
       const std::string what = fmt::format(
-          "a message {} with tag {}{}", only == kAnySource ? "from any rank" : "from rank",
+          "a message {} with tag {}{}",
+          only == kAnySource ? std::string("from any rank") : fmt::format("from rank {}", only),
           expected.tag, held.empty() ? "" : fmt::format(" (held, of other tags: {})", held));
       if (wait.cancelled != nullptr && wait.cancelled->load()) {
         throw AbortedError(
