@@ -360,7 +360,10 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, transport::Link& li
       link.release();
       throw mismatch(ok ? fmt::format("{} (message #{}, #{} expected next)", theirs.describeCall(),
                                       theirs.seq, impl.incomingSeq(peer))
-                        : std::string("something that is not a message header"));
+                        : std::string("something that is not a message header (a collective's "
+                                      "data? a message must be received before its receiver's "
+                                      "next collective on the link, or sent on a dup() that "
+                                      "runs no collectives)"));
     }
     impl.takeIncomingSeq(peer);
     // A probe holds the message it finds, as one of another tag, and names it.
