@@ -399,10 +399,10 @@ class Communicator {
   // yet are linked when they first send to this rank (a point-to-point call that links two
   // ranks says so in the store). A rank that closed its end (or exited) is no longer waited for;
   // the recv ends with its error once no rank is left that could send, and at once with the
-  // error of a rank that aborted (PeerError::aborted(): a failure in the job). While it waits it polls the
-  // links (and, for ranks not linked yet, the store every 2 ms), sleeping up to 0.25 ms between
-  // rounds once its spins and yields are spent: a message found after a long wait is up to that
-  // late.
+  // error of a rank that aborted (PeerError::aborted(): a failure in the job). While it waits it
+  // polls the links (and, for ranks not linked yet, the store every 2 ms), sleeping up to 0.25 ms
+  // between rounds once its spins and yields are spent: a message found after a long wait is up to
+  // that late.
   void send(const void* data, size_t count, DataType type, int peer, int tag = 0);
   // Returns the rank the message came from (`peer`, or the sender when peer is kAnySource).
   int recv(void* data, size_t count, DataType type, int peer, int tag = 0);
