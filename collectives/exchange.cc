@@ -120,7 +120,7 @@ size_t queuedFirst(std::span<PeerBlock> blocks) {
       blocks.begin());
 }
 
-// A slice at a time to (from) each of `blocks` in turn until all are done.
+// A slice at a time to (from) each of `blocks` in turn until all are done: move(block, bytes).
 template <typename Move>
 void inTurn(std::span<PeerBlock> blocks, size_t slice, Move&& move) {
   for (bool more = true; more;) {
@@ -139,14 +139,13 @@ void inTurn(std::span<PeerBlock> blocks, size_t slice, Move&& move) {
 
 void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait) {
   const auto start = wait.trace != nullptr ? trace::Clock::now() : trace::Clock::time_point{};
-  const size_t shared = queuedFirst(blocks);
-  inTurn(blocks.first(shared), slice,
+  const std::span<PeerBlock> queued = blocks.first(queuedFirst(blocks));
+  inTurn(queued, slice,
          [&](PeerBlock& b, size_t n) { sendFrom(*b.link, b.data + b.done, n, wait); });
-  for (PeerBlock& b : blocks.subspan(shared)) {
-    inTurn(std::span(&b, 1), slice,
-           [&](PeerBlock& one, size_t n) { sendFrom(*one.link, one.data + one.done, n, wait); });
+  for (PeerBlock& b : blocks.subspan(queued.size())) {
+    sendSliced(*b.link, b.data, b.bytes, slice, wait);
   }
-  for (PeerBlock& b : blocks) {
+  for (PeerBlock& b : queued) {
     if (b.bytes == 0) continue;
     b.link->flush(wait);  // the others' queues move while this one waits (WaitContext::links)
     if (wait.trace != nullptr) {
@@ -165,9 +164,11 @@ void recvFromEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& 
                        trace::Clock::now());
     }
   };
-  const size_t shared = queuedFirst(blocks);
-  inTurn(blocks.first(shared), slice, receive);
-  for (PeerBlock& b : blocks.subspan(shared)) inTurn(std::span(&b, 1), slice, receive);
+  const std::span<PeerBlock> queued = blocks.first(queuedFirst(blocks));
+  inTurn(queued, slice, receive);
+  for (PeerBlock& b : blocks.subspan(queued.size())) {
+    recvSliced(*b.link, b.data, b.bytes, slice, wait);
+  }
 }
 
 void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {

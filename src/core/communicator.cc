@@ -470,11 +470,14 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
   const int self = impl.rank();
   const int size = impl.size();
   std::vector<char> gone(static_cast<size_t>(size), 0);
+  auto watched = [&](int peer) {
+    return peer != self && !gone[peer] && (only == kAnySource || peer == only);
+  };
   auto look = [&]() -> std::optional<Found> {
     int& next = impl.anySourceNext();
     for (int k = 0; k < size; ++k) {
       const int peer = (next + k) % size;
-      if (peer == self || gone[peer] || (only != kAnySource && peer != only)) continue;
+      if (!watched(peer)) continue;
       transport::Link* link = group.links[static_cast<size_t>(peer)];
       if (link == nullptr) continue;
       OpHeader fromPeer = expected;
@@ -490,10 +493,7 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
   };
   auto unlinked = [&] {
     for (int peer = 0; peer < size; ++peer) {
-      if (peer != self && group.links[static_cast<size_t>(peer)] == nullptr &&
-          (only == kAnySource || peer == only)) {
-        return true;
-      }
+      if (watched(peer) && group.links[static_cast<size_t>(peer)] == nullptr) return true;
     }
     return false;
   };
@@ -522,7 +522,7 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
     const bool askAlive = transport::Clock::now() >= nextAlive;
     if (askAlive) nextAlive = transport::Clock::now() + kAliveEvery;
     for (int peer = 0; peer < size; ++peer) {
-      if (peer == self || gone[peer] || (only != kAnySource && peer != only)) continue;
+      if (!watched(peer)) continue;
       transport::Link* link = group.links[static_cast<size_t>(peer)];
       if (link != nullptr) {
         try {
@@ -568,24 +568,30 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
 // A send, or a recv from `peer` (kAnySource: from any rank). A recv writes its sender to
 // `*source` once the message is in the caller's memory; `lookOnly` (tryRecv) takes a message
 // only when one has arrived and leaves `*source` alone otherwise.
+// A receiving call's `peer`: a rank, or kAnySource where another rank exists to send. Whether
+// the call names no root: a recv from any source, or a look (`lookOnly`: tryRecv, tryProbe)
+// that must not wait to link its peer; execute() then links nobody for it, and the peer, if
+// any, goes in the header's `source`.
+bool receivesFromAny(const char* name, const detail::CommunicatorImpl& impl, int peer,
+                     bool lookOnly) {
+  if (peer != kAnySource) {
+    checkPeer(name, impl.rank(), impl.size(), peer);
+    return lookOnly;
+  }
+  if (impl.size() == 1) {
+    throw InvalidArgument(fmt::format(
+        "{} on rank 0: from any source on a communicator of one rank, no rank could send", name));
+  }
+  return true;
+}
+
 Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
                              DataType type, int peer, int tag, int* source = nullptr,
                              bool lookOnly = false) {
-  const char* name = isSend ? "send" : "recv";
+  const char* name = isSend ? "send" : lookOnly ? "tryRecv" : "recv";
   const size_t bytes = detail::checkBuffers(name, impl.rank(), data, data, count, type);
-  const bool fromAny = !isSend && peer == kAnySource;
-  if (fromAny) {
-    if (impl.size() == 1) {
-      throw InvalidArgument(fmt::format(
-          "recv on rank 0: a recv from any source on a communicator of one rank would never "
-          "get a message"));
-    }
-  } else {
-    checkPeer(name, impl.rank(), impl.size(), peer);
-  }
-  // A recv that takes from whichever rank sends (from any source, or a look that must not wait
-  // to link its peer) names no root: execute() links nobody for it.
-  const bool anyLink = fromAny || lookOnly;
+  if (isSend) checkPeer(name, impl.rank(), impl.size(), peer);
+  const bool anyLink = !isSend && receivesFromAny(name, impl, peer, lookOnly);
   const uint64_t seq = isSend    ? impl.takeSendSeq(peer)
                        : anyLink ? impl.takeAnySourceSeq()
                                  : impl.takeRecvSeq(peer);
@@ -772,21 +778,11 @@ void Communicator::send(const void* data, size_t count, DataType type, int peer,
 namespace {
 
 // probe (lookOnly false) and tryProbe: the first message of `tag` from `peer` (kAnySource: any
-// rank) goes to `*info`, read into the held messages; `*found` says whether there was one.
+// rank) goes to `*info`, read into the held messages; info->source stays -1 when a look found
+// none.
 Prepared prepareProbe(detail::CommunicatorImpl& impl, int peer, int tag, bool lookOnly,
-                      MessageInfo* info, bool* found) {
-  const char* name = lookOnly ? "tryProbe" : "probe";
-  const bool fromAny = peer == kAnySource;
-  if (fromAny) {
-    if (impl.size() == 1) {
-      throw InvalidArgument(fmt::format(
-          "{} on rank 0: no other rank could send on a communicator of one rank", name));
-    }
-  } else {
-    checkPeer(name, impl.rank(), impl.size(), peer);
-  }
-  // As a recv: a look that must not wait to link its peer names no root.
-  const bool anyLink = fromAny || lookOnly;
+                      MessageInfo* info) {
+  const bool anyLink = receivesFromAny(lookOnly ? "tryProbe" : "probe", impl, peer, lookOnly);
   OpHeader header{.kind = OpKind::kProbe,
                   .type = DataType::kUInt8,
                   .root = anyLink ? kAnySource : peer,
@@ -794,7 +790,7 @@ Prepared prepareProbe(detail::CommunicatorImpl& impl, int peer, int tag, bool lo
                   .seq = impl.takeAnySourceSeq(),
                   .source = anyLink ? peer : -1};
   const int self = impl.rank();
-  auto body = [&impl, header, self, anyLink, lookOnly, info, found](
+  auto body = [&impl, header, self, anyLink, lookOnly, info](
                   const collectives::Group& group, const transport::WaitContext& callWait) {
     OpHeader probed;
     int from = header.root;
@@ -812,7 +808,6 @@ Prepared prepareProbe(detail::CommunicatorImpl& impl, int peer, int tag, bool lo
     }
     *info =
         MessageInfo{.source = from, .count = probed.count, .type = probed.type, .tag = header.tag};
-    *found = true;
   };
   return {header, body};
 }
@@ -821,18 +816,16 @@ Prepared prepareProbe(detail::CommunicatorImpl& impl, int peer, int tag, bool lo
 
 MessageInfo Communicator::probe(int peer, int tag) {
   MessageInfo info;
-  bool found = false;
-  auto p = prepareProbe(*impl_, peer, tag, false, &info, &found);
+  auto p = prepareProbe(*impl_, peer, tag, false, &info);
   impl_->runBlocking(p.header, std::move(p.body));
   return info;
 }
 
 std::optional<MessageInfo> Communicator::tryProbe(int peer, int tag) {
   MessageInfo info;
-  bool found = false;
-  auto p = prepareProbe(*impl_, peer, tag, true, &info, &found);
+  auto p = prepareProbe(*impl_, peer, tag, true, &info);
   impl_->runBlocking(p.header, std::move(p.body));
-  if (!found) return std::nullopt;
+  if (info.source < 0) return std::nullopt;
   return info;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <utility>
 
 #include "collectives/select.h"
 #include "ringlet/error.h"
@@ -220,7 +221,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     const OpHeader& header;
     Clock::time_point start;
     bool collective;
-    const int& recvSource;  // a recv that named no peer: whom it took from (-1: nobody)
+    int& recvSource;  // a recv that named no peer: whom it took from (-1: nobody); read once
     ~TraceCall() {
       if (recorder == nullptr) return;
       const size_t element = elementSize(header.type);
@@ -229,7 +230,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
         const bool sends = header.kind != OpKind::kRecv;
         const int to = sends ? header.root : -1;
         const int from = header.kind == OpKind::kRecv
-                             ? (header.root >= 0 ? header.root : recvSource)
+                             ? (header.root >= 0 ? header.root : std::exchange(recvSource, -1))
                          : header.kind == OpKind::kSendRecv ? header.source
                                                             : -1;
         // tryRecv that found nothing: no message, nothing to show.
@@ -246,7 +247,6 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
           header.count * element, start, Clock::now());
     }
   } traceCall{trace_.get(), header, started, collective, recvSource_};
-  recvSource_ = -1;
   try {
     running_ = header;
     if (collective && size_ > 1 && !header.selfChecked) {

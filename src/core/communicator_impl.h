@@ -264,8 +264,8 @@ class CommunicatorImpl {
   uint64_t takeAnySourceSeq() { return anySourceSeq_++; }
   // Where a recv from any source looks first: after the rank the last one took from.
   int& anySourceNext() { return anySourceNext_; }
-  // The sender a recv that names no peer took its message from, for the trace (-1: none yet in
-  // the running call).
+  // The sender a recv that names no peer took its message from, for the trace (read and reset
+  // by it; when tracing is off nothing reads it).
   void noteRecvSource(int peer) { recvSource_ = peer; }
   // The executing side of point-to-point receives (the executor's thread only). Messages from a
   // peer come off its link in the order it sent them, numbered by its sendSeq_: the number the
@@ -338,10 +338,9 @@ class CommunicatorImpl {
   uint64_t anySourceSeq_ = 0;
   int anySourceNext_ = 0;
   int recvSource_ = -1;
-  int64_t linkAnnouncementsSeen_ = 0;
+  int64_t linkAnnouncementsSeen_ = 0;  // linkAnnounced(): the store's count when it last looked
   static constexpr auto kAnnouncementLookEvery = std::chrono::milliseconds(2);
-  transport::Clock::time_point
-      nextAnnouncementLook_{};  // linkAnnounced(): the store's count when it last looked
+  transport::Clock::time_point nextAnnouncementLook_{};
   std::string jobId_;
   std::string secret_;
   std::string rendezvousHost_;

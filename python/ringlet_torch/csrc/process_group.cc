@@ -430,7 +430,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(c10d::OpType type, c
   return enqueue(type, title, std::move(outputs), std::move(body), executor_);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::enqueue(
+c10::intrusive_ptr<RingletWork> ProcessGroupRinglet::enqueue(
     c10d::OpType type, const char* title, std::vector<at::Tensor> outputs, RingletWork::Body body,
     const std::shared_ptr<Executor>& executor) {
   auto work = c10::make_intrusive<RingletWork>(rank_, type, title, std::move(outputs),
@@ -926,15 +926,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recv(std::vector<at::Tensor>
   const Elements e = elementsOf(out.buffer);
   PointToPoint& p2p = direction(peer, rank_);
   Communicator* comm = p2p.comm.get();
-  auto work = c10::make_intrusive<RingletWork>(
-      rank_, c10d::OpType::RECV, "ringlet:recv", std::vector<at::Tensor>{t},
+  auto work = enqueue(
+      c10d::OpType::RECV, "ringlet:recv", {t},
       [=] {
         comm->recv(out.data(), e.count, e.type, peer, tag);
         out.copyBack();
       },
       p2p.executor);
-  work->setSource(peer);  // reported once the Work completed (dist.recv waits for it)
-  p2p.executor->enqueue(work);
+  work->setSource(peer);  // before the caller can wait on it
   return work;
 }
 
@@ -953,10 +952,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
       c10::make_intrusive<RingletWork>(rank_, c10d::OpType::RECVANYSOURCE, "ringlet:recv_anysource",
                                        std::vector<at::Tensor>{t}, nullptr, anySource_);
   RingletWork* self = work.get();  // the body runs inside the Work, which the executor holds
-  const int rank = rank_;
   const auto timeout = timeout_;
   auto stop = anySourceStop_;
-  auto body = [=] {
+  auto body = [=, this] {
     // Looks at the directions in turn, sleeping 20 us doubling to 0.25 ms between rounds, until
     // the group's timeout (as a recv from one rank waits).
     const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -966,8 +964,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
         std::optional<int> found;
         std::exception_ptr error;  // the look's own, rethrown as it came
         Communicator* comm = p2p->comm.get();
-        auto look = c10::make_intrusive<RingletWork>(
-            rank, c10d::OpType::RECVANYSOURCE, "ringlet:recv_anysource", std::vector<at::Tensor>{},
+        auto look = enqueue(
+            c10d::OpType::RECVANYSOURCE, "ringlet:recv_anysource", {},
             [&] {
               try {
                 found = comm->tryRecv(out.data(), e.count, e.type, kAnySource, tag);
@@ -976,7 +974,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
               }
             },
             p2p->executor);
-        p2p->executor->enqueue(look);
         look->wait();  // throws only when the group shut down before the look ran
         if (error) std::rethrow_exception(error);
         if (found) {

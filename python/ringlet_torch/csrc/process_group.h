@@ -149,9 +149,9 @@ class ProcessGroupRinglet final : public c10d::ProcessGroup {
   void shutdown();
 
  private:
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
-                                         std::vector<at::Tensor> outputs, RingletWork::Body body,
-                                         const std::shared_ptr<Executor>& executor);
+  c10::intrusive_ptr<RingletWork> enqueue(c10d::OpType type, const char* title,
+                                          std::vector<at::Tensor> outputs, RingletWork::Body body,
+                                          const std::shared_ptr<Executor>& executor);
   // A collective on comm_ with its options' timeout (c10d's per-operation timeout).
   c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, const char* title,
                                          std::vector<at::Tensor> outputs,
