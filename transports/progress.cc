@@ -30,6 +30,29 @@ void WaitContext::throwTimeout(std::string_view what, int peer) const {
                                  describe(), what, peer));
 }
 
+void Link::holdPointToPoint(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  if (bytes > kMaxHeldBytes - heldBytes_) {
+    throw IoError(fmt::format(
+        "{}: rank {} sent a point-to-point message of {} bytes before this call's data; holding "
+        "it for its recv would take past {} bytes of point-to-point messages held from rank {} "
+        "({} held: receive them before the next collective)",
+        wait.describe(), peer_, bytes, kMaxHeldBytes, peer_, heldBytes_));
+  }
+  heldMessages_.emplace_back(data, data + bytes);
+  heldBytes_ += bytes;
+}
+
+bool Link::tryHoldPointToPoint(const std::byte* data, size_t bytes) noexcept {
+  if (bytes > kMaxHeldBytes - heldBytes_) return false;
+  try {
+    heldMessages_.emplace_back(data, data + bytes);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  heldBytes_ += bytes;
+  return true;
+}
+
 int Backoff::usableCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,6 +61,11 @@ inline Deadline coarseNow() {
 }
 
 class Link;
+
+// Which traffic a message belongs to; every transport marks each message with it. A rank may
+// send a point-to-point message (Communicator::send) to a peer that takes it only after a
+// collective both run next: the peer's collective must pass over it, not read it as its data.
+enum class Channel : uint8_t { kCollective, kPointToPoint };
 
 // What the calling collective is doing; used for error messages and for progress.
 struct WaitContext {
@@ -174,6 +180,23 @@ class Link {
   // system call: for waits that poll several links (a recv from any source), now and then.
   virtual void checkPeerAlive(const WaitContext& wait) { checkPeer(wait); }
 
+  // ---- channels (see Channel) ----
+
+  // Messages sent from here on carry `channel` (at first kCollective).
+  void setSendChannel(Channel channel) { sendChannel_ = channel; }
+  // kCollective (at first): every receive and look passes over point-to-point messages, which
+  // the link holds whole, in their order (heldPointToPoint()), and shows only collective ones.
+  // kPointToPoint: receives and looks show the messages of both channels in their order, and
+  // lastChannel() tells which each one is (a point-to-point receive takes the held ones first).
+  void setReceiveChannel(Channel channel) { receiveChannel_ = channel; }
+  // The channel of the message last returned by recv(), recvAny() or peekMessage().
+  Channel lastChannel() const { return lastChannel_; }
+  // Point-to-point messages a collective's receive passed over, oldest first.
+  std::deque<std::vector<std::byte>>& heldPointToPoint() { return heldMessages_; }
+  // Bytes held at most: past it the receive that would hold more fails (IoError).
+  static constexpr size_t kMaxHeldBytes = size_t{1} << 30;
+  size_t& heldBytes() { return heldBytes_; }
+
   // ---- progress and failure ----
 
   // Never blocks: moves whatever queued bytes can move now. Returns true while sends are queued.
@@ -192,8 +215,24 @@ class Link {
   // carrying `reason` and naming `origin`), then closes. Later calls throw AbortedError.
   virtual void abort(int origin, std::string_view reason) = 0;
 
+ protected:
+  // For receives: whether a point-to-point message is passed over (held) rather than shown.
+  bool passesPointToPoint() const { return receiveChannel_ == Channel::kCollective; }
+  // Holds a point-to-point message passed over. Throws IoError once kMaxHeldBytes would be
+  // passed, naming `wait`'s call (or nothing, for looks that must not throw: they then leave
+  // the message where it is and report nothing ready, so the next receive fails).
+  void holdPointToPoint(const std::byte* data, size_t bytes, const WaitContext& wait);
+  // A look's holdPointToPoint(): false, holding nothing, where it would throw.
+  bool tryHoldPointToPoint(const std::byte* data, size_t bytes) noexcept;
+
+  Channel sendChannel_ = Channel::kCollective;
+  Channel lastChannel_ = Channel::kCollective;
+
  private:
   int peer_;
+  Channel receiveChannel_ = Channel::kCollective;
+  std::deque<std::vector<std::byte>> heldMessages_;
+  size_t heldBytes_ = 0;
 };
 
 // What each rank publishes about itself so peers can choose a transport.

@@ -385,13 +385,14 @@ class Communicator {
   // first message between two ranks that no collective links connects them (both ranks must reach
   // the call).
   //
-  // Messages travel on the links the collectives use: a message must be received before its
-  // receiver's next collective call that reads the link it came on. Sent before a collective and
-  // received after it, it is read by the collective as its own data: an error naming a length,
-  // or, where the lengths happen to agree (a message of up to 256 bytes, 48 + its bytes long,
-  // against a collective's message of the same length), a wrong result with no error. To mix
-  // them freely, as MPI allows, send and receive on a dup() of this communicator that runs no
-  // collectives (the PyTorch backend does so).
+  // Messages travel on the links the collectives use, marked as point-to-point: a message sent
+  // before a collective may be received after it (the collective's receives pass over it and
+  // the link holds it for its recv, counted in the same 1 GiB). The other way round is refused:
+  // a recv whose sender went on into a collective that this rank has not entered yet (a
+  // broadcast's root, a reduce's leaf: calls that may return before their peers) finds that
+  // collective's message first and fails with a MismatchError saying so, where MPI would take
+  // the message after it; receive after that collective, or send and receive on a dup() of this
+  // communicator that runs no collectives (the PyTorch backend does so).
   //
   // A recv may name kAnySource as its peer (MPI_ANY_SOURCE): it takes the first message of its
   // tag to arrive from any rank (no order between senders; from each one, oldest first) and

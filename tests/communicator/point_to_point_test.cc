@@ -2,6 +2,8 @@
 // matched out of order; mismatches are reported on the receiver.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "ringlet/ringlet.h"
 #include "tests/support/event.h"
 #include "tests/support/ranks.h"
@@ -87,6 +89,94 @@ TEST(PointToPoint, EveryPairTcpThreads) {
 TEST(PointToPoint, EveryPairShmProcesses) {
   runProcessRanks(5, [](int rank, int size, std::shared_ptr<Store> store) {
     ringAndAllPairs(rank, size, store, "shm");
+  });
+}
+
+// Messages sent before collectives and received after them: the collectives pass over them
+// (their links hold them) and compute what they should. Each rank sends its next rank a small
+// message, one of several slices, and, to rank 0, one whose header is as long as the
+// recursive-doubling all-reduce's message after it (48 + 216 = 264 bytes: read as that
+// all-reduce's data it would go unnoticed). Then collectives of every kind, a send in between,
+// and only then the receives, in the other order of tags.
+void messagesAcrossCollectives(int rank, int size, std::shared_ptr<Store> store,
+                               const std::string& transport,
+                               const std::map<std::string, std::string>& settings = {}) {
+  CommunicatorOptions o;
+  o.timeout = 20s;
+  o.transport = transport;
+  o.transportOptions = settings;
+  Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+  const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  const auto small = pattern(54, rank, next, 1);
+  const auto large = pattern(700001, rank, next, 2);
+  comm.send(small.data(), small.size(), DataType::kInt32, next, 1);
+  comm.send(large.data(), large.size(), DataType::kInt32, next, 2);
+  if (rank == 2) comm.send(small.data(), small.size(), DataType::kInt32, 0, 3);
+
+  std::vector<float> sum(66);
+  for (size_t j = 0; j < sum.size(); ++j) sum[j] = static_cast<float>(rank + j);
+  comm.allreduce(sum.data(), sum.size(), DataType::kFloat32, ReduceOp::kSum);
+  const float ranks = static_cast<float>(size * (size - 1) / 2);
+  for (size_t j = 0; j < sum.size(); ++j) {
+    ASSERT_EQ(sum[j], ranks + static_cast<float>(size * j)) << "rank " << rank << " [" << j << "]";
+  }
+  std::vector<double> big(1 << 20, rank + 1.0);
+  comm.allreduce(big.data(), big.size(), DataType::kFloat64, ReduceOp::kSum);
+  EXPECT_EQ(big.front(), size * (size + 1) / 2.0);
+  EXPECT_EQ(big.back(), size * (size + 1) / 2.0);
+  std::vector<int32_t> cast(5000, rank == 1 ? 77 : -1);
+  comm.broadcast(cast.data(), cast.size(), DataType::kInt32, 1);
+  EXPECT_EQ(cast[4999], 77);
+  // Sent between two collectives, behind the first messages.
+  const auto middle = pattern(1000, rank, next, 4);
+  comm.send(middle.data(), middle.size(), DataType::kInt32, next, 4);
+  std::vector<int32_t> all(static_cast<size_t>(size) * 3);
+  const int32_t mine[3] = {rank, rank * 10, rank * 100};
+  comm.allgather(mine, all.data(), 3, DataType::kInt32);
+  for (int r = 0; r < size; ++r) EXPECT_EQ(all[static_cast<size_t>(r) * 3 + 2], r * 100);
+  comm.barrier();
+
+  std::vector<int32_t> got(1000, -1);
+  comm.recv(got.data(), got.size(), DataType::kInt32, prev, 4);
+  EXPECT_TRUE(got == pattern(1000, prev, rank, 4)) << "rank " << rank << " tag 4";
+  got.assign(700001, -1);
+  comm.recv(got.data(), got.size(), DataType::kInt32, prev, 2);
+  EXPECT_TRUE(got == pattern(700001, prev, rank, 2)) << "rank " << rank << " tag 2";
+  got.assign(54, -1);
+  comm.recv(got.data(), got.size(), DataType::kInt32, prev, 1);
+  EXPECT_TRUE(got == pattern(54, prev, rank, 1)) << "rank " << rank << " tag 1";
+  if (rank == 0) {
+    got.assign(54, -1);
+    EXPECT_EQ(comm.recv(got.data(), got.size(), DataType::kInt32, kAnySource, 3), 2);
+    EXPECT_TRUE(got == pattern(54, 2, (2 + 1) % size, 1));
+  }
+  int64_t one = 1;
+  comm.allreduce(&one, 1, DataType::kInt64, ReduceOp::kSum);
+  EXPECT_EQ(one, size);
+}
+
+TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvLocalThreads) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    messagesAcrossCollectives(rank, size, store, "local");
+  });
+}
+
+TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvTcpThreads) {
+  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    messagesAcrossCollectives(rank, size, store, "tcp");
+  });
+}
+
+TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvTcpStreams) {
+  // Collective messages striped over three connections, point-to-point ones never.
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    messagesAcrossCollectives(rank, size, store, "tcp", {{"socket_streams", "3"}});
+  });
+}
+
+TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvShmProcesses) {
+  runProcessRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
+    messagesAcrossCollectives(rank, size, store, "shm");
   });
 }
 

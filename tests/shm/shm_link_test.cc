@@ -159,6 +159,81 @@ TEST(ShmLink, SkipPeekedDropsCellAndSlotMessagesInOrder) {
   });
 }
 
+// Point-to-point messages among a collective's (every third, cells and slots): a collective's
+// receives pass over them, also while it holds earlier messages unreleased (their cells and
+// slots free once those are released), and the link holds them whole in order; a
+// point-to-point receive sees both channels in order and which each is.
+TEST(ShmLink, PointToPointMessagesArePassedOverAndHeld) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-channels");
+  constexpr size_t kSlotBytes = 4096;
+  const size_t cell = transport::shm::kCellPayloadBytes;
+  const std::vector<size_t> sizes = {8, cell + 1, 56, kSlotBytes, cell, 1, 0};
+  auto sizeOf = [&](int k) { return sizes[(k * 5 + k / 7) % sizes.size()]; };
+  auto pointToPoint = [](int k) { return k % 3 == 1; };
+  constexpr int kMessages = 600;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path(), kSlotBytes), job);
+    Link& link = mesh.to(1 - rank);
+    using transport::Channel;
+    if (rank == 0) {
+      for (int k = 0; k < kMessages + 30; ++k) {
+        std::vector<std::byte> out(sizeOf(k));
+        fillMessage(out.data(), out.size(), 0, 1, k);
+        link.setSendChannel(pointToPoint(k) ? Channel::kPointToPoint : Channel::kCollective);
+        link.send(out.data(), out.size(), mesh.wait());
+      }
+      store->getString("done");
+      return;
+    }
+    // Collective receives, holding up to three at a time; a look now and then.
+    std::vector<int> held;
+    int k = 0;
+    auto nextCollective = [&] {
+      while (pointToPoint(k)) ++k;
+      return k++;
+    };
+    for (int taken = 0; k < kMessages; ++taken) {
+      if (taken % 4 == 0 && held.empty()) {
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!link.messageReady() && std::chrono::steady_clock::now() < deadline) {
+        }
+      }
+      const int m = nextCollective();
+      const std::byte* in = link.recv(sizeOf(m), mesh.wait());
+      EXPECT_EQ(link.lastChannel(), Channel::kCollective);
+      EXPECT_EQ(firstWrongByte(in, sizeOf(m), 0, 1, m), -1) << "message " << m;
+      held.push_back(m);
+      if (held.size() == 3 || k >= kMessages) {
+        for (size_t j = 0; j < held.size(); ++j) link.release();
+        held.clear();
+      }
+      if (::testing::Test::HasFailure()) break;
+    }
+    int expected = 0;
+    for (const auto& message : link.heldPointToPoint()) {
+      while (!pointToPoint(expected)) ++expected;
+      ASSERT_EQ(message.size(), sizeOf(expected)) << "held message " << expected;
+      EXPECT_EQ(firstWrongByte(message.data(), message.size(), 0, 1, expected), -1)
+          << "held message " << expected;
+      ++expected;
+    }
+    EXPECT_GE(expected, kMessages - 3);
+    // The rest as a point-to-point receive sees them: both channels, in order.
+    link.setReceiveChannel(Channel::kPointToPoint);
+    for (; k < kMessages + 30; ++k) {
+      size_t bytes = 0;
+      const std::byte* in = link.recvAny(kSlotBytes, &bytes, mesh.wait());
+      EXPECT_EQ(bytes, sizeOf(k)) << "message " << k;
+      EXPECT_EQ(link.lastChannel(), pointToPoint(k) ? Channel::kPointToPoint : Channel::kCollective)
+          << "message " << k;
+      EXPECT_EQ(firstWrongByte(in, bytes, 0, 1, k), -1) << "message " << k;
+      link.release();
+    }
+    store->setString("done", "1");
+  });
+}
+
 TEST(ShmLink, NoFileRemainsOnceConnected) {
   ShmDir dir;
   const std::string job = uniqueJobId("shm-files");

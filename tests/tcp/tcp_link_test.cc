@@ -228,6 +228,70 @@ TEST_P(TcpLinkTest, PeekShowsAWholeMessageAndLeavesItForRecv) {
   });
 }
 
+// Point-to-point frames among a collective's, small and large (a large collective message is
+// striped over three streams, a point-to-point one never): a collective's receives pass over
+// them, recv, recvInto and looks alike, and the link holds them whole in order; a point-to-point
+// receive sees both channels in order and which each is.
+TEST_P(TcpLinkTest, PointToPointFramesArePassedOverAndHeld) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    Link& link = e.to(0);
+    auto wait = makeWait(rank, e.raw);
+    const std::vector<size_t> sizes = {3, 300, size_t{1} << 20, 12, 0, size_t{6} << 20};
+    auto sizeOf = [&](int m) { return sizes[(m * 5 + m / 7) % sizes.size()]; };
+    auto pointToPoint = [](int m) { return m % 3 == 1; };
+    constexpr int kMessages = 60;
+    using transport::Channel;
+    std::vector<std::vector<std::byte>> out(kMessages + 6);
+    for (int m = 0; m < kMessages + 6; ++m) {
+      out[m] = pattern(rank, m, sizeOf(m));
+      link.setSendChannel(pointToPoint(m) ? Channel::kPointToPoint : Channel::kCollective);
+      link.send(out[m].data(), sizeOf(m), wait);
+    }
+    link.setSendChannel(Channel::kCollective);
+    int m = 0;
+    for (int taken = 0; m < kMessages; ++taken) {
+      while (pointToPoint(m)) ++m;
+      if (taken % 3 == 0) {
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (!link.messageReady() && std::chrono::steady_clock::now() < deadline) link.pump();
+      }
+      if (taken % 2 == 0) {
+        const std::byte* in = link.recv(sizeOf(m), wait);
+        EXPECT_EQ(link.lastChannel(), Channel::kCollective);
+        EXPECT_EQ(firstWrong(in, 1 - rank, m, sizeOf(m)), -1) << "message " << m;
+        link.release();
+      } else {
+        std::vector<std::byte> in(sizeOf(m));
+        link.recvInto(in.data(), in.size(), wait);
+        EXPECT_EQ(firstWrong(in.data(), 1 - rank, m, sizeOf(m)), -1) << "message " << m;
+      }
+      ++m;
+      if (::testing::Test::HasFailure()) break;
+    }
+    int expected = 0;
+    for (const auto& message : link.heldPointToPoint()) {
+      while (!pointToPoint(expected)) ++expected;
+      ASSERT_EQ(message.size(), sizeOf(expected)) << "held message " << expected;
+      EXPECT_EQ(firstWrong(message.data(), 1 - rank, expected, message.size()), -1)
+          << "held message " << expected;
+      ++expected;
+    }
+    EXPECT_GE(expected, kMessages - 3);
+    link.setReceiveChannel(Channel::kPointToPoint);
+    for (; m < kMessages + 6; ++m) {
+      size_t bytes = 0;
+      const std::byte* in = link.recvAny(size_t{8} << 20, &bytes, wait);
+      EXPECT_EQ(bytes, sizeOf(m)) << "message " << m;
+      EXPECT_EQ(link.lastChannel(), pointToPoint(m) ? Channel::kPointToPoint : Channel::kCollective)
+          << "message " << m;
+      EXPECT_EQ(firstWrong(in, 1 - rank, m, bytes), -1) << "message " << m;
+      link.release();
+    }
+    link.flush(wait);
+  });
+}
+
 TEST_P(TcpLinkTest, HeldMessageSurvivesReadAhead) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));

@@ -22,11 +22,15 @@ constexpr size_t kMaxMessage = 1 << 20;
 
 // One direction of a link.
 struct Queue {
-  std::deque<std::vector<std::byte>> messages;
+  struct Message {
+    std::vector<std::byte> bytes;
+    transport::Channel channel;
+  };
+  std::deque<Message> messages;
 };
 
 // Both directions, shared by the two ranks' Link objects.
-struct Channel {
+struct Pipe {
   std::mutex mutex;
   std::condition_variable changed;
   Queue toHigh;  // from the lower rank to the higher
@@ -39,12 +43,12 @@ struct Channel {
 
 // Channels waiting for their second rank, by a token published in the store.
 std::mutex gPendingMutex;
-std::map<std::string, std::shared_ptr<Channel>> gPending;
+std::map<std::string, std::shared_ptr<Pipe>> gPending;
 std::atomic<uint64_t> gNextToken{0};
 
 class LocalLink final : public Link {
  public:
-  LocalLink(int rank, int peer, std::shared_ptr<Channel> channel, Backoff backoff)
+  LocalLink(int rank, int peer, std::shared_ptr<Pipe> channel, Backoff backoff)
       : Link(peer),
         rank_(rank),
         waiter_(backoff),
@@ -70,7 +74,7 @@ class LocalLink final : public Link {
     }
     std::lock_guard lock(channel_->mutex);
     throwIfAborted(wait);
-    out_->messages.push_back(std::move(message));
+    out_->messages.push_back({std::move(message), sendChannel_});
     channel_->changed.notify_all();
   }
   void flush(const WaitContext&) override {}
@@ -78,16 +82,14 @@ class LocalLink final : public Link {
   const std::byte* recv(size_t bytes, const WaitContext& wait) override {
     std::unique_lock lock(channel_->mutex);
     waitForMessage(lock, wait);
-    current_ = std::move(in_->messages.front());
-    in_->messages.pop_front();
+    take();
     checkLength(current_.size(), bytes, wait);
     return current_.data();
   }
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override {
     std::unique_lock lock(channel_->mutex);
     waitForMessage(lock, wait);
-    current_ = std::move(in_->messages.front());
-    in_->messages.pop_front();
+    take();
     if (current_.size() > maxBytes) checkLength(current_.size(), maxBytes, wait);
     *bytes = current_.size();
     return current_.data();
@@ -102,15 +104,16 @@ class LocalLink final : public Link {
   bool pump() override { return false; }
   bool messageReady() noexcept override {
     std::lock_guard lock(channel_->mutex);
-    return !in_->messages.empty();
+    return passOver(nullptr);
   }
   bool canPeek() const override { return true; }
   const std::byte* peekMessage(size_t* bytes) noexcept override {
     std::lock_guard lock(channel_->mutex);
-    if (!current_.empty() || in_->messages.empty()) return nullptr;
+    if (!current_.empty() || !passOver(nullptr)) return nullptr;
     // A queued message's bytes stay where they are when it moves to current_.
-    *bytes = in_->messages.front().size();
-    return in_->messages.front().data();
+    *bytes = in_->messages.front().bytes.size();
+    lastChannel_ = in_->messages.front().channel;
+    return in_->messages.front().bytes.data();
   }
   void checkPeer(const WaitContext& wait) override {
     std::lock_guard lock(channel_->mutex);
@@ -143,16 +146,38 @@ class LocalLink final : public Link {
                       !channel_->closedOnly);
     }
   }
+  // With the mutex held: holds the point-to-point messages a collective's receive passes over
+  // (Link::setReceiveChannel); true when a message to show is next. `wait` null: a look, which
+  // holds nothing where holding would throw.
+  bool passOver(const WaitContext* wait) {
+    while (!in_->messages.empty()) {
+      auto& next = in_->messages.front();
+      if (next.channel != transport::Channel::kPointToPoint || !passesPointToPoint()) return true;
+      if (wait != nullptr) {
+        holdPointToPoint(next.bytes.data(), next.bytes.size(), *wait);
+      } else if (!tryHoldPointToPoint(next.bytes.data(), next.bytes.size())) {
+        return false;
+      }
+      in_->messages.pop_front();
+    }
+    return false;
+  }
+  // With the mutex held: the next message (passOver() found it) becomes current_.
+  void take() {
+    current_ = std::move(in_->messages.front().bytes);
+    lastChannel_ = in_->messages.front().channel;
+    in_->messages.pop_front();
+  }
   // The wait engine (progress.h), blocking on the channel's condition variable. Messages already
   // queued are delivered before an abort is reported.
   void waitForMessage(std::unique_lock<std::mutex>& lock, const WaitContext& wait) {
-    if (!in_->messages.empty()) return;
+    if (passOver(&wait)) return;
     lock.unlock();
     waitFor(
         *this, wait, waiter_, /*slowWake=*/false,
         [&] {
           std::lock_guard guard(channel_->mutex);
-          return !in_->messages.empty();
+          return passOver(&wait);
         },
         [&] {
           std::lock_guard guard(channel_->mutex);
@@ -176,7 +201,7 @@ class LocalLink final : public Link {
 
   int rank_;
   Waiter waiter_;
-  std::shared_ptr<Channel> channel_;
+  std::shared_ptr<Pipe> channel_;
   Queue* out_;
   Queue* in_;
   std::vector<std::byte> staging_;
@@ -198,9 +223,9 @@ class LocalTransport final : public Transport {
       const int low = std::min(peer, context_.rank);
       const int high = std::max(peer, context_.rank);
       const std::string key = fmt::format("local/{}-{}/{}", low, high, round_[peer]++);
-      std::shared_ptr<Channel> channel;
+      std::shared_ptr<Pipe> channel;
       if (context_.rank == low) {
-        channel = std::make_shared<Channel>();
+        channel = std::make_shared<Pipe>();
         const std::string token = fmt::format("{}:{}", getpid(), gNextToken++);
         {
           std::lock_guard lock(gPendingMutex);

@@ -57,6 +57,7 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       slotCount_(segment_.geometry().slotCount),
       slotMask_((slotCount_ & (slotCount_ - 1)) == 0 ? slotCount_ - 1 : 0),
       slotBytes_(segment_.geometry().slotBytes),
+      maxBytes_(std::min(slotBytes_, Cell::kMaxLength)),
       self_(segment_.endpoint(side)),
       other_(segment_.endpoint(1 - side)),
       out_(segment_.fifo(side)),
@@ -99,10 +100,10 @@ void ShmLink::checkUsable(const char* call) const {
 }
 
 void ShmLink::checkSize(size_t bytes, const char* call) const {
-  if (bytes > slotBytes_) {
+  if (bytes > maxBytes_) {
     throw InvalidArgument(fmt::format(
         "{}: message of {} bytes to rank {} exceeds the shm link's maxMessageBytes ({})", call,
-        bytes, peer(), slotBytes_));
+        bytes, peer(), maxBytes_));
   }
 }
 
@@ -252,7 +253,7 @@ void ShmLink::waitForSpace(const Ready& free, size_t bytes, const WaitContext& w
 }
 
 std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* /*scratch*/, const WaitContext& wait) {
-  if (aborted_ || bytes > slotBytes_) [[unlikely]] {
+  if (aborted_ || bytes > maxBytes_) [[unlikely]] {
     checkUsable("sendBuffer");
     checkSize(bytes, "sendBuffer");
   }
@@ -260,7 +261,8 @@ std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* /*scratch*/, const WaitC
 }
 
 void ShmLink::publishCell(size_t bytes) {
-  announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes);
+  announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes |
+           (sendChannel_ == Channel::kPointToPoint ? Cell::kPointToPoint : 0));
 }
 
 void ShmLink::announce(uint64_t word) {
@@ -283,7 +285,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     publishCell(bytes);
     return;
   }
-  if (aborted_ || bytes > slotBytes_ || (bytes > 0 && data == nullptr)) [[unlikely]] {
+  if (aborted_ || bytes > maxBytes_ || (bytes > 0 && data == nullptr)) [[unlikely]] {
     checkUsable("send");
     checkSize(bytes, "send");
     throw InvalidArgument(
@@ -307,6 +309,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     }
   }
   uint64_t word = (uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes;
+  if (sendChannel_ == Channel::kPointToPoint) word |= Cell::kPointToPoint;
   if (claimedSlot_) {
     word |= Cell::kInSlot;
     slotMessage_[slotOf(outLarge_)] = outHead_;
@@ -335,18 +338,19 @@ const std::byte* ShmLink::recvAny(size_t maxBytes, size_t* bytes, const WaitCont
 const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length,
                                       const WaitContext& wait) {
   checkUsable("recv");
-  if (inNext_ - inTail_ >= slotCount_) {
+  if (inNext_ - inTail_ - skipped_.size() >= slotCount_) {
     throw InvalidArgument(fmt::format(
         "recv from rank {}: {} messages are already held without release() (the shm link has {} "
         "slots)",
-        peer(), inNext_ - inTail_, slotCount_));
+        peer(), inNext_ - inTail_ - skipped_.size(), slotCount_));
   }
   uint64_t word = 0;
-  if (!announced(inNext_, &word)) {
-    auto ready = [&] { return announced(inNext_, &word); };
+  if (!passOver(&word, &wait)) {
+    auto ready = [&] { return passOver(&word, &wait); };
     waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, &in_->dataPublished, WaitFor::kMessage,
               bytes, wait);
   }
+  lastChannel_ = (word & Cell::kPointToPoint) != 0 ? Channel::kPointToPoint : Channel::kCollective;
   *length = word & Cell::kLengthMask;
   if (exact ? *length != bytes : *length > bytes) {
     throw IoError(fmt::format(
@@ -360,15 +364,42 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
   return payload;
 }
 
+bool ShmLink::passOver(uint64_t* word, const WaitContext* wait) {
+  while (announced(inNext_, word)) {
+    if ((*word & Cell::kPointToPoint) == 0 || !passesPointToPoint()) [[likely]] {
+      return true;
+    }
+    const std::byte* payload = payloadOf(inNext_, *word, inLarge_);
+    const size_t length = *word & Cell::kLengthMask;
+    if (wait != nullptr) {
+      holdPointToPoint(payload, length, *wait);
+    } else if (!tryHoldPointToPoint(payload, length)) {
+      return false;
+    }
+    skipMessage(*word);
+  }
+  return false;
+}
+
+void ShmLink::skipMessage(uint64_t word) {
+  if ((word & Cell::kInSlot) != 0) ++inLarge_;
+  if (inNext_++ == inTail_) {
+    release();
+  } else {
+    skipped_.push_back(inNext_ - 1);
+  }
+}
+
 bool ShmLink::messageReady() noexcept {
   uint64_t word = 0;
-  return !aborted_ && announced(inNext_, &word);
+  return !aborted_ && passOver(&word, nullptr);
 }
 
 const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
   uint64_t word = 0;
-  if (aborted_ || inNext_ != inTail_ || !announced(inNext_, &word)) return nullptr;
+  if (aborted_ || inNext_ != inTail_ || !passOver(&word, nullptr)) return nullptr;
   *bytes = word & Cell::kLengthMask;
+  lastChannel_ = (word & Cell::kPointToPoint) != 0 ? Channel::kPointToPoint : Channel::kCollective;
   return payloadOf(inNext_, word, inLarge_);
 }
 
@@ -393,6 +424,10 @@ void ShmLink::release() {
         fmt::format("release on the shm link from rank {}: no message is held", peer()));
   }
   ++inTail_;
+  while (!skipped_.empty() && skipped_.front() == inTail_) [[unlikely]] {
+      skipped_.pop_front();
+      ++inTail_;
+    }
   in_->tail.store(inTail_, std::memory_order_release);
   notify(&in_->spaceWord, &in_->producerSleeping, &in_->spacePublished, membarrierFences_);
 }

@@ -14,6 +14,7 @@
 // turns into a PeerError naming it within about that interval.
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ class ShmLink final : public Link {
 
   std::string_view transportName() const override { return "shm"; }
   std::string describe() const override;
-  size_t maxMessageBytes() const override { return slotBytes_; }
+  size_t maxMessageBytes() const override { return maxBytes_; }
   bool sharesMemory() const override { return true; }
 
   std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
@@ -93,6 +94,14 @@ class ShmLink final : public Link {
     return (word & Cell::kInSlot) != 0 ? inSlots_ + slotOf(large) * slotBytes_
                                        : in_->cells[index & (kCells - 1)].payload;
   }
+  // Message inNext_ (announced as `word`), a point-to-point message a collective's receive
+  // passed over and held (Link::setReceiveChannel): handed out and, once every message before
+  // it is released, released.
+  void skipMessage(uint64_t word);
+  // Holds the point-to-point messages at the head that a receive passes over; true once the
+  // next message, announced as `*word`, is one to show. `wait` null: a look that must not throw
+  // (false where holding would).
+  bool passOver(uint64_t* word, const WaitContext* wait);
   // Bumps and wakes every futex word of the segment (close and abort).
   void wakeAll();
   // send()'s end for bytes already in the claimed cell: announces message outHead_.
@@ -109,6 +118,7 @@ class ShmLink final : public Link {
   // without a division (tens of cycles, several per message).
   size_t slotMask_;
   size_t slotBytes_;
+  size_t maxBytes_;  // the longest message: slotBytes_, or less where a cell's word must tell it
   Endpoint* self_;
   Endpoint* other_;
 
@@ -128,6 +138,9 @@ class ShmLink final : public Link {
   uint64_t inNext_ = 0;   // messages handed out by recv()
   uint64_t inTail_ = 0;   // messages released
   uint64_t inLarge_ = 0;  // of those handed out, those whose bytes were in a slot
+  // Of those handed out and not released, the ones held by skipMessage (ascending): release()
+  // passes them too.
+  std::deque<uint64_t> skipped_;
 
   // Both sides joined membarrier fences: the writer's side of the sleep handshake needs no
   // full fence (shm_wait.h).

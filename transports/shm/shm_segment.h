@@ -32,7 +32,7 @@
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
-inline constexpr uint32_t kSegmentVersion = 5;
+inline constexpr uint32_t kSegmentVersion = 6;
 inline constexpr size_t kMaxSlots = 64;
 // An abort's reason: a call-mismatch description names both calls and runs to ~450 bytes; at 240
 // its end was cut (segment version 4; TCP's frames carry up to 4096).
@@ -73,10 +73,14 @@ struct alignas(kCacheLine) Endpoint {
 // (release): (message index + 1) mod 2^32 in its top 32 bits, so a reader polling cell i % kCells
 // for message i tells a new message from the one kCells before it; kInSlot when the bytes are in
 // the next slot (messages longer than kCellPayloadBytes, or a slot claimed by sendBuffer());
-// the length in the low 31 bits.
+// kPointToPoint for a point-to-point message (transport::Channel; segment version 6); the
+// length in the low 30 bits.
 struct alignas(kCacheLine) Cell {
   static constexpr uint64_t kInSlot = uint64_t{1} << 31;
-  static constexpr uint64_t kLengthMask = kInSlot - 1;
+  static constexpr uint64_t kPointToPoint = uint64_t{1} << 30;
+  static constexpr uint64_t kLengthMask = kPointToPoint - 1;
+  // The longest message a word can announce (slots may be larger: ShmLink::maxMessageBytes).
+  static constexpr size_t kMaxLength = kPointToPoint - kCacheLine;
   std::atomic<uint64_t> word;
   std::byte payload[5 * kCacheLine - sizeof(uint64_t)];
 };

@@ -113,7 +113,10 @@ void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view 
   size_t at = start_;
   while (end_ - at >= kFrameHeaderBytes) {
     const FrameHeader header = decodeFrameHeader(buffer_.data.get() + at);
-    if (header.type != kFrameData && header.type != kFrameAbort) break;
+    if (header.type != kFrameData && header.type != kFrameAbort &&
+        header.type != kFramePointToPoint) {
+      break;
+    }
     if (end_ - at - kFrameHeaderBytes < header.length) break;
     if (header.type == kFrameAbort) {
       throwAbortFrame(header, buffer_.data.get() + at + kFrameHeaderBytes);
@@ -154,7 +157,7 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
                                       wait.describe(), bytes, kMaxMessageBytes));
   }
   std::lock_guard lock(sendMutex_);
-  const size_t head = headBytes(bytes);
+  const size_t head = sendHeadBytes(bytes);
   if (head < bytes) {
     queueParts(data, bytes);
     writeStripes(&wait);
@@ -166,7 +169,7 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     if (sent == kFrameHeaderBytes + head) return;
   }
   Outgoing& out = queue_.emplace_back();
-  encodeFrameHeader(out.header, kFrameData, static_cast<uint32_t>(bytes));
+  encodeFrameHeader(out.header, sendFrameType(), static_cast<uint32_t>(bytes));
   out.data = data;
   out.bytes = head;
   out.sent = sent;
@@ -182,9 +185,9 @@ void TcpLink::sendMore(const std::byte* data, size_t bytes, const WaitContext& w
   }
   std::lock_guard lock(sendMutex_);
   Outgoing& out = queue_.emplace_back();
-  encodeFrameHeader(out.header, kFrameData, static_cast<uint32_t>(bytes));
+  encodeFrameHeader(out.header, sendFrameType(), static_cast<uint32_t>(bytes));
   out.data = data;
-  out.bytes = headBytes(bytes);
+  out.bytes = sendHeadBytes(bytes);
   out.sent = 0;
   if (out.bytes < bytes) queueParts(data, bytes);
 }
@@ -212,18 +215,18 @@ void TcpLink::writeStripes(const WaitContext* wait) {
 
 // Header (the whole message's length) and stream 0's payload: bytes or, striped, part 0.
 size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait) {
-  const size_t head = headBytes(bytes);
+  const size_t head = sendHeadBytes(bytes);
   while (true) {
     ssize_t n;
     if (head <= kCopySendBytes) {
       // Small: one contiguous copy is cheaper than a scatter list.
       uint8_t frame[kFrameHeaderBytes + kCopySendBytes];
-      encodeFrameHeader(frame, kFrameData, static_cast<uint32_t>(bytes));
+      encodeFrameHeader(frame, sendFrameType(), static_cast<uint32_t>(bytes));
       if (bytes > 0) std::memcpy(frame + kFrameHeaderBytes, data, bytes);
       n = ::send(fd_.get(), frame, kFrameHeaderBytes + bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
       uint8_t header[kFrameHeaderBytes];
-      encodeFrameHeader(header, kFrameData, static_cast<uint32_t>(bytes));
+      encodeFrameHeader(header, sendFrameType(), static_cast<uint32_t>(bytes));
       iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), head}};
       msghdr msg{};
       msg.msg_iov = iov;

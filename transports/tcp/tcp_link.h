@@ -143,9 +143,21 @@ class TcpLink final : public Link {
   void queueParts(const std::byte* data, size_t bytes);
   // Writes the stripes' queued parts until their sockets would block. Call with sendMutex_ held.
   void writeStripes(const WaitContext* wait);
-  // Payload bytes of a `bytes`-byte message that stream 0 carries.
+  // Payload bytes of a `bytes`-byte data frame that stream 0 carries.
   size_t headBytes(size_t bytes) const {
     return stripeOffset(bytes, streams(), isStriped(bytes, streams()) ? 1 : streams());
+  }
+  // The frame of the next message sent (its channel), and what of it stream 0 carries: all of
+  // a point-to-point message, which is never striped.
+  uint32_t sendFrameType() const {
+    return sendChannel_ == Channel::kPointToPoint ? kFramePointToPoint : kFrameData;
+  }
+  size_t sendHeadBytes(size_t bytes) const {
+    return sendChannel_ == Channel::kPointToPoint ? bytes : headBytes(bytes);
+  }
+  // Whether a frame of `type` and `length` bytes comes striped.
+  bool stripedFrame(uint32_t type, size_t length) const {
+    return type == kFrameData && isStriped(length, streams());
   }
   size_t streams() const { return stripes_.size() + 1; }
   // Moves this link's own queued bytes while it waits for something else.
@@ -160,7 +172,8 @@ class TcpLink final : public Link {
   // bytes from start_; returns the bytes read (0: nothing now).
   size_t fill(size_t need, const WaitContext* wait, size_t limit = SIZE_MAX);
   // Looks at the next frame header; throws on ABORT or a corrupt stream or a size mismatch.
-  // Returns false when the header has not fully arrived.
+  // Returns false when the header has not fully arrived. Passes over (holds) the point-to-point
+  // frames before it where the receive channel says so (Link::setReceiveChannel).
   // `exact`: the frame must be `bytes` long; otherwise at most `bytes`.
   bool peekDataHeader(size_t bytes, const WaitContext& wait, bool exact = true);
   // recv()'s and recvAny()'s work: waits for a data frame (see peekDataHeader) and holds it.
@@ -178,6 +191,9 @@ class TcpLink final : public Link {
   // Reads what has arrived while another link of the rank waits. Never throws: a closed or
   // broken connection only sets peerClosed_ (the link's own next call reports it).
   void readAheadQuietly() noexcept;
+  // A look's peekDataHeader(): holds the whole point-to-point frames at the head that a receive
+  // passes over; true when a whole frame to show is next. Never throws (false where it would).
+  bool passOverQuietly() noexcept;
   // Reads what has arrived, for a waiting flush() (never moves a message held by recv()).
   void readAhead(const WaitContext& wait);
 

@@ -80,33 +80,45 @@ void TcpLink::throwAbortFrame(const FrameHeader& header, const std::byte* payloa
 }
 
 bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait, bool exact) {
-  if (buffered() < kFrameHeaderBytes) {
-    // A large message's payload should go straight to recvInto's destination: read only the
-    // header then.
-    fill(kFrameHeaderBytes, &wait, bytes >= kDirectReadBytes ? kFrameHeaderBytes : SIZE_MAX);
-    if (buffered() < kFrameHeaderBytes) return false;
-  }
-  const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
-  if (header.type == kFrameAbort) {
-    if (header.length < 4 || header.length > 4 + kMaxAbortReasonBytes) {
-      throwAbortFrame(header, nullptr);  // throws: corrupt
+  for (;;) {
+    if (buffered() < kFrameHeaderBytes) {
+      // A large message's payload should go straight to recvInto's destination: read only the
+      // header then.
+      fill(kFrameHeaderBytes, &wait, bytes >= kDirectReadBytes ? kFrameHeaderBytes : SIZE_MAX);
+      if (buffered() < kFrameHeaderBytes) return false;
     }
-    const size_t need = kFrameHeaderBytes + header.length;
-    if (buffered() < need) fill(need, &wait);
-    if (buffered() < need) return false;
-    throwAbortFrame(header, buffer_.data.get() + start_ + kFrameHeaderBytes);
+    const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+    if (header.type == kFramePointToPoint && passesPointToPoint()) {
+      // Held whole for the point-to-point receive; then the frame after it.
+      const size_t need = kFrameHeaderBytes + header.length;
+      if (buffered() < need) fill(need, &wait);
+      if (buffered() < need) return false;
+      holdPointToPoint(buffer_.data.get() + start_ + kFrameHeaderBytes, header.length, wait);
+      start_ += need;
+      if (start_ == end_ && !held_) start_ = end_ = 0;
+      continue;
+    }
+    if (header.type == kFrameAbort) {
+      if (header.length < 4 || header.length > 4 + kMaxAbortReasonBytes) {
+        throwAbortFrame(header, nullptr);  // throws: corrupt
+      }
+      const size_t need = kFrameHeaderBytes + header.length;
+      if (buffered() < need) fill(need, &wait);
+      if (buffered() < need) return false;
+      throwAbortFrame(header, buffer_.data.get() + start_ + kFrameHeaderBytes);
+    }
+    if (header.type != kFrameData && header.type != kFramePointToPoint) {
+      throw IoError(fmt::format("{}: corrupt stream from rank {}: unknown frame type {:#010x} ({})",
+                                wait.describe(), peer(), header.type, description_));
+    }
+    if (exact ? header.length != bytes : header.length > bytes) {
+      throw IoError(fmt::format(
+          "{}: rank {} sent a message of {} bytes where rank {} expected {}{} bytes: the ranks "
+          "disagree about the operation (different collective, count or data type?)",
+          wait.describe(), peer(), header.length, rank_, exact ? "" : "at most ", bytes));
+    }
+    return true;
   }
-  if (header.type != kFrameData) {
-    throw IoError(fmt::format("{}: corrupt stream from rank {}: unknown frame type {:#010x} ({})",
-                              wait.describe(), peer(), header.type, description_));
-  }
-  if (exact ? header.length != bytes : header.length > bytes) {
-    throw IoError(fmt::format(
-        "{}: rank {} sent a message of {} bytes where rank {} expected {}{} bytes: the ranks "
-        "disagree about the operation (different collective, count or data type?)",
-        wait.describe(), peer(), header.length, rank_, exact ? "" : "at most ", bytes));
-  }
-  return true;
 }
 
 const std::byte* TcpLink::recv(size_t bytes, const WaitContext& wait) {
@@ -131,14 +143,17 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
   waitUntil(wait, events, what, [&] {
     pumpSelf(wait);
     if (!peekDataHeader(bytes, wait, exact)) return false;
-    const size_t length = decodeFrameHeader(buffer_.data.get() + start_).length;
-    need = kFrameHeaderBytes + length;
-    striped = isStriped(length, streams());
+    const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+    need = kFrameHeaderBytes + header.length;
+    striped = stripedFrame(header.type, header.length);
     if (striped) return true;
     if (buffered() < need) fill(need, &wait);
     return buffered() >= need;
   });
   *length = need - kFrameHeaderBytes;
+  lastChannel_ = decodeFrameHeader(buffer_.data.get() + start_).type == kFramePointToPoint
+                     ? Channel::kPointToPoint
+                     : Channel::kCollective;
   if (striped) {
     // The parts come on several streams: assembled in a buffer of the link's own.
     if (assembled_.size < *length) {
@@ -180,8 +195,10 @@ void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
     pumpSelf(wait);
     return peekDataHeader(bytes, wait);
   });
+  const uint32_t type = decodeFrameHeader(buffer_.data.get() + start_).type;
+  lastChannel_ = type == kFramePointToPoint ? Channel::kPointToPoint : Channel::kCollective;
   start_ += kFrameHeaderBytes;
-  if (isStriped(bytes, streams())) {
+  if (stripedFrame(type, bytes)) {
     receiveParts(dst, bytes, wait);
     if (start_ == end_) start_ = end_ = 0;
     return;
@@ -342,12 +359,28 @@ void TcpLink::readAhead(const WaitContext& wait) {
   for (Stripe& stripe : stripes_) readStripeAhead(stripe);
 }
 
+bool TcpLink::passOverQuietly() noexcept {
+  for (;;) {
+    if (buffered() < kFrameHeaderBytes) readAheadQuietly();
+    if (buffered() < kFrameHeaderBytes) return false;
+    const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+    if (header.type != kFramePointToPoint || !passesPointToPoint()) return true;
+    const size_t need = kFrameHeaderBytes + header.length;
+    if (buffered() < need) readAheadQuietly();
+    if (buffered() < need ||
+        !tryHoldPointToPoint(buffer_.data.get() + start_ + kFrameHeaderBytes, header.length)) {
+      return false;
+    }
+    start_ += need;
+    if (start_ == end_) start_ = end_ = 0;
+  }
+}
+
 bool TcpLink::messageReady() noexcept {
   if (held_) return false;  // between recv() and release(): the caller is not asking yet
-  if (buffered() < kFrameHeaderBytes) readAheadQuietly();
-  if (buffered() < kFrameHeaderBytes) return false;
+  if (!passOverQuietly()) return false;
   const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
-  if (header.type != kFrameData || !isStriped(header.length, streams())) {
+  if (!stripedFrame(header.type, header.length)) {
     if (buffered() < kFrameHeaderBytes + header.length) readAheadQuietly();
     return buffered() >= kFrameHeaderBytes + header.length;
   }
@@ -376,7 +409,10 @@ bool TcpLink::messageArriving() noexcept {
 const std::byte* TcpLink::peekMessage(size_t* bytes) noexcept {
   if (!messageReady()) return nullptr;  // also: a message is held
   const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
-  if (header.type != kFrameData || isStriped(header.length, streams())) return nullptr;
+  if ((header.type != kFrameData && header.type != kFramePointToPoint) ||
+      stripedFrame(header.type, header.length)) {
+    return nullptr;
+  }
   // Room to read kMinMessageBytes from the payload whatever its length (moves what is
   // buffered, if anything: nothing is held).
   try {
@@ -385,6 +421,7 @@ const std::byte* TcpLink::peekMessage(size_t* bytes) noexcept {
     return nullptr;
   }
   *bytes = header.length;
+  lastChannel_ = header.type == kFramePointToPoint ? Channel::kPointToPoint : Channel::kCollective;
   return buffer_.data.get() + start_ + kFrameHeaderBytes;
 }
 

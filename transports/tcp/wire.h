@@ -27,8 +27,9 @@
 // own handshake. Stream 0 carries the frames below; the other streams carry raw payload bytes.
 //
 // Frames (stream 0, after the handshake, both directions): header = type u32 | length u32, then
-// `length` payload bytes. DATA carries one message. ABORT carries origin i32 | reason bytes and is
-// the last frame on the connection.
+// `length` payload bytes. DATA carries one message of a collective, PTOP one point-to-point
+// message (transport::Channel; protocol version 4), never striped. ABORT carries origin i32 |
+// reason bytes and is the last frame on the connection.
 //
 // Striping: with S > 1 streams, a DATA message of at least S x kStripePartMinBytes is cut into S
 // parts (stripeOffset()); its header (length = the whole message) and part 0 go on stream 0, part
@@ -46,7 +47,7 @@
 namespace ringlet::transport::tcp {
 
 inline constexpr uint32_t kMagic = 0x4c474e52;  // "RNGL"
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxJobIdBytes = 256;
@@ -60,8 +61,9 @@ using Nonce = std::array<uint8_t, kNonceBytes>;
 using Mac = std::array<uint8_t, kMacBytes>;
 
 // Frame types: tags rather than small numbers, so a corrupt or foreign stream is noticed.
-inline constexpr uint32_t kFrameData = 0x41544144;   // "DATA"
-inline constexpr uint32_t kFrameAbort = 0x54524241;  // "ABRT"
+inline constexpr uint32_t kFrameData = 0x41544144;          // "DATA"
+inline constexpr uint32_t kFrameAbort = 0x54524241;         // "ABRT"
+inline constexpr uint32_t kFramePointToPoint = 0x504f5450;  // "PTOP"
 inline constexpr size_t kFrameHeaderBytes = 8;
 // recv() hands out messages aligned to this (the widest element a reduction reads): the
 // buffer is allocated at least this aligned, and so is the header before each message.
