@@ -390,9 +390,10 @@ class Communicator {
   // the link holds it for its recv, counted in the same 1 GiB). The other way round is refused:
   // a recv whose sender went on into a collective that this rank has not entered yet (a
   // broadcast's root, a reduce's leaf: calls that may return before their peers) finds that
-  // collective's message first and fails with a MismatchError saying so, where MPI would take
-  // the message after it; receive after that collective, or send and receive on a dup() of this
-  // communicator that runs no collectives (the PyTorch backend does so).
+  // collective's message first and fails with a MismatchError saying so (a portable MPI program
+  // cannot count on it either: a broadcast may wait for every rank); receive after that
+  // collective, or send and receive on a dup() of this communicator that runs no collectives
+  // (the PyTorch backend does so).
   //
   // A recv may name kAnySource as its peer (MPI_ANY_SOURCE): it takes the first message of its
   // tag to arrive from any rank (no order between senders; from each one, oldest first) and
