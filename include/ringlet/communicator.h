@@ -387,7 +387,7 @@ class Communicator {
   //
   // Messages travel on the links the collectives use, marked as point-to-point: a message sent
   // before a collective may be received after it (the collective's receives pass over it and
-  // the link holds it for its recv, counted in the same 1 GiB). The other way round is refused:
+  // the link holds it for its recv, up to 1 GiB per link). The other way round is refused:
   // a recv whose sender went on into a collective that this rank has not entered yet (a
   // broadcast's root, a reduce's leaf: calls that may return before their peers) finds that
   // collective's message first and fails with a MismatchError saying so (a portable MPI program

@@ -358,6 +358,36 @@ TEST(PointToPoint, MismatchedCountIsReportedByTheReceiver) {
 
 // A recv whose tag never comes waits until the timeout, which names the messages of other tags
 // that did come (the likely mistake).
+// The other way round: a broadcast's root on two ranks returns at once and sends; its peer's
+// recv, made before it enters the broadcast, finds the broadcast's message first and says so
+// (never takes it as the message, never waits for the timeout).
+TEST(PointToPoint, ARecvBehindTheSendersEarlierCollectiveSaysSo) {
+  for (const std::string transport : {"local", "tcp"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, transport);
+      std::vector<int32_t> data(4, rank);
+      if (rank == 0) {
+        try {
+          comm.broadcast(data.data(), data.size(), DataType::kInt32, 0);
+          comm.send(data.data(), data.size(), DataType::kInt32, 1, /*tag=*/3);
+        } catch (const PeerError&) {
+          // It may hear already that its peer failed.
+        }
+        return;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        comm.recv(data.data(), data.size(), DataType::kInt32, 0, /*tag=*/3);
+        ADD_FAILURE() << transport << ": expected MismatchError";
+      } catch (const MismatchError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("broadcast #0 first"), std::string::npos) << what;
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << transport;
+    });
+  }
+}
+
 TEST(PointToPoint, ARecvWhoseTagNeverComesTimesOutNamingWhatCame) {
   Event received;
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
