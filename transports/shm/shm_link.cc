@@ -261,8 +261,7 @@ std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* /*scratch*/, const WaitC
 }
 
 void ShmLink::publishCell(size_t bytes) {
-  announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes |
-           (sendChannel_ == Channel::kPointToPoint ? Cell::kPointToPoint : 0));
+  announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes | channelBit());
 }
 
 void ShmLink::announce(uint64_t word) {
@@ -309,7 +308,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     }
   }
   uint64_t word = (uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes;
-  if (sendChannel_ == Channel::kPointToPoint) word |= Cell::kPointToPoint;
+  word |= channelBit();
   if (claimedSlot_) {
     word |= Cell::kInSlot;
     slotMessage_[slotOf(outLarge_)] = outHead_;
@@ -350,7 +349,7 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
     waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, &in_->dataPublished, WaitFor::kMessage,
               bytes, wait);
   }
-  lastChannel_ = (word & Cell::kPointToPoint) != 0 ? Channel::kPointToPoint : Channel::kCollective;
+  lastChannel_ = channelOf(word);
   *length = word & Cell::kLengthMask;
   if (exact ? *length != bytes : *length > bytes) {
     throw IoError(fmt::format(
@@ -364,11 +363,9 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
   return payload;
 }
 
-bool ShmLink::passOver(uint64_t* word, const WaitContext* wait) {
-  while (announced(inNext_, word)) {
-    if ((*word & Cell::kPointToPoint) == 0 || !passesPointToPoint()) [[likely]] {
-      return true;
-    }
+bool ShmLink::passOverHeld(uint64_t* word, const WaitContext* wait) {
+  do {
+    if ((*word & Cell::kPointToPoint) == 0) return true;
     const std::byte* payload = payloadOf(inNext_, *word, inLarge_);
     const size_t length = *word & Cell::kLengthMask;
     if (wait != nullptr) {
@@ -377,7 +374,7 @@ bool ShmLink::passOver(uint64_t* word, const WaitContext* wait) {
       return false;
     }
     skipMessage(*word);
-  }
+  } while (announced(inNext_, word));
   return false;
 }
 
@@ -399,7 +396,7 @@ const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
   uint64_t word = 0;
   if (aborted_ || inNext_ != inTail_ || !passOver(&word, nullptr)) return nullptr;
   *bytes = word & Cell::kLengthMask;
-  lastChannel_ = (word & Cell::kPointToPoint) != 0 ? Channel::kPointToPoint : Channel::kCollective;
+  lastChannel_ = channelOf(word);
   return payloadOf(inNext_, word, inLarge_);
 }
 

@@ -101,7 +101,22 @@ class ShmLink final : public Link {
   // Holds the point-to-point messages at the head that a receive passes over; true once the
   // next message, announced as `*word`, is one to show. `wait` null: a look that must not throw
   // (false where holding would).
-  bool passOver(uint64_t* word, const WaitContext* wait);
+  bool passOver(uint64_t* word, const WaitContext* wait) {
+    if (!announced(inNext_, word)) return false;
+    if ((*word & Cell::kPointToPoint) == 0 || !passesPointToPoint()) [[likely]] {
+      return true;
+    }
+    return passOverHeld(word, wait);
+  }
+  // passOver() from a point-to-point message at the head on.
+  bool passOverHeld(uint64_t* word, const WaitContext* wait);
+  // The word's bit for the channel of what is sent now, and the channel a word announces.
+  uint64_t channelBit() const {
+    static_assert(static_cast<int>(Channel::kPointToPoint) == 1 &&
+                  Cell::kPointToPoint == uint64_t{1} << 30);
+    return uint64_t{static_cast<uint8_t>(sendChannel_)} << 30;
+  }
+  static Channel channelOf(uint64_t word) { return static_cast<Channel>((word >> 30) & 1); }
   // Bumps and wakes every futex word of the segment (close and abort).
   void wakeAll();
   // send()'s end for bytes already in the claimed cell: announces message outHead_.
