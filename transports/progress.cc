@@ -31,19 +31,23 @@ void WaitContext::throwTimeout(std::string_view what, int peer) const {
 }
 
 void Link::holdPointToPoint(const std::byte* data, size_t bytes, const WaitContext& wait) {
-  if (bytes > kMaxHeldBytes - heldBytes_) {
+  checkHoldRoom(bytes, wait);
+  heldMessages_.emplace_back(data, data + bytes);
+  heldBytes_ += bytes;
+}
+
+void Link::checkHoldRoom(size_t bytes, const WaitContext& wait) const {
+  if (!holdRoom(bytes)) {
     throw IoError(fmt::format(
         "{}: rank {} sent a point-to-point message of {} bytes before this call's data; holding "
         "it for its recv would take past {} bytes of point-to-point messages held from rank {} "
         "({} held: receive them before the next collective)",
         wait.describe(), peer_, bytes, kMaxHeldBytes, peer_, heldBytes_));
   }
-  heldMessages_.emplace_back(data, data + bytes);
-  heldBytes_ += bytes;
 }
 
 bool Link::tryHoldPointToPoint(const std::byte* data, size_t bytes) noexcept {
-  if (bytes > kMaxHeldBytes - heldBytes_) return false;
+  if (!holdRoom(bytes)) return false;
   try {
     heldMessages_.emplace_back(data, data + bytes);
   } catch (const std::bad_alloc&) {

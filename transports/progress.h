@@ -246,6 +246,10 @@ void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slo
       }
       continue;
     }
+    if (wait.sideWork != nullptr) {
+      wait.sideWork->whileWaiting(wait);
+      if (ready()) break;
+    }
     const std::chrono::nanoseconds slice = std::min<std::chrono::nanoseconds>(
         othersBusy ? limits.busySlice : limits.idleSlice, wait.deadline - now);
     if (slice.count() > 0) {

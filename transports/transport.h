@@ -61,6 +61,19 @@ inline Deadline coarseNow() {
 }
 
 class Link;
+struct WaitContext;
+
+// What a wait that has gone to sleep does on the side, now and then (WaitContext::sideWork): the
+// communicator links the ranks that asked for a link (a point-to-point send to a rank that no
+// collective links waits for that rank to link back, which it may do from inside a collective).
+class WaitSideWork {
+ public:
+  // May throw: the wait then fails with that error.
+  virtual void whileWaiting(const WaitContext& wait) = 0;
+
+ protected:
+  ~WaitSideWork() = default;
+};
 
 // Which traffic a message belongs to; every transport marks each message with it. A rank may
 // send a point-to-point message (Communicator::send) to a peer that takes it only after a
@@ -80,6 +93,8 @@ struct WaitContext {
   const std::atomic<bool>* cancelled = nullptr;
   // Trace mode (RINGLET_TRACE): the algorithms record their steps here. Null when off.
   trace::Recorder* trace = nullptr;
+  // Called by a wait before each sleep (never while it spins or yields). May be null.
+  WaitSideWork* sideWork = nullptr;
 
   // True once the deadline has passed or the operation was cancelled. Wait loops check it.
   bool expired() const {
@@ -222,6 +237,9 @@ class Link {
   // passed, naming `wait`'s call (or nothing, for looks that must not throw: they then leave
   // the message where it is and report nothing ready, so the next receive fails).
   void holdPointToPoint(const std::byte* data, size_t bytes, const WaitContext& wait);
+  // Its check alone, for a transport that must read the message before it can hold it.
+  void checkHoldRoom(size_t bytes, const WaitContext& wait) const;
+  bool holdRoom(size_t bytes) const { return bytes <= kMaxHeldBytes - heldBytes_; }
   // A look's holdPointToPoint(): false, holding nothing, where it would throw.
   bool tryHoldPointToPoint(const std::byte* data, size_t bytes) noexcept;
 

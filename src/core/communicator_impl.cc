@@ -208,7 +208,11 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
                    .rank = rank_,
                    .links = activeLinks_,
                    .cancelled = &cancelled_,
-                   .trace = collective ? trace_.get() : nullptr};
+                   .trace = collective ? trace_.get() : nullptr,
+                   // Some rank not linked yet may ask for a link while this call waits.
+                   .sideWork = activeLinks_.size() + 1 < static_cast<size_t>(size_)
+                                   ? static_cast<transport::WaitSideWork*>(this)
+                                   : nullptr};
   Clock::time_point started;
   if (trace_ != nullptr) {
     started = Clock::now();

@@ -71,7 +71,7 @@ bool ranksShareCores(const std::vector<transport::PeerInfo>& infos);
 // rank) and every rank on one host.
 bool oneHostOverTcp(const std::string& transport, const std::vector<transport::PeerInfo>& infos);
 
-class CommunicatorImpl {
+class CommunicatorImpl final : public transport::WaitSideWork {
  public:
   // Rendezvous through the bootstrap's store, then links.
   CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptions options);
@@ -214,6 +214,10 @@ class CommunicatorImpl {
   // last look, and none when the last look was under 2 ms ago.
   void announceLinkTo(int peer);
   bool linkAnnounced(transport::Deadline deadline);
+  // A call's waits, before each sleep, while some rank is not linked yet: linkAnnounced(), so
+  // that a rank inside a collective links a sender that announced itself (its send waits for
+  // that link).
+  void whileWaiting(const transport::WaitContext& wait) override;
   // Ranks of this communicator on this rank's host, this one included.
   int ranksOnHost() const;
   // Whether a call made before this one (in call order, so alike on every rank) has linked, or
@@ -340,6 +344,9 @@ class CommunicatorImpl {
   int recvSource_ = -1;
   int64_t linkAnnouncementsSeen_ = 0;  // linkAnnounced(): the store's count when it last looked
   static constexpr auto kAnnouncementLookEvery = std::chrono::milliseconds(2);
+  // whileWaiting(): when it last looked, and how often at most.
+  transport::Clock::time_point nextSideLook_{};
+  static constexpr auto kSideLookEvery = std::chrono::milliseconds(10);
   transport::Clock::time_point nextAnnouncementLook_{};
   std::string jobId_;
   std::string secret_;

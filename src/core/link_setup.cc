@@ -319,6 +319,15 @@ bool CommunicatorImpl::linkAnnounced(transport::Deadline deadline) {
   return true;
 }
 
+void CommunicatorImpl::whileWaiting(const transport::WaitContext& wait) {
+  // Not as often as a recv from any source looks: every rank of a large job that waits long
+  // would ask the store 500 times a second, for a link that is rarely asked for.
+  const auto now = transport::Clock::now();
+  if (now < nextSideLook_) return;
+  nextSideLook_ = now + kSideLookEvery;
+  linkAnnounced(wait.deadline);
+}
+
 int CommunicatorImpl::ranksOnHost() const {
   return static_cast<int>(std::count_if(infos_.begin(), infos_.end(), [&](const PeerInfo& info) {
     return info.hostId == self_.hostId;

@@ -180,6 +180,53 @@ TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvShmProcesses) {
   });
 }
 
+// A send to a rank that no collective links, before a collective that the receiver enters
+// first: the send waits for the receiver to link, which it does from inside the collective
+// (its waits look for such requests), and the recv after the collective takes the message. On
+// 8 ranks, rank 0 and rank 3 share no collective link; both directions, one small message and
+// one of several slices each.
+void sendToUnlinkedBeforeCollective(int rank, int size, std::shared_ptr<Store> store,
+                                    const std::string& transport) {
+  Communicator comm = makeComm(rank, size, store, transport);
+  for (const auto& [from, to] : {std::pair{3, 0}, std::pair{0, 3}}) {
+    const auto small = pattern(5, from, to, 1);
+    const auto large = pattern(700001, from, to, 2);
+    if (rank == from) {
+      comm.send(small.data(), small.size(), DataType::kInt32, to, 1);
+      comm.send(large.data(), large.size(), DataType::kInt32, to, 2);
+    }
+    int64_t one = 1;
+    comm.allreduce(&one, 1, DataType::kInt64, ReduceOp::kSum);
+    EXPECT_EQ(one, size);
+    if (rank == to) {
+      std::vector<int32_t> got(700001, -1);
+      comm.recv(got.data(), got.size(), DataType::kInt32, from, 2);
+      EXPECT_TRUE(got == large) << "from " << from << " to " << to;
+      got.assign(5, -1);
+      comm.recv(got.data(), got.size(), DataType::kInt32, from, 1);
+      EXPECT_TRUE(got == small) << "from " << from << " to " << to;
+    }
+  }
+}
+
+TEST(PointToPoint, ASendToAnUnlinkedRankInsideACollectiveLinksLocalThreads) {
+  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    sendToUnlinkedBeforeCollective(rank, size, store, "local");
+  });
+}
+
+TEST(PointToPoint, ASendToAnUnlinkedRankInsideACollectiveLinksTcpThreads) {
+  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    sendToUnlinkedBeforeCollective(rank, size, store, "tcp");
+  });
+}
+
+TEST(PointToPoint, ASendToAnUnlinkedRankInsideACollectiveLinksShmProcesses) {
+  runProcessRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    sendToUnlinkedBeforeCollective(rank, size, store, "shm");
+  });
+}
+
 // sendrecv: a ring shift larger than the socket buffers both ways (both directions at once must
 // not wait on each other), unequal counts, a pair with dest == source, a shift by 3 between
 // ranks that no collective links, the async form, and a plain send/recv on the other end.

@@ -115,5 +115,26 @@ TEST(TcpHostileStream, AbortReasonIsShownWithoutControlCharacters) {
   EXPECT_NE(error.find("rank 2 aborted: bad?[2Jthing?"), std::string::npos) << error;
 }
 
+// A point-to-point frame that a collective's receive would hold: its length is bounded before
+// a buffer is sized for it (4 GiB announced, nothing sent after the header), and a look leaves
+// it unread.
+TEST(TcpHostileStream, OversizedPointToPointFrameIsRefusedBeforeItIsRead) {
+  Pair pair = makePair();
+  peerWrites(pair, {frame(kFramePointToPoint, 0xffffffffu)});
+  TcpLink link(0, 1, std::move(pair.ours), Backoff{});
+  Link* links[] = {&link};
+  EXPECT_FALSE(link.messageReady());
+  std::string error;
+  try {
+    link.recv(8, waitFor(links));
+  } catch (const IoError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("corrupt stream from rank 1: a frame of 4294967295 bytes"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(link.heldPointToPoint().empty());
+}
+
 }  // namespace
 }  // namespace ringlet::transport::tcp::testing

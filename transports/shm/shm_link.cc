@@ -351,6 +351,9 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
   }
   lastChannel_ = channelOf(word);
   *length = word & Cell::kLengthMask;
+  if (!fits(word)) [[unlikely]] {
+    throwCorrupt(word, wait);
+  }
   if (exact ? *length != bytes : *length > bytes) {
     throw IoError(fmt::format(
         "{}: rank {} sent a message of {} bytes over shm but rank {} expected {}{} bytes (the "
@@ -363,9 +366,21 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
   return payload;
 }
 
+void ShmLink::throwCorrupt(uint64_t word, const WaitContext& wait) const {
+  throw IoError(fmt::format(
+      "{}: corrupt shm segment from rank {}: message {} announces {} bytes in {} of {} bytes",
+      wait.describe(), peer(), inNext_, word & Cell::kLengthMask,
+      (word & Cell::kInSlot) != 0 ? "a slot" : "a cell",
+      (word & Cell::kInSlot) != 0 ? slotBytes_ : kCellPayloadBytes));
+}
+
 bool ShmLink::passOverHeld(uint64_t* word, const WaitContext* wait) {
   do {
     if ((*word & Cell::kPointToPoint) == 0) return true;
+    if (!fits(*word)) {
+      if (wait == nullptr) return false;
+      throwCorrupt(*word, *wait);
+    }
     const std::byte* payload = payloadOf(inNext_, *word, inLarge_);
     const size_t length = *word & Cell::kLengthMask;
     if (wait != nullptr) {
@@ -394,7 +409,7 @@ bool ShmLink::messageReady() noexcept {
 
 const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
   uint64_t word = 0;
-  if (aborted_ || inNext_ != inTail_ || !passOver(&word, nullptr)) return nullptr;
+  if (aborted_ || inNext_ != inTail_ || !passOver(&word, nullptr) || !fits(word)) return nullptr;
   *bytes = word & Cell::kLengthMask;
   lastChannel_ = channelOf(word);
   return payloadOf(inNext_, word, inLarge_);

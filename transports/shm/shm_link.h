@@ -108,6 +108,13 @@ class ShmLink final : public Link {
     }
     return passOverHeld(word, wait);
   }
+  // Whether the length announced in `word` fits where its bytes are (a cell or a slot): the
+  // peer's word, checked before anything reads that many bytes.
+  bool fits(uint64_t word) const {
+    return (word & Cell::kLengthMask) <=
+           ((word & Cell::kInSlot) != 0 ? slotBytes_ : kCellPayloadBytes);
+  }
+  [[noreturn]] void throwCorrupt(uint64_t word, const WaitContext& wait) const;
   // passOver() from a point-to-point message at the head on.
   bool passOverHeld(uint64_t* word, const WaitContext* wait);
   // The word's bit for the channel of what is sent now, and the channel a word announces.

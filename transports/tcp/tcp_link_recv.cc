@@ -89,7 +89,13 @@ bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait, bool exact) 
     }
     const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
     if (header.type == kFramePointToPoint && passesPointToPoint()) {
-      // Held whole for the point-to-point receive; then the frame after it.
+      // Held whole for the point-to-point receive; then the frame after it. Its length is
+      // checked before a buffer is sized for it.
+      if (header.length > kMaxMessageBytes) {
+        throw IoError(fmt::format("{}: corrupt stream from rank {}: a frame of {} bytes ({})",
+                                  wait.describe(), peer(), header.length, description_));
+      }
+      checkHoldRoom(header.length, wait);
       const size_t need = kFrameHeaderBytes + header.length;
       if (buffered() < need) fill(need, &wait);
       if (buffered() < need) return false;
@@ -365,6 +371,8 @@ bool TcpLink::passOverQuietly() noexcept {
     if (buffered() < kFrameHeaderBytes) return false;
     const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
     if (header.type != kFramePointToPoint || !passesPointToPoint()) return true;
+    // Not read at all where it could not be held (the receive that follows says why).
+    if (header.length > kMaxMessageBytes || !holdRoom(header.length)) return false;
     const size_t need = kFrameHeaderBytes + header.length;
     if (buffered() < need) readAheadQuietly();
     if (buffered() < need ||
