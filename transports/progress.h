@@ -192,6 +192,9 @@ bool pumpOthersForWait(const Link& self, const WaitContext& wait);
 
 // waitFor()'s spins before it reads the clock.
 inline constexpr int kQuickSpins = 8;
+// A wait calls WaitContext::sideWork before it sleeps once it has waited this long: a wait that
+// ends sooner is not what another rank is held up by.
+inline constexpr auto kSideWorkAfter = std::chrono::milliseconds(5);
 
 // Waits until ready() returns true, with the phases above. The link supplies
 //   ready():             tries without blocking;
@@ -246,7 +249,7 @@ void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slo
       }
       continue;
     }
-    if (wait.sideWork != nullptr) {
+    if (wait.sideWork != nullptr && now - start >= kSideWorkAfter) {
       wait.sideWork->whileWaiting(wait);
       if (ready()) break;
     }

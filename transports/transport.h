@@ -93,7 +93,8 @@ struct WaitContext {
   const std::atomic<bool>* cancelled = nullptr;
   // Trace mode (RINGLET_TRACE): the algorithms record their steps here. Null when off.
   trace::Recorder* trace = nullptr;
-  // Called by a wait before each sleep (never while it spins or yields). May be null.
+  // Called by a wait before each sleep once it has waited 5 ms (kSideWorkAfter in progress.h;
+  // never while it spins or yields). May be null.
   WaitSideWork* sideWork = nullptr;
 
   // True once the deadline has passed or the operation was cancelled. Wait loops check it.

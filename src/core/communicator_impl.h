@@ -214,7 +214,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // last look, and none when the last look was under 2 ms ago.
   void announceLinkTo(int peer);
   bool linkAnnounced(transport::Deadline deadline);
-  // A call's waits, before each sleep, while some rank is not linked yet: linkAnnounced(), so
+  // A call's long waits, before each sleep, while some rank is not linked yet: linkAnnounced(), so
   // that a rank inside a collective links a sender that announced itself (its send waits for
   // that link).
   void whileWaiting(const transport::WaitContext& wait) override;
