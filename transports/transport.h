@@ -205,7 +205,8 @@ class Link {
   // kPointToPoint: receives and looks show the messages of both channels in their order, and
   // lastChannel() tells which each one is (a point-to-point receive takes the held ones first).
   void setReceiveChannel(Channel channel) { receiveChannel_ = channel; }
-  // The channel of the message last returned by recv(), recvAny() or peekMessage().
+  // The channel of the message last taken by recv(), recvAny() or recvInto(), or shown by
+  // peekMessage().
   Channel lastChannel() const { return lastChannel_; }
   // Point-to-point messages a collective's receive passed over, oldest first.
   std::deque<std::vector<std::byte>>& heldPointToPoint() { return heldMessages_; }

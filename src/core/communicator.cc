@@ -349,22 +349,29 @@ class PointToPointIn {
       link_.release();
     }
   }
-  // The next message, a point-to-point one of exactly `bytes`, into `dst` (a message's slice).
+  // The next message, a point-to-point one of exactly `bytes`, into `dst` (a message's slice;
+  // off the link through its recvInto, which reads a large one straight into `dst` over TCP).
   void recvInto(std::byte* dst, size_t bytes, const transport::WaitContext& wait) {
-    size_t got = 0;
-    transport::Channel channel;
-    const std::byte* in = recvAny(bytes, &got, &channel, wait);
-    if (got != bytes || channel != transport::Channel::kPointToPoint) {
-      release();
-      throw IoError(fmt::format(
-          "{}: rank {} sent {} of {} bytes in the middle of a point-to-point message, where its "
-          "slice of {} bytes was expected",
-          wait.describe(), link_.peer(),
-          channel == transport::Channel::kPointToPoint ? "a message" : "a collective's message",
-          got, bytes));
+    auto& held = link_.heldPointToPoint();
+    if (held.empty()) {
+      link_.recvInto(dst, bytes, wait);
+      if (link_.lastChannel() != transport::Channel::kPointToPoint) {
+        throw IoError(fmt::format(
+            "{}: rank {} sent a collective's message in the middle of a point-to-point message",
+            wait.describe(), link_.peer()));
+      }
+      return;
     }
-    if (bytes > 0) std::memcpy(dst, in, bytes);
-    release();
+    if (held.front().size() != bytes) {
+      const size_t got = held.front().size();
+      dropHeld();
+      throw IoError(fmt::format(
+          "{}: rank {} sent a message of {} bytes in the middle of a point-to-point message, "
+          "where its slice of {} bytes was expected",
+          wait.describe(), link_.peer(), got, bytes));
+    }
+    if (bytes > 0) std::memcpy(dst, held.front().data(), bytes);
+    dropHeld();
   }
   // Whether the next message has begun to arrive (Link::messageArriving).
   bool messageArriving() { return !link_.heldPointToPoint().empty() || link_.messageArriving(); }
