@@ -308,6 +308,17 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     if (header.relays && header.inlineBytes > 0) sendHeader(header, wait);
     // The header left headerOut_ (an answer's own send flushed it).
     if (collective && size_ > 1 && !(header.receivesOnly && size_ > 2)) group_.next().flush(wait);
+  } catch (const TimeoutError& e) {
+    // A collective that timed out while point-to-point messages waited for their recv: the
+    // likely mistake is a rank that sent them and then did not enter this collective.
+    const std::string held = collective ? describeHeldPointToPoint() : std::string();
+    if (held.empty()) {
+      fail(rank_, e.what());
+      throw;
+    }
+    const std::string what = fmt::format("{}; {}", e.what(), held);
+    fail(rank_, what);
+    throw TimeoutError(what);
   } catch (const PeerError& e) {
     if (collective && !headerChecked_) {
       // The previous rank may have failed because it read our call and disagreed; its header,
@@ -343,6 +354,17 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     fail(rank_, e.what());
     throw;
   }
+}
+
+std::string CommunicatorImpl::describeHeldPointToPoint() {
+  std::string out;
+  for (transport::Link* link : activeLinks_) {
+    const auto& held = link->heldPointToPoint();
+    if (held.empty()) continue;
+    out += fmt::format("{}rank {} sent point-to-point messages that no recv took ({} bytes held)",
+                       out.empty() ? "while it waited, " : ", ", link->peer(), link->heldBytes());
+  }
+  return out;
 }
 
 void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wait) {

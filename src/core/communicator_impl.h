@@ -218,6 +218,9 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // that a rank inside a collective links a sender that announced itself (its send waits for
   // that link).
   void whileWaiting(const transport::WaitContext& wait) override;
+  // "while it waited, rank 2 sent point-to-point messages that no recv took (1232 bytes
+  // held)", or empty: for a collective's timeout (their sender may not be in it).
+  std::string describeHeldPointToPoint();
   // Ranks of this communicator on this rank's host, this one included.
   int ranksOnHost() const;
   // Whether a call made before this one (in call order, so alike on every rank) has linked, or

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <thread>
 
 #include "ringlet/ringlet.h"
 #include "tests/support/event.h"
@@ -433,6 +434,35 @@ TEST(PointToPoint, ARecvBehindTheSendersEarlierCollectiveSaysSo) {
       EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << transport;
     });
   }
+}
+
+// A send where its peer runs a collective that the sender never enters (until then it looks
+// like a send made before that collective): the collective holds the message and, at its
+// timeout, says so. (A sender that goes on to a recv from that rank finds the collective's
+// message and fails at once instead.)
+TEST(PointToPoint, ACollectiveThatTimesOutNamesTheMessagesItHeld) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o;
+    o.timeout = 500ms;
+    o.transport = "local";
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<float> data(1000, 1.0f);
+    if (rank == 0) {
+      comm.send(data.data(), data.size(), DataType::kFloat32, 1, /*tag=*/3);
+      std::this_thread::sleep_for(1500ms);  // past rank 1's timeout, in code of its own
+      return;
+    }
+    try {
+      comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);
+      ADD_FAILURE() << "expected TimeoutError";
+    } catch (const TimeoutError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("rank 0 sent point-to-point messages that no recv took (4048 bytes "
+                          "held)"),
+                std::string::npos)
+          << what;
+    }
+  });
 }
 
 TEST(PointToPoint, ARecvWhoseTagNeverComesTimesOutNamingWhatCame) {
