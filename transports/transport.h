@@ -296,6 +296,10 @@ struct TransportContext {
   // Host of the rendezvous store; a multi-host job listens on the interface that routes there.
   // Empty when unknown (in-process store, file store).
   std::string rendezvousHost;
+  // Called now and then while connect() waits for a peer (may be empty): the communicator links
+  // the ranks that asked this one for a link meanwhile (their connect waits for this rank, which
+  // may itself wait in a connect for a rank that waits for them: sends around a cycle).
+  std::function<void(Deadline deadline)> whileConnecting;
 };
 
 class Transport {

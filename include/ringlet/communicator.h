@@ -384,9 +384,8 @@ class Communicator {
   // and receive second may time out; use sendAsync/recvAsync from one side or order the calls. The
   // first message between two ranks that no collective links connects them: its send waits
   // for the receiver to link, which the receiver does at its recv, or from the waits of the
-  // calls it is in meanwhile (a collective, another recv; a look every 10 ms), not while it
-  // runs code of its own. Sends that go round a cycle of such ranks before any of them receives
-  // wait for each other until the timeout: use sendrecv, which links both peers at once.
+  // calls it is in meanwhile (a collective, another recv, another send's link: a look every
+  // 10 ms once such a wait has lasted 5 ms), not while it runs code of its own.
   //
   // Messages travel on the links the collectives use, marked as point-to-point: a message sent
   // before a collective may be received after it (the collective's receives pass over it and

@@ -214,6 +214,8 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // last look, and none when the last look was under 2 ms ago.
   void announceLinkTo(int peer);
   bool linkAnnounced(transport::Deadline deadline);
+  // Also from inside a transport's connect() (TransportContext::whileConnecting), which may wait
+  // for a rank that waits for this one: ranks that connect() is linking are left to it.
   // A call's long waits, before each sleep, while some rank is not linked yet: linkAnnounced(), so
   // that a rank inside a collective links a sender that announced itself (its send waits for
   // that link).
@@ -346,6 +348,8 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   int anySourceNext_ = 0;
   int recvSource_ = -1;
   int64_t linkAnnouncementsSeen_ = 0;  // linkAnnounced(): the store's count when it last looked
+  // By rank: how many connectPeers() calls (one inside another's wait) are linking it now.
+  std::vector<int> connecting_;
   static constexpr auto kAnnouncementLookEvery = std::chrono::milliseconds(2);
   // whileWaiting(): when it last looked, and how often at most.
   transport::Clock::time_point nextSideLook_{};

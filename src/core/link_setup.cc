@@ -309,6 +309,7 @@ bool CommunicatorImpl::linkAnnounced(transport::Deadline deadline) {
   std::vector<int> asking;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && linksByRank_[peer] == nullptr &&
+        (connecting_.empty() || connecting_[static_cast<size_t>(peer)] == 0) &&
         store_->check(announcedKey(rank_, peer))) {
       asking.push_back(peer);
     }
@@ -356,12 +357,24 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .adaptiveWait = options_.wait == "adaptive",
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,
+        .whileConnecting = [this](transport::Deadline deadline) { linkAnnounced(deadline); },
     });
   }
   return *slot;
 }
 
 void CommunicatorImpl::connectPeers(const std::vector<int>& peers, transport::Deadline deadline) {
+  // Marked while they connect: a link request from one of them seen meanwhile
+  // (whileConnecting) is this very connect.
+  connecting_.resize(static_cast<size_t>(size_), 0);
+  for (int peer : peers) ++connecting_[static_cast<size_t>(peer)];
+  struct Unmark {
+    std::vector<int>& connecting;
+    const std::vector<int>& peers;
+    ~Unmark() {
+      for (int peer : peers) --connecting[static_cast<size_t>(peer)];
+    }
+  } unmark{connecting_, peers};
   const auto& registry = transport::registry();
   auto choose = [&](int peer, size_t from) {
     return transport::chooseTransport(options_.transport, self_, infos_[peer], from);

@@ -228,6 +228,39 @@ TEST(PointToPoint, ASendToAnUnlinkedRankInsideACollectiveLinksShmProcesses) {
   });
 }
 
+// Blocking sends around a cycle of ranks that no collective links, every rank sending before it
+// receives (a shift by 3 on 8 ranks; messages that fit the links' buffers): each send's link
+// waits for its receiver, itself in a send waiting for the next, so the waits for a link (shm's
+// connect) link the ranks that ask meanwhile.
+void shiftOfUnlinkedSends(int rank, int size, std::shared_ptr<Store> store,
+                          const std::string& transport) {
+  Communicator comm = makeComm(rank, size, store, transport);
+  const int to = (rank + 3) % size, from = (rank + size - 3) % size;
+  const auto out = pattern(1000, rank, to, 3);
+  comm.send(out.data(), out.size(), DataType::kInt32, to, 1);
+  std::vector<int32_t> got(1000, -1);
+  comm.recv(got.data(), got.size(), DataType::kInt32, from, 1);
+  EXPECT_TRUE(got == pattern(1000, from, rank, 3)) << "rank " << rank;
+}
+
+TEST(PointToPoint, SendsAroundACycleOfUnlinkedRanksLocalThreads) {
+  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    shiftOfUnlinkedSends(rank, size, store, "local");
+  });
+}
+
+TEST(PointToPoint, SendsAroundACycleOfUnlinkedRanksTcpThreads) {
+  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    shiftOfUnlinkedSends(rank, size, store, "tcp");
+  });
+}
+
+TEST(PointToPoint, SendsAroundACycleOfUnlinkedRanksShmProcesses) {
+  runProcessRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
+    shiftOfUnlinkedSends(rank, size, store, "shm");
+  });
+}
+
 // sendrecv: a ring shift larger than the socket buffers both ways (both directions at once must
 // not wait on each other), unequal counts, a pair with dest == source, a shift by 3 between
 // ranks that no collective links, the async form, and a plain send/recv on the other end.

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -41,8 +42,10 @@ std::chrono::milliseconds remaining(Deadline deadline) {
 // Reads `key`, which `peer` sets, in short slices so that a peer that died during setup is
 // reported by name within a slice (~100 ms) instead of at the deadline.
 std::string getFromPeer(Store& store, const std::string& key, int rank, int peer,
-                        const PeerWatch& watch, Deadline deadline) {
-  constexpr std::chrono::milliseconds kSlice{100};
+                        const PeerWatch& watch, Deadline deadline,
+                        const std::function<void(Deadline)>& whileWaiting) {
+  // Short slices where the wait has side work (TransportContext::whileConnecting).
+  const std::chrono::milliseconds kSlice{whileWaiting ? 20 : 100};
   for (;;) {
     auto left = remaining(deadline);
     try {
@@ -59,6 +62,7 @@ std::string getFromPeer(Store& store, const std::string& key, int rank, int peer
                                         "set '{}' during shm setup",
                                         peer, watch.describe(), rank, key));
     }
+    if (whileWaiting) whileWaiting(deadline);
   }
 }
 
@@ -146,7 +150,8 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
     const int peer = peers[i];
     if (peer > rank) continue;
     PeerWatch watch = watchPeer(peer);
-    std::string value = getFromPeer(store, pairKey(peer, rank), rank, peer, watch, deadline);
+    std::string value = getFromPeer(store, pairKey(peer, rank), rank, peer, watch, deadline,
+                                    context_.whileConnecting);
     if (startsWith(value, kFallback)) {
       log::info("shm: rank {} reported {}; ranks {} and {} fall back to the next transport", peer,
                 value.substr(kFallback.size()), peer, rank);
@@ -182,7 +187,8 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
     const int peer = peers[i];
     if (peer < rank || !created[i].valid()) continue;
     PeerWatch watch = watchPeer(peer);
-    std::string ack = getFromPeer(store, ackKey(rank, peer), rank, peer, watch, deadline);
+    std::string ack = getFromPeer(store, ackKey(rank, peer), rank, peer, watch, deadline,
+                                  context_.whileConnecting);
     if (ack != kOk) {
       throw IoError(fmt::format("shm connect: rank {} could not map the segment {} of rank {}: {}",
                                 peer, created[i].path(), rank,
