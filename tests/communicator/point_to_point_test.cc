@@ -156,28 +156,10 @@ void messagesAcrossCollectives(int rank, int size, std::shared_ptr<Store> store,
   EXPECT_EQ(one, size);
 }
 
-TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvLocalThreads) {
-  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
-    messagesAcrossCollectives(rank, size, store, "local");
-  });
-}
-
-TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvTcpThreads) {
-  runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
-    messagesAcrossCollectives(rank, size, store, "tcp");
-  });
-}
-
 TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvTcpStreams) {
   // Collective messages striped over three connections, point-to-point ones never.
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     messagesAcrossCollectives(rank, size, store, "tcp", {{"socket_streams", "3"}});
-  });
-}
-
-TEST(PointToPoint, MessagesSentBeforeCollectivesWaitForTheirRecvShmProcesses) {
-  runProcessRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
-    messagesAcrossCollectives(rank, size, store, "shm");
   });
 }
 
@@ -210,24 +192,6 @@ void sendToUnlinkedBeforeCollective(int rank, int size, std::shared_ptr<Store> s
   }
 }
 
-TEST(PointToPoint, ASendToAnUnlinkedRankInsideACollectiveLinksLocalThreads) {
-  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
-    sendToUnlinkedBeforeCollective(rank, size, store, "local");
-  });
-}
-
-TEST(PointToPoint, ASendToAnUnlinkedRankInsideACollectiveLinksTcpThreads) {
-  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
-    sendToUnlinkedBeforeCollective(rank, size, store, "tcp");
-  });
-}
-
-TEST(PointToPoint, ASendToAnUnlinkedRankInsideACollectiveLinksShmProcesses) {
-  runProcessRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
-    sendToUnlinkedBeforeCollective(rank, size, store, "shm");
-  });
-}
-
 // Blocking sends around a cycle of ranks that no collective links, every rank sending before it
 // receives (a shift by 3 on 8 ranks; messages that fit the links' buffers): each send's link
 // waits for its receiver, itself in a send waiting for the next, so the waits for a link (shm's
@@ -243,23 +207,47 @@ void shiftOfUnlinkedSends(int rank, int size, std::shared_ptr<Store> store,
   EXPECT_TRUE(got == pattern(1000, from, rank, 3)) << "rank " << rank;
 }
 
-TEST(PointToPoint, SendsAroundACycleOfUnlinkedRanksLocalThreads) {
-  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
-    shiftOfUnlinkedSends(rank, size, store, "local");
+// The tests above on every transport: thread ranks over local and tcp, process ranks over shm.
+struct TransportRanks {
+  std::string transport;
+  bool processes;
+};
+void PrintTo(const TransportRanks& t, std::ostream* os) {
+  *os << t.transport << (t.processes ? " processes" : " threads");
+}
+
+class PointToPointOn : public ::testing::TestWithParam<TransportRanks> {
+ protected:
+  void run(int ranks, void (*body)(int, int, std::shared_ptr<Store>, const std::string&)) {
+    const std::string transport = GetParam().transport;
+    RankBody onRank = [&](int rank, int size, std::shared_ptr<Store> store) {
+      body(rank, size, store, transport);
+    };
+    if (GetParam().processes) {
+      runProcessRanks(ranks, onRank);
+    } else {
+      runThreadRanks(ranks, onRank);
+    }
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, PointToPointOn,
+                         ::testing::Values(TransportRanks{"local", false},
+                                           TransportRanks{"tcp", false},
+                                           TransportRanks{"shm", true}),
+                         [](const auto& info) { return info.param.transport; });
+
+TEST_P(PointToPointOn, MessagesSentBeforeCollectivesWaitForTheirRecv) {
+  run(4, [](int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
+    messagesAcrossCollectives(rank, size, store, transport);
   });
 }
 
-TEST(PointToPoint, SendsAroundACycleOfUnlinkedRanksTcpThreads) {
-  runThreadRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
-    shiftOfUnlinkedSends(rank, size, store, "tcp");
-  });
+TEST_P(PointToPointOn, ASendToAnUnlinkedRankInsideACollectiveLinks) {
+  run(8, sendToUnlinkedBeforeCollective);
 }
 
-TEST(PointToPoint, SendsAroundACycleOfUnlinkedRanksShmProcesses) {
-  runProcessRanks(8, [](int rank, int size, std::shared_ptr<Store> store) {
-    shiftOfUnlinkedSends(rank, size, store, "shm");
-  });
-}
+TEST_P(PointToPointOn, SendsAroundACycleOfUnlinkedRanks) { run(8, shiftOfUnlinkedSends); }
 
 // sendrecv: a ring shift larger than the socket buffers both ways (both directions at once must
 // not wait on each other), unequal counts, a pair with dest == source, a shift by 3 between
