@@ -470,7 +470,7 @@ TEST(PointToPoint, ACollectiveThatTimesOutNamesTheMessagesItHeld) {
     std::vector<float> data(1000, 1.0f);
     if (rank == 0) {
       comm.send(data.data(), data.size(), DataType::kFloat32, 1, /*tag=*/3);
-      std::this_thread::sleep_for(1500ms);  // past rank 1's timeout, in code of its own
+      std::this_thread::sleep_for(3000ms);  // well past rank 1's timeout, in code of its own
       return;
     }
     try {
