@@ -209,10 +209,15 @@ class Link {
   // peekMessage().
   Channel lastChannel() const { return lastChannel_; }
   // Point-to-point messages a collective's receive passed over, oldest first.
-  std::deque<std::vector<std::byte>>& heldPointToPoint() { return heldMessages_; }
+  const std::deque<std::vector<std::byte>>& heldPointToPoint() const { return heldMessages_; }
+  // Drops the oldest of them (a point-to-point receive took it).
+  void dropHeldPointToPoint() {
+    heldBytes_ -= heldMessages_.front().size();
+    heldMessages_.pop_front();
+  }
   // Bytes held at most: past it the receive that would hold more fails (IoError).
   static constexpr size_t kMaxHeldBytes = size_t{1} << 30;
-  size_t& heldBytes() { return heldBytes_; }
+  size_t heldBytes() const { return heldBytes_; }
 
   // ---- progress and failure ----
 

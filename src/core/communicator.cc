@@ -303,7 +303,7 @@ class PointToPointIn {
   // The next message when it has wholly arrived, left in place, with its length and channel;
   // null otherwise.
   const std::byte* peek(size_t* bytes, transport::Channel* channel) {
-    auto& held = link_.heldPointToPoint();
+    const auto& held = link_.heldPointToPoint();
     if (!held.empty()) {
       *bytes = held.front().size();
       *channel = transport::Channel::kPointToPoint;
@@ -316,7 +316,7 @@ class PointToPointIn {
   // Drops the message peek() just showed.
   void skipPeeked(const transport::WaitContext& wait) {
     if (!link_.heldPointToPoint().empty()) {
-      dropHeld();
+      link_.dropHeldPointToPoint();
     } else {
       link_.skipPeeked(wait);
     }
@@ -324,7 +324,7 @@ class PointToPointIn {
   // The next message, of at most `maxBytes`, until release(); its channel in `*channel`.
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, transport::Channel* channel,
                            const transport::WaitContext& wait) {
-    auto& held = link_.heldPointToPoint();
+    const auto& held = link_.heldPointToPoint();
     fromHeld_ = !held.empty();
     if (!fromHeld_) {
       const std::byte* in = link_.recvAny(maxBytes, bytes, wait);
@@ -334,7 +334,7 @@ class PointToPointIn {
     *bytes = held.front().size();
     *channel = transport::Channel::kPointToPoint;
     if (*bytes > maxBytes) {
-      dropHeld();
+      link_.dropHeldPointToPoint();
       throw IoError(
           fmt::format("{}: rank {} sent a message of {} bytes where at most {} were "
                       "expected (the ranks disagree about the operation)",
@@ -344,7 +344,7 @@ class PointToPointIn {
   }
   void release() {
     if (std::exchange(fromHeld_, false)) {
-      dropHeld();
+      link_.dropHeldPointToPoint();
     } else {
       link_.release();
     }
@@ -352,7 +352,7 @@ class PointToPointIn {
   // The next message, a point-to-point one of exactly `bytes`, into `dst` (a message's slice;
   // off the link through its recvInto, which reads a large one straight into `dst` over TCP).
   void recvInto(std::byte* dst, size_t bytes, const transport::WaitContext& wait) {
-    auto& held = link_.heldPointToPoint();
+    const auto& held = link_.heldPointToPoint();
     if (held.empty()) {
       link_.recvInto(dst, bytes, wait);
       if (link_.lastChannel() != transport::Channel::kPointToPoint) {
@@ -364,25 +364,19 @@ class PointToPointIn {
     }
     if (held.front().size() != bytes) {
       const size_t got = held.front().size();
-      dropHeld();
+      link_.dropHeldPointToPoint();
       throw IoError(fmt::format(
           "{}: rank {} sent a message of {} bytes in the middle of a point-to-point message, "
           "where its slice of {} bytes was expected",
           wait.describe(), link_.peer(), got, bytes));
     }
     if (bytes > 0) std::memcpy(dst, held.front().data(), bytes);
-    dropHeld();
+    link_.dropHeldPointToPoint();
   }
   // Whether the next message has begun to arrive (Link::messageArriving).
   bool messageArriving() { return !link_.heldPointToPoint().empty() || link_.messageArriving(); }
 
  private:
-  void dropHeld() {
-    auto& held = link_.heldPointToPoint();
-    link_.heldBytes() -= held.front().size();
-    held.pop_front();
-  }
-
   transport::Link& link_;
   bool fromHeld_ = false;
 };

@@ -15,10 +15,12 @@ namespace {
 using namespace std::chrono_literals;
 
 Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
-                      const std::string& transport) {
+                      const std::string& transport, std::chrono::milliseconds timeout = 20s,
+                      const std::map<std::string, std::string>& settings = {}) {
   CommunicatorOptions o;
-  o.timeout = 20s;
+  o.timeout = timeout;
   o.transport = transport;
+  o.transportOptions = settings;
   return Communicator::create(Bootstrap::forThread(rank, size, store), o);
 }
 
@@ -102,11 +104,7 @@ TEST(PointToPoint, EveryPairShmProcesses) {
 void messagesAcrossCollectives(int rank, int size, std::shared_ptr<Store> store,
                                const std::string& transport,
                                const std::map<std::string, std::string>& settings = {}) {
-  CommunicatorOptions o;
-  o.timeout = 20s;
-  o.transport = transport;
-  o.transportOptions = settings;
-  Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+  Communicator comm = makeComm(rank, size, store, transport, 20s, settings);
   const int next = (rank + 1) % size, prev = (rank + size - 1) % size;
   const auto small = pattern(54, rank, next, 1);
   const auto large = pattern(700001, rank, next, 2);
@@ -463,10 +461,7 @@ TEST(PointToPoint, ARecvBehindTheSendersEarlierCollectiveSaysSo) {
 // message and fails at once instead.)
 TEST(PointToPoint, ACollectiveThatTimesOutNamesTheMessagesItHeld) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
-    CommunicatorOptions o;
-    o.timeout = 500ms;
-    o.transport = "local";
-    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    Communicator comm = makeComm(rank, size, store, "local", 500ms);
     std::vector<float> data(1000, 1.0f);
     if (rank == 0) {
       comm.send(data.data(), data.size(), DataType::kFloat32, 1, /*tag=*/3);
@@ -489,10 +484,7 @@ TEST(PointToPoint, ACollectiveThatTimesOutNamesTheMessagesItHeld) {
 TEST(PointToPoint, ARecvWhoseTagNeverComesTimesOutNamingWhatCame) {
   Event received;
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-    CommunicatorOptions o;
-    o.timeout = 1s;
-    o.transport = "local";
-    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    Communicator comm = makeComm(rank, size, store, "local", 1s);
     std::vector<float> data(10, 1.0f);
     if (rank == 0) {
       comm.send(data.data(), 10, DataType::kFloat32, 1, /*tag=*/3);

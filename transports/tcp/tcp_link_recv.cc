@@ -142,6 +142,7 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
   release();
   size_t need = kFrameHeaderBytes + bytes;
   bool striped = false;
+  uint32_t type = kFrameData;
   auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
   auto what = [&] {
     return fmt::format("a {}{}-byte message from rank {}", exact ? "" : "at most ", bytes, peer());
@@ -151,15 +152,14 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
     if (!peekDataHeader(bytes, wait, exact)) return false;
     const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
     need = kFrameHeaderBytes + header.length;
+    type = header.type;
     striped = stripedFrame(header.type, header.length);
     if (striped) return true;
     if (buffered() < need) fill(need, &wait);
     return buffered() >= need;
   });
   *length = need - kFrameHeaderBytes;
-  lastChannel_ = decodeFrameHeader(buffer_.data.get() + start_).type == kFramePointToPoint
-                     ? Channel::kPointToPoint
-                     : Channel::kCollective;
+  lastChannel_ = type == kFramePointToPoint ? Channel::kPointToPoint : Channel::kCollective;
   if (striped) {
     // The parts come on several streams: assembled in a buffer of the link's own.
     if (assembled_.size < *length) {
