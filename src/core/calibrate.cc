@@ -1,8 +1,14 @@
 // The cost model's parameters, measured once per communicator inside create(), on the links the
 // collectives will use (collectives/select.cc has the model):
 //
-//   alpha         one message: an 8-byte shift around the ring (every rank sends to the next
-//                 and receives from the previous at once, as a ring step does)
+//   alpha         one message: a shift around the ring (every rank sends to the next and
+//                 receives from the previous at once, as a ring step does) of 4 KiB, less its
+//                 bytes at the cached rate below. Not an 8-byte shift: a message of up to a
+//                 call header's size rides in the link's fast path (a shared-memory cell, a TCP
+//                 frame with its header), which no algorithm the model chooses between uses; an
+//                 8-byte shift took 0.19 us where the intercept of the 1-64 KiB times was about
+//                 0.5 (2 ranks, shared memory), and the model put every collective from 1 KiB to
+//                 64 KiB at 35-65% of its time
 //   beta          one byte over a link: the same shift with 1 MiB, less alpha, per byte
 //   betaOneWay    one byte when ranks only send or only receive: pairs of ring neighbours, one
 //                 sends 1 MiB, the other answers with 8 bytes; less that 8-byte round trip
@@ -11,7 +17,8 @@
 //                 memory, where a received byte is reduced from the slot in place of its copy,
 //                 what that sum costs over a memcpy (at least a tenth of the sum)
 //   delta         one byte copied: a memcpy of 1 MiB, per byte
-//   smallFactor   beta from a 128 KiB shift (buffers in the core's own caches) over beta
+//   smallFactor   the cached rate, from a 128 KiB shift and the 4 KiB one (buffers in the
+//                 core's own caches), over beta
 //   memoryFactor  a memcpy's time per byte from a source twice this rank's share of the
 //                 last-level cache, over one within the cache (once per process: the host's)
 //   cacheBytes    the last-level cache (sysfs) over the communicator's ranks on this host
@@ -23,7 +30,7 @@
 // two-rank Communicator::create took 42-45 ms with the warm-up below and without it), tens of
 // milliseconds over TCP or with more ranks than cores, plus the memory measurement once per
 // process. CommunicatorOptions::calibrationEffort multiplies the batches (ringlet-model uses
-// more). An 8-byte shift timed again at the end that takes under a third of alpha means the
+// more). The 4 KiB shift timed again at the end that takes under a third of alpha means the
 // ranks were held back at the start (two of them on one core until the scheduler spread them):
 // the whole measurement runs again, at most three times in all (steadyModel, calibrate.h).
 #include "src/core/calibrate.h"
@@ -132,12 +139,18 @@ int warmRuns(const collectives::Group& group) {
   return group.next().sharesMemory() && group.prev().sharesMemory() ? 24 : 2;
 }
 
-// The 8-byte shift's time (alpha), this rank's.
-double smallShiftSeconds(const collectives::Group& group, size_t slice, int effort,
+// The shift alpha is measured from: past any call header's size, so that it takes the links'
+// path for data (shared memory: a slot, not a cell), and small enough that its bytes are a
+// fraction of its time.
+constexpr size_t kProbeBytes = 4 << 10;
+
+// The probe shift's time, this rank's.
+double probeShiftSeconds(const collectives::Group& group, size_t slice, int effort,
                          const transport::WaitContext& wait) {
-  std::array<std::byte, 8> out{}, in{};
+  std::array<std::byte, kProbeBytes> out{}, in{};
   return medianSeconds(
-      8 * effort, 4, [&] { shift(group, out.data(), in.data(), 8, slice, wait); }, warmRuns(group));
+      8 * effort, 4, [&] { shift(group, out.data(), in.data(), kProbeBytes, slice, wait); },
+      warmRuns(group));
 }
 
 CostModel measure(const collectives::Group& group, size_t slice, int effort, int hostRanks,
@@ -149,7 +162,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   };
   const bool fused = group.next().sharesMemory() && group.prev().sharesMemory();
   const int warm = warmRuns(group);
-  const double small = smallShiftSeconds(group, slice, effort, wait);
+  const double probe = probeShiftSeconds(group, slice, effort, wait);
   const double large = medianSeconds(
       8 * effort, 1, [&] { shift(kLargeBytes); }, warm);
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
@@ -193,19 +206,16 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
       medianSeconds(3 * effort, 1, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
   const double cacheShare = lastLevelCacheBytes() / std::max(1, hostRanks);
   const double bytes = static_cast<double>(kLargeBytes);
-  const double beta = std::max(large - small, 0.0) / bytes;
-  const double cachedBeta = std::max(cached - small, 0.0) / static_cast<double>(kCachedBytes);
+  const ShiftLine line = fitShifts({.bytes = kProbeBytes, .seconds = probe},
+                                   {.bytes = kCachedBytes, .seconds = cached},
+                                   {.bytes = kLargeBytes, .seconds = large});
   // On shared memory a received byte is reduced straight from the link's slot instead of being
   // copied out of it: what a reduction adds to a transfer is its cost over a copy's (fused).
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
-  double values[8] = {small,
-                      beta,
-                      gamma / bytes,
-                      copy / bytes,
-                      oneWay,
-                      memoryFactor(cacheShare, effort),
+  double values[8] = {line.alpha,      line.beta, gamma / bytes,
+                      copy / bytes,    oneWay,    memoryFactor(cacheShare, effort),
                       -cacheShare,  // the max of its negation: the smallest share
-                      beta > 0 ? std::clamp(cachedBeta / beta, 0.05, 1.0) : 1.0};
+                      line.smallFactor};
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
@@ -224,6 +234,20 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
 }
 
 }  // namespace
+
+ShiftLine fitShifts(Shift probe, Shift cached, Shift large) {
+  // The probe and the cached shift both in the core's caches: their line's slope is the cached
+  // rate, its intercept alpha (kept between a quarter of the probe's time and all of it).
+  const auto bytes = [](const Shift& s) { return static_cast<double>(s.bytes); };
+  const double cachedBeta =
+      std::max(cached.seconds - probe.seconds, 0.0) / std::max(bytes(cached) - bytes(probe), 1.0);
+  ShiftLine line;
+  line.alpha =
+      std::clamp(probe.seconds - bytes(probe) * cachedBeta, 0.25 * probe.seconds, probe.seconds);
+  line.beta = std::max(large.seconds - line.alpha, 0.0) / bytes(large);
+  line.smallFactor = line.beta > 0 ? std::clamp(cachedBeta / line.beta, 0.05, 1.0) : 1.0;
+  return line;
+}
 
 CostModel steadyModel(const std::function<CostModel()>& measure,
                       const std::function<double()>& smallShift) {
@@ -254,7 +278,7 @@ void CommunicatorImpl::calibrate() {
     model_ = steadyModel(
         [&] { return measure(ring, slice, effort, hostRanks, crossesHosts, wait); },
         [&] {
-          double seconds = smallShiftSeconds(ring, slice, effort, wait);
+          double seconds = probeShiftSeconds(ring, slice, effort, wait);
           collectives::recursiveDoublingAllreduce(ring,
                                                   {.send = reinterpret_cast<std::byte*>(&seconds),
                                                    .recv = reinterpret_cast<std::byte*>(&seconds),

@@ -5,19 +5,35 @@
 // 0.07 (2 of 24 unbound two-rank communicators on a 2-core machine; none bound to a core each),
 // and that model then chose every algorithm of the job.
 
+#include <cstddef>
 #include <functional>
 
 #include "ringlet/communicator.h"
 
 namespace ringlet::detail {
 
-// `measure` takes the whole model; `smallShift` times an 8-byte shift again (both collective, the
-// same on every rank, so every rank decides alike). Where the shift now takes less than a third
-// of the model's alpha, the ranks were held back while it was measured: it measures again, at
-// most kMaxCalibrations times in all, and keeps the last.
+// `measure` takes the whole model; `smallShift` times the shift alpha comes from again (4 KiB;
+// both collective, the same on every rank, so every rank decides alike). Where the shift now
+// takes less than a third of the model's alpha (which is at most that shift's time), the ranks
+// were held back while it was measured: it measures again, at most kMaxCalibrations times in
+// all, and keeps the last.
 inline constexpr int kMaxCalibrations = 3;
 inline constexpr double kDisturbedAlphaRatio = 3.0;
 CostModel steadyModel(const std::function<CostModel()>& measure,
                       const std::function<double()>& smallShift);
+
+// A shift's size and its time.
+struct Shift {
+  size_t bytes = 0;
+  double seconds = 0;
+};
+struct ShiftLine {
+  double alpha = 0;        // seconds per message
+  double beta = 0;         // seconds per byte at the large shift's size
+  double smallFactor = 1;  // the cached bytes' cost over beta, within [0.05, 1]
+};
+// alpha, beta and smallFactor from three shifts: `probe` (a few KiB) and `cached` (in the core's
+// caches) on one line, whose intercept is alpha; `large` less alpha gives beta.
+ShiftLine fitShifts(Shift probe, Shift cached, Shift large);
 
 }  // namespace ringlet::detail

@@ -1,5 +1,5 @@
-// The calibration's guard against a disturbed start (src/core/calibrate.h): made-up
-// measurements, so nothing here depends on the machine.
+// The calibration's guard against a disturbed start and its line through the shifts
+// (src/core/calibrate.h): made-up measurements, so nothing here depends on the machine.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -10,7 +10,7 @@ namespace ringlet::detail {
 namespace {
 
 // Measurements that return the next alpha of `alphas` (the last one again once they run out),
-// and later 8-byte shifts that return the next of `shifts`; counts the calls.
+// and later probe shifts that return the next of `shifts`; counts the calls.
 struct Script {
   std::vector<double> alphas;
   std::vector<double> shifts;
@@ -58,6 +58,49 @@ TEST(SteadyModel, MeasuresAtMostAFewTimes) {
   Script s{.alphas = {13e-6, 12e-6, 11e-6, 10e-6}, .shifts = {0.07e-6}};
   EXPECT_DOUBLE_EQ(s.run().alpha, 11e-6);  // the last of kMaxCalibrations
   EXPECT_EQ(s.measured, static_cast<size_t>(kMaxCalibrations));
+}
+
+// Times made from a known line: alpha 0.5 us, cached bytes 0.1 ns, large ones 0.16 ns.
+Shift timed(size_t bytes, double alpha, double perByte) {
+  return {.bytes = bytes, .seconds = alpha + static_cast<double>(bytes) * perByte};
+}
+
+TEST(FitShifts, RecoversTheLineItWasMadeFrom) {
+  const ShiftLine line = fitShifts(timed(4 << 10, 0.5e-6, 0.1e-9), timed(128 << 10, 0.5e-6, 0.1e-9),
+                                   timed(1 << 20, 0.5e-6, 0.16e-9));
+  EXPECT_NEAR(line.alpha, 0.5e-6, 1e-12);
+  EXPECT_NEAR(line.beta, 0.16e-9, 1e-15);
+  EXPECT_NEAR(line.smallFactor, 0.1 / 0.16, 1e-9);
+}
+
+TEST(FitShifts, AlphaIsTheInterceptNotTheProbesTime) {
+  // The probe's 4 KiB take 0.4 us of its 0.9: alpha is what is left, where the probe's time
+  // alone would charge every message its bytes too.
+  const Shift probe = timed(4 << 10, 0.5e-6, 0.1e-9);
+  const ShiftLine line =
+      fitShifts(probe, timed(128 << 10, 0.5e-6, 0.1e-9), timed(1 << 20, 0.5e-6, 0.1e-9));
+  EXPECT_LT(line.alpha, 0.6 * probe.seconds);
+  EXPECT_NEAR(line.smallFactor, 1.0, 1e-9);
+}
+
+TEST(FitShifts, ADisorderlyMeasurementStaysWithinBounds) {
+  // The cached shift measured faster than the probe (a disturbed probe): no slope, alpha the
+  // probe's time, and a factor that is never 0.
+  ShiftLine line =
+      fitShifts({.bytes = 4 << 10, .seconds = 5e-6}, {.bytes = 128 << 10, .seconds = 3e-6},
+                {.bytes = 1 << 20, .seconds = 100e-6});
+  EXPECT_DOUBLE_EQ(line.alpha, 5e-6);
+  EXPECT_DOUBLE_EQ(line.smallFactor, 0.05);
+  // A slope that would put the intercept below zero: alpha at a quarter of the probe.
+  line = fitShifts({.bytes = 4 << 10, .seconds = 1e-6}, {.bytes = 128 << 10, .seconds = 100e-6},
+                   {.bytes = 1 << 20, .seconds = 200e-6});
+  EXPECT_DOUBLE_EQ(line.alpha, 0.25e-6);
+  EXPECT_DOUBLE_EQ(line.smallFactor, 1.0);  // cached dearer than large: at most 1
+  // A large shift faster than alpha: no negative beta.
+  line = fitShifts({.bytes = 4 << 10, .seconds = 1e-6}, {.bytes = 128 << 10, .seconds = 2e-6},
+                   {.bytes = 1 << 20, .seconds = 0.5e-6});
+  EXPECT_EQ(line.beta, 0.0);
+  EXPECT_EQ(line.smallFactor, 1.0);
 }
 
 }  // namespace
