@@ -58,7 +58,8 @@ ClockOffset estimateClockOffset(std::span<const ClockSample> samples) {
   const int64_t roundTrip = best->receivedNs - best->sentNs;
   return {.offsetNs = best->rank0Ns - (best->sentNs + roundTrip / 2),
           .uncertaintyNs = (roundTrip + 1) / 2,  // rounded up: a bound
-          .samples = static_cast<int>(samples.size())};
+          .samples = static_cast<int>(samples.size()),
+          .atNs = best->sentNs + roundTrip / 2};
 }
 
 Recorder::Recorder(std::string path, int rank, int size, std::string host)
@@ -187,12 +188,19 @@ void Recorder::write() {
              "\"size\":{},\"host\":\"{}\",\"clock\":\"steady\",\"steady_ns\":{},\"system_ns\":{},"
              "\"dropped\":{}",
              rank_, size_, escaped(host_), steadyNs, systemNs, dropped_);
-  if (clockOffset_) {
+  if (!clockOffsets_.empty()) {
     // Rank 0's steady time = this rank's + the offset (the clock exchange at creation).
+    const ClockOffset& first = clockOffsets_.front();
     fmt::print(f,
                ",\"clock_offset_to_rank0_ns\":{},\"clock_offset_uncertainty_ns\":{},"
-               "\"clock_offset_samples\":{}",
-               clockOffset_->offsetNs, clockOffset_->uncertaintyNs, clockOffset_->samples);
+               "\"clock_offset_samples\":{},\"clock_offsets\":[",
+               first.offsetNs, first.uncertaintyNs, first.samples);
+    for (size_t i = 0; i < clockOffsets_.size(); ++i) {
+      const ClockOffset& o = clockOffsets_[i];
+      fmt::print(f, "{}{{\"at_ns\":{},\"offset_ns\":{},\"uncertainty_ns\":{},\"samples\":{}}}",
+                 i == 0 ? "" : ",", o.atNs, o.offsetNs, o.uncertaintyNs, o.samples);
+    }
+    fmt::print(f, "]");
   }
   fmt::print(f, "}}}}\n");
   if (std::fflush(f) != 0 || std::ferror(f)) {

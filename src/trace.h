@@ -17,8 +17,11 @@
 // rank's offset to rank 0's clock within half that round trip (estimateClockOffset). The file's
 // otherData carries it (clock_offset_to_rank0_ns, clock_offset_uncertainty_ns,
 // clock_offset_samples; rank 0: 0, 0, 0), and `ringlet-trace merge` moves each other host's ranks
-// by it. It is measured once: clocks that drift apart during a long run are not followed. The
-// exchange is a collective call: every rank of a communicator traces, or none.
+// by it. The exchange is a collective call: every rank of a communicator traces, or none. It runs
+// again after calls 2^10 - 1, 2^11 - 1, ... (each rank decides alike from the calls' numbers; the
+// exchange takes the next number), so that a long run has a measurement at least halfway
+// through it: clock_offsets lists them all, each with the time on this rank's clock at which it
+// holds, and merge draws each host's line through them (clocks that drift apart).
 
 #include <chrono>
 #include <cstddef>
@@ -60,14 +63,15 @@ struct ClockOffset {
   int64_t offsetNs = 0;
   // The true offset lies within offsetNs +- uncertaintyNs (half the round trip it came from).
   int64_t uncertaintyNs = 0;
-  int samples = 0;  // ping-pongs it was chosen from (0 on rank 0, the reference)
+  int samples = 0;   // ping-pongs it was chosen from (0 on rank 0, the reference)
+  int64_t atNs = 0;  // this rank's steady time at which it holds (the middle of that ping-pong)
 };
 
 // Cristian's estimate from the sample with the shortest round trip: rank 0 read its clock at some
 // moment between sentNs and receivedNs of this rank's clock, so offset = rank0Ns - (sentNs +
 // receivedNs) / 2, wrong by at most half the round trip however unequal the two directions'
-// delays were. Pure; throws InvalidArgument when `samples` is empty or a sample's answer came back
-// before its ping left.
+// delays were; atNs is that middle. Pure; throws InvalidArgument when `samples` is empty or a
+// sample's answer came back before its ping left.
 ClockOffset estimateClockOffset(std::span<const ClockSample> samples);
 
 class Recorder {
@@ -99,8 +103,9 @@ class Recorder {
   void pointToPoint(const char* name, int to, int from, uint64_t seq, uint64_t bytes,
                     Clock::time_point start, Clock::time_point end);
 
-  // The clock exchange's result, written to the file's otherData (none is written without it).
-  void setClockOffset(const ClockOffset& offset) { clockOffset_ = offset; }
+  // A clock exchange's result, written to the file's otherData (none is written without one):
+  // the first as clock_offset_to_rank0_ns and the rest, all of them in clock_offsets.
+  void addClockOffset(const ClockOffset& offset) { clockOffsets_.push_back(offset); }
 
   // Writes everything recorded so far (the destructor calls it); throws IoError naming the file.
   void write();
@@ -131,8 +136,8 @@ class Recorder {
   size_t events_ = 0;
   uint64_t dropped_ = 0;
   uint64_t currentSeq_ = 0;
-  uint64_t currentCall_ = 0;  // 1 + the index of the call running
-  std::optional<ClockOffset> clockOffset_;
+  uint64_t currentCall_ = 0;               // 1 + the index of the call running
+  std::vector<ClockOffset> clockOffsets_;  // in the order measured
   bool written_ = false;
 };
 

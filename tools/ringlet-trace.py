@@ -180,6 +180,34 @@ def fit_drift(upper, lower, start_us, measured_us, uncertainty_us):
                   f"{broken:.1f} us")
 
 
+def exchange_line(offsets):
+    """A host's offset to rank 0's clock as a line through the clock exchanges its rank made
+    (otherData.clock_offsets: at_ns on this rank's clock, offset_ns, uncertainty_ns), or None and
+    why. The exchange runs at creation and again after calls 2^10 - 1, 2^11 - 1, ..., so a long
+    run has one at least halfway through it. Each is right within its uncertainty: the line is a
+    least-squares fit weighted by those, kept where its slope is larger than the first and last
+    measurements' uncertainties allow over the time between them (else a drift cannot be told
+    from their error, and the first offset stays)."""
+    if len(offsets) < 2:
+        return None, ""  # one exchange (a run of fewer than 1024 calls, or an older file)
+    t = [o["at_ns"] / 1000.0 for o in offsets]
+    y = [o["offset_ns"] / 1000.0 for o in offsets]
+    w = [1.0 / max(o["uncertainty_ns"] / 1000.0, 0.001) ** 2 for o in offsets]
+    span_us = t[-1] - t[0]
+    if span_us <= 0:
+        return None, "clock exchanges at one time"
+    mean_t = sum(wi * ti for wi, ti in zip(w, t)) / sum(w)
+    mean_y = sum(wi * yi for wi, yi in zip(w, y)) / sum(w)
+    slope = (sum(wi * (ti - mean_t) * (yi - mean_y) for wi, ti, yi in zip(w, t, y)) /
+             sum(wi * (ti - mean_t) ** 2 for wi, ti in zip(w, t)))
+    bound = (offsets[0]["uncertainty_ns"] + offsets[-1]["uncertainty_ns"]) / 1000.0 / span_us
+    what = (f"{len(offsets)} clock exchanges over {span_us * 1e-6:.1f} s: {slope * 1e6:+.2f} ppm "
+            f"(+-{bound * 1e6:.2f})")
+    if abs(slope) <= bound:
+        return None, f"no drift shown by {what}"
+    return Shift(mean_y, slope * 1e6, mean_t), what
+
+
 def clock_shifts(files):
     """Per file, the Shift that puts its times on one clock; that clock's name; and per host
     (across hosts with measured offsets) how it was placed.
@@ -188,25 +216,39 @@ def clock_shifts(files):
     across hosts the ranks of a host move together. When every file carries the offset that the
     clock exchange at creation measured (clock_offset_to_rank0_ns: rank 0's steady time minus
     this rank's), each host is moved onto rank 0's clock by its rank's with the smallest
-    uncertainty (rank 0's host: not at all), and where the messages between the hosts show that
-    its clock drifted from rank 0's during the run, by a line fitted to them instead
-    (drift_shifts). Otherwise hosts are aligned by the difference between their monotonic and
+    uncertainty (rank 0's host: not at all), and where its clock drifted from rank 0's during
+    the run, by a line instead: through that rank's later clock exchanges (exchange_line), else
+    fitted to the messages between the hosts where they show the drift (drift_shifts). Otherwise hosts are aligned by the difference between their monotonic and
     wall clocks (as good as the hosts' wall clocks agree)."""
     hosts = [d["otherData"].get("host", "") for d in files]
     if len(set(hosts)) == 1:
         return [Shift(0.0)] * len(files), "one host: monotonic", {}
     if all("clock_offset_to_rank0_ns" in d["otherData"] for d in files):
-        best = {}  # host -> (rank 0 first, uncertainty, offset), the least of its ranks'
-        for data, host in zip(files, hosts):
+        best = {}  # host -> (rank 0 first, uncertainty, offset, file), the least of its ranks'
+        for i, (data, host) in enumerate(zip(files, hosts)):
             o = data["otherData"]
             mine = (o["rank"] != 0, o["clock_offset_uncertainty_ns"],
-                    o["clock_offset_to_rank0_ns"])
+                    o["clock_offset_to_rank0_ns"], i)
             best[host] = min(best.get(host, mine), mine)
-        worst = max(uncertainty for _, uncertainty, _ in best.values())
+        worst = max(uncertainty for _, uncertainty, _, _ in best.values())
         measured = {h: (offset / 1000.0, uncertainty / 1000.0)
-                    for h, (_, uncertainty, offset) in best.items()}
-        reference = next((h for h, (not_zero, _, _) in best.items() if not not_zero), None)
-        placed, notes = drift_shifts(files, hosts, reference, measured)
+                    for h, (_, uncertainty, offset, _) in best.items()}
+        reference = next((h for h, (not_zero, _, _, _) in best.items() if not not_zero), None)
+        exchanged, exchange_notes = {}, {}
+        for host, (_, _, _, i) in best.items():
+            if host != reference:
+                line, exchange_notes[host] = exchange_line(
+                    files[i]["otherData"].get("clock_offsets", []))
+                if line is not None:
+                    exchanged[host] = line
+        placed, notes = drift_shifts(files, hosts, reference, measured, exchanged)
+        for host, note in exchange_notes.items():
+            if not note:
+                continue
+            if host in exchanged:
+                notes[host] = note
+            else:
+                notes[host] = f"{note}; {notes[host]}" if notes.get(host) else note
         ranks = collections.defaultdict(list)
         for data, host in zip(files, hosts):
             ranks[host].append(data["otherData"]["rank"])
@@ -215,8 +257,10 @@ def clock_shifts(files):
             if host == reference:
                 continue
             shift = placed.get(host, Shift(measured[host][0]))
+            method = ("clock exchanges" if host in exchanged else
+                      "drift fit" if host in placed else "constant offset")
             report[host] = {"ranks": sorted(ranks[host]),
-                            "method": "drift fit" if host in placed else "constant offset",
+                            "method": method,
                             "offset_us": round(shift(shift.at_us), 3),
                             "at_us": round(shift.at_us, 3), "ppm": round(shift.ppm, 3),
                             "why": notes.get(host, "")}
@@ -232,7 +276,7 @@ def clock_shifts(files):
              for d in files], "wall clocks of the hosts", {})
 
 
-def drift_shifts(files, hosts, reference, measured):
+def drift_shifts(files, hosts, reference, measured, exchanged=None):
     """The hosts whose drift against rank 0's clock the messages show, each with its fitted
     Shift, and per host why it was (not) fitted.
 
@@ -251,7 +295,9 @@ def drift_shifts(files, hosts, reference, measured):
     for message in cross_host_messages(files, hosts):
         sent[message[0]].append(message)
         received[message[2]].append(message)
-    placed, notes, given_up = {reference: Shift(0.0)}, {}, set()
+    # Hosts whose clock exchanges already place them (exchange_line) are not fitted again; the
+    # messages of the others with them count.
+    placed, notes, given_up = {reference: Shift(0.0), **(exchanged or {})}, {}, set()
     waiting = [h for h in dict.fromkeys(hosts) if h != reference and h in first]
     progress = True
     while progress:

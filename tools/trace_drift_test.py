@@ -81,7 +81,22 @@ def simulate(calls, span_s, ppm, seed=1):
     return events, truth
 
 
-def write(directory, events, ppm, measured_error_us=MEASURED_ERROR_US):
+def exchanges_of(rank, ppm, times_s):
+    """The clock exchanges a rank of host b would list at `times_s` after creation (true time):
+    offset to rank 0's clock as measured, alternately 1.5 us above and below the truth, within
+    +-4.7 us."""
+    out = []
+    for i, t_s in enumerate(times_s):
+        true = START_US + t_s * 1e6
+        error = MEASURED_ERROR_US * (1 if i % 2 == 0 else -1)
+        out.append({"at_ns": round(local(rank, true, ppm) * 1000),
+                    "offset_ns": round((true - local(rank, true, ppm) + error) * 1000),
+                    "uncertainty_ns": round(UNCERTAINTY_US * 1000), "samples": 32})
+    return out
+
+
+def write(directory, events, ppm, measured_error_us=MEASURED_ERROR_US, exchanges_s=None,
+          one_way=False):
     paths = []
     for r in range(N):
         if r == 0:
@@ -93,13 +108,26 @@ def write(directory, events, ppm, measured_error_us=MEASURED_ERROR_US):
             offset_ns = round((true_offset + measured_error_us) * 1000)
             uncertainty_ns, samples = round(UNCERTAINTY_US * 1000) + 1000 * (r - 2), 32
         end = max(e["ts"] + e["dur"] for e in events[r])
-        data = {"traceEvents": events[r], "displayTimeUnit": "ns",
+        mine = events[r]
+        if one_way and HOSTS[r] == "b":
+            # Messages only from a to b: host b's sends (to rank 0) are left out of its steps.
+            mine = [e for e in mine if not (e["cat"] == "step" and e["args"]["to"] == 0)]
+        data = {"traceEvents": mine, "displayTimeUnit": "ns",
                 "otherData": {"ringlet_trace": 1, "rank": r, "size": N, "host": HOSTS[r],
                               "clock": "steady", "steady_ns": round(end * 1000),
                               "system_ns": round(1.7e18 + end * 1000), "dropped": 0,
                               "clock_offset_to_rank0_ns": offset_ns,
                               "clock_offset_uncertainty_ns": uncertainty_ns,
                               "clock_offset_samples": samples}}
+        if exchanges_s is not None:
+            listed = (exchanges_of(r, ppm, exchanges_s) if HOSTS[r] == "b" else
+                      [{"at_ns": round(local(r, START_US + t * 1e6, ppm) * 1000),
+                        "offset_ns": offset_ns, "uncertainty_ns": uncertainty_ns,
+                        "samples": samples} for t in exchanges_s])
+            if HOSTS[r] == "b":
+                listed[0]["offset_ns"] = offset_ns
+                listed[0]["uncertainty_ns"] = uncertainty_ns
+            data["otherData"]["clock_offsets"] = listed
         paths.append(os.path.join(directory, f"t.rank{r}.json"))
         with open(paths[-1], "w") as f:
             json.dump(data, f)
@@ -159,6 +187,21 @@ def main():
               "without drift the constant offset stays", b)
         check(abs(worst["b"] - MEASURED_ERROR_US) < 0.01, "the measured offset is used", worst)
         check(clock.endswith(", constant"), "the merged clock says constant", clock)
+        # Clock exchanges at creation and after calls 1023 and 2047 (here 0, 4 and 8 s in), and
+        # messages from a to b only: no message fit is possible, the exchanges' line follows.
+        for one_way in (True, False):
+            b, worst, clock, printed = merged(tool, d, calls=1000, span_s=10, ppm=50,
+                                              exchanges_s=[0, 4, 8], one_way=one_way)
+            check(b["method"] == "clock exchanges", "the exchanges' line is used", b)
+            check(abs(b["ppm"] + 50) < 2, "its rate is host b's (-50 ppm)", b)
+            check(worst["b"] < TOLERANCE_US, f"host b within {TOLERANCE_US} us", worst)
+            check("b (ranks 2, 3): clock exchanges, 3 clock exchanges" in printed,
+                  "merge prints it", printed)
+        # A drift smaller than the exchanges can tell (0.5 ppm over 8 s against +-9.4 us): the
+        # first offset, and why.
+        b, _, _, _ = merged(tool, d, calls=2, span_s=10, ppm=0.5, exchanges_s=[0, 8])
+        check(b["method"] == "constant offset" and "no drift shown by 2 clock exchanges" in b["why"],
+              "an exchanges' slope within their error is not followed", b)
         # Too few messages, a span too short, or a fit that contradicts the measured offset at
         # the start: the constant offset, and the reason.
         for calls, span_s, error_us, why in [(2, 10, MEASURED_ERROR_US, "too few messages"),

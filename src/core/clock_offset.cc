@@ -22,12 +22,19 @@
 // kClockSamples round trips on rank 0: 13 us for 2 ranks on one host, about 1 ms for 4 ranks on
 // 2 cores; nothing at all when tracing is off. 32 samples: on a host whose cores are busy with
 // others' work, more chances that one ping-pong runs undisturbed, for little time.
+//
+// Clocks drift apart (tens of ppm between hosts: a millisecond in a minute), so a long run
+// exchanges again after calls 2^10 - 1, 2^11 - 1, ... (clockRecheckDue: every rank decides alike
+// from the calls' numbers, and the exchange takes the next one): the last such measurement lies
+// at least halfway through the run, and `ringlet-trace merge` draws a line through them. Not at
+// the communicator's destruction, which is local: a rank there cannot wait for the others.
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <vector>
 
 #include "src/core/communicator_impl.h"
+#include "src/log.h"
 
 namespace ringlet::detail {
 namespace {
@@ -66,10 +73,8 @@ trace::ClockOffset pingRankZero(transport::Link& link, const transport::WaitCont
 
 }  // namespace
 
-void CommunicatorImpl::measureClockOffset() {
-  if (trace_ == nullptr) return;
-  trace::ClockOffset measured;  // rank 0 (and a world of one): the reference, exactly
-  auto exchange = [this, &measured](const collectives::Group&, const transport::WaitContext& wait) {
+OpBody CommunicatorImpl::clockExchange() {
+  return [this](const collectives::Group&, const transport::WaitContext& wait) {
     // Rank 0 links every rank it has no link to yet; each of those links rank 0.
     std::vector<int> missing;
     if (rank_ == 0) {
@@ -83,16 +88,39 @@ void CommunicatorImpl::measureClockOffset() {
     transport::WaitContext all = wait;
     all.links = activeLinks_;  // the new links too, kept moving by every wait
     if (rank_ != 0) {
-      measured = pingRankZero(*linksByRank_[0], all);
+      trace_->addClockOffset(pingRankZero(*linksByRank_[0], all));
       return;
     }
     for (int peer = 1; peer < size_; ++peer) answerPings(*linksByRank_[peer], all);
+    // The reference, exactly.
+    trace_->addClockOffset({.atNs = nanoseconds(transport::Clock::now())});
   };
-  if (size_ > 1) {
-    runBlocking(OpHeader{.kind = OpKind::kClockOffset}, exchange);
-    nextSeq_ = 0;  // the caller's calls are numbered from 0, as without tracing
+}
+
+void CommunicatorImpl::measureClockOffset() {
+  if (trace_ == nullptr) return;
+  if (size_ == 1) {
+    trace_->addClockOffset({.atNs = nanoseconds(transport::Clock::now())});
+    return;
   }
-  trace_->setClockOffset(measured);
+  runBlocking(OpHeader{.kind = OpKind::kClockOffset}, clockExchange());
+  nextSeq_ = 0;  // the caller's calls are numbered from 0, as without tracing
+}
+
+void CommunicatorImpl::measureClockOffsetAgain(bool async) {
+  OpHeader header{.kind = OpKind::kClockOffset};
+  if (async) {
+    // After the queued call, in order; a failure fails the calls after it too, the caller's
+    // own included (the communicator is then unusable).
+    runAsync(header, clockExchange(), nullptr);
+    return;
+  }
+  try {
+    runBlocking(header, clockExchange());
+  } catch (const std::exception& e) {
+    // The caller's call succeeded; its next one reports what broke the communicator.
+    log::warn("trace: the clock exchange after call #{} failed: {}", header.seq - 1, e.what());
+  }
 }
 
 }  // namespace ringlet::detail

@@ -109,6 +109,9 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
       ~Leave() { flag.store(outer, std::memory_order_release); }
     } leave{inBlockingCall_, outer};
     execute(header, body, callTimeout_);
+    if (trace_ != nullptr) [[unlikely]] {
+      if (isCollective(header.kind) && clockRecheckDue(header.seq)) measureClockOffsetAgain(false);
+    }
     return;
   }
   std::shared_ptr<WorkState> state;
@@ -124,10 +127,13 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
   if (state) {
     queueChanged_.notify_all();
     Work(state).wait();
-    return;
+  } else {
+    std::lock_guard exec(execMutex_);
+    execute(header, body, callTimeout_);
   }
-  std::lock_guard exec(execMutex_);
-  execute(header, body, callTimeout_);
+  if (trace_ != nullptr && isCollective(header.kind) && clockRecheckDue(header.seq)) {
+    measureClockOffsetAgain(false);
+  }
 }
 
 Work CommunicatorImpl::runAsync(OpHeader header, OpBody body, std::shared_ptr<WorkState> state) {
@@ -140,6 +146,9 @@ Work CommunicatorImpl::runAsync(OpHeader header, OpBody body, std::shared_ptr<Wo
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
   queueChanged_.notify_all();
+  if (trace_ != nullptr && isCollective(header.kind) && clockRecheckDue(header.seq)) {
+    measureClockOffsetAgain(true);
+  }
   return Work(state);
 }
 

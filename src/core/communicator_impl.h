@@ -175,6 +175,15 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // rank's steady clock against rank 0's, into the trace file (src/core/clock_offset.cc). Off,
   // it does nothing and sends nothing.
   void measureClockOffset();
+  // Tracing, after the caller's collective numbered `seq` (blocking or queued): the clock exchange
+  // again when clockRecheckDue(seq), so that long runs follow drifting clocks.
+  static constexpr uint64_t kFirstClockRecheck = uint64_t{1} << 10;
+  static constexpr bool clockRecheckDue(uint64_t seq) {
+    return seq + 1 >= kFirstClockRecheck && ((seq + 1) & seq) == 0;
+  }
+  void measureClockOffsetAgain(bool async);
+  // The clock exchange's body: ping-pongs with rank 0, the result into the trace.
+  OpBody clockExchange();
 
   // The call header of the running collective has gone to the next rank; this receives the
   // previous rank's and throws MismatchError if the calls differ. execute() calls it before the

@@ -181,6 +181,56 @@ TEST(TraceClock, SplitCommunicatorsMeasureAgainstTheirOwnRankZero) {
   std::filesystem::remove_all(dir);
 }
 
+// A long run exchanges again after call 1023 (and 2047, ...), blocking or queued: the file lists
+// every measurement with the time it holds at, the exchange takes the next number, and the
+// caller's calls around it are unharmed.
+TEST(TraceClock, LongRunsMeasureAgainAfterCall1023) {
+  for (const bool async : {false, true}) {
+    const std::string dir = makeTempDir("ringlet-trace-clock");
+    runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store),
+                                               traced(dir + "/t", "local"));
+      std::vector<int32_t> a(4);
+      for (int call = 0; call < 1100; ++call) {
+        std::fill(a.begin(), a.end(), rank + call);
+        if (async && call >= 1000) {
+          // Queued across the exchange: it runs after call 1023, in order.
+          comm.allreduceAsync(a.data(), a.data(), a.size(), DataType::kInt32, ReduceOp::kSum)
+              .wait();
+        } else {
+          comm.allreduce(std::span(a), ReduceOp::kSum);
+        }
+        ASSERT_EQ(a[0], 3 + 3 * call) << "call " << call;
+      }
+    });
+    expectOneHostOffsets(dir + "/t", 3);
+    for (int r = 0; r < 3; ++r) {
+      const json trace = readTrace(dir + "/t.rank" + std::to_string(r) + ".json");
+      const json& offsets = trace["otherData"]["clock_offsets"];
+      ASSERT_EQ(offsets.size(), 2u) << offsets.dump();
+      EXPECT_EQ(offsets[0]["offset_ns"], trace["otherData"]["clock_offset_to_rank0_ns"]);
+      EXPECT_LT(offsets[0]["at_ns"].get<int64_t>(), offsets[1]["at_ns"].get<int64_t>());
+      for (const json& o : offsets) {
+        EXPECT_LE(std::llabs(o["offset_ns"].get<int64_t>()), o["uncertainty_ns"].get<int64_t>())
+            << "rank " << r << ": " << o.dump();  // one host: one clock
+        EXPECT_EQ(o["samples"], r == 0 ? 0 : 32);
+      }
+      std::vector<uint64_t> exchanges, allreduces;
+      for (const json& e : trace["traceEvents"]) {
+        if (e.value("cat", "") != "collective") continue;
+        if (e["name"] == "clock_offset") exchanges.push_back(e["args"]["seq"]);
+        if (e["name"] == "allreduce") allreduces.push_back(e["args"]["seq"]);
+      }
+      ASSERT_EQ(exchanges.size(), 2u) << "rank " << r;
+      EXPECT_EQ(exchanges[1], 1024u) << "rank " << r;
+      ASSERT_EQ(allreduces.size(), 1100u) << "rank " << r;
+      EXPECT_EQ(allreduces[1023], 1023u);
+      EXPECT_EQ(allreduces[1024], 1025u);  // the exchange took 1024
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
 // The exchange is a collective: a rank that traces and one that does not disagree about the call
 // after creation's calibration, and fail naming it rather than hang.
 TEST(TraceClock, TracingOnSomeRanksOnlyFailsNamingTheExchange) {
