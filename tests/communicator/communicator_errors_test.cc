@@ -545,9 +545,8 @@ TEST(CommunicatorErrors, ARootThatLeavesAfterASmallBroadcastFailsNobody) {
 // and 65 on both sides of what a header holds, 1000 and 1001 after the headers.
 TEST(CommunicatorErrors, ASmallBroadcastOnMoreRanksThatOneRankDisagreesWithFailsEveryRank) {
   for (const char* transport : {"local", "shm", "tcp"}) {
-    for (const auto& variant :
-         {std::pair{true, 2}, std::pair{false, 2}, std::pair{true, 1000}, std::pair{false, 64},
-          std::pair{false, 1000}}) {
+    for (const auto& variant : {std::pair{true, 2}, std::pair{false, 2}, std::pair{true, 1000},
+                                std::pair{false, 64}, std::pair{false, 1000}}) {
       // Plain variables: clang 14 cannot capture structured bindings in a lambda.
       const bool otherRoot = variant.first;
       const int base = variant.second;
