@@ -99,7 +99,9 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
                               std::span<const size_t> blockBytes, size_t sliceBytes,
                               const CostModel& model, int hosts = 1);
 // What a byte costs, relative to the calibrated rates, when a rank's buffers span
-// `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes).
+// `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes): memoryFactor is reached
+// kMemoryRampDoublings doublings past cacheBytes.
+inline constexpr double kMemoryRampDoublings = 3;
 double memoryScale(const CostModel& model, double workingSetBytes);
 // The messages one after another of recursive doubling on `size` ranks: log2 p for the largest
 // power of two p <= size, and two more where size is not one (the ranks past p fold in first and

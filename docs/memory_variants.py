@@ -34,7 +34,7 @@ def memory_scale(model, working_set):
     if model["cache_bytes"] <= 0:
         return 1.0
     cache = max(math.log2(model["cache_bytes"]), calibrated)
-    return between(cache, 1.0, cache + 1, model["memory_factor"])
+    return between(cache, 1.0, cache + 3, model["memory_factor"])  # kMemoryRampDoublings
 
 
 def working_set(collective, m, n):
