@@ -280,8 +280,8 @@ double workingSetBytes(Collective collective, double m, double n) {
 // Past the cache the cost of a byte rises over three doublings of the working set, not one:
 // a copy's rate falls gradually as less of its source stays in the cache (on a 2-core VM, from
 // 1.2x the in-cache time at 32 MiB to 1.85x at 256 MiB). With one doubling the stored reports
-// of three machines had 0-5 fewer of 60 points within 25% (a 2-core EPYC at N = 2: 44 against
-// 48; a 16-core Xeon at N = 8: 16-27 against 19-29), none more.
+// of three machines had up to 5 fewer of 60 points within 25% (a 2-core EPYC at N = 2: 44
+// against 48; a 16-core Xeon at N = 8: 16-27 against 19-29) and at most 1 more.
 double memoryScale(const CostModel& model, double workingSetBytes) {
   // (log2 working set, factor), piecewise linear between the points, flat outside.
   constexpr double kSmall = 18;       // 256 KiB: the small calibration shift's buffers
