@@ -52,17 +52,26 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
   if (!report.contains("model")) {
     throw InvalidArgument("the report has no \"model\" (write one with ringlet-model measure -o)");
   }
-  const auto& m = report["model"];
-  const CostModel here{.alpha = m["alpha_s_per_message"].is_number()
-                                    ? m["alpha_s_per_message"].get<double>()
-                                    : m["alpha_s"].get<double>(),
-                       .beta = m["beta_s_per_byte"].get<double>(),
-                       .gamma = m["gamma_s_per_byte"].get<double>(),
-                       .delta = m["delta_s_per_byte"].get<double>(),
-                       .betaOneWay = m.value("beta_one_way_s_per_byte", 0.0),
-                       .smallFactor = m.value("small_factor", 1.0),
-                       .memoryFactor = m.value("memory_factor", 1.0),
-                       .cacheBytes = m.value("cache_bytes", 0.0)};
+  const auto& m = report.at("model");
+  // A const json's operator[] with a key it lacks reads past its storage (found by ASan on a
+  // report without alpha_s_per_message): look keys up with contains() and at().
+  auto number = [&m](const char* key) {
+    if (!m.contains(key) || !m.at(key).is_number()) {
+      throw InvalidArgument(fmt::format("the report's \"model\" has no number \"{}\"", key));
+    }
+    return m.at(key).get<double>();
+  };
+  const CostModel here{
+      .alpha = m.contains("alpha_s_per_message") && m.at("alpha_s_per_message").is_number()
+                   ? number("alpha_s_per_message")
+                   : number("alpha_s"),
+      .beta = number("beta_s_per_byte"),
+      .gamma = number("gamma_s_per_byte"),
+      .delta = number("delta_s_per_byte"),
+      .betaOneWay = m.value("beta_one_way_s_per_byte", 0.0),
+      .smallFactor = m.value("small_factor", 1.0),
+      .memoryFactor = m.value("memory_factor", 1.0),
+      .cacheBytes = m.value("cache_bytes", 0.0)};
   if (options.linkAlpha.size() != 1 && options.linkAlpha.size() != options.gbits.size()) {
     throw InvalidArgument(
         fmt::format("--link-alpha gives {} values for {} links: give one for all, or one per link",

@@ -40,4 +40,19 @@ grep -q "^ringlet: --collectives: 'nope' is not a collective" <<<"$err" || fail 
 err=$("$bin/ringlet-model" table "$report" --link-alpha 1e-5 2e-6 2>&1) &&
   fail "two alphas for three links were accepted"
 grep -q "^ringlet: --link-alpha gives 2 values for 3 links" <<<"$err" || fail "unclear error: $err"
+
+# A report whose model lacks a parameter, or holds a string for one: one clear error naming it
+# (reading a missing key once ran past the parsed object, caught by AddressSanitizer).
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo '{"model": {"alpha_s": 1e-6, "gamma_s_per_byte": 1e-11, "delta_s_per_byte": 1e-11}}' \
+  > "$tmp/no-beta.json"
+err=$("$bin/ringlet-model" table "$tmp/no-beta.json" 2>&1) && fail "a model without beta was accepted"
+grep -q '^ringlet: the report.s "model" has no number "beta_s_per_byte"$' <<<"$err" ||
+  fail "unclear error: $err"
+echo '{"model": {"alpha_s": "fast", "beta_s_per_byte": 1e-10, "gamma_s_per_byte": 1e-11,
+  "delta_s_per_byte": 1e-11}}' > "$tmp/text-alpha.json"
+err=$("$bin/ringlet-model" table "$tmp/text-alpha.json" 2>&1) && fail "a text alpha was accepted"
+grep -q '^ringlet: the report.s "model" has no number "alpha_s"$' <<<"$err" ||
+  fail "unclear error: $err"
 echo "ok"
