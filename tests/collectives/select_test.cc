@@ -83,8 +83,11 @@ TEST(CostModel, ByteCostsFollowTheCaches) {
   EXPECT_DOUBLE_EQ(memoryScale(model, 256 << 10), 0.5);
   EXPECT_DOUBLE_EQ(memoryScale(model, 2 << 20), 1.0);   // the calibrated size
   EXPECT_DOUBLE_EQ(memoryScale(model, 16 << 20), 1.0);  // the rank's share of the cache
-  EXPECT_NEAR(memoryScale(model, 24 << 20), 1 + 2 * std::log2(1.5), 1e-12);
-  EXPECT_DOUBLE_EQ(memoryScale(model, 32 << 20), 3.0);  // memory
+  // Past it the factor rises over three doublings, linear in log2 of the working set.
+  EXPECT_NEAR(memoryScale(model, 24 << 20), 1 + 2 * std::log2(1.5) / 3, 1e-12);
+  EXPECT_NEAR(memoryScale(model, 32 << 20), 1 + 2.0 / 3, 1e-12);
+  EXPECT_NEAR(memoryScale(model, 64 << 20), 1 + 4.0 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(memoryScale(model, 128 << 20), 3.0);  // memory
   EXPECT_DOUBLE_EQ(memoryScale(model, 1 << 30), 3.0);
   EXPECT_DOUBLE_EQ(memoryScale(CostModel{}, 1 << 30), 1.0);  // defaults: no effect
   // A 64 MiB ring all-reduce (working set 128 MiB) costs memory's rate per byte.
@@ -102,7 +105,7 @@ TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
   // Bytes over shared memory cost memory's rate once the buffers outgrow the cache; a network
   // link moves them at its own rate whatever their size: only reductions and copies scale.
   CostModel network{
-      .alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0, .memoryFactor = 3, .cacheBytes = 16 << 20};
+      .alpha = 0, .beta = 1e-9, .gamma = 0, .delta = 0, .memoryFactor = 3, .cacheBytes = 8 << 20};
   network.linkBytesInMemory = false;
   const size_t big = size_t{64} << 20;
   for (int n : {2, 4, 8}) {
