@@ -231,6 +231,28 @@ TEST(TraceClock, LongRunsMeasureAgainAfterCall1023) {
   }
 }
 
+// Two ranks' small broadcasts: the root sends and returns without an answer (read at a later
+// call); the exchange after call 1023 follows such a call like any other.
+TEST(TraceClock, TheExchangeFollowsUnansweredSmallCalls) {
+  const std::string dir = makeTempDir("ringlet-trace-clock");
+  for (const std::string transport : {"local", "shm", "tcp"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store),
+                                               traced(dir + "/" + transport, transport));
+      for (int call = 0; call < 1030; ++call) {
+        int64_t value = rank == 0 ? call : -1;
+        comm.broadcast(&value, 1, DataType::kInt64, 0);
+        ASSERT_EQ(value, call) << transport << " call " << call;
+      }
+    });
+    for (int r = 0; r < 2; ++r) {
+      const json trace = readTrace(dir + "/" + transport + ".rank" + std::to_string(r) + ".json");
+      EXPECT_EQ(trace["otherData"]["clock_offsets"].size(), 2u) << transport << " rank " << r;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // The exchange is a collective: a rank that traces and one that does not disagree about the call
 // after creation's calibration, and fail naming it rather than hang.
 TEST(TraceClock, TracingOnSomeRanksOnlyFailsNamingTheExchange) {
