@@ -28,6 +28,17 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
   return Communicator::create(Bootstrap::forThread(rank, size, store), o);
 }
 
+// For the tests whose timeout is short: the cost model given, so that creation does not spend
+// the timeout calibrating (under TSan, beside other work, that alone took more than 1 s).
+Communicator makeUncalibratedComm(int rank, int size, std::shared_ptr<Store> store,
+                                  std::chrono::milliseconds timeout) {
+  CommunicatorOptions o;
+  o.timeout = timeout;
+  o.transport = "local";
+  o.costModel = CostModel{};
+  return Communicator::create(Bootstrap::forThread(rank, size, store), o);
+}
+
 TEST(CommunicatorErrors, AnUnknownWaitPolicyIsRefusedByName) {
   runThreadRanks(1, [](int rank, int size, std::shared_ptr<Store> store) {
     CommunicatorOptions o;
@@ -660,7 +671,7 @@ TEST(CommunicatorErrors, MismatchedOperationsNoRankHangsLarge) { mismatchedOpera
 TEST(CommunicatorErrors, TimeoutNamesRankPeerOperationAndSequence) {
   Event rank0TimedOut;
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store, 1s);
+    Communicator comm = makeUncalibratedComm(rank, size, store, 1s);
     std::vector<float> data(16, 1.0f);
     comm.allreduce(data.data(), 16, DataType::kFloat32, ReduceOp::kSum);  // call #0 works
     if (rank == 0) {
@@ -809,7 +820,7 @@ TEST(CommunicatorAsync, QueuedCallsRunInOrderAndWorkHandlesReport) {
 TEST(CommunicatorAsync, ErrorsReachTheWorkHandle) {
   Event rank0Done;
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store, 1s);
+    Communicator comm = makeUncalibratedComm(rank, size, store, 1s);
     std::vector<float> data(4, 1.0f);
     if (rank == 0) {
       SetOnExit done(rank0Done);

@@ -21,6 +21,9 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
   o.timeout = timeout;
   o.transport = transport;
   o.transportOptions = settings;
+  // A short timeout bounds creation too: the cost model given, so that creation does not
+  // spend it calibrating on a slow machine (sanitizer builds beside other work).
+  if (timeout < std::chrono::seconds(2)) o.costModel = CostModel{};
   return Communicator::create(Bootstrap::forThread(rank, size, store), o);
 }
 

@@ -16,7 +16,11 @@ Communicator makeComm(int rank, int size, std::shared_ptr<Store> store,
   CommunicatorOptions o;
   o.timeout = timeout;
   o.transport = transport;
-  o.segmentBytes = 4096;  // many pipeline segments even for modest counts
+  o.segmentBytes =
+      4096;  // many pipeline segments even for modest counts
+             // A short timeout bounds creation too: the cost model given, so that creation does not
+  // spend it calibrating on a slow machine (sanitizer builds beside other work).
+  if (timeout < std::chrono::seconds(2)) o.costModel = CostModel{};
   return Communicator::create(Bootstrap::forThread(rank, size, std::move(store)), o);
 }
 
