@@ -218,8 +218,9 @@ def clock_shifts(files):
     this rank's), each host is moved onto rank 0's clock by its rank's with the smallest
     uncertainty (rank 0's host: not at all), and where its clock drifted from rank 0's during
     the run, by a line instead: through that rank's later clock exchanges (exchange_line), else
-    fitted to the messages between the hosts where they show the drift (drift_shifts). Otherwise hosts are aligned by the difference between their monotonic and
-    wall clocks (as good as the hosts' wall clocks agree)."""
+    fitted to the messages between the hosts where they show the drift (drift_shifts).
+    Otherwise hosts are aligned by the difference between their monotonic and wall clocks (as
+    good as the hosts' wall clocks agree)."""
     hosts = [d["otherData"].get("host", "") for d in files]
     if len(set(hosts)) == 1:
         return [Shift(0.0)] * len(files), "one host: monotonic", {}
@@ -242,13 +243,10 @@ def clock_shifts(files):
                 if line is not None:
                     exchanged[host] = line
         placed, notes = drift_shifts(files, hosts, reference, measured, exchanged)
-        for host, note in exchange_notes.items():
-            if not note:
-                continue
-            if host in exchanged:
-                notes[host] = note
-            else:
-                notes[host] = f"{note}; {notes[host]}" if notes.get(host) else note
+        for host, note in exchange_notes.items():  # the exchanges' verdict first
+            if note:
+                later = notes.get(host) if host not in exchanged else None
+                notes[host] = f"{note}; {later}" if later else note
         ranks = collections.defaultdict(list)
         for data, host in zip(files, hosts):
             ranks[host].append(data["otherData"]["rank"])

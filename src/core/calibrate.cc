@@ -58,33 +58,23 @@ namespace {
 using Seconds = std::chrono::duration<double>;
 constexpr size_t kLargeBytes = size_t{1} << 20;
 
-// The median of `batches` batches of `reps` runs, per run, after `warm` runs untimed.
-template <typename F>
-double medianSeconds(int batches, int reps, F&& run, int warm = 1) {
-  for (int i = 0; i < warm; ++i) run();  // caches, pages, the peer's arrival, the waits' spin
-  std::vector<double> times;
-  for (int b = 0; b < batches; ++b) {
-    const auto start = transport::Clock::now();
-    for (int i = 0; i < reps; ++i) run();
-    times.push_back(Seconds(transport::Clock::now() - start).count() / reps);
-  }
-  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  return times[times.size() / 2];
+// Seconds on the steady clock (what a call takes), and in this thread's CPU time: there a memory
+// stall counts and a time slice spent waiting for the core does not (with four ranks on two
+// cores a copy of 128 MiB, longer than a time slice, measured 2-2.5x slower in wall time against
+// one of 1 MiB, which fits in one: memory factors of 5.3-6.8 where two ranks found 2.5-2.9).
+double steadySeconds() { return Seconds(transport::Clock::now().time_since_epoch()).count(); }
+double cpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// The median of `batches` batches of `runs` runs, per run, in this thread's CPU time, after one
-// untimed run: a memory stall counts, a time slice spent waiting for the core does not (with four
-// ranks on two cores a copy of 128 MiB, longer than a time slice, measured 2-2.5x slower in wall
-// time against one of 1 MiB, which fits in one: memory factors of 5.3-6.8 where two ranks found
-// 2.5-2.9).
+// The median of `batches` batches of `reps` runs, per run, after `warm` runs untimed, on the
+// clock `now`.
 template <typename F>
-double medianCpuSeconds(int batches, int reps, F&& run) {
-  auto now = [] {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-  };
-  run();  // pages, caches
+double medianSeconds(int batches, int reps, F&& run, int warm = 1,
+                     double (*now)() = steadySeconds) {
+  for (int i = 0; i < warm; ++i) run();  // caches, pages, the peer's arrival, the waits' spin
   std::vector<double> times;
   for (int b = 0; b < batches; ++b) {
     const double start = now();
@@ -127,16 +117,18 @@ double memoryFactor(double cacheShare, int effort) {
       std::clamp<size_t>(static_cast<size_t>(2 * cacheShare) / kLargeBytes, 4, 128) * kLargeBytes;
   std::vector<std::byte> from(bytes, std::byte{1});
   std::vector<std::byte> to(kLargeBytes, std::byte{2});
-  const double large =
-      medianCpuSeconds(2 + effort, 1,
-                       [&] {
-                         for (size_t offset = 0; offset < bytes; offset += kLargeBytes) {
-                           std::memcpy(to.data(), from.data() + offset, kLargeBytes);
-                         }
-                       }) /
-      static_cast<double>(bytes);
+  const double large = medianSeconds(
+                           2 + effort, 1,
+                           [&] {
+                             for (size_t offset = 0; offset < bytes; offset += kLargeBytes) {
+                               std::memcpy(to.data(), from.data() + offset, kLargeBytes);
+                             }
+                           },
+                           1, cpuSeconds) /
+                       static_cast<double>(bytes);
   const double cached =
-      medianCpuSeconds(3 * effort, 4, [&] { std::memcpy(to.data(), from.data(), kLargeBytes); }) /
+      medianSeconds(
+          3 * effort, 4, [&] { std::memcpy(to.data(), from.data(), kLargeBytes); }, 1, cpuSeconds) /
       static_cast<double>(kLargeBytes);
   factor = std::max(1.0, large / cached);
   return factor;
@@ -274,10 +266,10 @@ ShiftLine fitShifts(Shift probe, Shift cached, Shift large) {
 }
 
 CostModel steadyModel(const std::function<CostModel()>& measure,
-                      const std::function<double()>& smallShift) {
+                      const std::function<double()>& probeShift) {
   CostModel model = measure();
   for (int calibrations = 1; calibrations < kMaxCalibrations; ++calibrations) {
-    if (model.alpha <= kDisturbedAlphaRatio * smallShift()) break;
+    if (model.alpha <= kDisturbedAlphaRatio * probeShift()) break;
     model = measure();
   }
   return model;

@@ -12,7 +12,7 @@
 
 namespace ringlet::detail {
 
-// `measure` takes the whole model; `smallShift` times the shift alpha comes from again (4 KiB;
+// `measure` takes the whole model; `probeShift` times the shift alpha comes from again (4 KiB;
 // both collective, the same on every rank, so every rank decides alike). Where the shift now
 // takes less than a third of the model's alpha (which is at most that shift's time), the ranks
 // were held back while it was measured: it measures again, at most kMaxCalibrations times in
@@ -20,7 +20,7 @@ namespace ringlet::detail {
 inline constexpr int kMaxCalibrations = 3;
 inline constexpr double kDisturbedAlphaRatio = 3.0;
 CostModel steadyModel(const std::function<CostModel()>& measure,
-                      const std::function<double()>& smallShift);
+                      const std::function<double()>& probeShift);
 
 // A shift's size and its time.
 struct Shift {

@@ -109,9 +109,8 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
       ~Leave() { flag.store(outer, std::memory_order_release); }
     } leave{inBlockingCall_, outer};
     execute(header, body, callTimeout_);
-    if (trace_ != nullptr) [[unlikely]] {
-      if (isCollective(header.kind) && clockRecheckDue(header.seq)) measureClockOffsetAgain(false);
-    }
+    if (clockRecheckAfter(header)) [[unlikely]]
+      measureClockOffsetAgain(false);
     return;
   }
   std::shared_ptr<WorkState> state;
@@ -131,9 +130,7 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
     std::lock_guard exec(execMutex_);
     execute(header, body, callTimeout_);
   }
-  if (trace_ != nullptr && isCollective(header.kind) && clockRecheckDue(header.seq)) {
-    measureClockOffsetAgain(false);
-  }
+  if (clockRecheckAfter(header)) measureClockOffsetAgain(false);
 }
 
 Work CommunicatorImpl::runAsync(OpHeader header, OpBody body, std::shared_ptr<WorkState> state) {
@@ -146,9 +143,7 @@ Work CommunicatorImpl::runAsync(OpHeader header, OpBody body, std::shared_ptr<Wo
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
   queueChanged_.notify_all();
-  if (trace_ != nullptr && isCollective(header.kind) && clockRecheckDue(header.seq)) {
-    measureClockOffsetAgain(true);
-  }
+  if (clockRecheckAfter(header)) measureClockOffsetAgain(true);
   return Work(state);
 }
 

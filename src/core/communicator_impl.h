@@ -181,6 +181,9 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   static constexpr bool clockRecheckDue(uint64_t seq) {
     return seq + 1 >= kFirstClockRecheck && ((seq + 1) & seq) == 0;
   }
+  bool clockRecheckAfter(const OpHeader& header) const {
+    return trace_ != nullptr && isCollective(header.kind) && clockRecheckDue(header.seq);
+  }
   void measureClockOffsetAgain(bool async);
   // The clock exchange's body: ping-pongs with rank 0, the result into the trace.
   OpBody clockExchange();

@@ -61,17 +61,15 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
     }
     return m.at(key).get<double>();
   };
-  const CostModel here{
-      .alpha = m.contains("alpha_s_per_message") && m.at("alpha_s_per_message").is_number()
-                   ? number("alpha_s_per_message")
-                   : number("alpha_s"),
-      .beta = number("beta_s_per_byte"),
-      .gamma = number("gamma_s_per_byte"),
-      .delta = number("delta_s_per_byte"),
-      .betaOneWay = m.value("beta_one_way_s_per_byte", 0.0),
-      .smallFactor = m.value("small_factor", 1.0),
-      .memoryFactor = m.value("memory_factor", 1.0),
-      .cacheBytes = m.value("cache_bytes", 0.0)};
+  const CostModel here{.alpha = m.contains("alpha_s_per_message") ? number("alpha_s_per_message")
+                                                                  : number("alpha_s"),
+                       .beta = number("beta_s_per_byte"),
+                       .gamma = number("gamma_s_per_byte"),
+                       .delta = number("delta_s_per_byte"),
+                       .betaOneWay = m.value("beta_one_way_s_per_byte", 0.0),
+                       .smallFactor = m.value("small_factor", 1.0),
+                       .memoryFactor = m.value("memory_factor", 1.0),
+                       .cacheBytes = m.value("cache_bytes", 0.0)};
   if (options.linkAlpha.size() != 1 && options.linkAlpha.size() != options.gbits.size()) {
     throw InvalidArgument(
         fmt::format("--link-alpha gives {} values for {} links: give one for all, or one per link",
