@@ -16,7 +16,7 @@ void* DeviceSide::send() { return nullptr; }
 void* DeviceSide::recv() { return nullptr; }
 void DeviceSide::upload(void*, const void*, size_t) {}
 void DeviceSide::download(void*, const void*, size_t) {}
-void DeviceSide::run(BenchOp, const void*, void*, size_t) {}
+void DeviceSide::run(BenchOp, const CallArgs&) {}
 void DeviceSide::synchronize() {}
 double DeviceSide::timeDeviceCopy(size_t, int, int) { return 0; }
 std::string DeviceSide::describe() const { return kNoCuda; }

@@ -77,32 +77,48 @@ void DeviceSide::download(void* dst, const void* src, size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (device to host)");
 }
 
-void DeviceSide::run(BenchOp op, const void* send, void* recv, size_t count) {
+void DeviceSide::run(BenchOp op, const CallArgs& a) {
   State& s = *state_;
+  const Options& o = s.options;
   switch (op) {
     case BenchOp::kAllreduce:
-      s.dc->allreduce(send, recv, count, s.options.type, s.options.op, s.stream);
+      s.dc->allreduce(a.send, a.recv, a.count, o.type, o.op, s.stream);
       return;
     case BenchOp::kBroadcast:
-      s.dc->broadcast(recv, count, s.options.type, s.options.root, s.stream);
+      s.dc->broadcast(a.recv, a.count, o.type, o.root, s.stream);
       return;
     case BenchOp::kReduce:
-      s.dc->reduce(send, recv, count, s.options.type, s.options.op, s.options.root, s.stream);
+      s.dc->reduce(a.send, a.recv, a.count, o.type, o.op, o.root, s.stream);
       return;
     case BenchOp::kAllgather:
-      s.dc->allgather(send, recv, count, s.options.type, s.stream);
+      s.dc->allgather(a.send, a.recv, a.count, o.type, s.stream);
       return;
     case BenchOp::kReduceScatter:
-      s.dc->reduceScatter(send, recv, count, s.options.type, s.options.op, s.stream);
+      s.dc->reduceScatter(a.send, a.recv, a.count, o.type, o.op, s.stream);
       return;
     case BenchOp::kGather:
-      s.dc->gather(send, recv, count, s.options.type, s.options.root, s.stream);
+      s.dc->gather(a.send, a.recv, a.count, o.type, o.root, s.stream);
       return;
     case BenchOp::kScatter:
-      s.dc->scatter(send, recv, count, s.options.type, s.options.root, s.stream);
+      s.dc->scatter(a.send, a.recv, a.count, o.type, o.root, s.stream);
       return;
     case BenchOp::kAllToAll:
-      s.dc->allToAll(send, recv, count, s.options.type, s.stream);
+      s.dc->allToAll(a.send, a.recv, a.count, o.type, s.stream);
+      return;
+    case BenchOp::kAllgatherv:
+      s.dc->allgatherv(a.send, a.recv, a.counts, {}, o.type, s.stream);
+      return;
+    case BenchOp::kReduceScatterv:
+      s.dc->reduceScatterv(a.send, a.recv, a.counts, o.type, o.op, s.stream);
+      return;
+    case BenchOp::kGatherv:
+      s.dc->gatherv(a.send, a.recv, a.counts, {}, o.type, o.root, s.stream);
+      return;
+    case BenchOp::kScatterv:
+      s.dc->scatterv(a.send, a.counts, {}, a.recv, o.type, o.root, s.stream);
+      return;
+    case BenchOp::kAllToAllv:  // the weights are symmetric: what r sends to q, q sends to r
+      s.dc->allToAllv(a.send, a.counts, {}, a.recv, a.counts, {}, o.type, s.stream);
       return;
     case BenchOp::kBarrier:
       s.comm->barrier();
@@ -134,12 +150,15 @@ double DeviceSide::timeDeviceCopy(size_t bytes, int iters, int warmup) {
 std::string DeviceSide::algorithm(BenchOp op, size_t bytes,
                                   const std::function<std::string(size_t)>& host) const {
   const cuda::DeviceCommunicator& dc = *state_->dc;
-  const bool stagedOnly =
-      op == BenchOp::kGather || op == BenchOp::kScatter || op == BenchOp::kAllToAll;
+  const bool stagedOnly = op == BenchOp::kAllgatherv || op == BenchOp::kReduceScatterv ||
+                          op == BenchOp::kGatherv || op == BenchOp::kScatterv ||
+                          op == BenchOp::kAllToAllv;
   switch (stagedOnly ? cuda::DevicePath::kStaged : dc.pathFor(bytes)) {
     case cuda::DevicePath::kIpc:
-      return op == BenchOp::kBroadcast || op == BenchOp::kReduce ? "cuda_ipc_chain"
-                                                                 : "cuda_ipc_ring";
+      return op == BenchOp::kBroadcast || op == BenchOp::kReduce || op == BenchOp::kGather ||
+                     op == BenchOp::kScatter
+                 ? "cuda_ipc_chain"
+                 : "cuda_ipc_ring";
     case cuda::DevicePath::kStaged:
       return "staged_" + host(std::min(bytes, cuda::DeviceOptions::fromEnvironment().chunkBytes));
     case cuda::DevicePath::kAuto:

@@ -27,8 +27,8 @@ class DeviceSide {
   void* recv();
   void upload(void* deviceDst, const void* hostSrc, size_t bytes);
   void download(void* hostDst, const void* deviceSrc, size_t bytes);
-  // Enqueues one collective on the stream.
-  void run(BenchOp op, const void* send, void* recv, size_t count);
+  // Enqueues one collective on the stream (a.send, a.recv, a.count; the v-forms' a.counts).
+  void run(BenchOp op, const CallArgs& a);
   void synchronize();
   // Seconds per cudaMemcpyAsync of `bytes` from one device buffer to another on this GPU.
   double timeDeviceCopy(size_t bytes, int iters, int warmup);

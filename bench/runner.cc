@@ -65,7 +65,7 @@ void Runner::fromDevice(const Shape& shape, bool inPlace) {
 
 void Runner::runOnce(Impl impl, BenchOp op, const CallArgs& a) {
   if (device_ != nullptr) {
-    device_->run(op, a.send, a.recv, a.count);
+    device_->run(op, a);
   } else if (impl == Impl::kMpi) {
     mpi::run(op, a);
   } else {

@@ -39,19 +39,23 @@ for f in "$work"/ringlet-info.log "$work"/*_test.log; do
 done >"$out/tests.log"
 
 mkdir -p "$work/json"
+# The v-forms (always staged) in the default runs only.
+vforms=allgatherv,reducescatterv,gatherv,scatterv,alltoallv
 bench() {  # bench NAME RANKS [ENV=VALUE...]
   local name=$1 n=$2 s
   shift 2
   echo "==== $name: $n ranks $*" >>"$out/bench.txt"
   s=$(date +%s)
   timeout -k 5 60 env "$@" $run ringlet-run -n "$n" ringlet-bench --device cuda \
-    --ops allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall -b 8 -e 256M -f 4 -n auto \
+    --ops allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall,$vforms \
+    -b 8 -e 256M -f 4 -n auto \
     --min-time-ms 30 --warmup-ms 10 --json "$work/json/$name.json" >>"$out/bench.txt" 2>&1
   echo "bench $name rc=$? $(($(date +%s) - s)) s" >>"$summary"
 }
 bench n2 2
 bench n3 3
 bench n4 4
+vforms=barrier
 bench n2-ring 2 RINGLET_CUDA_STAGED_BELOW=0
 bench n2-staged 2 RINGLET_CUDA_PATH=staged
 tar czf "$out/bench-json.tgz" -C "$work" json

@@ -64,6 +64,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -196,6 +197,26 @@ class DeviceCommunicator {
   void gather(const void* send, void* recv, size_t count, DataType type, int root, void* stream);
   void scatter(const void* send, void* recv, size_t count, DataType type, int root, void* stream);
   void allToAll(const void* send, void* recv, size_t count, DataType type, void* stream);
+
+  // The v-forms (uneven blocks) on device memory: the host communicator's allgatherv,
+  // reduceScatterv, gatherv, scatterv and allToAllv (the same layouts, displacements, in-place
+  // forms and rules; see ringlet/communicator.h), ordered on `stream`. They always take the staged
+  // path, also where the other calls use the IPC ring: chunk i is elements [i*c, (i+1)*c) of
+  // every block (c = chunkBytes / element size / ranks), packed in the pinned slot, one host
+  // v-form call per chunk. Before the first chunk the ranks agree on the counts in one small host
+  // call (all-to-all-v: two, exchanging each pair's counts), so ranks that disagree all get
+  // MismatchError before any data moves, whatever the number of chunks.
+  void allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
+                  std::span<const size_t> displs, DataType type, void* stream);
+  void reduceScatterv(const void* send, void* recv, std::span<const size_t> recvCounts,
+                      DataType type, ReduceOp op, void* stream);
+  void gatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
+               std::span<const size_t> displs, DataType type, int root, void* stream);
+  void scatterv(const void* send, std::span<const size_t> sendCounts,
+                std::span<const size_t> displs, void* recv, DataType type, int root, void* stream);
+  void allToAllv(const void* send, std::span<const size_t> sendCounts,
+                 std::span<const size_t> sendDispls, void* recv, std::span<const size_t> recvCounts,
+                 std::span<const size_t> recvDispls, DataType type, void* stream);
 
   // Waits until `stream` has finished its work, for at most options.timeout (TimeoutError
   // naming the rank and device then). Local: no communication.

@@ -37,25 +37,6 @@ namespace ringlet::cuda {
 using kernels::cuda::checkCuda;
 using kernels::cuda::ScopedDevice;
 
-namespace {
-
-void checkOp(const char* call, int rank, DataType type, ReduceOp op) {
-  try {
-    kernels::checkReducible(type, op);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(fmt::format("cuda {} on rank {}: {}", call, rank, e.what()));
-  }
-}
-
-void checkRoot(const char* call, int rank, int root, int size) {
-  if (root < 0 || root >= size) {
-    throw InvalidArgument(fmt::format(
-        "cuda {} on rank {}: root {} is out of range for world size {}", call, rank, root, size));
-  }
-}
-
-}  // namespace
-
 void DeviceCommunicator::reduce(const void* send, void* recv, size_t count, DataType type,
                                 ReduceOp op, int root, void* stream) {
   State& st = *state_;

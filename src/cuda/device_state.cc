@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 
 namespace ringlet::cuda {
@@ -56,6 +58,21 @@ void checkDeviceArgument(std::string_view call, int rank, const void* pointer, i
     checkDevicePointer(pointer, device, what);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("cuda {} on rank {}: {}", call, rank, e.what()));
+  }
+}
+
+void checkOp(const char* call, int rank, DataType type, ReduceOp op) {
+  try {
+    kernels::checkReducible(type, op);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("cuda {} on rank {}: {}", call, rank, e.what()));
+  }
+}
+
+void checkRoot(const char* call, int rank, int root, int size) {
+  if (root < 0 || root >= size) {
+    throw InvalidArgument(fmt::format(
+        "cuda {} on rank {}: root {} is out of range for world size {}", call, rank, root, size));
   }
 }
 
@@ -263,6 +280,64 @@ void DeviceCommunicator::State::runBlocks(
       } else {
         copy2DAsync(to, blockBytes, outArea(slot), bytes, bytes, ranks, cudaMemcpyHostToDevice, s);
       }
+    };
+  }
+  pipeline(op, stream, steps);
+}
+
+void DeviceCommunicator::State::runVBlocks(
+    std::string_view op, void* stream, DataType type, size_t maxCount,
+    std::span<const size_t> counts, std::span<const size_t> outCounts, const VBuffers& buffers,
+    const std::function<void(std::byte*, std::byte*, std::span<const size_t>,
+                             std::span<const size_t>)>& hostOp) {
+  const size_t eb = elementSize(type);
+  const auto ranks = static_cast<size_t>(host->size());
+  const auto rank = static_cast<size_t>(host->rank());
+  const bool separateOut = !outCounts.empty();
+  if (!separateOut) outCounts = counts;
+  const Chunks chunks{maxCount, chunkElements(type, ranks)};
+  const size_t area = ranks * chunks.per * eb;  // every block's piece of one chunk, packed
+  // Chunk i's piece of each block, in elements.
+  auto pieces = [&](std::span<const size_t> of, size_t i) {
+    std::vector<size_t> n(ranks);
+    for (size_t q = 0; q < ranks; ++q) n[q] = Chunks{of[q], chunks.per}.size(i);
+    return n;
+  };
+  // Enqueues the copies of chunk i's pieces between the device blocks and the packed slot area.
+  auto copyPieces = [&](size_t i, std::span<const size_t> of, Blocks which,
+                        std::span<const size_t> displs, std::byte* device, std::byte* packed,
+                        cudaMemcpyKind kind, cudaStream_t s) {
+    const std::vector<size_t> n = pieces(of, i);
+    size_t at = 0;  // bytes into the area
+    for (size_t q = 0; q < ranks; ++q) {
+      if (which == Blocks::kAll || (which == Blocks::kOwn && q == rank)) {
+        std::byte* block = device + ((which == Blocks::kAll ? displs[q] : 0) + i * chunks.per) * eb;
+        if (kind == cudaMemcpyDeviceToHost) {
+          copy2DAsync(packed + at, 0, block, 0, n[q] * eb, 1, kind, s);
+        } else {
+          copy2DAsync(block, 0, packed + at, 0, n[q] * eb, 1, kind, s);
+        }
+      }
+      at += n[q] * eb;
+    }
+  };
+  auto outArea = [&](std::byte* slot) { return separateOut ? slot + area : slot; };
+  StagedSteps steps;
+  steps.chunks = chunks.number();
+  steps.slotBytes = separateOut ? 2 * area : area;
+  if (buffers.inBlocks != Blocks::kNone) {
+    steps.copyIn = [&](size_t i, std::byte* slot, cudaStream_t s) {
+      copyPieces(i, counts, buffers.inBlocks, buffers.inDispls, const_cast<std::byte*>(buffers.in),
+                 slot, cudaMemcpyDeviceToHost, s);
+    };
+  }
+  steps.hostOp = [&](size_t i, std::byte* slot) {
+    hostOp(slot, outArea(slot), pieces(counts, i), pieces(outCounts, i));
+  };
+  if (buffers.outBlocks != Blocks::kNone) {
+    steps.copyOut = [&](size_t i, std::byte* slot, cudaStream_t s) {
+      copyPieces(i, outCounts, buffers.outBlocks, buffers.outDispls, buffers.out, outArea(slot),
+                 cudaMemcpyHostToDevice, s);
     };
   }
   pipeline(op, stream, steps);

@@ -27,6 +27,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,11 @@ void checkNoPartialOverlap(const void* send, const void* recv, size_t bytes);
 // checkDevicePointer, with the call and the rank in front of the message.
 void checkDeviceArgument(std::string_view call, int rank, const void* pointer, int device,
                          std::string_view what);
+
+// InvalidArgument naming the call and the rank unless `op` applies to `type`.
+void checkOp(const char* call, int rank, DataType type, ReduceOp op);
+// InvalidArgument naming the call and the rank unless root is a rank of a world of `size`.
+void checkRoot(const char* call, int rank, int root, int size);
 
 // Bytes of all `size` blocks of `blockBytes`; InvalidArgument naming the call when it overflows.
 size_t allBlocksBytes(const char* call, int rank, int size, size_t blockBytes);
@@ -70,6 +76,18 @@ struct BlockBuffers {
   std::byte* out = nullptr;  // the slot is copied back to it after the host call
   Blocks outBlocks = Blocks::kNone;
   bool separateOut = false;  // the host call needs a second slot area to write to (all-to-all)
+};
+
+// A v-form's device buffers for the staged pipeline (runVBlocks): which blocks this rank copies
+// into the slot (`in`) and back out of it (`out`). kOwn: the pointer is this rank's block alone;
+// kAll: block q lies at element displs[q] of the pointer.
+struct VBuffers {
+  const std::byte* in = nullptr;
+  std::span<const size_t> inDispls;
+  Blocks inBlocks = Blocks::kNone;
+  std::byte* out = nullptr;
+  std::span<const size_t> outDispls;
+  Blocks outBlocks = Blocks::kNone;
 };
 
 // Copies of one row up to this size go as two rows (copy2DAsync).
@@ -152,6 +170,19 @@ struct DeviceCommunicator::State {
   void runBlocks(std::string_view op, void* stream, size_t blockCount, DataType type,
                  const BlockBuffers& buffers,
                  const std::function<void(std::byte* slot, std::byte* out, size_t n)>& hostOp);
+
+  // The pipeline on a v-form (one block per rank of counts[q] elements, uneven): chunk i is
+  // elements [i * c, (i + 1) * c) of every block (c = chunkElements(type, ranks)), packed in rank
+  // order in the slot. `outCounts` are the blocks of the area the host call writes when it
+  // differs from the one it reads (all-to-all-v: a second area of the slot; empty: the same area
+  // and counts). hostOp(slot, out, inCounts, outCounts) runs the host v-form on chunk i's pieces.
+  // `maxCount` (the largest block on any rank) sets the chunk count, so every rank must pass the
+  // same one.
+  void runVBlocks(
+      std::string_view op, void* stream, DataType type, size_t maxCount,
+      std::span<const size_t> counts, std::span<const size_t> outCounts, const VBuffers& buffers,
+      const std::function<void(std::byte* slot, std::byte* out, std::span<const size_t> inCounts,
+                               std::span<const size_t> outCounts)>& hostOp);
 
   using IpcBody = std::function<void(const collectives::Group&, const collectives::SlotRingMemory&,
                                      collectives::SlotExecutor&, const transport::WaitContext&)>;

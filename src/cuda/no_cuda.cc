@@ -62,6 +62,27 @@ void DeviceCommunicator::scatter(const void*, void*, size_t, DataType, int, void
 void DeviceCommunicator::allToAll(const void*, void*, size_t, DataType, void*) {
   throw CudaError(kNoCuda);
 }
+void DeviceCommunicator::allgatherv(const void*, void*, std::span<const size_t>,
+                                    std::span<const size_t>, DataType, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::reduceScatterv(const void*, void*, std::span<const size_t>, DataType,
+                                        ReduceOp, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::gatherv(const void*, void*, std::span<const size_t>,
+                                 std::span<const size_t>, DataType, int, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::scatterv(const void*, std::span<const size_t>, std::span<const size_t>,
+                                  void*, DataType, int, void*) {
+  throw CudaError(kNoCuda);
+}
+void DeviceCommunicator::allToAllv(const void*, std::span<const size_t>, std::span<const size_t>,
+                                   void*, std::span<const size_t>, std::span<const size_t>,
+                                   DataType, void*) {
+  throw CudaError(kNoCuda);
+}
 void DeviceCommunicator::synchronize(void*) { throw CudaError(kNoCuda); }
 
 }  // namespace ringlet::cuda

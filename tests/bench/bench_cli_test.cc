@@ -180,7 +180,8 @@ TEST(BenchCli, TwoRanksDeviceCuda) {
   const ProcessResult r = runProcess(
       withLauncher(
           2, {"-b", "8", "-e", "64K", "-n", "2", "-w", "1", "--device", "cuda", "--ops",
-              "allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall,barrier",
+              "allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall,barrier,"
+              "allgatherv,reducescatterv,gatherv,scatterv,alltoallv",
               "--inplace", "1"}),
       kEnv, kDeadline);
   if (r.exitCode != 0) {
@@ -197,6 +198,14 @@ TEST(BenchCli, TwoRanksDeviceCuda) {
     for (const TableRow& row : sections[op]) {
       ASSERT_GE(row.fields.size(), 13u) << op << ": no in-place columns at size " << row.size;
       EXPECT_EQ(row.fields[12], "0") << op << " in-place #wrong at size " << row.size;
+    }
+  }
+  for (const char* op : {"gather", "scatter", "alltoall"}) expectSweep(sections[op], op);
+  // The v-forms' sizes are whole uneven blocks (0, 12, 24, ... at 2 ranks): one row per size.
+  for (const char* op : {"allgatherv", "reducescatterv", "gatherv", "scatterv", "alltoallv"}) {
+    EXPECT_EQ(sections[op].size(), expectedSizes().size()) << op;
+    for (const TableRow& row : sections[op]) {
+      EXPECT_EQ(row.fields[8], "0") << op << " #wrong at size " << row.size;
     }
   }
   for (const TableRow& row : sections["allreduce"]) {
@@ -475,7 +484,7 @@ TEST(BenchCli, InvalidOptionsFailWithOneLine) {
   expectOneLineError({"--algo", "sendrecv:ring"}, "sendrecv:ring");
   expectOneLineError({"--algo", "allreduce:"}, "allreduce:");
   expectOneLineError({"--algo", "allreduce:bogus"}, "bogus");  // the library names it
-  expectOneLineError({"--device", "cuda", "--ops", "alltoallv"}, "alltoallv");
+  expectOneLineError({"--device", "cuda", "--ops", "sendrecv"}, "sendrecv");
   expectOneLineError({"--inject-wrong", "1", "-c", "0"}, "--inject-wrong");
   expectOneLineError({"--check", "2"}, "check");
   expectOneLineError({"-r", "3"}, "root 3");  // world of one: no rank 3

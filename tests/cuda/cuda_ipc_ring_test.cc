@@ -95,6 +95,25 @@ TEST_P(CudaIpcRing, GatherScatterOnDeviceMemory) {
   });
 }
 
+// The v-forms where the other calls take the IPC ring: they go staged, in stream order with the
+// ring's calls between them.
+TEST_P(CudaIpcRing, VFormsBesideTheRing) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  runOnRing(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    for (bool inPlace : {false, true}) {
+      allgathervCase(device, stream, DataType::kFloat16, 4099, true, inPlace);
+      allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
+      reduceScattervCase(device, stream, DataType::kBFloat16, ReduceOp::kMax, 4099, inPlace);
+      allgatherCase(device, stream, DataType::kInt32, 4099, inPlace);
+      gathervCase(device, stream, DataType::kInt8, 30011, 0, true, inPlace);
+      scattervCase(device, stream, DataType::kFloat64, 4099, device.host().size() - 1, true,
+                   inPlace);
+      allToAllvCase(device, stream, DataType::kInt64, 4099, true, inPlace);
+      allToAllCase(device, stream, DataType::kFloat32, 4099, inPlace);
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaIpcRing, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 

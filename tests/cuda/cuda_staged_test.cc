@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "ringlet/communicator.h"
@@ -80,6 +81,13 @@ TEST_P(CudaStaged, GatherScatterAllToAllOnDeviceMemory) {
   });
 }
 
+// The v-forms (uneven blocks, gaps between them, empty ones), chunked the same way: a block of
+// 4099 elements is many chunks, a block of none is in every chunk's call with no elements.
+TEST_P(CudaStaged, VFormsOnDeviceMemory) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  runStaged(GetParam(), vFormsMatrix);
+}
+
 INSTANTIATE_TEST_SUITE_P(OneGpu, CudaStaged,
                          ::testing::Values(Case{1, "auto"}, Case{2, "shm"}, Case{3, "shm"},
                                            Case{4, "shm"}, Case{2, "tcp"}, Case{3, "tcp"},
@@ -88,6 +96,69 @@ INSTANTIATE_TEST_SUITE_P(OneGpu, CudaStaged,
                            return std::string(info.param.transport) + "_" +
                                   std::to_string(info.param.ranks) + "ranks";
                          });
+
+// Ranks that disagree on a v-form's counts all get MismatchError before any data moves, also
+// where the first chunks would agree (rank 1's last block is longer: more chunks, the first ones
+// equal); so do the two ranks of an all-to-all-v pair whose counts differ (the third rank is
+// told that others disagree). The communicator works afterwards.
+TEST(CudaStagedErrors, VFormsWhoseCountsDisagree) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  runStaged(Case{3, "shm"}, [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    const int rank = device.host().rank();
+    std::vector<size_t> counts = {5000, 0, 5000};
+    if (rank == 1) counts[2] = 5001;
+    DeviceBytes send(20000 * 4), recv(20000 * 4);
+    check(cudaMemset(recv.data, 0xff, 20000 * 4), "cudaMemset");
+    auto expectMismatch = [&](const char* call, const std::function<void()>& f,
+                              const char* needle) {
+      try {
+        f();
+        ADD_FAILURE() << call << " on rank " << rank << ": mismatched counts succeeded";
+      } catch (const MismatchError& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      }
+    };
+    expectMismatch(
+        "allgatherv",
+        [&] {
+          device.allgatherv(send.data + (rank == 0 ? 0 : 5000 * 4), recv.data, counts, {},
+                            DataType::kFloat32, stream);
+        },
+        "recvCounts");
+    expectMismatch(
+        "reduce_scatterv",
+        [&] {
+          device.reduceScatterv(send.data, recv.data, counts, DataType::kFloat32, ReduceOp::kSum,
+                                stream);
+        },
+        "different recvCounts");
+    expectMismatch(
+        "gatherv",
+        [&] { device.gatherv(send.data, recv.data, counts, {}, DataType::kFloat32, 0, stream); },
+        "different recvCounts");
+    const auto got = download(recv.data, 20000 * 4, stream);
+    expectUntouched(got, 0, got.size() - 1, "recv after mismatched calls");
+    // All-to-all-v: ranks 0 and 2 disagree on what 0 sends 2.
+    // Every rank sends 8 elements to each other rank and expects 8 from each, but rank 2
+    // expects 10 from rank 0.
+    std::vector<size_t> sendCounts(3), recvCounts(3);
+    for (int q = 0; q < 3; ++q) {
+      sendCounts[q] = q == rank ? 7 : 8;
+      recvCounts[q] = q == rank ? 7 : 8;
+    }
+    if (rank == 2) recvCounts[0] = 10;
+    expectMismatch(
+        "alltoallv",
+        [&] {
+          device.allToAllv(send.data, sendCounts, {}, recv.data, recvCounts, {}, DataType::kFloat32,
+                           stream);
+        },
+        rank == 0   ? "rank 2 expects 10 elements from here but sendCounts[2] = 8"
+        : rank == 2 ? "rank 0 sends 8 elements here but recvCounts[0] = 10"
+                    : "other ranks disagree");
+    allgathervCase(device, stream, DataType::kFloat32, 4099, true, false);
+  });
+}
 
 }  // namespace
 }  // namespace ringlet

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -314,6 +315,220 @@ inline void gatherScatterAllToAllMatrix(cuda::DeviceCommunicator& device, cudaSt
       allToAllCase(device, stream, type, count, !inPlace);
     }
   }
+}
+
+// The v-forms' layouts: rank q's block holds vCount(base, q) elements (every third rank none),
+// and with gaps its block sits in reverse rank order with two elements between blocks (recv
+// elements in the gaps must stay untouched); without gaps the displacements are empty (packed).
+inline size_t vCount(size_t base, int q) { return q % 3 == 1 ? 0 : base + q * (base / 3 + 1); }
+struct VLayout {
+  std::vector<size_t> counts, displs;  // displs empty: packed
+  std::vector<size_t> at;              // where each block starts, in elements
+  size_t extent = 0;                   // elements the buffer needs
+};
+inline VLayout vLayout(std::vector<size_t> counts, bool gaps) {
+  VLayout l;
+  l.counts = std::move(counts);
+  const size_t n = l.counts.size();
+  l.at.assign(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t q = gaps ? n - 1 - k : k;
+    l.at[q] = l.extent + (gaps ? 2 : 0);
+    l.extent = l.at[q] + l.counts[q];
+  }
+  if (gaps) l.displs = l.at;
+  return l;
+}
+inline VLayout vLayout(size_t base, int size, bool gaps) {
+  std::vector<size_t> counts;
+  for (int q = 0; q < size; ++q) counts.push_back(vCount(base, q));
+  return vLayout(std::move(counts), gaps);
+}
+
+// Bytes [from, to) of `got` are all 0xff (elements a call must leave untouched).
+inline void expectUntouched(const std::vector<std::byte>& got, size_t from, size_t to,
+                            const char* what) {
+  for (size_t k = from; k < to; ++k) {
+    if (got[k] != std::byte{0xff}) {
+      ADD_FAILURE() << what << ": byte " << k << " changed";
+      return;
+    }
+  }
+}
+
+// Checks the blocks of `got` (laid out as `l`) against block q = `want(q)`, and that the gaps
+// between them are untouched.
+template <typename Want>
+void expectBlocks(const std::vector<std::byte>& got, const VLayout& l, DataType type, Want want) {
+  const size_t eb = elementSize(type);
+  std::vector<bool> covered(l.extent, false);
+  for (size_t q = 0; q < l.counts.size(); ++q) {
+    const std::vector<std::byte> w = want(static_cast<int>(q));
+    EXPECT_EQ(std::memcmp(got.data() + l.at[q] * eb, w.data(), l.counts[q] * eb), 0)
+        << "block " << q;
+    for (size_t j = 0; j < l.counts[q]; ++j) covered[l.at[q] + j] = true;
+  }
+  for (size_t j = 0; j < l.extent; ++j) {
+    if (!covered[j]) expectUntouched(got, j * eb, (j + 1) * eb, "gap between blocks");
+  }
+}
+
+// All-gather-v: block q of recv is rank q's input; in place, send is this rank's block of recv.
+inline void allgathervCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                           size_t base, bool gaps, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "allgatherv " << toString(type) << " base " << base
+                                    << (gaps ? " gaps" : "") << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const size_t eb = elementSize(type);
+  const VLayout l = vLayout(base, device.host().size(), gaps);
+  const auto input = makeInput(type, l.counts[rank], rank, ReduceOp::kSum);
+  DeviceBytes send(input.size()), recv(l.extent * eb);
+  check(cudaMemsetAsync(recv.data, 0xff, l.extent * eb, stream), "cudaMemsetAsync");
+  std::byte* from = inPlace ? recv.data + l.at[rank] * eb : send.data;
+  check(cudaMemcpyAsync(from, input.data(), input.size(), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // input is on the stack
+  device.allgatherv(from, recv.data, l.counts, l.displs, type, stream);
+  expectBlocks(download(recv.data, l.extent * eb, stream), l, type,
+               [&](int q) { return makeInput(type, l.counts[q], q, ReduceOp::kSum); });
+}
+
+// Reduce-scatter-v: rank r's recv is its block (packed in send) of the all-reduce result.
+inline void reduceScattervCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                               ReduceOp op, size_t base, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "reduce_scatterv " << toString(type) << " " << toString(op)
+                                    << " base " << base << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t eb = elementSize(type);
+  const VLayout l = vLayout(base, size, false);
+  const auto input = makeInput(type, l.extent, rank, op);
+  DeviceBytes send(input.size()), recv(l.counts[rank] * eb);
+  check(cudaMemcpy(send.data, input.data(), input.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemsetAsync(recv.data, 0xff, l.counts[rank] * eb, stream), "cudaMemsetAsync");
+  std::byte* out = inPlace ? send.data + l.at[rank] * eb : recv.data;
+  device.reduceScatterv(send.data, out, l.counts, type, op, stream);
+  const auto got = download(out, l.counts[rank] * eb, stream);
+  for (size_t j = 0; j < l.counts[rank]; ++j) {
+    const double want = expectedAllreduce(type, op, size, l.at[rank] + j);
+    const double have = loadValue(type, got.data(), j);
+    if (have != want) {
+      ADD_FAILURE() << "element " << j << ": got " << have << ", want " << want;
+      return;
+    }
+  }
+}
+
+// Gather-v: the root's recv holds rank q's input at block q; other ranks pass a null recv.
+inline void gathervCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                        size_t base, int root, bool gaps, bool inPlace) {
+  SCOPED_TRACE(::testing::Message()
+               << "gatherv " << toString(type) << " base " << base << " root " << root
+               << (gaps ? " gaps" : "") << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const size_t eb = elementSize(type);
+  const VLayout l = vLayout(base, device.host().size(), gaps);
+  const bool isRoot = rank == root;
+  const auto input = makeInput(type, l.counts[rank], rank, ReduceOp::kSum);
+  DeviceBytes send(input.size()), recv(l.extent * eb);
+  check(cudaMemsetAsync(recv.data, 0xff, l.extent * eb, stream), "cudaMemsetAsync");
+  std::byte* from = inPlace && isRoot ? recv.data + l.at[rank] * eb : send.data;
+  check(cudaMemcpyAsync(from, input.data(), input.size(), cudaMemcpyHostToDevice, stream),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  device.gatherv(from, isRoot ? recv.data : nullptr, l.counts, l.displs, type, root, stream);
+  const auto got = download(recv.data, l.extent * eb, stream);
+  if (!isRoot) return expectUntouched(got, 0, l.extent * eb, "recv off the root");
+  expectBlocks(got, l, type,
+               [&](int q) { return makeInput(type, l.counts[q], q, ReduceOp::kSum); });
+}
+
+// Scatter-v: rank r's recv is the root's block r; other ranks pass a null send.
+inline void scattervCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                         size_t base, int root, bool gaps, bool inPlace) {
+  SCOPED_TRACE(::testing::Message()
+               << "scatterv " << toString(type) << " base " << base << " root " << root
+               << (gaps ? " gaps" : "") << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const size_t eb = elementSize(type);
+  const VLayout l = vLayout(base, device.host().size(), gaps);
+  const bool isRoot = rank == root;
+  const auto input = makeInput(type, l.extent, root, ReduceOp::kSum);
+  DeviceBytes send(input.size()), recv(l.counts[rank] * eb);
+  check(cudaMemcpy(send.data, input.data(), input.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemsetAsync(recv.data, 0xff, l.counts[rank] * eb, stream), "cudaMemsetAsync");
+  std::byte* to = inPlace && isRoot ? send.data + l.at[rank] * eb : recv.data;
+  device.scatterv(isRoot ? send.data : nullptr, l.counts, l.displs, to, type, root, stream);
+  const auto got = download(to, l.counts[rank] * eb, stream);
+  EXPECT_EQ(std::memcmp(got.data(), input.data() + l.at[rank] * eb, l.counts[rank] * eb), 0);
+}
+
+// All-to-all-v: rank p sends vPair(base, p, q) elements to rank q; block q of rank r's recv is
+// the block for r in rank q's send (rank q's input at that block's place).
+inline size_t vPair(size_t base, int p, int q) {
+  return (p * 3 + q * 5) % 4 == 1 ? 0 : base + static_cast<size_t>(p + 2 * q);
+}
+inline void allToAllvCase(cuda::DeviceCommunicator& device, cudaStream_t stream, DataType type,
+                          size_t base, bool gaps, bool inPlace) {
+  SCOPED_TRACE(::testing::Message() << "alltoallv " << toString(type) << " base " << base
+                                    << (gaps ? " gaps" : "") << (inPlace ? " in place" : ""));
+  const int rank = device.host().rank();
+  const int size = device.host().size();
+  const size_t eb = elementSize(type);
+  // In place needs the same layout both ways: every pair sends as many each way.
+  auto pair = [&](int p, int q) {
+    return inPlace ? vPair(base, std::min(p, q), std::max(p, q)) : vPair(base, p, q);
+  };
+  auto sendLayout = [&](int p) {
+    std::vector<size_t> counts;
+    for (int q = 0; q < size; ++q) counts.push_back(pair(p, q));
+    return vLayout(std::move(counts), gaps);
+  };
+  std::vector<size_t> recvCounts;
+  for (int q = 0; q < size; ++q) recvCounts.push_back(pair(q, rank));
+  const VLayout sl = sendLayout(rank);
+  const VLayout rl = vLayout(recvCounts, gaps);
+  const auto input = makeInput(type, sl.extent, rank, ReduceOp::kSum);
+  DeviceBytes send(input.size()), recv(rl.extent * eb);
+  check(cudaMemcpy(send.data, input.data(), input.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemsetAsync(recv.data, 0xff, rl.extent * eb, stream), "cudaMemsetAsync");
+  std::byte* out = inPlace ? send.data : recv.data;
+  device.allToAllv(send.data, sl.counts, sl.displs, out, rl.counts, rl.displs, type, stream);
+  const auto got = download(out, rl.extent * eb, stream);
+  for (int q = 0; q < size; ++q) {
+    const VLayout theirs = sendLayout(q);
+    const auto theirInput = makeInput(type, theirs.extent, q, ReduceOp::kSum);
+    EXPECT_EQ(std::memcmp(got.data() + rl.at[q] * eb, theirInput.data() + theirs.at[rank] * eb,
+                          rl.counts[q] * eb),
+              0)
+        << "block " << q;
+  }
+}
+
+// The v-forms, every type (reduce-scatter-v every op), in and out of place, packed and with
+// gaps, every root, blocks from none to several chunks.
+inline void vFormsMatrix(cuda::DeviceCommunicator& device, cudaStream_t stream) {
+  const int size = device.host().size();
+  int i = 0;
+  for (DataType type : kTypes) {
+    for (size_t base : {size_t{0}, size_t{1}, static_cast<size_t>(size) + 1, size_t{4099}}) {
+      const bool inPlace = i++ % 2 == 1;
+      const bool gaps = i % 3 != 0;
+      const int root = i % size;
+      allgathervCase(device, stream, type, base, gaps, inPlace);
+      gathervCase(device, stream, type, base, root, gaps, !inPlace);
+      scattervCase(device, stream, type, base, root, gaps, inPlace);
+      allToAllvCase(device, stream, type, base, gaps, inPlace);
+      allToAllvCase(device, stream, type, base, !gaps, !inPlace);
+      for (ReduceOp op : kOps) {
+        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+        reduceScattervCase(device, stream, type, op, base, inPlace);
+      }
+    }
+  }
+  allgathervCase(device, nullptr, DataType::kFloat32, 30011, true, false);
+  reduceScattervCase(device, nullptr, DataType::kFloat32, ReduceOp::kSum, 30011, false);
+  allToAllvCase(device, nullptr, DataType::kFloat32, 30011, true, false);
 }
 
 }  // namespace ringlet::testing::cuda_cases
