@@ -93,6 +93,7 @@ void DeviceCommunicator::allgatherv(const void* send, void* recv,
     return copyOnDevice(to + own.offset * eb, send, own.count * eb, stream,
                         "cudaMemcpyAsync (one-rank allgatherv)");
   }
+  choosePath();  // the path of the calls that follow; these calls stay staged
   agreeOnCounts(host, "allgatherv", "recvCounts", recvCounts);
   // This rank's piece goes into its place in the slot, the host all-gather-v fills the others
   // in place, and every piece goes back to its block.
@@ -132,6 +133,7 @@ void DeviceCommunicator::reduceScatterv(const void* send, void* recv,
     return copyOnDevice(recv, send, own.count * eb, stream,
                         "cudaMemcpyAsync (one-rank reduce_scatterv)");
   }
+  choosePath();  // the path of the calls that follow; these calls stay staged
   agreeOnCounts(host, "reduce_scatterv", "recvCounts", recvCounts);
   // Every block's piece goes into the slot, the host reduce-scatter-v leaves this rank's reduced
   // in place, and that piece goes back.
@@ -174,6 +176,7 @@ void DeviceCommunicator::gatherv(const void* send, void* recv, std::span<const s
     return copyOnDevice(static_cast<std::byte*>(recv) + own.offset * eb, send, own.count * eb,
                         stream, "cudaMemcpyAsync (one-rank gatherv)");
   }
+  choosePath();  // the path of the calls that follow; these calls stay staged
   agreeOnCounts(host, "gatherv", "recvCounts", recvCounts);
   // This rank's piece goes into its place in the slot; on the root the host gather-v fills the
   // others and every piece goes back to its block.
@@ -216,6 +219,7 @@ void DeviceCommunicator::scatterv(const void* send, std::span<const size_t> send
     return copyOnDevice(recv, static_cast<const std::byte*>(send) + own.offset * eb, own.count * eb,
                         stream, "cudaMemcpyAsync (one-rank scatterv)");
   }
+  choosePath();  // the path of the calls that follow; these calls stay staged
   agreeOnCounts(host, "scatterv", "sendCounts", sendCounts);
   // On the root every block's piece goes into the slot; the host scatter-v leaves each rank's
   // piece in its place in the slot, which goes back.
@@ -280,6 +284,7 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
                         a + out.blocks[0].offset * eb, in.blocks[0].count * eb, stream,
                         "cudaMemcpyAsync (one-rank alltoallv)");
   }
+  choosePath();  // the path of the calls that follow; this call stays staged
   // Each pair compares what one sends with what the other expects, both ways (an all-to-all of
   // two counts per pair); then one all-reduce tells every rank whether any pair disagreed and
   // the largest block anywhere (the chunk count).

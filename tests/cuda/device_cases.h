@@ -385,7 +385,7 @@ inline void allgathervCase(cuda::DeviceCommunicator& device, cudaStream_t stream
   DeviceBytes send(input.size()), recv(l.extent * eb);
   check(cudaMemsetAsync(recv.data, 0xff, l.extent * eb, stream), "cudaMemsetAsync");
   std::byte* from = inPlace ? recv.data + l.at[rank] * eb : send.data;
-  check(cudaMemcpyAsync(from, input.data(), input.size(), cudaMemcpyHostToDevice, stream),
+  check(cudaMemcpyAsync(from, input.data(), l.counts[rank] * eb, cudaMemcpyHostToDevice, stream),
         "cudaMemcpyAsync");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // input is on the stack
   device.allgatherv(from, recv.data, l.counts, l.displs, type, stream);
@@ -433,7 +433,7 @@ inline void gathervCase(cuda::DeviceCommunicator& device, cudaStream_t stream, D
   DeviceBytes send(input.size()), recv(l.extent * eb);
   check(cudaMemsetAsync(recv.data, 0xff, l.extent * eb, stream), "cudaMemsetAsync");
   std::byte* from = inPlace && isRoot ? recv.data + l.at[rank] * eb : send.data;
-  check(cudaMemcpyAsync(from, input.data(), input.size(), cudaMemcpyHostToDevice, stream),
+  check(cudaMemcpyAsync(from, input.data(), l.counts[rank] * eb, cudaMemcpyHostToDevice, stream),
         "cudaMemcpyAsync");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   device.gatherv(from, isRoot ? recv.data : nullptr, l.counts, l.displs, type, root, stream);
