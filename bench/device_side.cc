@@ -150,13 +150,12 @@ double DeviceSide::timeDeviceCopy(size_t bytes, int iters, int warmup) {
 std::string DeviceSide::algorithm(BenchOp op, size_t bytes,
                                   const std::function<std::string(size_t)>& host) const {
   const cuda::DeviceCommunicator& dc = *state_->dc;
-  const bool stagedOnly = op == BenchOp::kAllgatherv || op == BenchOp::kReduceScatterv ||
-                          op == BenchOp::kGatherv || op == BenchOp::kScatterv ||
-                          op == BenchOp::kAllToAllv;
-  switch (stagedOnly ? cuda::DevicePath::kStaged : dc.pathFor(bytes)) {
+  // (The v-forms decide on N blocks of their largest block, near their total in this bench's
+  // nearly even blocks.)
+  switch (dc.pathFor(bytes)) {
     case cuda::DevicePath::kIpc:
       return op == BenchOp::kBroadcast || op == BenchOp::kReduce || op == BenchOp::kGather ||
-                     op == BenchOp::kScatter
+                     op == BenchOp::kScatter || op == BenchOp::kGatherv || op == BenchOp::kScatterv
                  ? "cuda_ipc_chain"
                  : "cuda_ipc_ring";
     case cuda::DevicePath::kStaged:

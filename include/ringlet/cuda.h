@@ -200,12 +200,16 @@ class DeviceCommunicator {
 
   // The v-forms (uneven blocks) on device memory: the host communicator's allgatherv,
   // reduceScatterv, gatherv, scatterv and allToAllv (the same layouts, displacements, in-place
-  // forms and rules; see ringlet/communicator.h), ordered on `stream`. They always take the staged
-  // path, also where the other calls use the IPC ring: chunk i is elements [i*c, (i+1)*c) of
-  // every block (c = chunkBytes / element size / ranks), packed in the pinned slot, one host
-  // v-form call per chunk. Before the first chunk the ranks agree on the counts in one small host
-  // call (all-to-all-v: two, exchanging each pair's counts), so ranks that disagree all get
-  // MismatchError before any data moves, whatever the number of chunks.
+  // forms and rules; see ringlet/communicator.h), ordered on `stream`. Before anything moves the
+  // ranks agree on the counts in one small host call (all-to-all-v: two, exchanging each pair's
+  // counts), so ranks that disagree all get MismatchError, whatever the sizes. Then, as pathFor
+  // says for N blocks of the largest block's size (M elements):
+  //  - IPC: every block padded to M in scratch memory on the stream (a pool this communicator
+  //    keeps), the equal-block call on the ring (all-gather, reduce-scatter, gather, scatter,
+  //    all-to-all), and device-to-device copies between the padded blocks and the caller's. It
+  //    moves N x M elements, more than the blocks hold when they are uneven (at worst N times).
+  //  - staged: chunk i is elements [i*c, (i+1)*c) of every block (c = chunkBytes / element size /
+  //    ranks), packed in the pinned slot, one host v-form call per chunk.
   void allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts,
                   std::span<const size_t> displs, DataType type, void* stream);
   void reduceScatterv(const void* send, void* recv, std::span<const size_t> recvCounts,

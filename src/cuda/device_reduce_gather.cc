@@ -177,26 +177,6 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
 
 namespace {
 
-// Device memory for one call, allocated and freed in order on a stream (cudaMallocAsync): the
-// free, queued after the call's work, waits for it.
-struct StreamScratch {
-  std::byte* data = nullptr;
-  cudaStream_t stream = nullptr;
-
-  StreamScratch() = default;
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-  ~StreamScratch() {
-    if (data != nullptr) cudaFreeAsync(data, stream);
-  }
-  void allocate(size_t bytes, cudaStream_t on) {
-    void* p = nullptr;
-    checkCuda(cudaMallocAsync(&p, bytes, on), "cudaMallocAsync (in-place all-to-all)");
-    data = static_cast<std::byte*>(p);
-    stream = on;
-  }
-};
-
 // Gather's and scatter's checks: `own` is this rank's block (send of a gather, recv of a scatter),
 // `all` the root's size() blocks (own may sit in place at block root). Returns the block's bytes.
 size_t checkRootedBlocks(const char* call, const Communicator& host, int device, int root,
@@ -323,7 +303,7 @@ void DeviceCommunicator::allToAll(const void* send, void* recv, size_t count, Da
     StreamScratch copy;
     const auto* from = static_cast<const std::byte*>(send);
     if (send == recv && totalBytes > 0) {
-      copy.allocate(totalBytes, static_cast<cudaStream_t>(stream));
+      copy.allocate(st.scratchPool(), totalBytes, stream, "in-place all-to-all");
       copyOnDevice(copy.data, send, totalBytes, stream, "cudaMemcpyAsync (in-place all-to-all)");
       from = copy.data;
     }

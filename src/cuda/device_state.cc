@@ -136,9 +136,32 @@ DeviceCommunicator::State::~State() {
       if (e) cudaEventDestroy(e);
     for (cudaEvent_t e : copiedOut)
       if (e) cudaEventDestroy(e);
+    // Freed once the allocations still queued for freeing on streams are freed.
+    if (pool) cudaMemPoolDestroy(pool);
   } catch (...) {
     // Destructors never throw; a broken context frees everything at process exit.
   }
+}
+
+void StreamScratch::allocate(cudaMemPool_t pool, size_t bytes, void* on, const char* what) {
+  stream = static_cast<cudaStream_t>(on);
+  void* p = nullptr;
+  checkCuda(cudaMallocFromPoolAsync(&p, bytes, pool, stream),
+            fmt::format("cudaMallocFromPoolAsync ({} bytes for the {})", bytes, what));
+  data = static_cast<std::byte*>(p);
+}
+
+cudaMemPool_t DeviceCommunicator::State::scratchPool() {
+  if (pool != nullptr) return pool;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  checkCuda(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate (scratch memory)");
+  uint64_t keep = UINT64_MAX;
+  checkCuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+            "cudaMemPoolSetAttribute (release threshold)");
+  return pool;
 }
 
 void DeviceCommunicator::State::ensurePinned(size_t bytes) {

@@ -110,6 +110,23 @@ struct PinnedMemory {
   }
 };
 
+// Device memory for one call, allocated and freed in order on the call's stream from the
+// communicator's pool (State::scratchPool): the free, queued after the call's work, waits for it,
+// and the pool keeps the memory for the next call instead of returning it at each synchronize.
+struct StreamScratch {
+  std::byte* data = nullptr;
+  cudaStream_t stream = nullptr;
+
+  StreamScratch() = default;
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  ~StreamScratch() {
+    if (data != nullptr) cudaFreeAsync(data, stream);
+  }
+  // `what` names the use in an error ("in-place all-to-all").
+  void allocate(cudaMemPool_t pool, size_t bytes, void* on, const char* what);
+};
+
 // What a staged call does with chunk i in pinned slot memory `slot`: copyIn and copyOut only
 // enqueue copies on the stream (null: that side has none); hostOp runs the host collective.
 struct StagedSteps {
@@ -137,7 +154,13 @@ struct DeviceCommunicator::State {
   std::array<cudaEvent_t, 2> copiedOut{};  // H2D out of slot k finished
   std::array<bool, 2> outPending{};        // an H2D out of slot k may still run
 
+  cudaMemPool_t pool = nullptr;  // scratchPool(), made on first use
+
   ~State();
+
+  // The memory pool of this communicator's scratch memory on its device (StreamScratch): it
+  // keeps what it allocated (no release threshold) until the communicator goes.
+  cudaMemPool_t scratchPool();
 
   std::byte* slot(int k) const { return static_cast<std::byte*>(pinned.data) + k * slotBytes; }
   void ensurePinned(size_t bytes);

@@ -95,11 +95,13 @@ TEST_P(CudaIpcRing, GatherScatterOnDeviceMemory) {
   });
 }
 
-// The v-forms where the other calls take the IPC ring: they go staged, in stream order with the
-// ring's calls between them.
-TEST_P(CudaIpcRing, VFormsBesideTheRing) {
+// The v-forms on the IPC ring (every block padded to the largest, the equal-block schedule, the
+// blocks copied out): every type and op, in place and not, gaps between blocks, empty blocks;
+// then mixed with the equal-block calls in stream order.
+TEST_P(CudaIpcRing, VFormsOnDeviceMemory) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
   runOnRing(GetParam(), [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    vFormsMatrix(device, stream);
     for (bool inPlace : {false, true}) {
       allgathervCase(device, stream, DataType::kFloat16, 4099, true, inPlace);
       allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
