@@ -134,14 +134,7 @@ trace::Step LinkPrims::traced(const char* name, const Piece& p, bool sends, bool
   trace::Step step =
       ringStep(name, p, elementBytes_, sends ? next_.peer() : -1, receives ? prev_.peer() : -1,
                reduces, traceCount_, traceParts_, traceSlice_);
-  for (size_t b = 0; b < traceBlocks_.size(); ++b) {  // blocks do not overlap
-    const Piece& block = traceBlocks_[b];
-    if (block.count > 0 && p.offset >= block.offset && p.offset < block.offset + block.count) {
-      step.chunk = static_cast<int>(b);
-      step.slice = static_cast<int64_t>((p.offset - block.offset) / traceSlice_);
-      break;
-    }
-  }
+  nameBlock(step, p, traceBlocks_, traceSlice_);
   return step;
 }
 

@@ -45,6 +45,20 @@ inline trace::Step ringStep(const char* name, const Piece& p, size_t elementByte
   return step;
 }
 
+// Trace mode, v-forms: names the block of `blocks` (every rank's, not overlapping) that piece `p`
+// lies in as the step's chunk, and its slice of `slice` elements counted from the block's start.
+inline void nameBlock(trace::Step& step, const Piece& p, std::span<const Piece> blocks,
+                      size_t slice) {
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const Piece& block = blocks[b];
+    if (block.count > 0 && p.offset >= block.offset && p.offset < block.offset + block.count) {
+      step.chunk = static_cast<int>(b);
+      step.slice = static_cast<int64_t>((p.offset - block.offset) / slice);
+      return;
+    }
+  }
+}
+
 class LinkPrims {
  public:
   // `input` and `output` hold the whole buffer (they may be equal); pieces count elements of

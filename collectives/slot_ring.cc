@@ -205,6 +205,8 @@ class SlotPrims {
     traceCount_ = count;
     traceParts_ = chunks;
   }
+  // Trace mode, v-forms: the pieces are slices of the ranks' blocks (BlockPieces).
+  void traceBlocks(std::span<const Piece> blocks) { traceBlocks_ = blocks; }
 
   void send(const Piece& p) {
     trace::StepScope scope(ring_.wait().trace,
@@ -284,9 +286,11 @@ class SlotPrims {
  private:
   trace::Step traced(const char* name, const Piece& p, bool sends, bool receives,
                      bool reduces) const {
-    return ringStep(name, p, elementBytes_, sends ? ring_.nextPeer() : -1,
-                    receives ? ring_.prevPeer() : -1, reduces, traceCount_, traceParts_,
-                    sliceElements());
+    trace::Step step = ringStep(name, p, elementBytes_, sends ? ring_.nextPeer() : -1,
+                                receives ? ring_.prevPeer() : -1, reduces, traceCount_, traceParts_,
+                                sliceElements());
+    nameBlock(step, p, traceBlocks_, sliceElements());
+    return step;
   }
   size_t bytes(const Piece& p) const { return p.count * elementBytes_; }
   const std::byte* in(const Piece& p) const {
@@ -308,6 +312,7 @@ class SlotPrims {
   const int size_;
   size_t traceCount_ = 0;  // traceChunks(); 0: not traced by chunk
   int traceParts_ = 0;
+  std::span<const Piece> traceBlocks_;  // traceBlocks()
 };
 
 // Each slice of block `block` (elements of `blockCount` per rank, offsets counted over all
@@ -367,6 +372,35 @@ void slotRingAllgather(const Group& group, const SlotRingMemory& memory, SlotExe
   prims.traceChunks(args.sendCount * group.size, group.size);
   ringAllgatherSchedule(prims, group.rank, group.size,
                         RingPieces{args.sendCount * group.size, group.size, prims.sliceElements()});
+  ring.finish();
+}
+
+void slotRingAllgatherv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                        const AllgathervArgs& args, const WaitContext& wait) {
+  const size_t elementBytes = elementSize(args.type);
+  const Piece own = args.blocks[group.rank];
+  std::byte* ownAt = args.recv + own.offset * elementBytes;
+  if (ownAt != args.send && own.count > 0)
+    executor.copy(ownAt, args.send, own.count * elementBytes);
+  SlotRing ring(group, memory, executor, wait);
+  // As slotRingAllgather: every block is sent from where it landed in recv.
+  SlotPrims prims(ring, args.recv, args.recv, elementBytes, args.type, ReduceOp::kSum, group.size);
+  prims.traceBlocks(args.blocks);
+  ringAllgatherSchedule(prims, group.rank, group.size,
+                        BlockPieces{args.blocks, prims.sliceElements()});
+  ring.finish();
+}
+
+void slotRingReduceScatterv(const Group& group, const SlotRingMemory& memory,
+                            SlotExecutor& executor, const ReduceScattervArgs& args,
+                            const WaitContext& wait) {
+  SlotRing ring(group, memory, executor, wait);
+  // recv holds this rank's block alone: its pieces land at their offset less the block's.
+  SlotPrims prims(ring, args.send, args.recv, elementSize(args.type), args.type, args.op,
+                  group.size, args.blocks[group.rank].offset);
+  prims.traceBlocks(args.blocks);
+  ringReduceScatterSchedule(prims, group.rank, group.size,
+                            BlockPieces{args.blocks, prims.sliceElements()});
   ring.finish();
 }
 

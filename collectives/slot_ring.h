@@ -64,6 +64,17 @@ void slotRingReduceScatter(const Group& group, const SlotRingMemory& memory, Slo
 void slotRingAllgather(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                        const AllgatherArgs& args, const WaitContext& wait);
 
+// The v-forms of the two above (ring_schedule.h's schedules over BlockPieces): blocks of any
+// size at any place, an empty one costing no message. All-gather-v: rank r's block lands at
+// args.blocks[r] of args.recv on every rank (send may be in place there). Reduce-scatter-v:
+// args.send holds every block at args.blocks[r]; rank r ends with its block reduced in args.recv
+// (which may be its block of send).
+void slotRingAllgatherv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                        const AllgathervArgs& args, const WaitContext& wait);
+void slotRingReduceScatterv(const Group& group, const SlotRingMemory& memory,
+                            SlotExecutor& executor, const ReduceScattervArgs& args,
+                            const WaitContext& wait);
+
 // Chain reduce ending at args.root, which keeps the result in args.recv (unused elsewhere).
 void slotRingReduce(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                     const ReduceArgs& args, const WaitContext& wait);

@@ -1,16 +1,17 @@
 // DeviceCommunicator's v-forms on device memory: allgatherv, reduceScatterv, gatherv, scatterv
-// and allToAllv, all staged (State::runVBlocks in device_state.cc). Chunk i takes elements
-// [i*c, (i+1)*c) of every block, so with blocks of 5, 0 and 9 elements and c = 4 the calls are
+// and allToAllv. First the ranks compare their counts in one small host all-reduce
+// (all-to-all-v: an all-to-all of each pair's counts first), so a disagreement is a
+// MismatchError on every rank before data moves. Then, on the CUDA IPC ring, all-gather-v and
+// reduce-scatter-v run the ring over blocks of their own size, and the other three pad every
+// block to the largest (below). Staged (State::runVBlocks in device_state.cc), chunk i takes
+// elements [i*c, (i+1)*c) of every block, so with blocks of 5, 0 and 9 elements and c = 4:
 //
 //   device blocks                  chunk 0 in the slot    chunk 1      chunk 2
 //   rank 0: a0..a4                 [a0..a3][][b0..b3]     [a4][][b4..b7]  [][][b8]
 //   rank 2: b0..b8
 //
 // one host v-form call per chunk on the packed pieces (counts 4,0,4 / 1,0,4 / 0,0,1). The chunk
-// count comes from the largest block, which every rank must agree on: before the first chunk the
-// ranks compare their counts in one small host all-reduce (all-to-all-v: an all-to-all of each
-// pair's counts first), so a disagreement is a MismatchError on every rank before data moves,
-// not a different number of chunk calls.
+// count comes from the largest block, which the agreement makes the same on every rank.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,12 +69,14 @@ void agreeOnCounts(Communicator& host, const char* call, const char* name,
   }
 }
 
-// The IPC path of the v-forms: every block padded to the largest (M elements) in scratch memory
-// on the stream, the slot ring's equal-block schedule on that, and device-to-device copies between
-// the padded layout and the caller's. It moves N x M elements where the blocks may hold fewer (at
-// worst N times the data, one block holding it all); the ring still beats staging through host
-// memory by far (128 MiB all-gather at 2 ranks on an H100: 0.6 ms on the ring, 23 ms staged).
-// The padding is never initialised: reductions over it are computed and thrown away.
+// The IPC path of gatherv, scatterv and alltoallv: every block padded to the largest (M elements)
+// in scratch memory on the stream, the slot ring's equal-block schedule on that, and
+// device-to-device copies between the padded layout and the caller's (all-gather-v and
+// reduce-scatter-v run the ring over blocks of their own size instead). It moves N x M elements
+// where the blocks may hold fewer (at worst N times the data, one block holding it all); the ring
+// still beats staging through host memory by far (128 MiB all-gather at 2 ranks on an H100: 0.6 ms
+// on the ring, 23 ms staged). The padding is never initialised: reductions over it are computed and
+// thrown away.
 struct Padded {
   size_t count = 0;  // M: elements per padded block, the largest block of any rank
   size_t blockBytes = 0;
@@ -129,22 +132,20 @@ void DeviceCommunicator::allgatherv(const void* send, void* recv,
   choosePath();
   agreeOnCounts(host, "allgatherv", "recvCounts", recvCounts);
   const std::vector<size_t> at = offsets(layout);
-  const Padded p = padded("cuda allgatherv", rank, host.size(), largest(recvCounts), type);
-  if (st.useIpc(p.bytes)) {
-    StreamScratch all;
-    all.allocate(st.scratchPool(), p.bytes, stream, "padded allgatherv");
-    std::byte* mine = all.data + rank * p.blockBytes;
-    copyOnDevice(mine, send, own.count * eb, stream, "cudaMemcpyAsync (allgatherv's block)");
-    const collectives::AllgatherArgs args{
-        .send = mine, .recv = all.data, .sendCount = p.count, .type = type};
+  if (st.useIpc(layout.total * eb)) {
+    // The ring over blocks of their own size (collectives::slotRingAllgatherv).
+    const collectives::AllgathervArgs args{.send = static_cast<const std::byte*>(send),
+                                           .recv = to,
+                                           .blocks = layout.blocks,
+                                           .type = type};
     st.runIpc({.kind = detail::OpKind::kAllgatherv,
                .type = type,
                .count = layout.total,
                .countsHash = detail::hashCounts(recvCounts),
                .ranks = host.size(),
                .algorithm = kIpcRing},
-              stream, collectives::slotRingAllgather, args);
-    return copyBlocks(false, all.data, p, to, at, recvCounts, eb, stream);
+              stream, collectives::slotRingAllgatherv, args);
+    return;
   }
   // Staged: this rank's piece goes into its place in the slot, the host all-gather-v fills the
   // others in place, and every piece goes back to its block.
@@ -186,15 +187,13 @@ void DeviceCommunicator::reduceScatterv(const void* send, void* recv,
   choosePath();
   agreeOnCounts(host, "reduce_scatterv", "recvCounts", recvCounts);
   const std::vector<size_t> at = offsets(layout);
-  const Padded p = padded("cuda reduce_scatterv", rank, host.size(), largest(recvCounts), type);
-  if (st.useIpc(p.bytes)) {
-    StreamScratch all;
-    all.allocate(st.scratchPool(), p.bytes, stream, "padded reduce_scatterv");
-    copyBlocks(true, all.data, p, const_cast<std::byte*>(static_cast<const std::byte*>(send)), at,
-               recvCounts, eb, stream);
-    std::byte* mine = all.data + rank * p.blockBytes;
-    const collectives::ReduceScatterArgs args{
-        .send = all.data, .recv = mine, .recvCount = p.count, .type = type, .op = op};
+  if (st.useIpc(layout.total * eb)) {
+    // The ring over blocks of their own size (collectives::slotRingReduceScatterv).
+    const collectives::ReduceScattervArgs args{.send = static_cast<const std::byte*>(send),
+                                               .recv = static_cast<std::byte*>(recv),
+                                               .blocks = layout.blocks,
+                                               .type = type,
+                                               .op = op};
     st.runIpc({.kind = detail::OpKind::kReduceScatterv,
                .type = type,
                .op = op,
@@ -202,9 +201,8 @@ void DeviceCommunicator::reduceScatterv(const void* send, void* recv,
                .countsHash = detail::hashCounts(recvCounts),
                .ranks = host.size(),
                .algorithm = kIpcRing},
-              stream, collectives::slotRingReduceScatter, args);
-    return copyOnDevice(recv, mine, own.count * eb, stream,
-                        "cudaMemcpyAsync (reduce_scatterv's block)");
+              stream, collectives::slotRingReduceScatterv, args);
+    return;
   }
   // Staged: every block's piece goes into the slot, the host reduce-scatter-v leaves this rank's
   // reduced in place, and that piece goes back.

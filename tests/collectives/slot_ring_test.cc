@@ -400,6 +400,110 @@ TEST_P(SlotRingTest, AllgatherMatchesEveryRanksBlock) {
   });
 }
 
+// The v-forms on the slot ring: blocks of their own size (empty ones, fewer elements than ranks,
+// several slices), all-gather-v into recv with gaps between blocks in reverse rank order (the
+// gaps stay untouched), reduce-scatter-v of packed blocks, in place and not, back to back.
+TEST_P(SlotRingTest, VFormsMoveBlocksOfTheirOwnSize) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-v");
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 4099 + 3));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      DataType type;
+      ReduceOp op;
+      bool inPlace;
+      std::vector<collectives::Piece> gapped,
+          packed;  // all-gather-v's and reduce-scatter-v's blocks
+      std::vector<std::byte> agSend, agRecv, rsSend, rsRecv, rsSendBefore;
+    };
+    std::deque<Call> calls;
+    int n = 0;
+    for (DataType type : kTypes) {
+      for (size_t base : {size_t{0}, size_t{1}, size_t{5}, size_t{300}}) {
+        const ReduceOp op = kOps[static_cast<size_t>(n) % std::size(kOps)] == ReduceOp::kAvg &&
+                                    !isFloatingPoint(type)
+                                ? ReduceOp::kMax
+                                : kOps[static_cast<size_t>(n) % std::size(kOps)];
+        const bool inPlace = n++ % 2 == 1;
+        const size_t eb = elementSize(type);
+        Call& call = calls.emplace_back(Call{type, op, inPlace, {}, {}, {}, {}, {}, {}, {}});
+        size_t gappedEnd = 0, packedEnd = 0;
+        call.gapped.resize(size);
+        for (int k = 0; k < size; ++k) {
+          const int q = size - 1 - k;
+          const size_t count = q % 3 == 1 ? 0 : base + static_cast<size_t>(q) * (base / 2 + 1);
+          call.gapped[q] = {gappedEnd + 2, count};
+          gappedEnd += 2 + count;
+        }
+        for (int q = 0; q < size; ++q) {
+          call.packed.push_back({packedEnd, call.gapped[q].count});
+          packedEnd += call.gapped[q].count;
+        }
+        const collectives::Piece own = call.gapped[rank];
+        call.agSend = makeInput(type, own.count, rank, ReduceOp::kSum);
+        call.agRecv.assign(gappedEnd * eb + 1, std::byte{0x5a});
+        const std::byte* send = call.agSend.data();
+        if (inPlace) {
+          std::memcpy(call.agRecv.data() + own.offset * eb, send, own.count * eb);
+          send = call.agRecv.data() + own.offset * eb;
+        }
+        collectives::slotRingAllgatherv(
+            setup.group, setup.memory, executor,
+            {.send = send, .recv = call.agRecv.data(), .blocks = call.gapped, .type = type},
+            setup.mesh.wait());
+        call.rsSend = makeInput(type, packedEnd, rank, op);
+        call.rsSendBefore = call.rsSend;
+        call.rsRecv.assign(call.packed[rank].count * eb + 1, std::byte{0x5a});
+        std::byte* recv =
+            inPlace ? call.rsSend.data() + call.packed[rank].offset * eb : call.rsRecv.data();
+        collectives::slotRingReduceScatterv(setup.group, setup.memory, executor,
+                                            {.send = call.rsSend.data(),
+                                             .recv = recv,
+                                             .blocks = call.packed,
+                                             .type = type,
+                                             .op = op},
+                                            setup.mesh.wait());
+      }
+    }
+    stream.synchronize();
+    for (const Call& call : calls) {
+      const size_t eb = elementSize(call.type);
+      const std::string what = fmt::format("rank {} {} {}{}", rank, toString(call.type),
+                                           toString(call.op), call.inPlace ? " in place" : "");
+      std::vector<bool> covered(call.agRecv.size() / eb, false);
+      for (int q = 0; q < size; ++q) {
+        const collectives::Piece b = call.gapped[q];
+        const auto want = makeInput(call.type, b.count, q, ReduceOp::kSum);
+        ASSERT_EQ(std::memcmp(call.agRecv.data() + b.offset * eb, want.data(), b.count * eb), 0)
+            << what << ": all-gather-v block " << q;
+        for (size_t j = 0; j < b.count; ++j) covered[b.offset + j] = true;
+      }
+      for (size_t j = 0; j < covered.size(); ++j) {
+        if (covered[j]) continue;
+        for (size_t k = 0; k < eb; ++k) {
+          ASSERT_EQ(call.agRecv[j * eb + k], std::byte{0x5a}) << what << ": gap element " << j;
+        }
+      }
+      ASSERT_EQ(call.agRecv.back(), std::byte{0x5a}) << what << ": written past recv";
+      const collectives::Piece own = call.packed[rank];
+      const std::byte* out =
+          call.inPlace ? call.rsSend.data() + own.offset * eb : call.rsRecv.data();
+      for (size_t j = 0; j < own.count; ++j) {
+        const double want = expectedAllreduce(call.type, call.op, size, own.offset + j);
+        ASSERT_EQ(loadValue(call.type, out, j), want) << what << " reduce-scatter-v element " << j;
+      }
+      if (!call.inPlace) {
+        ASSERT_EQ(call.rsSend, call.rsSendBefore) << what << ": send changed";
+        ASSERT_EQ(call.rsRecv.back(), std::byte{0x5a}) << what << ": written past recv";
+      }
+    }
+  });
+}
+
 // Chain reduce to every root, every type and op, in place on the root or not; the non-root
 // ranks' recv is never touched.
 TEST_P(SlotRingTest, ReduceToEveryRootMatchesExpected) {
