@@ -68,6 +68,44 @@ void checkRegions(const char* op, int rank, const char* smallName, const void* s
   }
 }
 
+AllToAllvLayouts checkAllToAllvLayouts(const char* op, int rank, int size, const void* send,
+                                       std::span<const size_t> sendCounts,
+                                       std::span<const size_t> sendDispls, const void* recv,
+                                       std::span<const size_t> recvCounts,
+                                       std::span<const size_t> recvDispls, DataType type) {
+  AllToAllvLayouts l;
+  l.out = checkLayout(op, rank, size, "sendCounts", sendCounts, "sendDispls", sendDispls, type,
+                      /*mayOverlap=*/true);
+  l.in = checkLayout(op, rank, size, "recvCounts", recvCounts, "recvDispls", recvDispls, type);
+  if (sendCounts[rank] != recvCounts[rank]) {
+    throw InvalidArgument(fmt::format(
+        "{} on rank {}: sendCounts[{}] = {} but recvCounts[{}] = {}; what a rank sends itself is "
+        "what it receives from itself",
+        op, rank, rank, sendCounts[rank], rank, recvCounts[rank]));
+  }
+  const size_t element = elementSize(type);
+  const size_t sendBytes = l.out.extent * element;
+  const size_t recvBytes = l.in.extent * element;
+  const auto a = reinterpret_cast<uintptr_t>(send);
+  const auto b = reinterpret_cast<uintptr_t>(recv);
+  if (sendBytes > 0 && recvBytes > 0 && a < b + recvBytes && b < a + sendBytes) {
+    bool same = send == recv;
+    for (size_t q = 0; same && q < l.out.blocks.size(); ++q) {
+      same = l.out.blocks[q].count == l.in.blocks[q].count &&
+             (l.out.blocks[q].count == 0 || l.out.blocks[q].offset == l.in.blocks[q].offset);
+    }
+    if (!same) {
+      throw InvalidArgument(fmt::format(
+          "{} on rank {}: send [{}, +{}) and recv [{}, +{}) overlap; only in place may they: "
+          "send == recv with identical layouts (sendCounts == recvCounts and the same "
+          "displacements)",
+          op, rank, send, sendBytes, recv, recvBytes));
+    }
+    l.inPlace = true;
+  }
+  return l;
+}
+
 BlockLayout checkLayout(const char* op, int rank, int size, const char* countsName,
                         std::span<const size_t> counts, const char* displsName,
                         std::span<const size_t> displs, DataType type, bool mayOverlap) {

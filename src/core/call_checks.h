@@ -42,6 +42,20 @@ BlockLayout checkLayout(const char* op, int rank, int size, const char* countsNa
                         std::span<const size_t> counts, const char* displsName,
                         std::span<const size_t> displs, DataType type, bool mayOverlap = false);
 
+// All-to-all-v's layouts, checked (`op` names the call: "alltoallv", "cuda alltoallv"): both
+// layouts (send's blocks may overlap, they are only read), this rank's block to itself the same
+// size both ways, and send and recv disjoint, or the same buffer with identical layouts (in place).
+struct AllToAllvLayouts {
+  BlockLayout out;  // send's blocks, by destination
+  BlockLayout in;   // recv's blocks, by source
+  bool inPlace = false;
+};
+AllToAllvLayouts checkAllToAllvLayouts(const char* op, int rank, int size, const void* send,
+                                       std::span<const size_t> sendCounts,
+                                       std::span<const size_t> sendDispls, const void* recv,
+                                       std::span<const size_t> recvCounts,
+                                       std::span<const size_t> recvDispls, DataType type);
+
 // One rank's copy of its own block (N = 1): nothing when it is already in place.
 inline void copyBytes(std::byte* dst, const std::byte* src, size_t bytes) {
   if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);

@@ -38,13 +38,6 @@ std::vector<size_t> copyOf(std::span<const size_t> values) {
   return {values.begin(), values.end()};
 }
 
-// [begin, begin + bytes) and [other, other + otherBytes) share a byte.
-bool overlaps(const void* begin, size_t bytes, const void* other, size_t otherBytes) {
-  const auto a = reinterpret_cast<uintptr_t>(begin);
-  const auto b = reinterpret_cast<uintptr_t>(other);
-  return bytes > 0 && otherBytes > 0 && a < b + otherBytes && b < a + bytes;
-}
-
 Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, void* recv,
                            std::span<const size_t> recvCounts, std::span<const size_t> displs,
                            DataType type) {
@@ -170,16 +163,12 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
                           void* recv, std::span<const size_t> recvCounts,
                           std::span<const size_t> recvDispls, DataType type) {
   const int rank = impl.rank();
-  BlockLayout out = detail::checkLayout("alltoallv", rank, impl.size(), "sendCounts", sendCounts,
-                                        "sendDispls", sendDispls, type, /*mayOverlap=*/true);
-  BlockLayout in = detail::checkLayout("alltoallv", rank, impl.size(), "recvCounts", recvCounts,
-                                       "recvDispls", recvDispls, type);
-  if (sendCounts[rank] != recvCounts[rank]) {
-    throw InvalidArgument(fmt::format(
-        "alltoallv on rank {}: sendCounts[{}] = {} but recvCounts[{}] = {}; what a rank sends "
-        "itself is what it receives from itself",
-        rank, rank, sendCounts[rank], rank, recvCounts[rank]));
-  }
+  detail::AllToAllvLayouts layouts =
+      detail::checkAllToAllvLayouts("alltoallv", rank, impl.size(), send, sendCounts, sendDispls,
+                                    recv, recvCounts, recvDispls, type);
+  BlockLayout& out = layouts.out;
+  BlockLayout& in = layouts.in;
+  const bool inPlace = layouts.inPlace;
   const size_t element = elementSize(type);
   if (out.total > 0 && send == nullptr) {
     throw InvalidArgument(fmt::format(
@@ -190,23 +179,6 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
         "alltoallv on rank {}: recv buffer is null but recvCounts sum to {}", rank, in.total));
   }
   const size_t sendBytes = out.extent * element;
-  const size_t recvBytes = in.extent * element;
-  bool inPlace = false;
-  if (overlaps(send, sendBytes, recv, recvBytes)) {
-    bool same = send == recv;
-    for (size_t q = 0; same && q < out.blocks.size(); ++q) {
-      same = out.blocks[q].count == in.blocks[q].count &&
-             (out.blocks[q].count == 0 || out.blocks[q].offset == in.blocks[q].offset);
-    }
-    if (!same) {
-      throw InvalidArgument(fmt::format(
-          "alltoallv on rank {}: send [{}, +{}) and recv [{}, +{}) overlap; only in place may "
-          "they: send == recv with identical layouts (sendCounts == recvCounts and the same "
-          "displacements)",
-          rank, send, sendBytes, recv, recvBytes));
-    }
-    inPlace = true;
-  }
   OpHeader header{
       .kind = OpKind::kAllToAllv, .type = type, .count = out.total, .ranks = impl.size()};
   // Two ranks: the header carries a fingerprint of the pair's counts (what rank 0 sends rank 1,

@@ -362,38 +362,17 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
   Communicator& host = *st.host;
   const int rank = host.rank();
   const int size = host.size();
-  const detail::BlockLayout out =
-      detail::checkLayout("cuda alltoallv", rank, size, "sendCounts", sendCounts, "sendDispls",
-                          sendDispls, type, /*mayOverlap=*/true);
-  const detail::BlockLayout in = detail::checkLayout("cuda alltoallv", rank, size, "recvCounts",
-                                                     recvCounts, "recvDispls", recvDispls, type);
-  if (sendCounts[rank] != recvCounts[rank]) {
-    throw InvalidArgument(fmt::format(
-        "cuda alltoallv on rank {}: sendCounts[{}] = {} but recvCounts[{}] = {}; what a rank "
-        "sends itself is what it receives from itself",
-        rank, rank, sendCounts[rank], rank, recvCounts[rank]));
-  }
+  // In place (identical layouts), chunk i (staged) or the padded copy (IPC) of each block is
+  // read before the block is written.
+  const detail::AllToAllvLayouts layouts =
+      detail::checkAllToAllvLayouts("cuda alltoallv", rank, size, send, sendCounts, sendDispls,
+                                    recv, recvCounts, recvDispls, type);
+  const detail::BlockLayout& out = layouts.out;
+  const detail::BlockLayout& in = layouts.in;
   const size_t eb = elementSize(type);
   if (out.total > 0) checkDeviceArgument("alltoallv", rank, send, st.device, "send");
   if (in.total > 0) checkDeviceArgument("alltoallv", rank, recv, st.device, "recv");
   const auto* a = static_cast<const std::byte*>(send);
-  const auto* b = static_cast<const std::byte*>(recv);
-  const size_t sendBytes = out.extent * eb;
-  const size_t recvBytes = in.extent * eb;
-  if (sendBytes > 0 && recvBytes > 0 && a < b + recvBytes && b < a + sendBytes) {
-    // In place only with identical layouts: chunk i of each block is read before it is written.
-    bool same = send == recv;
-    for (int q = 0; same && q < size; ++q) {
-      same = out.blocks[q].count == in.blocks[q].count &&
-             (out.blocks[q].count == 0 || out.blocks[q].offset == in.blocks[q].offset);
-    }
-    if (!same) {
-      throw InvalidArgument(fmt::format(
-          "cuda alltoallv on rank {}: send ({}) and recv ({}) overlap; in place needs send == recv "
-          "with equal counts and displacements",
-          rank, send, recv));
-    }
-  }
   checkStream(stream, st.device);
   ScopedDevice scope(st.device);
   if (size == 1) {
