@@ -502,6 +502,7 @@ void slotRingAllToAll(const Group& group, const SlotRingMemory& memory, SlotExec
   prims.traceChunks(block * static_cast<size_t>(n), n);
   const size_t sliceBytes = prims.sliceElements();
   const size_t slices = (block + sliceBytes - 1) / sliceBytes;
+  // (slotRingAllToAllv below runs the same steps over blocks of their own size.)
   for (int d = 1; d < n; ++d) {
     const Piece to{static_cast<size_t>(wrap(r + d, n)) * block, block};    // in send
     const Piece from{static_cast<size_t>(wrap(r - d, n)) * block, block};  // in recv
@@ -513,6 +514,50 @@ void slotRingAllToAll(const Group& group, const SlotRingMemory& memory, SlotExec
         prims.recvSend(sliceOf(relayed, k, sliceBytes));
       }
       prims.recv(sliceOf(from, k, sliceBytes));
+    }
+  }
+  ring.finish();
+}
+
+// The by-distance steps of slotRingAllToAll over blocks of their own size. In phase d each link
+// r -> r+1 carries, slice k after slice k, the blocks of the origins r, r-1, ..., r-d+1 (each
+// to the rank d after its origin); both ends read every block's size from the matrix, so they
+// skip the same empty pieces and agree on every message.
+void slotRingAllToAllv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                       const AllToAllvArgs& args, std::span<const size_t> sends,
+                       const WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  const size_t eb = args.elementBytes;
+  // Bytes rank p sends rank q.
+  const auto bytes = [&](int p, int q) {
+    return sends[static_cast<size_t>(wrap(p, n)) * static_cast<size_t>(n) +
+                 static_cast<size_t>(wrap(q, n))] *
+           eb;
+  };
+  const Piece ownIn = args.sendBlocks[r];
+  const Piece ownOut = args.recvBlocks[r];
+  if (ownOut.count > 0 && args.recv + ownOut.offset * eb != args.send + ownIn.offset * eb) {
+    executor.copy(args.recv + ownOut.offset * eb, args.send + ownIn.offset * eb, ownOut.count * eb);
+  }
+  SlotRing ring(group, memory, executor, wait);
+  // Bytes as elements; offsets into send (what this rank sends) and recv (what it receives).
+  SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n);
+  const size_t sliceBytes = prims.sliceElements();
+  for (int d = 1; d < n; ++d) {
+    size_t slices = 0;  // the most any block of this phase needs, the same on every rank
+    for (int o = 0; o < n; ++o) {
+      slices = std::max(slices, (bytes(o, o + d) + sliceBytes - 1) / sliceBytes);
+    }
+    const Piece to{args.sendBlocks[wrap(r + d, n)].offset * eb, bytes(r, r + d)};
+    const Piece from{args.recvBlocks[wrap(r - d, n)].offset * eb, bytes(r - d, r)};
+    for (size_t k = 0; k < slices; ++k) {
+      if (const Piece out = sliceOf(to, k, sliceBytes); out.count > 0) prims.send(out);
+      for (int hop = 1; hop < d; ++hop) {  // the block rank r - hop sends to rank r - hop + d
+        const Piece relayed = sliceOf(Piece{0, bytes(r - hop, r - hop + d)}, k, sliceBytes);
+        if (relayed.count > 0) prims.recvSend(relayed);
+      }
+      if (const Piece in = sliceOf(from, k, sliceBytes); in.count > 0) prims.recv(in);
     }
   }
   ring.finish();

@@ -95,4 +95,13 @@ void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecu
 void slotRingAllToAll(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                       const AllToAllArgs& args, const WaitContext& wait);
 
+// All-to-all-v along the ring by distance, as slotRingAllToAll with blocks of their own size:
+// `sends` is the whole N x N matrix, sends[p * N + q] the elements rank p sends rank q (every
+// rank needs it: it relays blocks of other pairs), consistent with args' blocks
+// (args.sendBlocks[q].count == sends[rank * N + q], args.recvBlocks[q].count ==
+// sends[q * N + rank]). An empty block costs no message. send and recv must not overlap.
+void slotRingAllToAllv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                       const AllToAllvArgs& args, std::span<const size_t> sends,
+                       const WaitContext& wait);
+
 }  // namespace ringlet::collectives

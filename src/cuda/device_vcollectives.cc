@@ -1,10 +1,11 @@
 // DeviceCommunicator's v-forms on device memory: allgatherv, reduceScatterv, gatherv, scatterv
 // and allToAllv. First the ranks compare their counts in one small host all-reduce
 // (all-to-all-v: an all-to-all of each pair's counts first), so a disagreement is a
-// MismatchError on every rank before data moves. Then, on the CUDA IPC ring, all-gather-v and
-// reduce-scatter-v run the ring over blocks of their own size, and the other three pad every
-// block to the largest (below). Staged (State::runVBlocks in device_state.cc), chunk i takes
-// elements [i*c, (i+1)*c) of every block, so with blocks of 5, 0 and 9 elements and c = 4:
+// MismatchError on every rank before data moves. Then, on the CUDA IPC ring, all-gather-v,
+// reduce-scatter-v and all-to-all-v run the ring over blocks of their own size, and gather-v
+// and scatter-v pad every block to the largest (below). Staged (State::runVBlocks in
+// device_state.cc), chunk i takes elements [i*c, (i+1)*c) of every block, so with blocks of 5, 0
+// and 9 elements and c = 4:
 //
 //   device blocks                  chunk 0 in the slot    chunk 1      chunk 2
 //   rank 0: a0..a4                 [a0..a3][][b0..b3]     [a4][][b4..b7]  [][][b8]
@@ -69,10 +70,10 @@ void agreeOnCounts(Communicator& host, const char* call, const char* name,
   }
 }
 
-// The IPC path of gatherv, scatterv and alltoallv: every block padded to the largest (M elements)
-// in scratch memory on the stream, the slot ring's equal-block schedule on that, and
-// device-to-device copies between the padded layout and the caller's (all-gather-v and
-// reduce-scatter-v run the ring over blocks of their own size instead). It moves N x M elements
+// The IPC path of gatherv and scatterv: every block padded to the largest (M elements) in
+// scratch memory on the stream, the slot ring's equal-block chain on that, and device-to-device
+// copies between the padded layout and the caller's (all-gather-v, reduce-scatter-v and
+// all-to-all-v run the ring over blocks of their own size instead). It moves N x M elements
 // where the blocks may hold fewer (at worst N times the data, one block holding it all); the ring
 // still beats staging through host memory by far (128 MiB all-gather at 2 ranks on an H100: 0.6 ms
 // on the ring, 23 ms staged). The padding is never initialised: reductions over it are computed and
@@ -416,23 +417,40 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
   }
   const std::vector<size_t> sendAt = offsets(out);
   const std::vector<size_t> recvAt = offsets(in);
+  // The path as for N blocks of the largest block anywhere (the same on every rank).
   const Padded p = padded("cuda alltoallv", rank, size, static_cast<size_t>(agreed[1]), type);
   if (st.useIpc(p.bytes)) {
-    // Both sides padded: N blocks of M out, N blocks of M in (so in place needs no more care).
-    StreamScratch from, into;
-    from.allocate(st.scratchPool(), p.bytes, stream, "padded alltoallv");
-    into.allocate(st.scratchPool(), p.bytes, stream, "padded alltoallv");
-    copyBlocks(true, from.data, p, const_cast<std::byte*>(a), sendAt, sendCounts, eb, stream);
-    const collectives::AllToAllArgs args{
-        .send = from.data, .recv = into.data, .blockBytes = p.blockBytes};
+    // Along the ring by distance over blocks of their own size: every rank relays blocks of
+    // other pairs, so it needs the whole matrix of counts (gathered; already agreed pairwise).
+    std::vector<int64_t> row(sendCounts.begin(), sendCounts.end());
+    std::vector<int64_t> all(static_cast<size_t>(size) * static_cast<size_t>(size));
+    host.allgather(row.data(), all.data(), static_cast<size_t>(size), DataType::kInt64);
+    const std::vector<size_t> matrix(all.begin(), all.end());
+    // In place a block may arrive before the one in its place has left: send from a copy.
+    StreamScratch copy;
+    const std::byte* from = a;
+    if (layouts.inPlace) {
+      copy.allocate(st.scratchPool(), out.extent * eb, stream, "in-place alltoallv");
+      copyOnDevice(copy.data, send, out.extent * eb, stream,
+                   "cudaMemcpyAsync (in-place alltoallv)");
+      from = copy.data;
+    }
+    const collectives::AllToAllvArgs args{.send = from,
+                                          .recv = static_cast<std::byte*>(recv),
+                                          .sendBlocks = out.blocks,
+                                          .recvBlocks = in.blocks,
+                                          .elementBytes = eb};
     st.runIpc({.kind = detail::OpKind::kAllToAllv,
                .type = type,
-               .count = p.count,
+               .count = out.total,
                .ranks = size,
                .algorithm = kIpcRing},
-              stream, collectives::slotRingAllToAll, args);
-    return copyBlocks(false, into.data, p, static_cast<std::byte*>(recv), recvAt, recvCounts, eb,
-                      stream);
+              stream,
+              [&](const collectives::Group& group, const collectives::SlotRingMemory& memory,
+                  collectives::SlotExecutor& executor, const transport::WaitContext& wait) {
+                collectives::slotRingAllToAllv(group, memory, executor, args, matrix, wait);
+              });
+    return;
   }
   // Staged: every block's piece goes into the slot, the host all-to-all-v writes the second
   // area, and every piece of that goes back.

@@ -504,6 +504,91 @@ TEST_P(SlotRingTest, VFormsMoveBlocksOfTheirOwnSize) {
   });
 }
 
+// All-to-all-v by distance with blocks of their own size: empty pairs, blocks smaller than a
+// slot and many slots long, elements of 1, 2 and 8 bytes; send packed, recv in reverse rank order
+// with gaps (which stay untouched); back to back. Rank p's bytes for rank q are a pattern of
+// (p, q, call), so a block in the wrong place or from the wrong rank shows.
+TEST_P(SlotRingTest, AllToAllvBlocksOfTheirOwnSize) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-a2av");
+  auto byteOf = [](int from, int to, size_t j, int call) {
+    return static_cast<std::byte>((from * 41 + to * 13 + static_cast<int>(j % 239) + call) & 0xff);
+  };
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 7919 + 29));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      size_t elementBytes;
+      std::vector<size_t> sends;  // N x N elements
+      std::vector<collectives::Piece> sendBlocks, recvBlocks;
+      std::vector<std::byte> send, recv;
+    };
+    std::deque<Call> calls;
+    int id = 0;
+    for (size_t eb : {size_t{1}, size_t{2}, size_t{8}}) {
+      for (size_t base : {size_t{0}, size_t{3}, size_t{40}, size_t{900}}) {
+        Call& call = calls.emplace_back(Call{eb, {}, {}, {}, {}, {}});
+        for (int p = 0; p < size; ++p) {
+          for (int q = 0; q < size; ++q) {
+            const bool empty = (p * 3 + q * 5 + id) % 4 == 1;
+            call.sends.push_back(empty ? 0 : base * static_cast<size_t>(1 + (p + 2 * q) % 3) + q);
+          }
+        }
+        const auto count = [&](int p, int q) { return call.sends[p * size + q]; };
+        size_t sendEnd = 0, recvEnd = 0;
+        for (int q = 0; q < size; ++q) {
+          call.sendBlocks.push_back({sendEnd, count(rank, q)});
+          sendEnd += count(rank, q);
+        }
+        call.recvBlocks.resize(size);
+        for (int q = size - 1; q >= 0; --q) {
+          call.recvBlocks[q] = {recvEnd + 3, count(q, rank)};
+          recvEnd += 3 + count(q, rank);
+        }
+        call.send.resize(sendEnd * eb);
+        for (int q = 0; q < size; ++q) {
+          for (size_t j = 0; j < count(rank, q) * eb; ++j) {
+            call.send[call.sendBlocks[q].offset * eb + j] = byteOf(rank, q, j, id);
+          }
+        }
+        call.recv.assign(recvEnd * eb + 1, std::byte{0x5a});
+        collectives::slotRingAllToAllv(setup.group, setup.memory, executor,
+                                       {.send = call.send.data(),
+                                        .recv = call.recv.data(),
+                                        .sendBlocks = call.sendBlocks,
+                                        .recvBlocks = call.recvBlocks,
+                                        .elementBytes = eb},
+                                       call.sends, setup.mesh.wait());
+        ++id;
+      }
+    }
+    stream.synchronize();
+    id = 0;
+    for (const Call& call : calls) {
+      const size_t eb = call.elementBytes;
+      std::vector<bool> covered(call.recv.size(), false);
+      for (int q = 0; q < size; ++q) {
+        const collectives::Piece b = call.recvBlocks[q];
+        for (size_t j = 0; j < b.count * eb; ++j) {
+          ASSERT_EQ(call.recv[b.offset * eb + j], byteOf(q, rank, j, id))
+              << "rank " << rank << " call " << id << ": byte " << j << " of the block from " << q;
+          covered[b.offset * eb + j] = true;
+        }
+      }
+      for (size_t j = 0; j < call.recv.size(); ++j) {
+        if (!covered[j]) {
+          ASSERT_EQ(call.recv[j], std::byte{0x5a})
+              << "rank " << rank << " call " << id << ": byte " << j << " outside the blocks";
+        }
+      }
+      ++id;
+    }
+  });
+}
+
 // Chain reduce to every root, every type and op, in place on the root or not; the non-root
 // ranks' recv is never touched.
 TEST_P(SlotRingTest, ReduceToEveryRootMatchesExpected) {
