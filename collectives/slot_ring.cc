@@ -315,6 +315,13 @@ class SlotPrims {
   std::span<const Piece> traceBlocks_;  // traceBlocks()
 };
 
+// Each slice of `whole` (bytes) to `step`; none for an empty one.
+template <typename Step>
+void forEachSliceOf(const Piece& whole, size_t sliceElements, Step&& step) {
+  const size_t slices = (whole.count + sliceElements - 1) / sliceElements;
+  for (size_t k = 0; k < slices; ++k) step(sliceOf(whole, k, sliceElements));
+}
+
 // Each slice of block `block` (elements of `blockCount` per rank, offsets counted over all
 // blocks in rank order, as the root's buffer holds them) to `step`.
 template <typename Step>
@@ -479,6 +486,70 @@ void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecu
   ring.finish();
   const std::byte* own = root ? args.send + static_cast<size_t>(group.rank) * block : nullptr;
   if (root && own != args.recv) executor.copy(args.recv, own, block);
+}
+
+// The chains of slotRingGather and slotRingScatter over blocks of their own size, in bytes: a
+// piece's offset is where the block lies on the root (its recv, its send); elsewhere this
+// rank's own block is read from send (gather-v) or written to recv (scatter-v) at offset 0.
+void slotRingGatherv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                     const GathervArgs& args, const WaitContext& wait) {
+  const int n = group.size;
+  const size_t eb = args.elementBytes;
+  const int position = wrap(group.rank - args.root - 1, n);
+  const auto rankAt = [&](int p) { return (args.root + 1 + p) % n; };
+  const auto block = [&](int q) {
+    return Piece{args.blocks[q].offset * eb, args.blocks[q].count * eb};
+  };
+  const bool root = group.rank == args.root;
+  const Piece own = block(group.rank);
+  if (root && own.count > 0 && args.recv + own.offset != args.send) {
+    executor.copy(args.recv + own.offset, args.send, own.count);
+  }
+  SlotRing ring(group, memory, executor, wait);
+  SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n, 0,
+                  own.offset);
+  const size_t slice = prims.sliceElements();
+  if (root) {
+    for (int p = n - 2; p >= 0; --p) {
+      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.recv(s); });
+    }
+  } else {
+    forEachSliceOf(own, slice, [&](const Piece& s) { prims.send(s); });
+    for (int p = position - 1; p >= 0; --p) {
+      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.recvSend(s); });
+    }
+  }
+  ring.finish();
+}
+
+void slotRingScatterv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                      const ScattervArgs& args, const WaitContext& wait) {
+  const int n = group.size;
+  const size_t eb = args.elementBytes;
+  const int position = wrap(group.rank - args.root, n);
+  const auto rankAt = [&](int p) { return (args.root + p) % n; };
+  const auto block = [&](int q) {
+    return Piece{args.blocks[q].offset * eb, args.blocks[q].count * eb};
+  };
+  const bool root = position == 0;
+  const Piece own = block(group.rank);
+  SlotRing ring(group, memory, executor, wait);
+  SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n, own.offset);
+  const size_t slice = prims.sliceElements();
+  if (root) {
+    for (int p = n - 1; p >= 1; --p) {
+      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.send(s); });
+    }
+  } else {
+    for (int p = n - 1; p > position; --p) {
+      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.recvSend(s); });
+    }
+    forEachSliceOf(own, slice, [&](const Piece& s) { prims.recv(s); });
+  }
+  ring.finish();
+  if (root && own.count > 0 && args.send + own.offset != args.recv) {
+    executor.copy(args.recv, args.send + own.offset, own.count);
+  }
 }
 
 // All-to-all along the ring, by distance: in phase d (1..N-1) every rank sends its block for

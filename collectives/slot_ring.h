@@ -89,6 +89,15 @@ void slotRingGather(const Group& group, const SlotRingMemory& memory, SlotExecut
 void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                      const ScatterArgs& args, const WaitContext& wait);
 
+// The v-forms of the two chains: block r of its own size (args.blocks[r].count elements of
+// args.elementBytes), an empty one costing no message. The blocks' offsets count on the root
+// only (its recv for gather-v, its send for scatter-v); elsewhere only this rank's block is
+// read (gather-v: from send) or written (scatter-v: to recv).
+void slotRingGatherv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                     const GathervArgs& args, const WaitContext& wait);
+void slotRingScatterv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
+                      const ScattervArgs& args, const WaitContext& wait);
+
 // All-to-all along the ring (byte blocks): block q of args.send goes to rank q, block q of
 // args.recv comes from rank q. send and recv must not overlap (a device caller copies an in-place
 // buffer first): a block may arrive before this rank has sent the one in its place.

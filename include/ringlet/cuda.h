@@ -203,14 +203,11 @@ class DeviceCommunicator {
   // forms and rules; see ringlet/communicator.h), ordered on `stream`. Before anything moves the
   // ranks agree on the counts in one small host call (all-to-all-v: two, exchanging each pair's
   // counts), so ranks that disagree all get MismatchError, whatever the sizes. Then, as pathFor
-  // says for the blocks (all-gather-v, reduce-scatter-v: their total; the others: N blocks of the
-  // largest block's size anywhere, M elements):
-  //  - IPC: all-gather-v, reduce-scatter-v and all-to-all-v run the ring over blocks of their
-  //    own size (an empty block costs no message; all-to-all-v first gathers the whole matrix of
-  //    counts in a host call, since every rank relays other pairs' blocks). Gather-v and
-  //    scatter-v pad every block to M in scratch memory on the stream (a pool this communicator
-  //    keeps), run the equal-block chain on it, and copy between the padded blocks and the
-  //    caller's on the device: they move N x M elements (at worst N times the blocks).
+  // says for their total (all-to-all-v: N blocks of the largest block anywhere, M elements):
+  //  - IPC: the slot ring's schedules over blocks of their own size (an empty block costs no
+  //    message): the ring for all-gather-v and reduce-scatter-v, chains for gather-v and
+  //    scatter-v, by distance for all-to-all-v (which first gathers the whole matrix of counts
+  //    in a host call: every rank relays other pairs' blocks, and copies send first in place).
   //  - staged: chunk i is elements [i*c, (i+1)*c) of every block (c = chunkBytes / element size /
   //    ranks), packed in the pinned slot, one host v-form call per chunk.
   void allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts,

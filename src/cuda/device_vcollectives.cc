@@ -1,9 +1,10 @@
 // DeviceCommunicator's v-forms on device memory: allgatherv, reduceScatterv, gatherv, scatterv
 // and allToAllv. First the ranks compare their counts in one small host all-reduce
 // (all-to-all-v: an all-to-all of each pair's counts first), so a disagreement is a
-// MismatchError on every rank before data moves. Then, on the CUDA IPC ring, all-gather-v,
-// reduce-scatter-v and all-to-all-v run the ring over blocks of their own size, and gather-v
-// and scatter-v pad every block to the largest (below). Staged (State::runVBlocks in
+// MismatchError on every rank before data moves. Then, on the CUDA IPC ring, the slot ring's
+// v-form schedules run over blocks of their own size (collectives/slot_ring.h: the ring for
+// all-gather-v and reduce-scatter-v, the chains for gather-v and scatter-v, by distance for
+// all-to-all-v). Staged (State::runVBlocks in
 // device_state.cc), chunk i takes elements [i*c, (i+1)*c) of every block, so with blocks of 5, 0
 // and 9 elements and c = 4:
 //
@@ -67,41 +68,6 @@ void agreeOnCounts(Communicator& host, const char* call, const char* name,
         "cuda {} on rank {}: the ranks passed different {} (this rank's: [{}]); every rank must "
         "pass the same",
         call, host.rank(), name, fmt::join(counts, ", ")));
-  }
-}
-
-// The IPC path of gatherv and scatterv: every block padded to the largest (M elements) in
-// scratch memory on the stream, the slot ring's equal-block chain on that, and device-to-device
-// copies between the padded layout and the caller's (all-gather-v, reduce-scatter-v and
-// all-to-all-v run the ring over blocks of their own size instead). It moves N x M elements
-// where the blocks may hold fewer (at worst N times the data, one block holding it all); the ring
-// still beats staging through host memory by far (128 MiB all-gather at 2 ranks on an H100: 0.6 ms
-// on the ring, 23 ms staged). The padding is never initialised: reductions over it are computed and
-// thrown away.
-struct Padded {
-  size_t count = 0;  // M: elements per padded block, the largest block of any rank
-  size_t blockBytes = 0;
-  size_t bytes = 0;  // all N blocks
-};
-
-Padded padded(const char* call, int rank, int size, size_t largestCount, DataType type) {
-  Padded p;
-  p.count = largestCount;
-  p.blockBytes = detail::checkedBytes(call, rank, largestCount, type);
-  p.bytes = allBlocksBytes(call, rank, size, p.blockBytes);
-  return p;
-}
-
-// Enqueues the copies of every block between the caller's layout (block q: counts[q] elements at
-// element at[q] of `user`) and the padded one (block q at q * blockBytes of `pad`).
-void copyBlocks(bool intoPad, std::byte* pad, const Padded& p, std::byte* user,
-                std::span<const size_t> at, std::span<const size_t> counts, size_t eb,
-                void* stream) {
-  for (size_t q = 0; q < counts.size(); ++q) {
-    std::byte* mine = user + at[q] * eb;
-    std::byte* theirs = pad + q * p.blockBytes;
-    copyOnDevice(intoPad ? theirs : mine, intoPad ? mine : theirs, counts[q] * eb, stream,
-                 "cudaMemcpyAsync (a v-form's block, padded)");
   }
 }
 
@@ -248,18 +214,13 @@ void DeviceCommunicator::gatherv(const void* send, void* recv, std::span<const s
   choosePath();
   agreeOnCounts(host, "gatherv", "recvCounts", recvCounts);
   const std::vector<size_t> at = offsets(layout);
-  const Padded p = padded("cuda gatherv", rank, host.size(), largest(recvCounts), type);
-  if (st.useIpc(p.bytes)) {
-    // The root gathers into N padded blocks, its own in place there; a rank whose block is
-    // shorter than M sends it from a padded copy (the chain reads M elements).
-    StreamScratch scratch;
-    scratch.allocate(st.scratchPool(), isRoot ? p.bytes : p.blockBytes, stream, "padded gatherv");
-    std::byte* mine = isRoot ? scratch.data + rank * p.blockBytes : scratch.data;
-    copyOnDevice(mine, send, own.count * eb, stream, "cudaMemcpyAsync (gatherv's block)");
-    const collectives::GatherArgs args{.send = mine,
-                                       .recv = isRoot ? scratch.data : nullptr,
-                                       .blockBytes = p.blockBytes,
-                                       .root = root};
+  if (st.useIpc(layout.total * eb)) {
+    // The chain over blocks of their own size (collectives::slotRingGatherv).
+    const collectives::GathervArgs args{.send = static_cast<const std::byte*>(send),
+                                        .recv = isRoot ? static_cast<std::byte*>(recv) : nullptr,
+                                        .blocks = layout.blocks,
+                                        .elementBytes = eb,
+                                        .root = root};
     st.runIpc({.kind = detail::OpKind::kGatherv,
                .type = type,
                .root = root,
@@ -267,9 +228,7 @@ void DeviceCommunicator::gatherv(const void* send, void* recv, std::span<const s
                .countsHash = detail::hashCounts(recvCounts),
                .ranks = host.size(),
                .algorithm = kIpcChain},
-              stream, collectives::slotRingGather, args);
-    if (isRoot)
-      copyBlocks(false, scratch.data, p, static_cast<std::byte*>(recv), at, recvCounts, eb, stream);
+              stream, collectives::slotRingGatherv, args);
     return;
   }
   // Staged: this rank's piece goes into its place in the slot; on the root the host gather-v
@@ -315,21 +274,14 @@ void DeviceCommunicator::scatterv(const void* send, std::span<const size_t> send
   choosePath();
   agreeOnCounts(host, "scatterv", "sendCounts", sendCounts);
   const std::vector<size_t> at = offsets(layout);
-  const Padded p = padded("cuda scatterv", rank, host.size(), largest(sendCounts), type);
-  if (st.useIpc(p.bytes)) {
-    // The root scatters from N padded blocks, keeping its own in place there; every rank
-    // receives a padded block (the chain writes M elements) and copies its part out.
-    StreamScratch scratch;
-    scratch.allocate(st.scratchPool(), isRoot ? p.bytes : p.blockBytes, stream, "padded scatterv");
-    if (isRoot) {
-      copyBlocks(true, scratch.data, p, const_cast<std::byte*>(static_cast<const std::byte*>(send)),
-                 at, sendCounts, eb, stream);
-    }
-    std::byte* mine = isRoot ? scratch.data + rank * p.blockBytes : scratch.data;
-    const collectives::ScatterArgs args{.send = isRoot ? scratch.data : nullptr,
-                                        .recv = mine,
-                                        .blockBytes = p.blockBytes,
-                                        .root = root};
+  if (st.useIpc(layout.total * eb)) {
+    // The chain over blocks of their own size (collectives::slotRingScatterv).
+    const collectives::ScattervArgs args{
+        .send = isRoot ? static_cast<const std::byte*>(send) : nullptr,
+        .recv = static_cast<std::byte*>(recv),
+        .blocks = layout.blocks,
+        .elementBytes = eb,
+        .root = root};
     st.runIpc({.kind = detail::OpKind::kScatterv,
                .type = type,
                .root = root,
@@ -337,8 +289,8 @@ void DeviceCommunicator::scatterv(const void* send, std::span<const size_t> send
                .countsHash = detail::hashCounts(sendCounts),
                .ranks = host.size(),
                .algorithm = kIpcChain},
-              stream, collectives::slotRingScatter, args);
-    return copyOnDevice(recv, mine, own.count * eb, stream, "cudaMemcpyAsync (scatterv's block)");
+              stream, collectives::slotRingScatterv, args);
+    return;
   }
   // Staged: on the root every block's piece goes into the slot; the host scatter-v leaves each
   // rank's piece in its place in the slot, which goes back.
@@ -363,8 +315,8 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
   Communicator& host = *st.host;
   const int rank = host.rank();
   const int size = host.size();
-  // In place (identical layouts), chunk i (staged) or the padded copy (IPC) of each block is
-  // read before the block is written.
+  // In place (identical layouts): staged, chunk i of each block is read before it is written;
+  // on the ring, blocks go out from a copy of send.
   const detail::AllToAllvLayouts layouts =
       detail::checkAllToAllvLayouts("cuda alltoallv", rank, size, send, sendCounts, sendDispls,
                                     recv, recvCounts, recvDispls, type);
@@ -418,8 +370,9 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
   const std::vector<size_t> sendAt = offsets(out);
   const std::vector<size_t> recvAt = offsets(in);
   // The path as for N blocks of the largest block anywhere (the same on every rank).
-  const Padded p = padded("cuda alltoallv", rank, size, static_cast<size_t>(agreed[1]), type);
-  if (st.useIpc(p.bytes)) {
+  const size_t largestBytes =
+      detail::checkedBytes("cuda alltoallv", rank, static_cast<size_t>(agreed[1]), type);
+  if (st.useIpc(allBlocksBytes("alltoallv", rank, size, largestBytes))) {
     // Along the ring by distance over blocks of their own size: every rank relays blocks of
     // other pairs, so it needs the whole matrix of counts (gathered; already agreed pairwise).
     std::vector<int64_t> row(sendCounts.begin(), sendCounts.end());

@@ -736,6 +736,126 @@ TEST_P(SlotRingTest, GatherAndScatterWithEveryRoot) {
   });
 }
 
+// Gather-v and scatter-v chains with blocks of their own size, every root: empty blocks, blocks
+// smaller than a slot and many slots long, elements of 1 and 4 bytes; the root's layout in
+// reverse rank order with gaps (untouched), the others' offsets packed (only the root's count);
+// the root's block in place or not.
+TEST_P(SlotRingTest, GathervAndScattervBlocksOfTheirOwnSize) {
+  const Case c = GetParam();
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-gsv");
+  auto byteOf = [](int owner, size_t j, int call) {
+    return static_cast<std::byte>((owner * 29 + static_cast<int>(j % 241) * 5 + call) & 0xff);
+  };
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank * 6007 + 41));
+    FakeExecutor executor(shared, rank, size, stream);
+    struct Call {
+      bool gather;
+      int root;
+      bool inPlace;
+      size_t eb;
+      std::vector<collectives::Piece> rootLayout, packed;
+      std::vector<std::byte> mine, all;  // this rank's block; the root's buffer (+1)
+    };
+    std::deque<Call> calls;
+    int id = 0;
+    for (bool gather : {true, false}) {
+      for (size_t eb : {size_t{1}, size_t{4}}) {
+        for (size_t base : {size_t{0}, size_t{5}, size_t{700}}) {
+          for (int root = 0; root < size; ++root) {
+            const bool inPlace = id % 3 == 1;
+            Call& call = calls.emplace_back(Call{gather, root, inPlace, eb, {}, {}, {}, {}});
+            size_t end = 0, packedEnd = 0;
+            call.rootLayout.resize(size);
+            for (int q = size - 1; q >= 0; --q) {
+              const size_t count = (q + id) % 3 == 2 ? 0 : base * static_cast<size_t>(q + 1) + q;
+              call.rootLayout[q] = {end + 2, count};
+              end += 2 + count;
+            }
+            for (int q = 0; q < size; ++q) {
+              call.packed.push_back({packedEnd, call.rootLayout[q].count});
+              packedEnd += call.rootLayout[q].count;
+            }
+            const bool isRoot = rank == root;
+            const auto& blocks = isRoot ? call.rootLayout : call.packed;
+            const collectives::Piece own = call.rootLayout[rank];
+            call.mine.assign(own.count * eb + 1, std::byte{0x5a});
+            call.all.assign(end * eb + 1, std::byte{0x5a});
+            std::byte* ownInAll = call.all.data() + own.offset * eb;
+            if (gather) {
+              for (size_t j = 0; j < own.count * eb; ++j) call.mine[j] = byteOf(rank, j, id);
+              const std::byte* send = call.mine.data();
+              if (inPlace && isRoot) {
+                std::memcpy(ownInAll, call.mine.data(), own.count * eb);
+                send = ownInAll;
+              }
+              collectives::slotRingGatherv(setup.group, setup.memory, executor,
+                                           {.send = send,
+                                            .recv = call.all.data(),
+                                            .blocks = blocks,
+                                            .elementBytes = eb,
+                                            .root = root},
+                                           setup.mesh.wait());
+            } else {
+              if (isRoot) {
+                for (int q = 0; q < size; ++q) {
+                  const collectives::Piece b = call.rootLayout[q];
+                  for (size_t j = 0; j < b.count * eb; ++j) {
+                    call.all[b.offset * eb + j] = byteOf(q, j, id);
+                  }
+                }
+              }
+              std::byte* recv = inPlace && isRoot ? ownInAll : call.mine.data();
+              collectives::slotRingScatterv(setup.group, setup.memory, executor,
+                                            {.send = call.all.data(),
+                                             .recv = recv,
+                                             .blocks = blocks,
+                                             .elementBytes = eb,
+                                             .root = root},
+                                            setup.mesh.wait());
+            }
+            ++id;
+          }
+        }
+      }
+    }
+    stream.synchronize();
+    id = 0;
+    for (const Call& call : calls) {
+      const std::string what =
+          fmt::format("rank {} {} root {} call {}{}", rank, call.gather ? "gatherv" : "scatterv",
+                      call.root, id, call.inPlace ? " in place" : "");
+      const size_t eb = call.eb;
+      const bool isRoot = rank == call.root;
+      ASSERT_EQ(call.mine.back(), std::byte{0x5a}) << what << ": written past the block";
+      ASSERT_EQ(call.all.back(), std::byte{0x5a}) << what << ": written past the blocks";
+      if (call.gather) {
+        std::vector<std::byte> want(call.all.size(), std::byte{0x5a});
+        if (isRoot) {
+          for (int q = 0; q < size; ++q) {
+            const collectives::Piece b = call.rootLayout[q];
+            for (size_t j = 0; j < b.count * eb; ++j) want[b.offset * eb + j] = byteOf(q, j, id);
+          }
+        }
+        for (size_t j = 0; j < want.size(); ++j) {
+          ASSERT_EQ(call.all[j], want[j]) << what << ": byte " << j;
+        }
+      } else {
+        const collectives::Piece own = call.rootLayout[rank];
+        const std::byte* got =
+            call.inPlace && isRoot ? call.all.data() + own.offset * eb : call.mine.data();
+        for (size_t j = 0; j < own.count * eb; ++j) {
+          ASSERT_EQ(got[j], byteOf(rank, j, id)) << what << ": byte " << j;
+        }
+      }
+      ++id;
+    }
+  });
+}
+
 // All-to-all along the ring: every rank's block q reaches rank q's block (this rank), blocks
 // empty, smaller than a slot and many slots long, back to back; nothing written past recv and
 // send never written.
