@@ -112,6 +112,52 @@ TEST(CudaValidation, ReduceGatherScatterArguments) {
   cudaFree(data);
 }
 
+// The v-forms name the call, the rank and the offending value before anything moves.
+TEST(CudaValidation, VFormArguments) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  Communicator comm = makeWorldOfOne();
+  cuda::DeviceCommunicator device(comm, 0);
+  std::byte* data = nullptr;
+  ASSERT_EQ(cudaMalloc(&data, 4096), cudaSuccess);
+  std::vector<float> host(16);
+  const std::vector<size_t> one = {16}, two = {8, 8};
+  expectError(ErrorCode::kInvalidArgument,
+              {"cuda allgatherv on rank 0", "recvCounts has 2 entries", "1 ranks"},
+              [&] { device.allgatherv(data, data, two, {}, DataType::kFloat32, nullptr); });
+  expectError(ErrorCode::kInvalidArgument, {"cuda allgatherv on rank 0", "recv (0x", "host memory"},
+              [&] { device.allgatherv(data, host.data(), one, {}, DataType::kFloat32, nullptr); });
+  expectError(ErrorCode::kInvalidArgument, {"cuda reduce_scatterv on rank 0"}, [&] {
+    device.reduceScatterv(data, data, one, DataType::kInt32, ReduceOp::kAvg, nullptr);
+  });
+  expectError(ErrorCode::kInvalidArgument, {"cuda gatherv on rank 0", "root 1", "world size 1"},
+              [&] { device.gatherv(data, data, one, {}, DataType::kFloat32, 1, nullptr); });
+  expectError(
+      ErrorCode::kInvalidArgument, {"cuda scatterv on rank 0", "send (0x", "host memory"},
+      [&] { device.scatterv(host.data(), one, {}, data + 1024, DataType::kFloat32, 0, nullptr); });
+  const std::vector<size_t> four = {4}, five = {5};
+  expectError(ErrorCode::kInvalidArgument,
+              {"cuda alltoallv on rank 0", "sendCounts[0] = 4 but recvCounts[0] = 5"}, [&] {
+                device.allToAllv(data, four, {}, data + 1024, five, {}, DataType::kFloat32,
+                                 nullptr);
+              });
+  expectError(ErrorCode::kInvalidArgument, {"cuda alltoallv on rank 0", "overlap"}, [&] {
+    device.allToAllv(data, one, {}, data + 4, one, {}, DataType::kFloat32, nullptr);
+  });
+  // Zero counts need no buffers; a world of one copies its block (to displacement 3 here).
+  const std::vector<size_t> none = {0}, at3 = {3};
+  device.allgatherv(nullptr, nullptr, none, {}, DataType::kFloat32, nullptr);
+  std::vector<float> in(16), out(19, -1.0f);
+  for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<float>(j) + 0.5f;
+  ASSERT_EQ(cudaMemcpy(data, in.data(), 64, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(data + 1024, out.data(), 76, cudaMemcpyHostToDevice), cudaSuccess);
+  device.allgatherv(data, data + 1024, one, at3, DataType::kFloat32, nullptr);
+  device.synchronize(nullptr);
+  ASSERT_EQ(cudaMemcpy(out.data(), data + 1024, 76, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t j = 0; j < 3; ++j) EXPECT_EQ(out[j], -1.0f) << "element " << j;
+  for (size_t j = 0; j < 16; ++j) EXPECT_EQ(out[3 + j], in[j]) << "element " << 3 + j;
+  cudaFree(data);
+}
+
 TEST(CudaValidation, WrongDeviceNamesBothOrdinals) {
   RINGLET_SKIP_WITHOUT_GPUS(2);
   Communicator comm = makeWorldOfOne();
