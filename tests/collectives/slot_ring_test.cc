@@ -185,26 +185,45 @@ struct Case {
   size_t slotBytes;
 };
 
+// One rank of a slot-ring test: its links and slots, its fake stream and the executor on it.
+struct RankRing {
+  const Case& c;
+  RankSetup& setup;
+  FakeExecutor& executor;
+  FakeStream& stream;
+};
+
+// Runs `body(rank, size, ring)` on c.size thread ranks joined by shared-memory links and a slot
+// ring of c's shape (slots in memory every rank reaches, as IPC-mapped device memory would be).
+// Each rank's fake stream runs its work in an order seeded by rank * seedScale + seedOffset.
+template <typename Body>
+void onSlotRing(const Case& c, const char* jobName, unsigned seedScale, unsigned seedOffset,
+                Body&& body) {
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId(jobName);
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank) * seedScale + seedOffset);
+    FakeExecutor executor(shared, rank, size, stream);
+    RankRing ring{c, setup, executor, stream};
+    body(rank, size, ring);
+  });
+}
+
 class SlotRingTest : public ::testing::TestWithParam<Case> {};
 
 // Every type and op, in and out of place, awkward counts (fewer elements than ranks, not a
 // multiple of the slot, several slices per chunk), issued back to back on the queue without
 // synchronising in between: slots are reused across calls while earlier calls still run.
 TEST_P(SlotRingTest, AllreduceMatrixMatchesExpected) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring");
   const std::vector<size_t> counts = {0, 1, 3, 17, 1000, 4099};
   const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                             DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
                             DataType::kInt32,    DataType::kInt64};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kAvg};
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 7919 + 1));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring", 7919, 1, [&](int rank, int size, RankRing& r) {
     struct Call {
       DataType type;
       ReduceOp op;
@@ -226,11 +245,11 @@ TEST_P(SlotRingTest, AllreduceMatrixMatchesExpected) {
         call.recv.assign(call.send.size(), std::byte{0x5a});
         AllreduceArgs args{call.send.data(), inPlace ? call.send.data() : call.recv.data(), count,
                            type, op};
-        collectives::slotRingAllreduce(setup.group, setup.memory, executor, args,
-                                       setup.mesh.wait());
+        collectives::slotRingAllreduce(r.setup.group, r.setup.memory, r.executor, args,
+                                       r.setup.mesh.wait());
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     for (const Call& call : calls) {
       const std::byte* out = call.inPlace ? call.send.data() : call.recv.data();
       for (size_t j = 0; j < call.count; ++j) {
@@ -245,23 +264,16 @@ TEST_P(SlotRingTest, AllreduceMatrixMatchesExpected) {
 
 // Chain broadcast from every root, back to back.
 TEST_P(SlotRingTest, BroadcastFromEveryRoot) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-bcast");
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 104729 + 3));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-bcast", 104729, 3, [&](int rank, int size, RankRing& r) {
     std::vector<std::vector<std::byte>> buffers;
-    const size_t bytes = 3 * c.slotBytes + 5;
+    const size_t bytes = 3 * r.c.slotBytes + 5;
     for (int root = 0; root < size; ++root) {
       auto& buffer = buffers.emplace_back(bytes);
       for (size_t j = 0; j < bytes; ++j) buffer[j] = static_cast<std::byte>((rank * 31 + j) % 251);
-      collectives::slotRingBroadcast(setup.group, setup.memory, executor, buffer.data(), bytes, 1,
-                                     root, setup.mesh.wait());
+      collectives::slotRingBroadcast(r.setup.group, r.setup.memory, r.executor, buffer.data(),
+                                     bytes, 1, root, r.setup.mesh.wait());
     }
-    stream.synchronize();
+    r.stream.synchronize();
     for (int root = 0; root < size; ++root) {
       for (size_t j = 0; j < bytes; ++j) {
         ASSERT_EQ(buffers[root][j], static_cast<std::byte>((root * 31 + j) % 251))
@@ -281,15 +293,8 @@ constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, Re
 // blocks of awkward sizes, back to back. Rank r's send is position j -> inputValue(r, j), so
 // block q of the result is the all-reduce result at positions q * recvCount ...
 TEST_P(SlotRingTest, ReduceScatterMatrixMatchesExpected) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-rs");
   const std::vector<size_t> counts = {0, 1, 3, 17, 300, 1100};
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 31337 + 5));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-rs", 31337, 5, [&](int rank, int size, RankRing& r) {
     struct Call {
       DataType type;
       ReduceOp op;
@@ -312,11 +317,11 @@ TEST_P(SlotRingTest, ReduceScatterMatrixMatchesExpected) {
         std::byte* recv =
             inPlace ? call.send.data() + rank * recvCount * elementSize(type) : call.recv.data();
         collectives::ReduceScatterArgs args{call.send.data(), recv, recvCount, type, op};
-        collectives::slotRingReduceScatter(setup.group, setup.memory, executor, args,
-                                           setup.mesh.wait());
+        collectives::slotRingReduceScatter(r.setup.group, r.setup.memory, r.executor, args,
+                                           r.setup.mesh.wait());
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     for (const Call& call : calls) {
       const size_t eb = elementSize(call.type);
       const std::byte* out =
@@ -349,15 +354,8 @@ TEST_P(SlotRingTest, ReduceScatterMatrixMatchesExpected) {
 // All-gather of awkward block sizes (fewer elements than ranks, several slices per block), in and
 // out of place (send = this rank's block of recv), back to back.
 TEST_P(SlotRingTest, AllgatherMatchesEveryRanksBlock) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-ag");
   const std::vector<size_t> counts = {0, 1, 3, 17, 700};
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 7727 + 11));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-ag", 7727, 11, [&](int rank, int size, RankRing& r) {
     struct Call {
       DataType type;
       size_t sendCount;
@@ -380,11 +378,11 @@ TEST_P(SlotRingTest, AllgatherMatchesEveryRanksBlock) {
           send = call.recv.data() + rank * sendCount * eb;
         }
         collectives::AllgatherArgs args{send, call.recv.data(), sendCount, type};
-        collectives::slotRingAllgather(setup.group, setup.memory, executor, args,
-                                       setup.mesh.wait());
+        collectives::slotRingAllgather(r.setup.group, r.setup.memory, r.executor, args,
+                                       r.setup.mesh.wait());
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     for (const Call& call : calls) {
       const size_t eb = elementSize(call.type);
       for (int q = 0; q < size; ++q) {
@@ -404,14 +402,7 @@ TEST_P(SlotRingTest, AllgatherMatchesEveryRanksBlock) {
 // several slices), all-gather-v into recv with gaps between blocks in reverse rank order (the
 // gaps stay untouched), reduce-scatter-v of packed blocks, in place and not, back to back.
 TEST_P(SlotRingTest, VFormsMoveBlocksOfTheirOwnSize) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-v");
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 4099 + 3));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-v", 4099, 3, [&](int rank, int size, RankRing& r) {
     struct Call {
       DataType type;
       ReduceOp op;
@@ -452,24 +443,24 @@ TEST_P(SlotRingTest, VFormsMoveBlocksOfTheirOwnSize) {
           send = call.agRecv.data() + own.offset * eb;
         }
         collectives::slotRingAllgatherv(
-            setup.group, setup.memory, executor,
+            r.setup.group, r.setup.memory, r.executor,
             {.send = send, .recv = call.agRecv.data(), .blocks = call.gapped, .type = type},
-            setup.mesh.wait());
+            r.setup.mesh.wait());
         call.rsSend = makeInput(type, packedEnd, rank, op);
         call.rsSendBefore = call.rsSend;
         call.rsRecv.assign(call.packed[rank].count * eb + 1, std::byte{0x5a});
         std::byte* recv =
             inPlace ? call.rsSend.data() + call.packed[rank].offset * eb : call.rsRecv.data();
-        collectives::slotRingReduceScatterv(setup.group, setup.memory, executor,
+        collectives::slotRingReduceScatterv(r.setup.group, r.setup.memory, r.executor,
                                             {.send = call.rsSend.data(),
                                              .recv = recv,
                                              .blocks = call.packed,
                                              .type = type,
                                              .op = op},
-                                            setup.mesh.wait());
+                                            r.setup.mesh.wait());
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     for (const Call& call : calls) {
       const size_t eb = elementSize(call.type);
       const std::string what = fmt::format("rank {} {} {}{}", rank, toString(call.type),
@@ -509,17 +500,10 @@ TEST_P(SlotRingTest, VFormsMoveBlocksOfTheirOwnSize) {
 // with gaps (which stay untouched); back to back. Rank p's bytes for rank q are a pattern of
 // (p, q, call), so a block in the wrong place or from the wrong rank shows.
 TEST_P(SlotRingTest, AllToAllvBlocksOfTheirOwnSize) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-a2av");
   auto byteOf = [](int from, int to, size_t j, int call) {
     return static_cast<std::byte>((from * 41 + to * 13 + static_cast<int>(j % 239) + call) & 0xff);
   };
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 7919 + 29));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-a2av", 7919, 29, [&](int rank, int size, RankRing& r) {
     struct Call {
       size_t elementBytes;
       std::vector<size_t> sends;  // N x N elements
@@ -555,17 +539,17 @@ TEST_P(SlotRingTest, AllToAllvBlocksOfTheirOwnSize) {
           }
         }
         call.recv.assign(recvEnd * eb + 1, std::byte{0x5a});
-        collectives::slotRingAllToAllv(setup.group, setup.memory, executor,
+        collectives::slotRingAllToAllv(r.setup.group, r.setup.memory, r.executor,
                                        {.send = call.send.data(),
                                         .recv = call.recv.data(),
                                         .sendBlocks = call.sendBlocks,
                                         .recvBlocks = call.recvBlocks,
                                         .elementBytes = eb},
-                                       call.sends, setup.mesh.wait());
+                                       call.sends, r.setup.mesh.wait());
         ++id;
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     id = 0;
     for (const Call& call : calls) {
       const size_t eb = call.elementBytes;
@@ -592,15 +576,8 @@ TEST_P(SlotRingTest, AllToAllvBlocksOfTheirOwnSize) {
 // Chain reduce to every root, every type and op, in place on the root or not; the non-root
 // ranks' recv is never touched.
 TEST_P(SlotRingTest, ReduceToEveryRootMatchesExpected) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-reduce");
   const std::vector<size_t> counts = {0, 1, 5, 333, 1500};
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 65537 + 13));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-reduce", 65537, 13, [&](int rank, int size, RankRing& r) {
     struct Call {
       DataType type;
       ReduceOp op;
@@ -628,11 +605,12 @@ TEST_P(SlotRingTest, ReduceToEveryRootMatchesExpected) {
                                        type,
                                        op,
                                        root};
-          collectives::slotRingReduce(setup.group, setup.memory, executor, args, setup.mesh.wait());
+          collectives::slotRingReduce(r.setup.group, r.setup.memory, r.executor, args,
+                                      r.setup.mesh.wait());
         }
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     for (const Call& call : calls) {
       const std::string what =
           fmt::format("rank {} {} {} count {} root {}{}", rank, toString(call.type),
@@ -656,18 +634,11 @@ TEST_P(SlotRingTest, ReduceToEveryRootMatchesExpected) {
 // and many slots long, the root's block in place or not, issued back to back; a rank's bytes
 // land only in its block, and nothing is written past the buffers or off the root.
 TEST_P(SlotRingTest, GatherAndScatterWithEveryRoot) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-gs");
   const std::vector<size_t> blocks = {0, 1, 7, 301, 5000};
   auto byteOf = [](int owner, size_t j, int call) {
     return static_cast<std::byte>((owner * 37 + static_cast<int>(j % 251) * 3 + call) & 0xff);
   };
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 4099 + 17));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-gs", 4099, 17, [&](int rank, int size, RankRing& r) {
     struct Call {
       bool gather;
       size_t block;
@@ -692,8 +663,8 @@ TEST_P(SlotRingTest, GatherAndScatterWithEveryRoot) {
               std::memcpy(call.all.data() + rank * block, call.mine.data(), block);
               send = call.all.data() + rank * block;
             }
-            collectives::slotRingGather(setup.group, setup.memory, executor,
-                                        {send, call.all.data(), block, root}, setup.mesh.wait());
+            collectives::slotRingGather(r.setup.group, r.setup.memory, r.executor,
+                                        {send, call.all.data(), block, root}, r.setup.mesh.wait());
           } else {
             if (rank == root) {
               for (int q = 0; q < size; ++q) {
@@ -702,13 +673,13 @@ TEST_P(SlotRingTest, GatherAndScatterWithEveryRoot) {
             }
             std::byte* recv =
                 inPlace && rank == root ? call.all.data() + rank * block : call.mine.data();
-            collectives::slotRingScatter(setup.group, setup.memory, executor,
-                                         {call.all.data(), recv, block, root}, setup.mesh.wait());
+            collectives::slotRingScatter(r.setup.group, r.setup.memory, r.executor,
+                                         {call.all.data(), recv, block, root}, r.setup.mesh.wait());
           }
         }
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     n = 0;
     for (const Call& call : calls) {
       const int id = n++;
@@ -741,17 +712,10 @@ TEST_P(SlotRingTest, GatherAndScatterWithEveryRoot) {
 // reverse rank order with gaps (untouched), the others' offsets packed (only the root's count);
 // the root's block in place or not.
 TEST_P(SlotRingTest, GathervAndScattervBlocksOfTheirOwnSize) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-gsv");
   auto byteOf = [](int owner, size_t j, int call) {
     return static_cast<std::byte>((owner * 29 + static_cast<int>(j % 241) * 5 + call) & 0xff);
   };
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 6007 + 41));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-gsv", 6007, 41, [&](int rank, int size, RankRing& r) {
     struct Call {
       bool gather;
       int root;
@@ -792,13 +756,13 @@ TEST_P(SlotRingTest, GathervAndScattervBlocksOfTheirOwnSize) {
                 std::memcpy(ownInAll, call.mine.data(), own.count * eb);
                 send = ownInAll;
               }
-              collectives::slotRingGatherv(setup.group, setup.memory, executor,
+              collectives::slotRingGatherv(r.setup.group, r.setup.memory, r.executor,
                                            {.send = send,
                                             .recv = call.all.data(),
                                             .blocks = blocks,
                                             .elementBytes = eb,
                                             .root = root},
-                                           setup.mesh.wait());
+                                           r.setup.mesh.wait());
             } else {
               if (isRoot) {
                 for (int q = 0; q < size; ++q) {
@@ -809,20 +773,20 @@ TEST_P(SlotRingTest, GathervAndScattervBlocksOfTheirOwnSize) {
                 }
               }
               std::byte* recv = inPlace && isRoot ? ownInAll : call.mine.data();
-              collectives::slotRingScatterv(setup.group, setup.memory, executor,
+              collectives::slotRingScatterv(r.setup.group, r.setup.memory, r.executor,
                                             {.send = call.all.data(),
                                              .recv = recv,
                                              .blocks = blocks,
                                              .elementBytes = eb,
                                              .root = root},
-                                            setup.mesh.wait());
+                                            r.setup.mesh.wait());
             }
             ++id;
           }
         }
       }
     }
-    stream.synchronize();
+    r.stream.synchronize();
     id = 0;
     for (const Call& call : calls) {
       const std::string what =
@@ -860,19 +824,12 @@ TEST_P(SlotRingTest, GathervAndScattervBlocksOfTheirOwnSize) {
 // empty, smaller than a slot and many slots long, back to back; nothing written past recv and
 // send never written.
 TEST_P(SlotRingTest, AllToAllEveryBlockReachesItsRank) {
-  const Case c = GetParam();
-  Shared shared(c.size, c.slots, c.slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-a2a");
   const std::vector<size_t> blocks = {0, 1, 7, 301, 5000};
   auto byteOf = [](int from, int to, size_t j, int call) {
     return static_cast<std::byte>((from * 37 + to * 11 + static_cast<int>(j % 251) * 3 + call) &
                                   0xff);
   };
-  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, c.slots, c.slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank * 8191 + 5));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing(GetParam(), "slot-ring-a2a", 8191, 5, [&](int rank, int size, RankRing& r) {
     struct Call {
       size_t block;
       std::vector<std::byte> send, sendBefore, recv;
@@ -887,11 +844,12 @@ TEST_P(SlotRingTest, AllToAllEveryBlockReachesItsRank) {
       }
       call.sendBefore = call.send;
       call.recv.assign(block * size + 1, std::byte{0x5a});
-      collectives::slotRingAllToAll(setup.group, setup.memory, executor,
-                                    {call.send.data(), call.recv.data(), block}, setup.mesh.wait());
+      collectives::slotRingAllToAll(r.setup.group, r.setup.memory, r.executor,
+                                    {call.send.data(), call.recv.data(), block},
+                                    r.setup.mesh.wait());
       ++id;
     }
-    stream.synchronize();
+    r.stream.synchronize();
     id = 0;
     for (const Call& call : calls) {
       const std::string what = fmt::format("rank {} block {}", rank, call.block);
