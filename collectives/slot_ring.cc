@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstring>
+#include <vector>
 
 #include "collectives/link_prims.h"
 #include "collectives/ring_schedule.h"
@@ -508,6 +509,9 @@ void slotRingGatherv(const Group& group, const SlotRingMemory& memory, SlotExecu
   SlotRing ring(group, memory, executor, wait);
   SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n, 0,
                   own.offset);
+  std::vector<Piece> traced(static_cast<size_t>(n));  // trace mode: the blocks, in bytes
+  for (int q = 0; q < n; ++q) traced[q] = block(q);
+  prims.traceBlocks(traced);
   const size_t slice = prims.sliceElements();
   if (root) {
     for (int p = n - 2; p >= 0; --p) {
@@ -535,6 +539,9 @@ void slotRingScatterv(const Group& group, const SlotRingMemory& memory, SlotExec
   const Piece own = block(group.rank);
   SlotRing ring(group, memory, executor, wait);
   SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n, own.offset);
+  std::vector<Piece> traced(static_cast<size_t>(n));  // trace mode: the blocks, in bytes
+  for (int q = 0; q < n; ++q) traced[q] = block(q);
+  prims.traceBlocks(traced);
   const size_t slice = prims.sliceElements();
   if (root) {
     for (int p = n - 1; p >= 1; --p) {

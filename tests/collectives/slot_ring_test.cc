@@ -935,6 +935,86 @@ TEST(SlotRing, TracedStepsFollowTheRingSchedule) {
   std::filesystem::remove_all(traceDir);
 }
 
+// Trace mode, v-forms: the slot ring's all-gather-v and gather-v steps name the block they carry
+// (as `chunk`) and its slice: 3 ranks, blocks of 2500, 0 and 3000 floats in slots of 1024
+// floats. Only non-empty blocks appear, every slice within its block, and each rank receives
+// exactly the other blocks' bytes (all-gather-v) or, at the root, the others' (gather-v).
+TEST(SlotRing, TracedVFormStepsNameTheirBlock) {
+  const int n = 3;
+  const size_t slotBytes = 4096;
+  const std::vector<size_t> counts = {2500, 0, 3000};
+  std::vector<collectives::Piece> blocks;
+  size_t total = 0;
+  for (size_t c : counts) {
+    blocks.push_back({total, c});
+    total += c;
+  }
+  Shared shared(n, 2, slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId("slot-ring-vtrace");
+  const std::string traceDir = makeTempDir("ringlet-slot-vtrace");
+  runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
+    RankSetup setup = setUp(shared, rank, size, 2, slotBytes, store, dir.path(), job);
+    FakeStream stream(static_cast<unsigned>(rank + 1));
+    FakeExecutor executor(shared, rank, size, stream);
+    std::vector<float> all(total, -1.0f), gathered(total, -1.0f);
+    std::vector<float> mine(counts[rank], float(rank + 1));
+    {
+      trace::Recorder recorder(traceDir + "/t.{rank}", rank, size, "host");
+      transport::WaitContext wait = setup.mesh.wait(std::chrono::seconds(30));
+      wait.trace = &recorder;
+      recorder.beginCall(0);
+      collectives::slotRingAllgatherv(setup.group, setup.memory, executor,
+                                      {.send = reinterpret_cast<const std::byte*>(mine.data()),
+                                       .recv = reinterpret_cast<std::byte*>(all.data()),
+                                       .blocks = blocks,
+                                       .type = DataType::kFloat32},
+                                      wait);
+      recorder.beginCall(1);
+      collectives::slotRingGatherv(setup.group, setup.memory, executor,
+                                   {.send = reinterpret_cast<const std::byte*>(mine.data()),
+                                    .recv = reinterpret_cast<std::byte*>(gathered.data()),
+                                    .blocks = blocks,
+                                    .elementBytes = sizeof(float),
+                                    .root = 0},
+                                   wait);
+      stream.synchronize();
+    }
+    for (int q = 0; q < size; ++q) {
+      for (size_t j = 0; j < counts[q]; ++j) {
+        ASSERT_EQ(all[blocks[q].offset + j], float(q + 1)) << "rank " << rank << " block " << q;
+        if (rank == 0) {
+          ASSERT_EQ(gathered[blocks[q].offset + j], float(q + 1)) << "gathered block " << q;
+        }
+      }
+    }
+  });
+  const size_t sliceFloats = slotBytes / sizeof(float);
+  for (int r = 0; r < n; ++r) {
+    std::ifstream in(traceDir + "/t." + std::to_string(r));
+    ASSERT_TRUE(in.good()) << "rank " << r << " wrote no trace";
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    uint64_t received = 0;
+    size_t steps = 0;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e.value("cat", "") != "step") continue;
+      ++steps;
+      const int chunk = e["args"]["chunk"].get<int>();
+      const int64_t slice = e["args"]["slice"].get<int64_t>();
+      ASSERT_TRUE(chunk == 0 || chunk == 2) << "rank " << r << ": a step of block " << chunk;
+      const size_t slices = (counts[chunk] + sliceFloats - 1) / sliceFloats;
+      EXPECT_LT(static_cast<size_t>(slice), slices) << "rank " << r << " block " << chunk;
+      if (e["args"]["from"].get<int>() >= 0) received += e["args"]["bytes"].get<uint64_t>();
+    }
+    EXPECT_GT(steps, 0u) << "rank " << r;
+    // All-gather-v: every other block once. Gather-v to rank 0 along 1 -> 2 -> 0: the root
+    // receives the others' blocks; rank 2 relays rank 1's, which is empty.
+    const uint64_t others = (total - counts[r]) * sizeof(float);
+    EXPECT_EQ(received, others + (r == 0 ? others : 0)) << "rank " << r;
+  }
+  std::filesystem::remove_all(traceDir);
+}
+
 // One slot per rank on three ranks cannot relay (each rank would hold its slot waiting for the
 // next rank's): a clear error at once on every rank, not a wait until the deadline.
 TEST(SlotRing, OneSlotOnThreeRanksIsAnErrorNotADeadlock) {
