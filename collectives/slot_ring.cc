@@ -316,7 +316,15 @@ class SlotPrims {
   std::span<const Piece> traceBlocks_;  // traceBlocks()
 };
 
-// Each slice of `whole` (bytes) to `step`; none for an empty one.
+// `blocks` of `elementBytes`-byte elements as pieces of bytes (the chains move bytes).
+std::vector<Piece> inBytes(std::span<const Piece> blocks, size_t elementBytes) {
+  std::vector<Piece> bytes;
+  bytes.reserve(blocks.size());
+  for (const Piece& b : blocks) bytes.push_back({b.offset * elementBytes, b.count * elementBytes});
+  return bytes;
+}
+
+// Each slice of `whole` to `step`; none for an empty one.
 template <typename Step>
 void forEachSliceOf(const Piece& whole, size_t sliceElements, Step&& step) {
   const size_t slices = (whole.count + sliceElements - 1) / sliceElements;
@@ -327,9 +335,7 @@ void forEachSliceOf(const Piece& whole, size_t sliceElements, Step&& step) {
 // blocks in rank order, as the root's buffer holds them) to `step`.
 template <typename Step>
 void forEachSlice(int block, size_t blockCount, size_t sliceElements, Step&& step) {
-  const Piece whole{static_cast<size_t>(block) * blockCount, blockCount};
-  const size_t slices = (blockCount + sliceElements - 1) / sliceElements;
-  for (size_t k = 0; k < slices; ++k) step(sliceOf(whole, k, sliceElements));
+  forEachSliceOf(Piece{static_cast<size_t>(block) * blockCount, blockCount}, sliceElements, step);
 }
 
 }  // namespace
@@ -495,32 +501,27 @@ void slotRingScatter(const Group& group, const SlotRingMemory& memory, SlotExecu
 void slotRingGatherv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                      const GathervArgs& args, const WaitContext& wait) {
   const int n = group.size;
-  const size_t eb = args.elementBytes;
   const int position = wrap(group.rank - args.root - 1, n);
   const auto rankAt = [&](int p) { return (args.root + 1 + p) % n; };
-  const auto block = [&](int q) {
-    return Piece{args.blocks[q].offset * eb, args.blocks[q].count * eb};
-  };
+  const std::vector<Piece> blocks = inBytes(args.blocks, args.elementBytes);
   const bool root = group.rank == args.root;
-  const Piece own = block(group.rank);
+  const Piece own = blocks[group.rank];
   if (root && own.count > 0 && args.recv + own.offset != args.send) {
     executor.copy(args.recv + own.offset, args.send, own.count);
   }
   SlotRing ring(group, memory, executor, wait);
   SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n, 0,
                   own.offset);
-  std::vector<Piece> traced(static_cast<size_t>(n));  // trace mode: the blocks, in bytes
-  for (int q = 0; q < n; ++q) traced[q] = block(q);
-  prims.traceBlocks(traced);
+  prims.traceBlocks(blocks);
   const size_t slice = prims.sliceElements();
   if (root) {
     for (int p = n - 2; p >= 0; --p) {
-      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.recv(s); });
+      forEachSliceOf(blocks[rankAt(p)], slice, [&](const Piece& s) { prims.recv(s); });
     }
   } else {
     forEachSliceOf(own, slice, [&](const Piece& s) { prims.send(s); });
     for (int p = position - 1; p >= 0; --p) {
-      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.recvSend(s); });
+      forEachSliceOf(blocks[rankAt(p)], slice, [&](const Piece& s) { prims.recvSend(s); });
     }
   }
   ring.finish();
@@ -529,27 +530,22 @@ void slotRingGatherv(const Group& group, const SlotRingMemory& memory, SlotExecu
 void slotRingScatterv(const Group& group, const SlotRingMemory& memory, SlotExecutor& executor,
                       const ScattervArgs& args, const WaitContext& wait) {
   const int n = group.size;
-  const size_t eb = args.elementBytes;
   const int position = wrap(group.rank - args.root, n);
   const auto rankAt = [&](int p) { return (args.root + p) % n; };
-  const auto block = [&](int q) {
-    return Piece{args.blocks[q].offset * eb, args.blocks[q].count * eb};
-  };
+  const std::vector<Piece> blocks = inBytes(args.blocks, args.elementBytes);
   const bool root = position == 0;
-  const Piece own = block(group.rank);
+  const Piece own = blocks[group.rank];
   SlotRing ring(group, memory, executor, wait);
   SlotPrims prims(ring, args.send, args.recv, 1, DataType::kUInt8, ReduceOp::kSum, n, own.offset);
-  std::vector<Piece> traced(static_cast<size_t>(n));  // trace mode: the blocks, in bytes
-  for (int q = 0; q < n; ++q) traced[q] = block(q);
-  prims.traceBlocks(traced);
+  prims.traceBlocks(blocks);
   const size_t slice = prims.sliceElements();
   if (root) {
     for (int p = n - 1; p >= 1; --p) {
-      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.send(s); });
+      forEachSliceOf(blocks[rankAt(p)], slice, [&](const Piece& s) { prims.send(s); });
     }
   } else {
     for (int p = n - 1; p > position; --p) {
-      forEachSliceOf(block(rankAt(p)), slice, [&](const Piece& s) { prims.recvSend(s); });
+      forEachSliceOf(blocks[rankAt(p)], slice, [&](const Piece& s) { prims.recvSend(s); });
     }
     forEachSliceOf(own, slice, [&](const Piece& s) { prims.recv(s); });
   }

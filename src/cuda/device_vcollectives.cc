@@ -57,9 +57,10 @@ size_t packedAt(std::span<const size_t> pieces, int q) {
 
 // Every rank passed the same counts: one host all-reduce (max) of their fingerprint and of its
 // complement; both are the largest only where every rank's fingerprint is the same. Otherwise
-// MismatchError on every rank, before any data moves.
-void agreeOnCounts(Communicator& host, const char* call, const char* name,
-                   std::span<const size_t> counts) {
+// MismatchError on every rank, before any data moves. Returns the fingerprint (the call header's
+// countsHash on the ring).
+uint64_t agreeOnCounts(Communicator& host, const char* call, const char* name,
+                       std::span<const size_t> counts) {
   const auto mine = static_cast<int64_t>(detail::hashCounts(counts));
   int64_t both[2] = {mine, ~mine};
   host.allreduce(both, both, 2, DataType::kInt64, ReduceOp::kMax);
@@ -69,6 +70,7 @@ void agreeOnCounts(Communicator& host, const char* call, const char* name,
         "pass the same",
         call, host.rank(), name, fmt::join(counts, ", ")));
   }
+  return static_cast<uint64_t>(mine);
 }
 
 }  // namespace
@@ -97,8 +99,7 @@ void DeviceCommunicator::allgatherv(const void* send, void* recv,
                         "cudaMemcpyAsync (one-rank allgatherv)");
   }
   choosePath();
-  agreeOnCounts(host, "allgatherv", "recvCounts", recvCounts);
-  const std::vector<size_t> at = offsets(layout);
+  const uint64_t countsHash = agreeOnCounts(host, "allgatherv", "recvCounts", recvCounts);
   if (st.useIpc(layout.total * eb)) {
     // The ring over blocks of their own size (collectives::slotRingAllgatherv).
     const collectives::AllgathervArgs args{.send = static_cast<const std::byte*>(send),
@@ -108,12 +109,13 @@ void DeviceCommunicator::allgatherv(const void* send, void* recv,
     st.runIpc({.kind = detail::OpKind::kAllgatherv,
                .type = type,
                .count = layout.total,
-               .countsHash = detail::hashCounts(recvCounts),
+               .countsHash = countsHash,
                .ranks = host.size(),
                .algorithm = kIpcRing},
               stream, collectives::slotRingAllgatherv, args);
     return;
   }
+  const std::vector<size_t> at = offsets(layout);
   // Staged: this rank's piece goes into its place in the slot, the host all-gather-v fills the
   // others in place, and every piece goes back to its block.
   st.runVBlocks("allgatherv", stream, type, largest(recvCounts), recvCounts, {},
@@ -152,8 +154,7 @@ void DeviceCommunicator::reduceScatterv(const void* send, void* recv,
                         "cudaMemcpyAsync (one-rank reduce_scatterv)");
   }
   choosePath();
-  agreeOnCounts(host, "reduce_scatterv", "recvCounts", recvCounts);
-  const std::vector<size_t> at = offsets(layout);
+  const uint64_t countsHash = agreeOnCounts(host, "reduce_scatterv", "recvCounts", recvCounts);
   if (st.useIpc(layout.total * eb)) {
     // The ring over blocks of their own size (collectives::slotRingReduceScatterv).
     const collectives::ReduceScattervArgs args{.send = static_cast<const std::byte*>(send),
@@ -165,12 +166,13 @@ void DeviceCommunicator::reduceScatterv(const void* send, void* recv,
                .type = type,
                .op = op,
                .count = layout.total,
-               .countsHash = detail::hashCounts(recvCounts),
+               .countsHash = countsHash,
                .ranks = host.size(),
                .algorithm = kIpcRing},
               stream, collectives::slotRingReduceScatterv, args);
     return;
   }
+  const std::vector<size_t> at = offsets(layout);
   // Staged: every block's piece goes into the slot, the host reduce-scatter-v leaves this rank's
   // reduced in place, and that piece goes back.
   st.runVBlocks("reduce_scatterv", stream, type, largest(recvCounts), recvCounts, {},
@@ -212,8 +214,7 @@ void DeviceCommunicator::gatherv(const void* send, void* recv, std::span<const s
                         stream, "cudaMemcpyAsync (one-rank gatherv)");
   }
   choosePath();
-  agreeOnCounts(host, "gatherv", "recvCounts", recvCounts);
-  const std::vector<size_t> at = offsets(layout);
+  const uint64_t countsHash = agreeOnCounts(host, "gatherv", "recvCounts", recvCounts);
   if (st.useIpc(layout.total * eb)) {
     // The chain over blocks of their own size (collectives::slotRingGatherv).
     const collectives::GathervArgs args{.send = static_cast<const std::byte*>(send),
@@ -225,12 +226,13 @@ void DeviceCommunicator::gatherv(const void* send, void* recv, std::span<const s
                .type = type,
                .root = root,
                .count = layout.total,
-               .countsHash = detail::hashCounts(recvCounts),
+               .countsHash = countsHash,
                .ranks = host.size(),
                .algorithm = kIpcChain},
               stream, collectives::slotRingGatherv, args);
     return;
   }
+  const std::vector<size_t> at = offsets(layout);
   // Staged: this rank's piece goes into its place in the slot; on the root the host gather-v
   // fills the others and every piece goes back to its block.
   st.runVBlocks("gatherv", stream, type, largest(recvCounts), recvCounts, {},
@@ -272,8 +274,7 @@ void DeviceCommunicator::scatterv(const void* send, std::span<const size_t> send
                         stream, "cudaMemcpyAsync (one-rank scatterv)");
   }
   choosePath();
-  agreeOnCounts(host, "scatterv", "sendCounts", sendCounts);
-  const std::vector<size_t> at = offsets(layout);
+  const uint64_t countsHash = agreeOnCounts(host, "scatterv", "sendCounts", sendCounts);
   if (st.useIpc(layout.total * eb)) {
     // The chain over blocks of their own size (collectives::slotRingScatterv).
     const collectives::ScattervArgs args{
@@ -286,12 +287,13 @@ void DeviceCommunicator::scatterv(const void* send, std::span<const size_t> send
                .type = type,
                .root = root,
                .count = layout.total,
-               .countsHash = detail::hashCounts(sendCounts),
+               .countsHash = countsHash,
                .ranks = host.size(),
                .algorithm = kIpcChain},
               stream, collectives::slotRingScatterv, args);
     return;
   }
+  const std::vector<size_t> at = offsets(layout);
   // Staged: on the root every block's piece goes into the slot; the host scatter-v leaves each
   // rank's piece in its place in the slot, which goes back.
   st.runVBlocks("scatterv", stream, type, largest(sendCounts), sendCounts, {},
@@ -367,8 +369,6 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
         "rank's counts agree with its peers')",
         rank));
   }
-  const std::vector<size_t> sendAt = offsets(out);
-  const std::vector<size_t> recvAt = offsets(in);
   // The path as for N blocks of the largest block anywhere (the same on every rank).
   const size_t largestBytes =
       detail::checkedBytes("cuda alltoallv", rank, static_cast<size_t>(agreed[1]), type);
@@ -405,6 +405,8 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
               });
     return;
   }
+  const std::vector<size_t> sendAt = offsets(out);
+  const std::vector<size_t> recvAt = offsets(in);
   // Staged: every block's piece goes into the slot, the host all-to-all-v writes the second
   // area, and every piece of that goes back.
   st.runVBlocks(
