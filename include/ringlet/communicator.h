@@ -55,8 +55,9 @@ struct CostModel {
   // beta, gamma and delta are measured with 1 MiB buffers (a working set of 2 MiB). Smaller
   // buffers stay in the core's own caches: their bytes cost `smallFactor` times as much from a
   // working set of 256 KiB down. Buffers that outgrow the cache cost up to `memoryFactor` times
-  // as much, reached when a rank's working set is eight times `cacheBytes`, the last-level
-  // cache's share of one rank. Between these points the factor is linear in log2(working set).
+  // as much, reached when a rank's working set is eight times `cacheBytes`, where a rank's
+  // copies start to cost more (measured; at most the rank's share of the last-level cache).
+  // Between these points the factor is linear in log2(working set).
   // 1, 1 and cacheBytes 0: bytes cost the same at every size.
   double smallFactor = 1;
   double memoryFactor = 1;

@@ -20,8 +20,10 @@
 //   smallFactor   the cached rate, from a 128 KiB shift and the 4 KiB one (buffers in the
 //                 core's own caches), over beta
 //   memoryFactor  a memcpy's time per byte from a source twice this rank's share of the
-//                 last-level cache, over one within the cache (once per process: the host's)
-//   cacheBytes    the last-level cache (sysfs) over the communicator's ranks on this host
+//                 last-level cache (sysfs: the cache over the communicator's ranks on this
+//                 host), over one within the cache (once per process: the host's)
+//   cacheBytes    where a memcpy's time per byte starts to rise, from the same copy at halving
+//                 sizes (at most that share: sysfs gives the host's cache, and a VM gets less)
 //
 // Each is the median of a few batches: the fastest batch is the luckiest, and it made the model
 // up to twice too optimistic on a machine shared with others. Each rank measures, then all take
@@ -45,6 +47,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,36 +105,63 @@ double lastLevelCacheBytes() {
   return largest;
 }
 
-// Memory's time per byte over the cache's: a copy from a source that spans twice this rank's
-// share of the last-level cache into a 1 MiB destination (a collective's step reads or writes
-// its user buffer in memory and the link's slot in cache) against a copy between two 1 MiB
-// buffers, both in CPU time. The host's: measured by the first communicator of the process
-// (every rank of the host at once) and kept.
-double memoryFactor(double cacheShare, int effort) {
+struct MemoryCost {
+  double factor = 1;
+  double cacheBytes = 0;
+};
+
+// Memory's cost past the cache: copies from sources of halving sizes (memoryPointSizes) into a
+// 1 MiB destination (a collective's step reads or writes its user buffer in memory and the
+// link's slot in cache) against a copy between two 1 MiB buffers, all in CPU time; the factor is
+// the largest source's, the cache where the factors start to rise (cacheBytesFrom), at most
+// `cacheShare`. The host's: measured by the first communicator of the process (every rank of
+// the host at once) and kept.
+//
+// Only the largest source where the ranks outnumber the cores (`findCache` false; the cache is
+// then `cacheShare`): four ranks on two cores found it at 8 MiB where two found 16 (a rank's
+// copy in a time slice finds the cache emptied by the rank before it on that core), and the
+// collectives of 4 ranks fitted 16 MiB and more better (nine reports of ringlet-model recomputed:
+// within 25% 261 of 540 points at 8 MiB, 284 at 16, 267 with no knee below 128 MiB).
+MemoryCost memoryCost(double cacheShare, int effort, bool findCache) {
   static std::mutex mutex;
-  static double factor = 0;
+  static std::optional<MemoryCost> measured;  // the cache as found, 0 where not looked for
   std::lock_guard lock(mutex);
-  if (factor > 0) return factor;
-  if (cacheShare <= 0) return factor = 1;
-  const size_t bytes =
-      std::clamp<size_t>(static_cast<size_t>(2 * cacheShare) / kLargeBytes, 4, 128) * kLargeBytes;
-  std::vector<std::byte> from(bytes, std::byte{1});
+  auto forThis = [&] {
+    const double found = measured->cacheBytes;
+    return MemoryCost{
+        .factor = measured->factor,
+        .cacheBytes = findCache && found > 0 ? std::min(cacheShare, found) : cacheShare};
+  };
+  if (measured) return forThis();
+  if (cacheShare <= 0) return *(measured = MemoryCost{});
+  const std::vector<double> sizes = memoryPointSizes(cacheShare);
+  std::vector<std::byte> from(static_cast<size_t>(sizes.front()), std::byte{1});
   std::vector<std::byte> to(kLargeBytes, std::byte{2});
-  const double large = medianSeconds(
-                           2 + effort, 1,
-                           [&] {
-                             for (size_t offset = 0; offset < bytes; offset += kLargeBytes) {
-                               std::memcpy(to.data(), from.data() + offset, kLargeBytes);
-                             }
-                           },
-                           1, cpuSeconds) /
-                       static_cast<double>(bytes);
-  const double cached =
-      medianSeconds(
-          3 * effort, 4, [&] { std::memcpy(to.data(), from.data(), kLargeBytes); }, 1, cpuSeconds) /
-      static_cast<double>(kLargeBytes);
-  factor = std::max(1.0, large / cached);
-  return factor;
+  auto copyFrom = [&](size_t bytes) {
+    for (size_t offset = 0; offset < bytes; offset += kLargeBytes) {
+      std::memcpy(to.data(), from.data() + offset, kLargeBytes);
+    }
+  };
+  const double cached = medianSeconds(
+                            3 * effort, 4, [&] { copyFrom(kLargeBytes); }, 1, cpuSeconds) /
+                        static_cast<double>(kLargeBytes);
+  std::vector<MemoryPoint> points;
+  for (const double bytes : sizes) {
+    // The largest source as many times as its factor has always been measured; below it one
+    // timed pass (milliseconds of CPU time, which a time slice spent waiting does not count):
+    // with the largest's batches the points below cost a 2-core VM's first create() 55 ms
+    // (ringlet-info --model -n 2: 0.24 s against 0.19), with one 20 ms.
+    const int batches = points.empty() ? 2 + effort : 1;
+    const double seconds = medianSeconds(
+        batches, 1, [&] { copyFrom(static_cast<size_t>(bytes)); }, 1, cpuSeconds);
+    points.push_back({.bytes = bytes, .factor = std::max(1.0, seconds / bytes / cached)});
+    // Below a fifth dearer the knee hardly moves a prediction; past it the points stop at the
+    // first one below the knee's threshold (cacheBytesFrom reads no further).
+    if (!findCache || points.front().factor < 1.2 || points.size() != kneePoints(points)) break;
+  }
+  measured = MemoryCost{.factor = points.front().factor,
+                        .cacheBytes = findCache ? cacheBytesFrom(points) : 0};
+  return forThis();
 }
 
 // A shift of `bytes` around the ring: every rank sends to the next and receives from the
@@ -170,7 +200,7 @@ double probeShiftSeconds(const collectives::Group& group, size_t slice, int effo
 }
 
 CostModel measure(const collectives::Group& group, size_t slice, int effort, int hostRanks,
-                  bool crossesHosts, const transport::WaitContext& wait) {
+                  bool crossesHosts, bool shareCores, const transport::WaitContext& wait) {
   std::vector<std::byte> out(kLargeBytes, std::byte{1});
   std::vector<std::byte> in(kLargeBytes);
   auto shift = [&](size_t bytes) {
@@ -220,7 +250,8 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   });
   const double copy =
       medianSeconds(3 * effort, 1, [&] { std::memcpy(in.data(), out.data(), kLargeBytes); });
-  const double cacheShare = lastLevelCacheBytes() / std::max(1, hostRanks);
+  const MemoryCost memory =
+      memoryCost(lastLevelCacheBytes() / std::max(1, hostRanks), effort, !shareCores);
   const double bytes = static_cast<double>(kLargeBytes);
   const ShiftLine line = fitShifts({.bytes = kProbeBytes, .seconds = probe},
                                    {.bytes = kCachedBytes, .seconds = cached},
@@ -228,9 +259,9 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // On shared memory a received byte is reduced straight from the link's slot instead of being
   // copied out of it: what a reduction adds to a transfer is its cost over a copy's (fused).
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
-  double values[8] = {line.alpha,      line.beta, gamma / bytes,
-                      copy / bytes,    oneWay,    memoryFactor(cacheShare, effort),
-                      -cacheShare,  // the max of its negation: the smallest share
+  double values[8] = {line.alpha,         line.beta, gamma / bytes,
+                      copy / bytes,       oneWay,    memory.factor,
+                      -memory.cacheBytes,  // the max of its negation: the smallest
                       line.smallFactor};
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
@@ -275,6 +306,28 @@ CostModel steadyModel(const std::function<CostModel()>& measure,
   return model;
 }
 
+double cacheBytesFrom(const std::vector<MemoryPoint>& halvingPoints) {
+  if (halvingPoints.empty()) return 0;
+  return halvingPoints[kneePoints(halvingPoints) - 1].bytes / 2;
+}
+
+size_t kneePoints(const std::vector<MemoryPoint>& halvingPoints) {
+  if (halvingPoints.empty()) return 0;
+  const double threshold = 1 + (halvingPoints.front().factor - 1) / 2;
+  size_t count = 1;
+  while (count < halvingPoints.size() && halvingPoints[count].factor >= threshold) ++count;
+  return count;
+}
+
+std::vector<double> memoryPointSizes(double cacheShare) {
+  constexpr size_t kSmallest = 4, kLargest = 128;  // MiB
+  size_t mib = std::clamp<size_t>(static_cast<size_t>(2 * std::max(cacheShare, 0.0)) / kLargeBytes,
+                                  kSmallest, kLargest);
+  std::vector<double> sizes;
+  for (; mib >= kSmallest; mib /= 2) sizes.push_back(static_cast<double>(mib * kLargeBytes));
+  return sizes;
+}
+
 void CommunicatorImpl::calibrate() {
   if (options_.costModel || size_ == 1) return;
   int hostRanks = 0;
@@ -283,7 +336,8 @@ void CommunicatorImpl::calibrate() {
     if (!info.hostId.empty() && info.hostId == infos_[rank_].hostId) ++hostRanks;
     crossesHosts |= info.hostId != infos_[0].hostId;
   }
-  runBlocking(OpHeader{.kind = OpKind::kCalibrate}, [this, hostRanks, crossesHosts](
+  const bool shareCores = ranksShareCores(infos_);
+  runBlocking(OpHeader{.kind = OpKind::kCalibrate}, [this, hostRanks, crossesHosts, shareCores](
                                                         const collectives::Group&,
                                                         const transport::WaitContext& wait) {
     // On the host-ordered ring (host_ring.h): across hosts it crosses each host's link
@@ -292,7 +346,7 @@ void CommunicatorImpl::calibrate() {
     const size_t slice = sliceBytes({&ring.next(), &ring.prev()});
     const int effort = std::max(1, options_.calibrationEffort);
     model_ = steadyModel(
-        [&] { return measure(ring, slice, effort, hostRanks, crossesHosts, wait); },
+        [&] { return measure(ring, slice, effort, hostRanks, crossesHosts, shareCores, wait); },
         [&] {
           double seconds = probeShiftSeconds(ring, slice, effort, wait);
           collectives::recursiveDoublingAllreduce(ring,
@@ -305,7 +359,7 @@ void CommunicatorImpl::calibrate() {
           return seconds;
         });
   });
-  model_.ranksShareCores = ranksShareCores(infos_);
+  model_.ranksShareCores = shareCores;
   nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
   forgetChoices();  // any made during the measurement used the model before it
 }

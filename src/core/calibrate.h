@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 #include "ringlet/communicator.h"
 
@@ -35,5 +36,24 @@ struct ShiftLine {
 // alpha, beta and smallFactor from three shifts: `probe` (a few KiB) and `cached` (in the core's
 // caches) on one line, whose intercept is alpha; `large` less alpha gives beta.
 ShiftLine fitShifts(Shift probe, Shift cached, Shift large);
+
+// Memory's time per byte over the cache's, for a copy whose source spans `bytes`.
+struct MemoryPoint {
+  double bytes = 0;
+  double factor = 1;
+};
+// Where memory's cost starts to rise, from copies timed at halving sizes, the largest first:
+// half the smallest size whose factor is at least half way from 1 to the largest size's, going
+// down from the largest and stopping at the first point below that. Half way, not less: on a
+// 2-core VM with two ranks copying at once a source of 4-16 MiB (in the last-level cache, out of
+// the core's) cost 1.4-1.7x the 1 MiB copy and one of 32-128 MiB 2.3-3.0x; a third of the way
+// (1.53) put the cache anywhere from 2 to 16 MiB in six runs. The sysfs size of the last-level
+// cache is the host's, not what a VM gets of it: that VM's sysfs said 260 MiB. 0 for no points.
+double cacheBytesFrom(const std::vector<MemoryPoint>& halvingPoints);
+// How many of the points, from the first, cacheBytesFrom reads (at least one of any).
+size_t kneePoints(const std::vector<MemoryPoint>& halvingPoints);
+// The points' sizes, the largest first, for `cacheShare` (the sysfs share): from twice the share
+// (between 4 and 128 MiB) down to 4 MiB.
+std::vector<double> memoryPointSizes(double cacheShare);
 
 }  // namespace ringlet::detail

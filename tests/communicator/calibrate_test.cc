@@ -103,5 +103,45 @@ TEST(FitShifts, ADisorderlyMeasurementStaysWithinBounds) {
   EXPECT_EQ(line.smallFactor, 1.0);
 }
 
+constexpr double kMiB = 1 << 20;
+
+TEST(CacheBytesFrom, ASharpKneeAtTheShareKeepsTheShare) {
+  // Flat up to the share (32 MiB), dearer at twice it: the knee is the share, as sysfs said.
+  const std::vector<MemoryPoint> points = {
+      {64 * kMiB, 2.5}, {32 * kMiB, 1.1}, {16 * kMiB, 1.0}, {8 * kMiB, 1.0}};
+  EXPECT_EQ(kneePoints(points), 1u);
+  EXPECT_DOUBLE_EQ(cacheBytesFrom(points), 32 * kMiB);
+}
+
+TEST(CacheBytesFrom, AVmsSmallerCacheIsFound) {
+  // Two ranks on a 2-core VM whose sysfs names the host's 260 MiB (a 128 MiB top): 2.3-3.0x
+  // from 32 MiB, 1.4-1.7x in the last-level cache below (under the 1.8 threshold): 16 MiB.
+  const std::vector<MemoryPoint> points = {{128 * kMiB, 2.6}, {64 * kMiB, 2.5}, {32 * kMiB, 2.3},
+                                           {16 * kMiB, 1.6},  {8 * kMiB, 1.5},  {4 * kMiB, 1.5}};
+  EXPECT_EQ(kneePoints(points), 3u);
+  EXPECT_DOUBLE_EQ(cacheBytesFrom(points), 16 * kMiB);
+  // The walk stops at the first point under the threshold: a later noisy one is not read.
+  std::vector<MemoryPoint> noisy = points;
+  noisy[4].factor = 2.6;
+  EXPECT_DOUBLE_EQ(cacheBytesFrom(noisy), 16 * kMiB);
+}
+
+TEST(CacheBytesFrom, EveryPointDearerPutsTheCacheBelowTheSmallest) {
+  const std::vector<MemoryPoint> points = {{16 * kMiB, 3.0}, {8 * kMiB, 2.9}, {4 * kMiB, 2.0}};
+  EXPECT_EQ(kneePoints(points), 3u);
+  EXPECT_DOUBLE_EQ(cacheBytesFrom(points), 2 * kMiB);
+  EXPECT_EQ(cacheBytesFrom({}), 0.0);
+  EXPECT_EQ(kneePoints({}), 0u);
+}
+
+TEST(MemoryPointSizes, HalveFromTwiceTheShareDownToFourMiB) {
+  EXPECT_EQ(memoryPointSizes(130 * kMiB),
+            (std::vector<double>{128 * kMiB, 64 * kMiB, 32 * kMiB, 16 * kMiB, 8 * kMiB, 4 * kMiB}));
+  EXPECT_EQ(memoryPointSizes(37.5 * kMiB),
+            (std::vector<double>{75 * kMiB, 37 * kMiB, 18 * kMiB, 9 * kMiB, 4 * kMiB}));
+  EXPECT_EQ(memoryPointSizes(1 * kMiB), (std::vector<double>{4 * kMiB}));
+  EXPECT_EQ(memoryPointSizes(0), (std::vector<double>{4 * kMiB}));
+}
+
 }  // namespace
 }  // namespace ringlet::detail
