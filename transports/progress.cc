@@ -78,6 +78,7 @@ Backoff Backoff::forHost(int ranksOnHost, bool adapt) {
     // A core per rank: stay awake ~100 us (spin ~40 us, then yield) before sleeping.
     backoff.spins = 1000;
     backoff.yields = 64;
+    backoff.awake = std::chrono::microseconds(100);
   }
   return backoff;
 }

@@ -17,11 +17,11 @@
 //
 // The limits (Backoff) are chosen once per communicator from how many of its ranks share this
 // host and how many CPUs they have (Backoff::forHost): with a core per rank, spin up to ~40 us and
-// yield ~60 us before sleeping (a futex wake-up costs tens of microseconds, more than most
-// pipeline waits); with more ranks than cores, never spin (every spin steals the core of a rank we
-// wait for) and yield up to 256 times first. A link only says how it blocks and whether its wake-up
-// is slow (a socket: poll wake-ups cost more than a futex), in which case the yield phase lasts at
-// least Backoff::slowWakeAwake.
+// yield until ~100 us have passed before sleeping (a futex wake-up costs tens of microseconds, in
+// a VM over a hundred, more than most pipeline waits); with more ranks than cores, never spin
+// (every spin steals the core of a rank we wait for) and yield up to 256 times first. A link only
+// says how it blocks and whether its wake-up is slow (a socket: poll wake-ups cost more than a
+// futex), in which case the yield phase lasts at least Backoff::slowWakeAwake.
 //
 // Within those limits each link adapts (Waiter) to what its own recent waits say, because a core
 // shared with someone else's busy thread (backward's BLAS, a compile) turns both phases against
@@ -69,6 +69,12 @@ struct Backoff {
   // Adapt the spin budget and the yields to the link's recent waits (Waiter); false: always the
   // numbers above (tests and sweeps that measure one policy).
   bool adapt = false;
+  // Every link keeps yielding at least this long after the wait started (the spin included)
+  // before it sleeps: `yields` alone is no time. A sched_yield() with nobody else to run took
+  // 0.13 us on a 2-core VM, so 64 of them after a shrunk spin (Waiter) slept a wait of 30 us,
+  // and the futex wake-up then took 100-130 us: a 512 KiB broadcast on 2 ranks took 130-170 us
+  // a call against 55-65 with fixed waits (RINGLET_WAIT=fixed), which spin 20 us first.
+  std::chrono::nanoseconds awake{0};
   // Links whose wake-up is slow (TCP) keep yielding at least this long after the wait started.
   // Measured: 4 oversubscribed ranks, 256 KiB-16 MiB TCP all-reduce 10-30 % faster with 200 us
   // than with an immediate poll.
@@ -226,7 +232,8 @@ void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slo
     }
   }
   const Deadline spun = spins > 0 ? Clock::now() : start;
-  const Deadline awakeUntil = slowWake ? start + limits.slowWakeAwake : start;
+  const Deadline awakeUntil =
+      start + std::max(limits.awake, slowWake ? limits.slowWakeAwake : std::chrono::nanoseconds{0});
   int yields = 0;
   bool slept = false;
   for (;;) {
