@@ -38,8 +38,9 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
   int mask = 1;
   while (mask < n) {
     if (v & mask) {
-      recvSliced(group.link(wrap(group.rank - mask, n)), buffer, bytes, sliceBytes, wait,
-                 bytes >= kernels::kStreamingBytes);
+      Link& parent = group.link(wrap(group.rank - mask, n));
+      OfferScope offer(parent, buffer, bytes, sliceBytes);
+      recvSliced(parent, buffer, bytes, sliceBytes, wait, bytes >= kernels::kStreamingBytes);
       break;
     }
     mask <<= 1;

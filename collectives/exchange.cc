@@ -83,6 +83,10 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
   link.flush(wait);  // `data` may change once this returns
 }
 
+OfferScope::OfferScope(Link& link, std::byte* data, size_t bytes, size_t slice) : link_(&link) {
+  link.expect(data, bytes, messageBytes(link, slice));
+}
+
 void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const WaitContext& wait,
                 bool streaming, const BlockTrace* blocks, size_t at) {
   const bool byBlock = tracesBlocks(wait, blocks);
@@ -95,7 +99,8 @@ void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const W
     const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
     const size_t n = std::min(step, bytes - offset);
     if (inPlace) {
-      kernels::streamCopy(data + offset, link.recv(n, wait), n);
+      const std::byte* in = link.recv(n, wait);
+      if (in != data + offset) kernels::streamCopy(data + offset, in, n);  // else written there
       link.release();
     } else {
       link.recvInto(data + offset, n, wait);

@@ -153,6 +153,15 @@ class Link {
   virtual void release() = 0;
   // Receives the next message (exactly `bytes` long) into `dst`.
   virtual void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) = 0;
+  // Says where the next messages this link receives (on the channel receives now take) will
+  // go: `bytes` at `dst`, cut into messages of `step` bytes (the last shorter), as the sender
+  // cuts them. A transport that can have the sender write them there itself (shm's direct
+  // writes: one copy instead of two) may then return `dst + offset` from recv() for such a
+  // message (its bytes already in place; recvInto() copies nothing). Every expect() is ended by
+  // unexpect() before `dst` is used for anything else, also when the receive fails (it waits for
+  // a write under way to end). Default: nothing.
+  virtual void expect(std::byte* /*dst*/, size_t /*bytes*/, size_t /*step*/) {}
+  virtual void unexpect() noexcept {}
   // Waits for the next message, of any length up to `maxBytes` (longer: IoError), stores its
   // length in `*bytes` and returns it in transport memory until release() (as recv()).
   virtual const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) = 0;
@@ -240,6 +249,8 @@ class Link {
  protected:
   // For receives: whether a point-to-point message is passed over (held) rather than shown.
   bool passesPointToPoint() const { return receiveChannel_ == Channel::kCollective; }
+  // The channel receives take now (setReceiveChannel).
+  Channel receiveChannel() const { return receiveChannel_; }
   // Holds a point-to-point message passed over. Throws IoError once kMaxHeldBytes would be
   // passed, naming `wait`'s call (or nothing, for looks that must not throw: they then leave
   // the message where it is and report nothing ready, so the next receive fails).

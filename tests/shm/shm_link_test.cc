@@ -234,6 +234,24 @@ TEST(ShmLink, PointToPointMessagesArePassedOverAndHeld) {
   });
 }
 
+TEST(ShmLink, LargeMessagesAreWrittenWhereTheReceiverWaits) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-direct");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    directWrites(rank, size, store, testOptions(dir.path(), 512 << 10), job, /*direct=*/true);
+  });
+}
+
+TEST(ShmLink, WithoutDirectWritesLargeMessagesGoThroughSlots) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-nodirect");
+  ShmOptions options = testOptions(dir.path(), 512 << 10);
+  options.direct = false;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    directWrites(rank, size, store, options, job, /*direct=*/false);
+  });
+}
+
 TEST(ShmLink, NoFileRemainsOnceConnected) {
   ShmDir dir;
   const std::string job = uniqueJobId("shm-files");

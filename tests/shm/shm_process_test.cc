@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "ringlet/error.h"
@@ -31,6 +32,26 @@ TEST(ShmProcess, AwkwardSizesBothWays) {
       },
       30s);
   EXPECT_TRUE(dir.files().empty());
+}
+
+// Across processes the sender writes with process_vm_writev (where the kernel allows it: a
+// probe of the receiver's memory decides, and here it must).
+TEST(ShmProcess, LargeMessagesAreWrittenWhereTheReceiverWaits) {
+  // Yama's ptrace scope 1 and up lets only ancestors (or CAP_SYS_PTRACE) write into a process:
+  // two sibling ranks then go through the slots, as they should.
+  std::ifstream scope("/proc/sys/kernel/yama/ptrace_scope");
+  int level = 0;
+  if (::geteuid() != 0 && scope >> level && level >= 1) {
+    GTEST_SKIP() << "ptrace_scope " << level << ": sibling processes may not write each other";
+  }
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-p-direct");
+  runProcessRanks(
+      2,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        directWrites(rank, size, store, testOptions(dir.path(), 512 << 10), job, /*direct=*/true);
+      },
+      30s);
 }
 
 class ShmProcessMesh : public ::testing::TestWithParam<int> {};

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace ringlet::testing::shm {
@@ -97,6 +99,68 @@ void exchangeFullMesh(int rank, int size, std::shared_ptr<Store> store, const Sh
     }
     if (::testing::Test::HasFailure()) return;
   }
+}
+
+void directWrites(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options,
+                  const std::string& jobId, bool direct) {
+  ASSERT_EQ(size, 2);
+  Mesh mesh = connectMesh(rank, size, store, options, jobId, "direct");
+  Link& link = mesh.to(1 - rank);
+  using transport::Channel;
+  constexpr size_t kStep = 192 << 10;
+  constexpr size_t kTotal = 3 * kStep - 1000;
+  constexpr size_t kPointToPoint = 100 << 10;
+  constexpr int kInto = 10;
+  auto piece = [&](int p) { return std::min(kStep, kTotal - static_cast<size_t>(p) * kStep); };
+  if (rank == 0) {
+    std::vector<std::byte> out(kStep);
+    store->getString("posted");
+    link.setSendChannel(Channel::kPointToPoint);
+    fillMessage(out.data(), kPointToPoint, 0, 1, 100);
+    link.send(out.data(), kPointToPoint, mesh.wait());
+    link.setSendChannel(Channel::kCollective);
+    for (int p = 0; p < 3; ++p) {
+      fillMessage(out.data(), piece(p), 0, 1, p);
+      if (p == 1) {
+        std::byte* to = link.sendBuffer(piece(p), out.data(), mesh.wait());
+        if (to != out.data()) std::memcpy(to, out.data(), piece(p));
+        link.send(to, piece(p), mesh.wait());
+      } else {
+        link.send(out.data(), piece(p), mesh.wait());
+      }
+    }
+    for (int k = 0; k < kInto; ++k) {
+      fillMessage(out.data(), kPointToPoint, 0, 1, 200 + k);
+      link.send(out.data(), kPointToPoint, mesh.wait());
+    }
+    store->getString("done");
+    return;
+  }
+  std::vector<std::byte> in(kTotal);
+  link.expect(in.data(), kTotal, kStep);
+  store->setString("posted", "1");
+  for (int p = 0; p < 3; ++p) {
+    const std::byte* at = link.recv(piece(p), mesh.wait());
+    std::byte* place = in.data() + static_cast<size_t>(p) * kStep;
+    if (direct) {
+      EXPECT_EQ(at, place) << "piece " << p << " was not written in place";
+    } else {
+      EXPECT_NE(at, place) << "piece " << p;
+    }
+    if (at != place) std::memcpy(place, at, piece(p));
+    link.release();
+    EXPECT_EQ(firstWrongByte(place, piece(p), 0, 1, p), -1) << "piece " << p;
+  }
+  link.unexpect();
+  ASSERT_EQ(link.heldPointToPoint().size(), 1u);
+  EXPECT_EQ(link.heldPointToPoint().front().size(), kPointToPoint);
+  EXPECT_EQ(firstWrongByte(link.heldPointToPoint().front().data(), kPointToPoint, 0, 1, 100), -1);
+  std::vector<std::byte> into(kPointToPoint);
+  for (int k = 0; k < kInto; ++k) {
+    link.recvInto(into.data(), kPointToPoint, mesh.wait());
+    EXPECT_EQ(firstWrongByte(into.data(), kPointToPoint, 0, 1, 200 + k), -1) << "message " << k;
+  }
+  store->setString("done", "1");
 }
 
 }  // namespace ringlet::testing::shm

@@ -20,4 +20,14 @@ void exchangeAwkwardSizes(int rank, int size, std::shared_ptr<Store> store,
 void exchangeFullMesh(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options,
                       const std::string& jobId, int messages);
 
+// Direct writes (ShmLink::expect): rank 1 says where the next three collective messages go
+// (pieces of 192 KiB of a buffer 1000 bytes short of three), rank 0 sends a point-to-point
+// message first and then the three pieces (from caller memory, through sendBuffer() and from
+// caller memory again). With `direct`, each piece's recv() returns its place in rank 1's buffer
+// (the sender wrote it there); without, a slot. Every byte is checked, and so is the
+// point-to-point message the collective receives passed over and held. Then recvInto() of
+// 100 KiB messages, ten in a row.
+void directWrites(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options,
+                  const std::string& jobId, bool direct);
+
 }  // namespace ringlet::testing::shm

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <sys/uio.h>
+
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <utility>
 
 #include "ringlet/error.h"
@@ -48,7 +51,8 @@ void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
 
 }  // namespace
 
-ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff)
+ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff,
+                 bool direct)
     : Link(peer),
       rank_(rank),
       segment_(std::move(segment)),
@@ -65,7 +69,16 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       slotMessage_(slotCount_, 0),
       in_(segment_.fifo(1 - side)),
       inSlots_(segment_.slots(1 - side)),
-      membarrierFences_(self_->membarrierFences == 1 && other_->membarrierFences == 1) {}
+      membarrierFences_(self_->membarrierFences == 1 && other_->membarrierFences == 1),
+      directState_(direct && (watch_.sameProcess() || watch_.pid() > 0) ? 0 : -1) {
+  // The probe: a random token in this process's private memory, and where it is. A writer that
+  // finds it at that address in the process it takes for this side writes into that process.
+  std::random_device random;
+  const uint64_t token = (uint64_t{random()} << 32) ^ random() ^ 1;
+  probe_ = std::make_unique<uint64_t>(token);
+  self_->probeToken.store(token, std::memory_order_relaxed);
+  self_->probeAddress.store(reinterpret_cast<uint64_t>(probe_.get()), std::memory_order_release);
+}
 
 ShmLink::~ShmLink() {
   if (!aborted_) {
@@ -252,10 +265,15 @@ void ShmLink::waitForSpace(const Ready& free, size_t bytes, const WaitContext& w
   }
 }
 
-std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* /*scratch*/, const WaitContext& wait) {
+std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) {
   if (aborted_ || bytes > maxBytes_) [[unlikely]] {
     checkUsable("sendBuffer");
     checkSize(bytes, "sendBuffer");
+  }
+  // The caller's memory, where the peer asked for this message: send() writes it from there.
+  if (bytes >= kDirectBytes && scratch != nullptr && claimed_ == nullptr && directState_ >= 0 &&
+      directTarget(bytes) != 0) {
+    return scratch;
   }
   return claimSlot(bytes, wait);
 }
@@ -267,6 +285,7 @@ void ShmLink::publishCell(size_t bytes) {
 void ShmLink::announce(uint64_t word) {
   out_->cells[outHead_ & (kCells - 1)].word.store(word, std::memory_order_release);
   ++outHead_;
+  ++outChannelSeq_[static_cast<int>(channelOf(word))];
   claimed_ = nullptr;
   // The next message's cell: last read by the peer kCells messages ago, so this core must take
   // the line back before its first store there. Asking now takes that round trip off the next
@@ -294,6 +313,10 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     throw InvalidArgument(fmt::format(
         "send: a message of {} bytes to rank {} from the {} bytes sendBuffer() handed out", bytes,
         peer(), kCellPayloadBytes));
+  }
+  if (bytes >= kDirectBytes && data != claimed_ && directState_ >= 0 &&
+      sendDirect(data, bytes, wait)) {
+    return;
   }
   std::byte* claimed = claimSlot(bytes, wait);  // a slot instead of a cell if the bytes need it
   const size_t room = claimedSlot_ ? slotBytes_ : kCellPayloadBytes;
@@ -360,7 +383,15 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
         "ranks disagree about what they are doing)",
         wait.describe(), peer(), *length, rank_, exact ? "" : "at most ", bytes));
   }
-  const std::byte* payload = payloadOf(inNext_, word, inLarge_);
+  const std::byte* payload = nullptr;
+  uint64_t& seq = inChannelSeq_[static_cast<int>(channelOf(word))];
+  if ((word & Cell::kDirect) != 0) [[unlikely]] {
+    payload = directPayload(word, seq);
+    if (payload == nullptr) throwCorrupt(word, wait);
+  } else {
+    payload = payloadOf(inNext_, word, inLarge_);
+  }
+  ++seq;
   if ((word & Cell::kInSlot) != 0) ++inLarge_;
   ++inNext_;
   return payload;
@@ -377,7 +408,7 @@ void ShmLink::throwCorrupt(uint64_t word, const WaitContext& wait) const {
 bool ShmLink::passOverHeld(uint64_t* word, const WaitContext* wait) {
   do {
     if ((*word & Cell::kPointToPoint) == 0) return true;
-    if (!fits(*word)) {
+    if (!fits(*word) || (*word & Cell::kDirect) != 0) {
       if (wait == nullptr) return false;
       throwCorrupt(*word, *wait);
     }
@@ -394,6 +425,7 @@ bool ShmLink::passOverHeld(uint64_t* word, const WaitContext* wait) {
 }
 
 void ShmLink::skipMessage(uint64_t word) {
+  ++inChannelSeq_[static_cast<int>(channelOf(word))];
   if ((word & Cell::kInSlot) != 0) ++inLarge_;
   if (inNext_++ == inTail_) {
     release();
@@ -409,7 +441,10 @@ bool ShmLink::messageReady() noexcept {
 
 const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
   uint64_t word = 0;
-  if (aborted_ || inNext_ != inTail_ || !passOver(&word, nullptr) || !fits(word)) return nullptr;
+  if (aborted_ || inNext_ != inTail_ || !passOver(&word, nullptr) || !fits(word) ||
+      (word & Cell::kDirect) != 0) {
+    return nullptr;
+  }
   *bytes = word & Cell::kLengthMask;
   lastChannel_ = channelOf(word);
   return payloadOf(inNext_, word, inLarge_);
@@ -421,6 +456,7 @@ void ShmLink::skipPeeked(const WaitContext& wait) {
     Link::skipPeeked(wait);  // nothing was peeked: the checked way
     return;
   }
+  ++inChannelSeq_[static_cast<int>(channelOf(word))];
   if ((word & Cell::kInSlot) != 0) ++inLarge_;
   ++inNext_;
   release();
@@ -450,8 +486,127 @@ void ShmLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
         "recvInto: destination is null for a message of {} bytes from rank {}", bytes, peer()));
   }
   const std::byte* data = recv(bytes, wait);
-  if (bytes > 0) std::memcpy(dst, data, bytes);
+  if (bytes > 0 && data != dst) std::memcpy(dst, data, bytes);  // else written there (expect())
   release();
+}
+
+uint64_t ShmLink::directTarget(size_t bytes) const {
+  const Post& post = out_->post;
+  if ((post.state.load(std::memory_order_acquire) & Post::kModeMask) != Post::kPosted) return 0;
+  if (post.channel.load(std::memory_order_relaxed) != static_cast<uint32_t>(sendChannel_)) {
+    return 0;
+  }
+  const uint64_t seq = outChannelSeq_[static_cast<int>(sendChannel_)];
+  const uint64_t first = post.firstSeq.load(std::memory_order_relaxed);
+  const uint64_t step = post.step.load(std::memory_order_relaxed);
+  const uint64_t total = post.bytes.load(std::memory_order_relaxed);
+  if (seq < first || step == 0 || (seq - first) >= total / step + 1) return 0;
+  const uint64_t offset = (seq - first) * step;
+  if (offset >= total || std::min(step, total - offset) != bytes) return 0;
+  return post.address.load(std::memory_order_relaxed) + offset;
+}
+
+bool ShmLink::peerProbed() {
+  if (directState_ != 0) return directState_ > 0;
+  directState_ = -1;
+  const uint64_t address = other_->probeAddress.load(std::memory_order_acquire);
+  const uint64_t token = other_->probeToken.load(std::memory_order_relaxed);
+  if (address == 0 || token == 0) return false;
+  uint64_t found = 0;
+  if (watch_.sameProcess()) {
+    found = *reinterpret_cast<const uint64_t*>(address);
+  } else {
+    iovec local{.iov_base = &found, .iov_len = sizeof(found)};
+    iovec remote{.iov_base = reinterpret_cast<void*>(address), .iov_len = sizeof(found)};
+    if (::process_vm_readv(watch_.pid(), &local, 1, &remote, 1, 0) !=
+        static_cast<ssize_t>(sizeof(found))) {
+      return false;  // not permitted (ptrace scope, a container's seccomp), or not there
+    }
+  }
+  if (found != token) return false;
+  directState_ = 1;
+  return true;
+}
+
+bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  Post& post = out_->post;
+  uint64_t state = post.state.load(std::memory_order_acquire);
+  const uint64_t target = directTarget(bytes);
+  if (target == 0 || !peerProbed()) return false;
+  // A cell for the announcement first, so that the post is never held while this side waits.
+  auto cellFree = [&] { return outHead_ - outTailSeen_ < kCells; };
+  if (claimed_ != nullptr) claimed_ = nullptr;
+  if (!cellFree()) waitForSpace(cellFree, bytes, wait);
+  // Taken only if it is still the post read above (same count, still kPosted).
+  if ((state & Post::kModeMask) != Post::kPosted ||
+      !post.state.compare_exchange_strong(state, (state & ~Post::kModeMask) | Post::kWriting,
+                                          std::memory_order_acq_rel)) {
+    return false;
+  }
+  bool written = true;
+  if (watch_.sameProcess()) {
+    std::memcpy(reinterpret_cast<void*>(target), data, bytes);
+  } else {
+    iovec local{.iov_base = const_cast<std::byte*>(data), .iov_len = bytes};
+    iovec remote{.iov_base = reinterpret_cast<void*>(target), .iov_len = bytes};
+    written =
+        ::process_vm_writev(watch_.pid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(bytes);
+  }
+  post.state.store(state, std::memory_order_release);  // kPosted again
+  if (!written) {
+    directState_ = -1;  // the slot path from now on (a partial write is written over)
+    return false;
+  }
+  announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes | channelBit() |
+           Cell::kDirect);
+  return true;
+}
+
+const std::byte* ShmLink::directPayload(uint64_t word, uint64_t seq) const {
+  if (!expectActive_ || channelOf(word) != expectChannel_ || seq < expectFirst_) return nullptr;
+  const uint64_t piece = seq - expectFirst_;
+  if (piece >= expectBytes_ / expectStep_ + 1) return nullptr;
+  const uint64_t offset = piece * expectStep_;
+  if (offset >= expectBytes_ ||
+      (word & Cell::kLengthMask) != std::min(expectStep_, expectBytes_ - offset)) {
+    return nullptr;
+  }
+  return expectAddress_ + offset;
+}
+
+void ShmLink::expect(std::byte* dst, size_t bytes, size_t step) {
+  if (expectActive_ || directState_ < 0 || aborted_ || dst == nullptr || step < kDirectBytes ||
+      bytes == 0 || bytes > kDirectMaxBytes) {
+    return;
+  }
+  expectActive_ = true;
+  expectAddress_ = dst;
+  expectBytes_ = bytes;
+  expectStep_ = step;
+  expectChannel_ = receiveChannel();
+  expectFirst_ = inChannelSeq_[static_cast<int>(expectChannel_)];
+  Post& post = in_->post;
+  post.address.store(reinterpret_cast<uint64_t>(dst), std::memory_order_relaxed);
+  post.bytes.store(bytes, std::memory_order_relaxed);
+  post.step.store(step, std::memory_order_relaxed);
+  post.firstSeq.store(expectFirst_, std::memory_order_relaxed);
+  post.channel.store(static_cast<uint32_t>(expectChannel_), std::memory_order_relaxed);
+  post.state.store((++postSeq_ << 2) | Post::kPosted, std::memory_order_release);
+}
+
+void ShmLink::unexpect() noexcept {
+  if (!expectActive_) return;
+  expectActive_ = false;
+  Post& post = in_->post;
+  // A write under way ends within one message's copy, or with the writer's process.
+  const Deadline giveUp = Clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    uint64_t state = (postSeq_ << 2) | Post::kPosted;
+    if (post.state.compare_exchange_strong(state, Post::kNone, std::memory_order_acq_rel)) return;
+    if ((state & Post::kModeMask) != Post::kWriting) return;  // not this post's any more
+    if (Clock::now() > giveUp || !watch_.alive()) return;
+    ::sched_yield();
+  }
 }
 
 void ShmLink::abort(int origin, std::string_view reason) {

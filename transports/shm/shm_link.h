@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,19 @@ namespace ringlet::transport::shm {
 
 class ShmLink final : public Link {
  public:
-  // `side` 0 created the segment. `watch` follows the peer process.
-  ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff);
+  // `side` 0 created the segment. `watch` follows the peer process. `direct`: messages of at
+  // least kDirectBytes may be written straight into the receiver's memory where it expect()s
+  // them (process_vm_writev, or a copy within one process), once a probe showed that the
+  // process this side would write into is the peer.
+  ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff,
+          bool direct = true);
+  // The smallest message written directly: below it a system call costs more than the copy
+  // it saves.
+  static constexpr size_t kDirectBytes = size_t{64} << 10;
+  // The largest receive offered to direct writes: past it the sender's one copy (straight into
+  // memory the receiver's caches do not hold) took longer than the two through the slots, which
+  // the two ranks make side by side.
+  static constexpr size_t kDirectMaxBytes = size_t{1} << 20;
   ~ShmLink() override;
 
   std::string_view transportName() const override { return "shm"; }
@@ -43,6 +55,8 @@ class ShmLink final : public Link {
   const std::byte* recv(size_t bytes, const WaitContext& wait) override;
   void release() override;
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
+  void expect(std::byte* dst, size_t bytes, size_t step) override;
+  void unexpect() noexcept override;
 
   bool pump() override { return false; }  // nothing is ever queued: send() publishes at once
   bool messageReady() noexcept override;
@@ -111,6 +125,7 @@ class ShmLink final : public Link {
   // Whether the length announced in `word` fits where its bytes are (a cell or a slot): the
   // peer's word, checked before anything reads that many bytes.
   bool fits(uint64_t word) const {
+    if ((word & Cell::kDirect) != 0) return (word & Cell::kLengthMask) <= maxBytes_;
     return (word & Cell::kLengthMask) <=
            ((word & Cell::kInSlot) != 0 ? slotBytes_ : kCellPayloadBytes);
   }
@@ -126,6 +141,17 @@ class ShmLink final : public Link {
   static Channel channelOf(uint64_t word) { return static_cast<Channel>((word >> 30) & 1); }
   // Bumps and wakes every futex word of the segment (close and abort).
   void wakeAll();
+  // Direct writes, the sender's side: where in the peer's memory the peer asked for the next
+  // message of this channel if it is `bytes` long (0: not asked for, or not this message).
+  uint64_t directTarget(size_t bytes) const;
+  // Writes `data` there and announces it; false (nothing sent) where the post went away or the
+  // write failed (then direct writes stop on this link).
+  bool sendDirect(const std::byte* data, size_t bytes, const WaitContext& wait);
+  // Whether the process this side would write into holds the peer's probe token (once).
+  bool peerProbed();
+  // The receiver's side: where message `word` (a direct one, the channel's message `seq`)
+  // put its bytes, or null where no expect() asked for it there.
+  const std::byte* directPayload(uint64_t word, uint64_t seq) const;
   // send()'s end for bytes already in the claimed cell: announces message outHead_.
   void publishCell(size_t bytes);
   // Publishes message outHead_'s announcement `word` in its cell and wakes the peer if it sleeps.
@@ -170,6 +196,20 @@ class ShmLink final : public Link {
 
   bool aborted_ = false;
   std::string abortReason_;
+
+  // Direct writes. Messages sent and received per channel (Post::firstSeq counts in these).
+  uint64_t outChannelSeq_[2] = {0, 0};
+  uint64_t inChannelSeq_[2] = {0, 0};
+  int directState_;                  // 1: the peer's probe checked out; 0: not yet tried; -1: off
+  std::unique_ptr<uint64_t> probe_;  // this side's probe word (private memory)
+  // This side's current post (in_->post), while expectActive_.
+  bool expectActive_ = false;
+  std::byte* expectAddress_ = nullptr;
+  uint64_t expectBytes_ = 0;
+  uint64_t expectStep_ = 0;
+  uint64_t expectFirst_ = 0;
+  Channel expectChannel_ = Channel::kCollective;
+  uint64_t postSeq_ = 0;
 };
 
 }  // namespace ringlet::transport::shm

@@ -32,7 +32,7 @@
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
-inline constexpr uint32_t kSegmentVersion = 6;
+inline constexpr uint32_t kSegmentVersion = 7;
 inline constexpr size_t kMaxSlots = 64;
 // An abort's reason: a call-mismatch description names both calls and runs to ~450 bytes; at 240
 // its end was cut (segment version 4; TCP's frames carry up to 4096).
@@ -67,20 +67,28 @@ struct alignas(kCacheLine) Endpoint {
   // the peer.
   uint32_t membarrierFences;
   char reason[kMaxReasonBytes];
+  // Direct writes (segment version 7): the address of a word in this side's private memory and
+  // the random token it holds. A writer reads the word at that address in the process it takes
+  // for this side; only if it holds the token does it write into that process (ShmLink).
+  std::atomic<uint64_t> probeAddress;
+  std::atomic<uint64_t> probeToken;
 };
 
 // A message's cell: its announcement and, when it fits, its bytes. `word` is stored last
 // (release): (message index + 1) mod 2^32 in its top 32 bits, so a reader polling cell i % kCells
 // for message i tells a new message from the one kCells before it; kInSlot when the bytes are in
 // the next slot (messages longer than kCellPayloadBytes, or a slot claimed by sendBuffer());
-// kPointToPoint for a point-to-point message (transport::Channel; segment version 6); the
-// length in the low 30 bits.
+// kPointToPoint for a point-to-point message (transport::Channel; segment version 6); kDirect
+// when the producer wrote the bytes straight into the consumer's memory (Post); the length in
+// the low 29 bits.
 struct alignas(kCacheLine) Cell {
   static constexpr uint64_t kInSlot = uint64_t{1} << 31;
   static constexpr uint64_t kPointToPoint = uint64_t{1} << 30;
-  static constexpr uint64_t kLengthMask = kPointToPoint - 1;
+  // The bytes are already where the reader's Post asked for them (segment version 7).
+  static constexpr uint64_t kDirect = uint64_t{1} << 29;
+  static constexpr uint64_t kLengthMask = kDirect - 1;
   // The longest message a word can announce (slots may be larger: ShmLink::maxMessageBytes).
-  static constexpr size_t kMaxLength = kPointToPoint - kCacheLine;
+  static constexpr size_t kMaxLength = kDirect - kCacheLine;
   std::atomic<uint64_t> word;
   std::byte payload[5 * kCacheLine - sizeof(uint64_t)];
 };
@@ -88,6 +96,24 @@ inline constexpr size_t kCells = 64;  // a power of two: cell of message i is i 
 inline constexpr size_t kCellPayloadBytes = sizeof(Cell::payload);
 // A reader holds at most slotCount messages unreleased; they must all fit the cells.
 static_assert(kMaxSlots <= kCells);
+
+// The consumer's offer of where the next messages of a channel go (ShmLink::expect): pieces of
+// `step` bytes (the last shorter) of `bytes` at `address` in the consumer's memory, the first
+// being the channel's message number `firstSeq`. The producer takes it for one message at a time
+// (state kPosted -> kWriting, back to kPosted once written) and writes that piece there itself
+// (process_vm_writev), one copy instead of two; the consumer withdraws it (kPosted -> kNone) when
+// its receive ends. `state` also counts posts in its upper bits, so a producer never takes a
+// post that was withdrawn and made again in between. Written by the consumer, but for the
+// producer's take and give-back.
+struct alignas(kCacheLine) Post {
+  static constexpr uint64_t kNone = 0, kPosted = 1, kWriting = 2, kModeMask = 3;
+  std::atomic<uint64_t> state;
+  std::atomic<uint64_t> address;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> step;
+  std::atomic<uint64_t> firstSeq;
+  std::atomic<uint32_t> channel;
+};
 
 struct Fifo {
   // Consumer: messages released. The producer reads it only when it runs out of cells or slots.
@@ -107,6 +133,7 @@ struct Fifo {
   // reader one cache line, announcement and bytes together, and runs up to kCells ahead of the
   // reader; with slots only, 8).
   Cell cells[kCells];
+  Post post;
 };
 
 struct SegmentGeometry {

@@ -88,7 +88,7 @@ class ShmTransport final : public Transport {
   }
   std::unique_ptr<Link> makeLink(int peer, Segment segment, int side, PeerWatch watch) const {
     return std::make_unique<ShmLink>(context_.rank, peer, std::move(segment), side,
-                                     std::move(watch), backoff_);
+                                     std::move(watch), backoff_, options_.direct);
   }
 
   // Membarrier fences move a fence's cost from every message to every sleep (shm_wait.h): worth
@@ -219,6 +219,12 @@ ShmOptions ShmOptions::fromSettings(const Settings& settings) {
     const size_t slotBytes = bytes / options.slotCount / kCacheLine * kCacheLine;
     options.slotBytes = slotBytes;
   }
+  if (const std::string* text = findSetting(settings, "shm_direct")) {
+    if (*text != "0" && *text != "1") {
+      throw InvalidArgument(fmt::format("RINGLET_SHM_DIRECT is '{}': it must be 0 or 1", *text));
+    }
+    options.direct = *text == "1";
+  }
   return options;
 }
 
@@ -250,7 +256,10 @@ TransportEntry transportEntry() {
       .options = {{"shm_dir", "RINGLET_SHM_DIR",
                    "directory for the segments (a tmpfs; default /dev/shm)"},
                   {"shm_bytes", "RINGLET_SHM_BYTES",
-                   "bytes per link direction, cut into 8 slots (default 4M)"}},
+                   "bytes per link direction, cut into 8 slots (default 4M)"},
+                  {"shm_direct", "RINGLET_SHM_DIRECT",
+                   "1: messages of 64 KiB and more written straight into the receiver's memory "
+                   "where it waits for them (default); 0: always through the slots"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           const ShmOptions options = ShmOptions::fromSettings(settings);

@@ -26,10 +26,14 @@ struct ShmOptions {
   size_t slotBytes = size_t{512} << 10;  // per slot; maxMessageBytes()
   // The wait policy of its links; unset: Backoff::forHost(context.ranksOnHost) (progress.h).
   std::optional<Backoff> backoff;
+  // Large messages written straight into the receiver's memory where it waits for them
+  // (ShmLink::kDirectBytes, process_vm_writev); false: always through the slots.
+  bool direct = true;
 
   // shm_dir (RINGLET_SHM_DIR) sets dir; shm_bytes (RINGLET_SHM_BYTES, per direction) is cut
-  // into slotCount slots. Throws InvalidArgument when shm_bytes is not a size or is outside
-  // slotCount x Link::kMinMessageBytes .. 1 TiB.
+  // into slotCount slots; shm_direct (RINGLET_SHM_DIRECT) 0 or 1 sets direct. Throws
+  // InvalidArgument when shm_bytes is not a size or is outside slotCount x
+  // Link::kMinMessageBytes .. 1 TiB, or shm_direct is neither 0 nor 1.
   static ShmOptions fromSettings(const Settings& settings);
   // fromSettings() of the environment's RINGLET_SHM_* variables.
   static ShmOptions fromEnvironment();

@@ -59,6 +59,10 @@ class PeerWatch {
   bool alive() const;
   // How the peer is identified in errors: "pid 123", or "in another PID namespace".
   std::string describe() const;
+  // The peer's process as this process can address it: its pid (0 where its PID namespace
+  // differs or it is unknown), and whether it is this very process.
+  int pid() const { return pidComparable_ ? pid_ : 0; }
+  bool sameProcess() const { return sameProcess_; }
 
  private:
   int pid_ = 0;
