@@ -289,8 +289,10 @@ TransportEntry transportEntry() {
           room = fmt::format("{:.1f} GiB free",
                              static_cast<double>(fs.f_bavail) * fs.f_frsize / (1ull << 30));
         }
-        return fmt::format("segments in {} ({}), {} slots x {} KiB per link direction", options.dir,
-                           room, options.slotCount, options.slotBytes >> 10);
+        return fmt::format(
+            "segments in {} ({}), {} slots x {} KiB per link direction, direct writes {}",
+            options.dir, room, options.slotCount, options.slotBytes >> 10,
+            options.direct ? "on" : "off");
       },
   };
 }
