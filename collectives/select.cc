@@ -427,7 +427,11 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       // with one slice more. A chain's inner ranks read each slice once and write it twice (their
       // output, the next rank's slot): between one way and both ways.
       if (algorithm == Algorithm::kTree) {
-        return rounds * (a + (m + std::min(m, slice)) * b1 + m * reduce);
+        // A broadcast's receive the sender writes in place (CostModel::directBytes) is one copy:
+        // no slice of fill.
+        const bool direct = collective == Collective::kBroadcast && m <= model.directBytes &&
+                            m >= static_cast<double>(transport::Link::kDirectWriteMinBytes);
+        return rounds * (a + (m + (direct ? 0.0 : std::min(m, slice))) * b1 + m * reduce);
       }
       if (algorithm == Algorithm::kChain) {
         const double link = size == 2 ? b1 : (b + b1) / 2;

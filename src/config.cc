@@ -112,7 +112,7 @@ Environment parse() {
 
 }  // namespace
 
-std::array<double, 8> parseCostModel(std::string_view text, std::string_view what) {
+std::array<double, 9> parseCostModel(std::string_view text, std::string_view what) {
   struct Key {
     std::string_view name;
     double low, high;  // the accepted range
@@ -127,7 +127,8 @@ std::array<double, 8> parseCostModel(std::string_view text, std::string_view wha
                            {"oneway", 0, kMaxCostSeconds, false, 0},
                            {"memory", 1, 1000, false, 1},
                            {"cache", 0, 1e15, false, 0},
-                           {"small", 0.01, 1, false, 1}};
+                           {"small", 0.01, 1, false, 1},
+                           {"direct", 0, 1e15, false, 0}};
   constexpr size_t kCount = std::size(kKeys);
   std::array<double, kCount> values{};
   std::array<bool, kCount> seen{};
@@ -149,8 +150,8 @@ std::array<double, 8> parseCostModel(std::string_view text, std::string_view wha
         value > kKeys[index].high) {
       throw InvalidArgument(fmt::format(
           "{}={}: '{}' is not name=value with name alpha, beta, gamma, delta, oneway (seconds "
-          "from 0 to {:g}), memory (a factor from 1 to 1000), small (a factor from 0.01 to 1) or "
-          "cache (bytes) (example: "
+          "from 0 to {:g}), memory (a factor from 1 to 1000), small (a factor from 0.01 to 1), "
+          "cache or direct (bytes) (example: "
           "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",
           what, text, entry, kMaxCostSeconds));
     }

@@ -162,6 +162,10 @@ class Link {
   // a write under way to end). Default: nothing.
   virtual void expect(std::byte* /*dst*/, size_t /*bytes*/, size_t /*step*/) {}
   virtual void unexpect() noexcept {}
+  // The largest expect() whose messages the sender may write in place (0: none; the cost model's
+  // CostModel::directBytes); only messages of at least kDirectWriteMinBytes are.
+  virtual size_t directBytes() const { return 0; }
+  static constexpr size_t kDirectWriteMinBytes = size_t{64} << 10;
   // Waits for the next message, of any length up to `maxBytes` (longer: IoError), stores its
   // length in `*bytes` and returns it in transport memory until release() (as recv()).
   virtual const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) = 0;

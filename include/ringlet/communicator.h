@@ -75,6 +75,11 @@ struct CostModel {
   // and 1.4-2.2x their time with a core per rank; so past 256 bytes it runs only where ranks
   // share cores.
   bool ranksShareCores = false;
+  // A tree broadcast's receive of 64 KiB up to this many bytes is written into the receiver's
+  // buffer by its sender (shared memory's direct writes, RINGLET_SHM_DIRECT): one copy, no slice of
+  // pipeline fill. Communicator::create sets it where every rank's ring links offer them; 0:
+  // never (the slots' two copies).
+  double directBytes = 0;
 };
 
 // The algorithms of one collective, as CommunicatorOptions::algorithms names them.

@@ -259,14 +259,18 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // On shared memory a received byte is reduced straight from the link's slot instead of being
   // copied out of it: what a reduction adds to a transfer is its cost over a copy's (fused).
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
-  double values[8] = {line.alpha,         line.beta, gamma / bytes,
+  // Direct writes where this rank's ring links offer them (a proxy for all its links: on one
+  // host every link is shared memory alike; across hosts some rank's ring link is TCP).
+  const double direct =
+      static_cast<double>(std::min(group.next().directBytes(), group.prev().directBytes()));
+  double values[9] = {line.alpha,         line.beta, gamma / bytes,
                       copy / bytes,       oneWay,    memory.factor,
                       -memory.cacheBytes,  // the max of its negation: the smallest
-                      line.smallFactor};
+                      line.smallFactor,   -direct};
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
-                                           .count = 8,
+                                           .count = 9,
                                            .type = DataType::kFloat64,
                                            .op = ReduceOp::kMax},
                                           wait);
@@ -277,7 +281,8 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
           .betaOneWay = values[4],
           .smallFactor = values[7],
           .memoryFactor = values[5],
-          .cacheBytes = -values[6]};
+          .cacheBytes = -values[6],
+          .directBytes = -values[8]};
 }
 
 }  // namespace

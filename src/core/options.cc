@@ -33,7 +33,8 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
                                   .betaOneWay = v[4],
                                   .smallFactor = v[7],
                                   .memoryFactor = v[5],
-                                  .cacheBytes = v[6]};
+                                  .cacheBytes = v[6],
+                                  .directBytes = v[8]};
   }
   for (const auto& entry : transport::registry()) {
     for (auto& [key, value] : transport::readSettings(entry)) options.transportOptions[key] = value;
@@ -51,7 +52,8 @@ void checkOptions(const CommunicatorOptions& options) {
   }
   collectives::parseForced(options.algorithms);  // throws naming an unknown name
   if (const auto& m = options.costModel) {
-    for (double v : {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes}) {
+    for (double v :
+         {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes, m->directBytes}) {
       if (!std::isfinite(v) || v < 0) {
         throw InvalidArgument(fmt::format(
             "CommunicatorOptions::costModel has {}: every parameter must be a finite number >= 0",

@@ -32,6 +32,7 @@ json modelReport() {
                      {"small_factor", m.smallFactor},
                      {"memory_factor", m.memoryFactor},
                      {"cache_bytes", m.cacheBytes},
+                     {"direct_bytes", m.directBytes},
                      {"ranks_share_cores", m.ranksShareCores}};
   json rows = json::array();
   for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 4) {

@@ -96,7 +96,8 @@ json describe(const Communicator& comm) {
                   {"beta_one_way_s_per_byte", m.betaOneWay},
                   {"small_factor", m.smallFactor},
                   {"memory_factor", m.memoryFactor},
-                  {"cache_bytes", m.cacheBytes}};
+                  {"cache_bytes", m.cacheBytes},
+                  {"direct_bytes", m.directBytes}};
   return out;
 }
 
@@ -138,7 +139,8 @@ json measure(Communicator& comm, const MeasureOptions& options) {
                          .betaOneWay = i == 4 ? 1.0 : 1e-300,  // not 0, which means beta
                          .smallFactor = model.smallFactor,
                          .memoryFactor = model.memoryFactor,
-                         .cacheBytes = model.cacheBytes};
+                         .cacheBytes = model.cacheBytes,
+                         .directBytes = model.directBytes};
           terms.push_back(
               predictSeconds(unit, info.collective, algorithm, comm.size(), call.bytes()));
         }

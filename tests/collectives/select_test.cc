@@ -101,6 +101,31 @@ TEST(CostModel, ByteCostsFollowTheCaches) {
       3 * predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, flat));
 }
 
+TEST(CostModel, ABroadcastWrittenInPlaceIsOneCopy) {
+  // A tree broadcast's receive that the sender writes in place (shm direct writes) costs its
+  // bytes once one way, without the slice of pipeline fill a copy through the slots adds; past
+  // directBytes, and for a reduce, the fill is back.
+  const CostModel slots{.alpha = 1e-6, .beta = 2e-10, .gamma = 0, .delta = 0, .betaOneWay = 1e-10};
+  CostModel direct = slots;
+  direct.directBytes = 1 << 20;
+  const size_t slice = 512 << 10;
+  for (const size_t m : {size_t{4} << 20, size_t{256} << 10, size_t{1} << 20, size_t{16} << 10}) {
+    const double bytes = static_cast<double>(m);
+    const double fill = static_cast<double>(std::min(m, slice));
+    const double written =
+        predictSeconds(Collective::kBroadcast, Algorithm::kTree, 2, m, slice, direct);
+    const double through =
+        predictSeconds(Collective::kBroadcast, Algorithm::kTree, 2, m, slice, slots);
+    EXPECT_DOUBLE_EQ(through, 1e-6 + (bytes + fill) * 1e-10) << m;
+    // 16 KiB: under the smallest message written in place (Link::kDirectWriteMinBytes).
+    const bool inPlace = m <= (1 << 20) && m >= (64 << 10);
+    EXPECT_DOUBLE_EQ(written, inPlace ? 1e-6 + bytes * 1e-10 : through) << m;
+    EXPECT_DOUBLE_EQ(predictSeconds(Collective::kReduce, Algorithm::kTree, 2, m, slice, direct),
+                     predictSeconds(Collective::kReduce, Algorithm::kTree, 2, m, slice, slots))
+        << m;
+  }
+}
+
 TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
   // Bytes over shared memory cost memory's rate once the buffers outgrow the cache; a network
   // link moves them at its own rate whatever their size: only reductions and copies scale.

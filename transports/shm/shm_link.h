@@ -36,7 +36,7 @@ class ShmLink final : public Link {
           bool direct = true);
   // The smallest message written directly: below it a system call costs more than the copy
   // it saves.
-  static constexpr size_t kDirectBytes = size_t{64} << 10;
+  static constexpr size_t kDirectBytes = kDirectWriteMinBytes;
   // The largest receive offered to direct writes: past it the sender's one copy (straight into
   // memory the receiver's caches do not hold) took longer than the two through the slots, which
   // the two ranks make side by side.
@@ -57,6 +57,7 @@ class ShmLink final : public Link {
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override;
   void expect(std::byte* dst, size_t bytes, size_t step) override;
   void unexpect() noexcept override;
+  size_t directBytes() const override { return directState_ >= 0 ? kDirectMaxBytes : 0; }
 
   bool pump() override { return false; }  // nothing is ever queued: send() publishes at once
   bool messageReady() noexcept override;
