@@ -54,7 +54,7 @@ std::string renderModelText(const json& r) {
       "cost model measured on {} ranks (links: {})\n"
       "  alpha {:.3g} us per message, beta {:.3g} GB/s per link ({:.3g} one way), gamma {:.3g} "
       "GB/s reduced, delta {:.3g} GB/s copied; {:.2g}x slower past {:.3g} MiB of cache per "
-      "rank{}; pipeline slices of {} KiB\n\n",
+      "rank{}{}; pipeline slices of {} KiB\n\n",
       r["ranks"].get<int>(), r["links"].get<std::string>(), m["alpha_s"].get<double>() * 1e6,
       1e-9 / std::max(m["beta_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["beta_one_way_s_per_byte"].get<double>(), 1e-15),
@@ -62,6 +62,10 @@ std::string renderModelText(const json& r) {
       1e-9 / std::max(m["delta_s_per_byte"].get<double>(), 1e-15), m["memory_factor"].get<double>(),
       m["cache_bytes"].get<double>() / (1 << 20),
       m.value("ranks_share_cores", false) ? "; ranks share cores" : "",
+      m.value("direct_bytes", 0.0) > 0
+          ? fmt::format("; tree broadcasts of up to {:g} KiB written in place",
+                        m.value("direct_bytes", 0.0) / 1024)
+          : std::string(),
       r.value("segment_bytes", size_t{0}) >> 10);
   std::vector<std::string> names;
   for (const auto& [key, value] : r["choice"][0].items()) {
