@@ -318,9 +318,9 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
 // Offers `data` to the sender of recvSliced(link, data, bytes, slice, ...) for the scope's life
 // (Link::expect: over shared memory it may write the messages there itself, one copy instead of
 // two), and withdraws the offer when the scope ends, also on an exception. Where it pays: the
-// tree broadcast's one-way receive (2 ranks, 64 KiB-1 MiB: 1.3-2.4x faster); two-way exchanges
-// (all-gather) and the rooted scatter and gather lost 1.1-1.5x at 256 KiB-1 MiB in the same runs,
-// and take no offer.
+// tree broadcast's one-way receive (2 ranks, 64 KiB-1 MiB: 1.3-1.85x faster, medians of six
+// rounds); two-way exchanges (all-gather 512 KiB: 1.15-1.6x slower) and the rooted scatter and
+// gather (1 MiB: up to 1.9x slower) lost where offered, and take no offer.
 class OfferScope {
  public:
   OfferScope(Link& link, std::byte* data, size_t bytes, size_t slice);

@@ -163,7 +163,8 @@ class Link {
   virtual void expect(std::byte* /*dst*/, size_t /*bytes*/, size_t /*step*/) {}
   virtual void unexpect() noexcept {}
   // The largest expect() whose messages the sender may write in place (0: none; the cost model's
-  // CostModel::directBytes); only messages of at least kDirectWriteMinBytes are.
+  // CostModel::directBytes); only messages of at least kDirectWriteMinBytes are: below it a
+  // system call costs more than the copy it saves.
   virtual size_t directBytes() const { return 0; }
   static constexpr size_t kDirectWriteMinBytes = size_t{64} << 10;
   // Waits for the next message, of any length up to `maxBytes` (longer: IoError), stores its

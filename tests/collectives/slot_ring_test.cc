@@ -881,14 +881,9 @@ TEST(SlotRing, TracedStepsFollowTheRingSchedule) {
   const int n = 3;
   const size_t slotBytes = 4096;
   const size_t count = 3 * 2500;
-  Shared shared(n, 2, slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-trace");
   const std::string traceDir = makeTempDir("ringlet-slot-trace");
-  runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, 2, slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank + 1));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing({n, 2, slotBytes}, "slot-ring-trace", 1, 1, [&](int rank, int size, RankRing& r) {
+    RankSetup& setup = r.setup;
     std::vector<float> data(count, float(rank + 1));
     {
       trace::Recorder recorder(traceDir + "/t.{rank}", rank, size, "host");
@@ -898,8 +893,8 @@ TEST(SlotRing, TracedStepsFollowTheRingSchedule) {
       AllreduceArgs args{reinterpret_cast<const std::byte*>(data.data()),
                          reinterpret_cast<std::byte*>(data.data()), count, DataType::kFloat32,
                          ReduceOp::kSum};
-      collectives::slotRingAllreduce(setup.group, setup.memory, executor, args, wait);
-      stream.synchronize();
+      collectives::slotRingAllreduce(setup.group, setup.memory, r.executor, args, wait);
+      r.stream.synchronize();
     }
     EXPECT_EQ(data[count - 1], 6.0f);
   });
@@ -949,14 +944,9 @@ TEST(SlotRing, TracedVFormStepsNameTheirBlock) {
     blocks.push_back({total, c});
     total += c;
   }
-  Shared shared(n, 2, slotBytes);
-  shm::ShmDir dir;
-  const std::string job = uniqueJobId("slot-ring-vtrace");
   const std::string traceDir = makeTempDir("ringlet-slot-vtrace");
-  runThreadRanks(n, [&](int rank, int size, std::shared_ptr<Store> store) {
-    RankSetup setup = setUp(shared, rank, size, 2, slotBytes, store, dir.path(), job);
-    FakeStream stream(static_cast<unsigned>(rank + 1));
-    FakeExecutor executor(shared, rank, size, stream);
+  onSlotRing({n, 2, slotBytes}, "slot-ring-vtrace", 1, 1, [&](int rank, int size, RankRing& r) {
+    RankSetup& setup = r.setup;
     std::vector<float> all(total, -1.0f), gathered(total, -1.0f);
     std::vector<float> mine(counts[rank], float(rank + 1));
     {
@@ -964,21 +954,21 @@ TEST(SlotRing, TracedVFormStepsNameTheirBlock) {
       transport::WaitContext wait = setup.mesh.wait(std::chrono::seconds(30));
       wait.trace = &recorder;
       recorder.beginCall(0);
-      collectives::slotRingAllgatherv(setup.group, setup.memory, executor,
+      collectives::slotRingAllgatherv(setup.group, setup.memory, r.executor,
                                       {.send = reinterpret_cast<const std::byte*>(mine.data()),
                                        .recv = reinterpret_cast<std::byte*>(all.data()),
                                        .blocks = blocks,
                                        .type = DataType::kFloat32},
                                       wait);
       recorder.beginCall(1);
-      collectives::slotRingGatherv(setup.group, setup.memory, executor,
+      collectives::slotRingGatherv(setup.group, setup.memory, r.executor,
                                    {.send = reinterpret_cast<const std::byte*>(mine.data()),
                                     .recv = reinterpret_cast<std::byte*>(gathered.data()),
                                     .blocks = blocks,
                                     .elementBytes = sizeof(float),
                                     .root = 0},
                                    wait);
-      stream.synchronize();
+      r.stream.synchronize();
     }
     for (int q = 0; q < size; ++q) {
       for (size_t j = 0; j < counts[q]; ++j) {

@@ -271,8 +271,8 @@ std::byte* ShmLink::sendBuffer(size_t bytes, std::byte* scratch, const WaitConte
     checkSize(bytes, "sendBuffer");
   }
   // The caller's memory, where the peer asked for this message: send() writes it from there.
-  if (bytes >= kDirectBytes && scratch != nullptr && claimed_ == nullptr && directState_ >= 0 &&
-      directTarget(bytes) != 0) {
+  if (bytes >= kDirectWriteMinBytes && scratch != nullptr && claimed_ == nullptr &&
+      directState_ >= 0 && directTarget(bytes) != 0) {
     return scratch;
   }
   return claimSlot(bytes, wait);
@@ -314,7 +314,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
         "send: a message of {} bytes to rank {} from the {} bytes sendBuffer() handed out", bytes,
         peer(), kCellPayloadBytes));
   }
-  if (bytes >= kDirectBytes && data != claimed_ && directState_ >= 0 &&
+  if (bytes >= kDirectWriteMinBytes && data != claimed_ && directState_ >= 0 &&
       sendDirect(data, bytes, wait)) {
     return;
   }
@@ -535,7 +535,6 @@ bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext&
   if (target == 0 || !peerProbed()) return false;
   // A cell for the announcement first, so that the post is never held while this side waits.
   auto cellFree = [&] { return outHead_ - outTailSeen_ < kCells; };
-  if (claimed_ != nullptr) claimed_ = nullptr;
   if (!cellFree()) waitForSpace(cellFree, bytes, wait);
   // Taken only if it is still the post read above (same count, still kPosted).
   if ((state & Post::kModeMask) != Post::kPosted ||
@@ -575,8 +574,8 @@ const std::byte* ShmLink::directPayload(uint64_t word, uint64_t seq) const {
 }
 
 void ShmLink::expect(std::byte* dst, size_t bytes, size_t step) {
-  if (expectActive_ || directState_ < 0 || aborted_ || dst == nullptr || step < kDirectBytes ||
-      bytes == 0 || bytes > kDirectMaxBytes) {
+  if (expectActive_ || directState_ < 0 || aborted_ || dst == nullptr ||
+      step < kDirectWriteMinBytes || bytes == 0 || bytes > kDirectMaxBytes) {
     return;
   }
   expectActive_ = true;

@@ -29,14 +29,11 @@ namespace ringlet::transport::shm {
 class ShmLink final : public Link {
  public:
   // `side` 0 created the segment. `watch` follows the peer process. `direct`: messages of at
-  // least kDirectBytes may be written straight into the receiver's memory where it expect()s
-  // them (process_vm_writev, or a copy within one process), once a probe showed that the
+  // least kDirectWriteMinBytes may be written straight into the receiver's memory where it
+  // expect()s them (process_vm_writev, or a copy within one process), once a probe showed that the
   // process this side would write into is the peer.
   ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff,
           bool direct = true);
-  // The smallest message written directly: below it a system call costs more than the copy
-  // it saves.
-  static constexpr size_t kDirectBytes = kDirectWriteMinBytes;
   // The largest receive offered to direct writes: past it the sender's one copy (straight into
   // memory the receiver's caches do not hold) took longer than the two through the slots, which
   // the two ranks make side by side.

@@ -27,7 +27,7 @@ struct ShmOptions {
   // The wait policy of its links; unset: Backoff::forHost(context.ranksOnHost) (progress.h).
   std::optional<Backoff> backoff;
   // Large messages written straight into the receiver's memory where it waits for them
-  // (ShmLink::kDirectBytes, process_vm_writev); false: always through the slots.
+  // (Link::kDirectWriteMinBytes, process_vm_writev); false: always through the slots.
   bool direct = true;
 
   // shm_dir (RINGLET_SHM_DIR) sets dir; shm_bytes (RINGLET_SHM_BYTES, per direction) is cut
