@@ -281,6 +281,10 @@ inline constexpr int kStagingSlot = 3;
 std::byte* scratchBytes(int slot, size_t bytes);
 // Sends `bytes` at `data` to `link`, copying into the transport's slot when it has one.
 void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait);
+// Whether [a, a + aBytes) and [b, b + bBytes) share a byte.
+inline bool overlaps(const std::byte* a, size_t aBytes, const std::byte* b, size_t bBytes) {
+  return aBytes > 0 && bBytes > 0 && a < b + bBytes && b < a + aBytes;
+}
 // Trace mode, v-forms: which blocks a message carries, so that its steps name each block (as
 // `chunk`) and slice in it, as the ring's do (LinkPrims::traceBlocks). `blocks`: every block where
 // it lies in the layout the messages are cut from, in elements of `elementBytes`; slices of

@@ -190,13 +190,20 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const size_t sendStep = messageBytes(*x.out, slice);
   const size_t recvStep = messageBytes(*x.in, slice);
   const std::byte* local = x.local != nullptr ? x.local : x.recv;
+  // Bytes that only move may stay in x.send until the flush below, the peer reading them
+  // itself (Link::lend), unless this rank's receives write over them meanwhile.
+  const bool lends = !x.reduce && !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
   size_t sent = 0;
   size_t received = 0;
   while (sent < x.sendBytes || received < x.recvBytes) {
     if (sent < x.sendBytes) {
       const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
       const size_t bytes = std::min(sendStep, x.sendBytes - sent);
-      sendFrom(*x.out, x.send + sent, bytes, wait);
+      if (lends) {
+        x.out->lend(x.send + sent, bytes, wait);  // the peer takes it with recvInto() below
+      } else {
+        sendFrom(*x.out, x.send + sent, bytes, wait);
+      }
       if (byBlock) {
         recordBlocks(wait, {.name = name, .to = x.out->peer()}, *x.blocks,
                      x.sendAt + sent / x.blocks->elementBytes, bytes, start);

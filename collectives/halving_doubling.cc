@@ -243,8 +243,11 @@ void doublingAllgather(const Group& group, const Layout& layout, Where&& where,
     const bool upper = (r & mask) != 0;
     const Piece held = layout.chunks(lo, hi);
     const Piece theirs = upper ? layout.chunks(lo - mask, lo) : layout.chunks(hi, hi + mask);
+    // The first round sends this rank's own block: from `send`, whose bytes the partner may
+    // read itself (Link::lend) while this rank's copy of them into `mine` stays in its cache.
+    const bool ownOnly = mask == 1 && r >= n - p && held.count * es == own;
     exchange({.out = &partner,
-              .send = work + held.offset * es,
+              .send = ownOnly ? send : work + held.offset * es,
               .sendBytes = held.count * es,
               .in = &partner,
               .recv = work + theirs.offset * es,

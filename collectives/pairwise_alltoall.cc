@@ -44,12 +44,19 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
     // sends no message (its receiver expects none).
     const size_t sendSlice = std::min(sliceBytes, out.maxMessageBytes());
     const size_t recvSlice = std::min(sliceBytes, in.maxMessageBytes());
+    // The block may stay in send until the flush below (Link::lend) unless a receive of this
+    // step writes over it.
+    const bool lends = !overlaps(source, sendBytes, target, recvBytes);
     size_t sent = 0;
     size_t received = 0;
     while (sent < sendBytes || received < recvBytes) {
       if (sent < sendBytes) {
         const size_t bytes = std::min(sendSlice, sendBytes - sent);
-        sendFrom(out, source + sent, bytes, wait);
+        if (lends) {
+          out.lend(source + sent, bytes, wait);  // the peer takes it with recvInto() below
+        } else {
+          sendFrom(out, source + sent, bytes, wait);
+        }
         sent += bytes;
       }
       if (received < recvBytes) {

@@ -142,7 +142,16 @@ class Link {
   virtual void sendMore(const std::byte* data, size_t bytes, const WaitContext& wait) {
     send(data, bytes, wait);
   }
-  // Returns once every send() has left caller memory.
+  // Like send() from caller memory, which the receiver may read itself until flush() returns
+  // (shm: process_vm_readv from this process, one copy instead of two through a slot), when it
+  // takes the message with recvInto() (recv() costs it a copy of its own). So flush() may wait
+  // for the receiver to come to its receive: only for a step in which every rank receives what
+  // it is sent before it flushes (an exchange), never for a send that a peer's send answers.
+  // Default: send().
+  virtual void lend(const std::byte* data, size_t bytes, const WaitContext& wait) {
+    send(data, bytes, wait);
+  }
+  // Returns once every send() has left caller memory (and every lend() was read).
   virtual void flush(const WaitContext& wait) = 0;
 
   // ---- receive side ----

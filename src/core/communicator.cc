@@ -833,7 +833,9 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
     while (sentBytes < sendBytes || received < recvBytes || !headerIn) {
       if (sentBytes < sendBytes) {
         const size_t bytes = std::min(sendSlice, sendBytes - sentBytes);
-        collectives::sendFrom(next, out + sentBytes, bytes, wait);
+        // The peer reads it from `out` itself where it can (Link::lend: the flush below waits
+        // for that; the other end's receive comes before anything it waits for from here).
+        next.lend(out + sentBytes, bytes, wait);
         sentBytes += bytes;
       }
       if (sentBytes < sendBytes && !fromPrev.messageArriving()) continue;

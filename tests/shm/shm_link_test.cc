@@ -252,6 +252,24 @@ TEST(ShmLink, WithoutDirectWritesLargeMessagesGoThroughSlots) {
   });
 }
 
+TEST(ShmLink, LentMessagesAreReadFromTheSendersMemory) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-lent");
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    lentMessages(rank, size, store, testOptions(dir.path(), 512 << 10), job, /*lends=*/true);
+  });
+}
+
+TEST(ShmLink, WithoutDirectWritesLentMessagesGoThroughSlots) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-notlent");
+  ShmOptions options = testOptions(dir.path(), 512 << 10);
+  options.direct = false;
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    lentMessages(rank, size, store, options, job, /*lends=*/false);
+  });
+}
+
 TEST(ShmLink, NoFileRemainsOnceConnected) {
   ShmDir dir;
   const std::string job = uniqueJobId("shm-files");

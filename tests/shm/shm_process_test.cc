@@ -39,13 +39,14 @@ TEST(ShmProcess, AwkwardSizesBothWays) {
 
 // Across processes the sender writes with process_vm_writev (where the kernel allows it: a
 // probe of the receiver's memory decides, and here it must).
-TEST(ShmProcess, LargeMessagesAreWrittenWhereTheReceiverWaits) {
+// Why sibling processes may not read or write each other's memory here, or "" where they may.
+std::string crossMemoryRefused() {
   // Yama's ptrace scope 1 and up lets only ancestors (or CAP_SYS_PTRACE) write into a process:
   // two sibling ranks then go through the slots, as they should.
   std::ifstream scope("/proc/sys/kernel/yama/ptrace_scope");
   int level = 0;
   if (::geteuid() != 0 && scope >> level && level >= 1) {
-    GTEST_SKIP() << "ptrace_scope " << level << ": sibling processes may not write each other";
+    return "ptrace_scope " + std::to_string(level) + ": sibling processes may not read each other";
   }
   // A container's seccomp profile may refuse process_vm_readv/writev altogether (Docker's
   // default without CAP_SYS_PTRACE): then the links use their slots, and there is nothing here
@@ -56,7 +57,7 @@ TEST(ShmProcess, LargeMessagesAreWrittenWhereTheReceiverWaits) {
     ::pause();
     ::_exit(0);
   }
-  ASSERT_GT(child, 0);
+  if (child < 0) return std::string("fork failed: ") + std::strerror(errno);
   uint64_t found = 0;
   iovec local{.iov_base = &found, .iov_len = sizeof(found)};
   iovec remote{.iov_base = &probe, .iov_len = sizeof(probe)};
@@ -65,14 +66,32 @@ TEST(ShmProcess, LargeMessagesAreWrittenWhereTheReceiverWaits) {
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   if (read != static_cast<ssize_t>(sizeof(found)) || found != probe) {
-    GTEST_SKIP() << "process_vm_readv is refused here: " << std::strerror(error);
+    return std::string("process_vm_readv is refused here: ") + std::strerror(error);
   }
+  return "";
+}
+
+TEST(ShmProcess, LargeMessagesAreWrittenWhereTheReceiverWaits) {
+  if (const std::string why = crossMemoryRefused(); !why.empty()) GTEST_SKIP() << why;
   ShmDir dir;
   const std::string job = uniqueJobId("shm-p-direct");
   runProcessRanks(
       2,
       [&](int rank, int size, std::shared_ptr<Store> store) {
         directWrites(rank, size, store, testOptions(dir.path(), 512 << 10), job, /*direct=*/true);
+      },
+      30s);
+}
+
+// Across processes the receiver reads what is lent with process_vm_readv.
+TEST(ShmProcess, LentMessagesAreReadFromTheSendersMemory) {
+  if (const std::string why = crossMemoryRefused(); !why.empty()) GTEST_SKIP() << why;
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-p-lent");
+  runProcessRanks(
+      2,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        lentMessages(rank, size, store, testOptions(dir.path(), 512 << 10), job, /*lends=*/true);
       },
       30s);
 }

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace ringlet::testing::shm {
@@ -160,6 +162,66 @@ void directWrites(int rank, int size, std::shared_ptr<Store> store, const ShmOpt
     link.recvInto(into.data(), kPointToPoint, mesh.wait());
     EXPECT_EQ(firstWrongByte(into.data(), kPointToPoint, 0, 1, 200 + k), -1) << "message " << k;
   }
+  store->setString("done", "1");
+}
+
+void lentMessages(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options,
+                  const std::string& jobId, bool lends) {
+  ASSERT_EQ(size, 2);
+  Mesh mesh = connectMesh(rank, size, store, options, jobId, "lent");
+  Link& link = mesh.to(1 - rank);
+  using transport::Channel;
+  const std::vector<size_t> sizes = {100 << 10, 1 << 10, 256 << 10, 64 << 10, 300 << 10};
+  constexpr size_t kPointToPoint = 128 << 10;
+  constexpr int kPointToPointId = 50;
+  if (rank == 0) {
+    std::byte hello{7};
+    link.send(&hello, 1, mesh.wait());
+    store->getString("probed");
+    std::vector<std::vector<std::byte>> out(sizes.size() + 1);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (k == 2) {  // between collective messages: one a collective receive passes over
+        out.back().resize(kPointToPoint);
+        fillMessage(out.back().data(), kPointToPoint, 0, 1, kPointToPointId);
+        link.setSendChannel(Channel::kPointToPoint);
+        link.lend(out.back().data(), kPointToPoint, mesh.wait());
+        link.setSendChannel(Channel::kCollective);
+      }
+      out[k].resize(sizes[k]);
+      fillMessage(out[k].data(), sizes[k], 0, 1, static_cast<int>(k));
+      link.lend(out[k].data(), sizes[k], mesh.wait());
+    }
+    link.flush(mesh.wait());
+    if (lends) {
+      EXPECT_TRUE(store->check("reading")) << "flush() returned before the peer read";
+    }
+    for (auto& buffer : out) std::fill(buffer.begin(), buffer.end(), std::byte{0xee});
+    store->getString("done");
+    return;
+  }
+  std::byte hello{};
+  link.recvInto(&hello, 1, mesh.wait());
+  EXPECT_EQ(hello, std::byte{7});
+  store->setString("probed", "1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  store->setString("reading", "1");
+  std::vector<std::byte> in(sizes[4]);
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    if (k == 3) {  // recv(): a copy of the link's
+      const std::byte* at = link.recv(sizes[k], mesh.wait());
+      EXPECT_EQ(firstWrongByte(at, sizes[k], 0, 1, static_cast<int>(k)), -1) << "message " << k;
+      link.release();
+      continue;
+    }
+    link.recvInto(in.data(), sizes[k], mesh.wait());
+    EXPECT_EQ(firstWrongByte(in.data(), sizes[k], 0, 1, static_cast<int>(k)), -1)
+        << "message " << k;
+  }
+  ASSERT_EQ(link.heldPointToPoint().size(), 1u);
+  EXPECT_EQ(link.heldPointToPoint().front().size(), kPointToPoint);
+  EXPECT_EQ(
+      firstWrongByte(link.heldPointToPoint().front().data(), kPointToPoint, 0, 1, kPointToPointId),
+      -1);
   store->setString("done", "1");
 }
 

@@ -30,4 +30,14 @@ void exchangeFullMesh(int rank, int size, std::shared_ptr<Store> store, const Sh
 void directWrites(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options,
                   const std::string& jobId, bool direct);
 
+// Link::lend between ranks 0 (lends) and 1: a first message, after which rank 1 reads rank 0
+// (readsPeer); then five collective messages lent from buffers of their own (one of 1 KiB, below
+// ShmLink::kLendMinBytes, copied into a cell), and a point-to-point one that rank 1's collective
+// receives pass over and hold. Rank 1 waits before it receives, taking the messages with
+// recvInto(), one with recv(), and the held one. Rank 0 flushes, then writes over its buffers:
+// with `lends` flush() must have waited for the reads (rank 1 had said it was about to read, and
+// reads every byte right); without, the messages went through the slots.
+void lentMessages(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options,
+                  const std::string& jobId, bool lends);
+
 }  // namespace ringlet::testing::shm

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -70,7 +71,9 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       in_(segment_.fifo(1 - side)),
       inSlots_(segment_.slots(1 - side)),
       membarrierFences_(self_->membarrierFences == 1 && other_->membarrierFences == 1),
-      directState_(direct && (watch_.sameProcess() || watch_.pid() > 0) ? 0 : -1) {
+      directState_(direct && (watch_.sameProcess() || watch_.pid() > 0) ? 0 : -1),
+      lends_(directState_ == 0),
+      lentCopies_(slotCount_) {
   // The probe: a random token in this process's private memory, and where it is. A writer that
   // finds it at that address in the process it takes for this side writes into that process.
   std::random_device random;
@@ -81,6 +84,11 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
 }
 
 ShmLink::~ShmLink() {
+  if (!aborted_ && out_->tail.load(std::memory_order_acquire) < lentUntil_) {
+    // A lent message the peer has not read: its memory may change from now on, so the peer
+    // must not take what it finds there for the message.
+    abort(rank_, "closed its link before the peer read a message lent to it");
+  }
   if (!aborted_) {
     self_->state.store(static_cast<uint32_t>(EndpointState::kClosed), std::memory_order_release);
     wakeAll();
@@ -123,6 +131,9 @@ void ShmLink::checkSize(size_t bytes, const char* call) const {
 std::string ShmLink::describeWait(WaitFor what, size_t bytes) const {
   if (what == WaitFor::kMessage) {
     return fmt::format("a message of {} bytes from rank {} over shm", bytes, peer());
+  }
+  if (what == WaitFor::kRead) {
+    return fmt::format("rank {} to read the messages lent to it over shm", peer());
   }
   return fmt::format("a free slot for a message of {} bytes to rank {} over shm", bytes, peer());
 }
@@ -254,14 +265,14 @@ std::byte* ShmLink::claimSlot(size_t bytes, const WaitContext& wait) {
 }
 
 template <typename Ready>
-void ShmLink::waitForSpace(const Ready& free, size_t bytes, const WaitContext& wait) {
+void ShmLink::waitForSpace(const Ready& free, size_t bytes, const WaitContext& wait, WaitFor what) {
   auto ready = [&] {
     outTailSeen_ = out_->tail.load(std::memory_order_acquire);
     return free();
   };
   if (!ready()) {
-    waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, &out_->spacePublished,
-              WaitFor::kSlot, bytes, wait);
+    waitUntil(ready, &out_->spaceWord, &out_->producerSleeping, &out_->spacePublished, what, bytes,
+              wait);
   }
 }
 
@@ -340,21 +351,78 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
   announce(word);
 }
 
-void ShmLink::flush(const WaitContext& /*wait*/) {
-  // send() copied caller memory into the segment before returning; nothing is in flight.
+void ShmLink::lend(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  if (bytes < kLendMinBytes || bytes > maxBytes_ || data == nullptr || aborted_ ||
+      claimed_ != nullptr || !lends_ || other_->readsPeer.load(std::memory_order_acquire) != 1) {
+    send(data, bytes, wait);
+    return;
+  }
+  auto cellFree = [&] { return outHead_ - outTailSeen_ < kCells; };
+  if (!cellFree()) waitForSpace(cellFree, bytes, wait);
+  const uint64_t address = reinterpret_cast<uint64_t>(data);
+  std::memcpy(out_->cells[outHead_ & (kCells - 1)].payload, &address, sizeof(address));
+  lentUntil_ = outHead_ + 1;
+  announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes | channelBit() |
+           Cell::kLent);
+}
+
+void ShmLink::flush(const WaitContext& wait) {
+  // send() copied caller memory into the segment before returning; only lent messages may
+  // still be read from it, until the peer releases them.
   checkUsable("flush");
+  auto read = [&] { return outTailSeen_ >= lentUntil_; };
+  if (!read()) waitForSpace(read, 0, wait, WaitFor::kRead);
 }
 
 const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
   uint64_t length = 0;
-  return takeMessage(bytes, /*exact=*/true, &length, wait);
+  const std::byte* payload = takeMessage(bytes, /*exact=*/true, &length, wait);
+  if (takenLent_) [[unlikely]] {
+    std::byte* copy = lentCopy(inNext_ - 1, length);
+    readLent(inNext_ - 1, copy, length, wait);
+    return copy;
+  }
+  return payload;
 }
 
 const std::byte* ShmLink::recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) {
   uint64_t length = 0;
   const std::byte* slot = takeMessage(maxBytes, /*exact=*/false, &length, wait);
   *bytes = length;
+  if (takenLent_) [[unlikely]] {
+    std::byte* copy = lentCopy(inNext_ - 1, length);
+    readLent(inNext_ - 1, copy, length, wait);
+    return copy;
+  }
   return slot;
+}
+
+std::byte* ShmLink::lentCopy(uint64_t index, size_t bytes) {
+  std::vector<std::byte>& copy = lentCopies_[index % lentCopies_.size()];
+  if (copy.size() < bytes) copy.resize(bytes);
+  return copy.data();
+}
+
+void ShmLink::readLent(uint64_t index, std::byte* dst, size_t bytes, const WaitContext& wait) {
+  uint64_t address = 0;
+  std::memcpy(&address, in_->cells[index & (kCells - 1)].payload, sizeof(address));
+  if (watch_.sameProcess()) {
+    std::memcpy(dst, reinterpret_cast<const std::byte*>(address), bytes);
+  } else {
+    iovec local{.iov_base = dst, .iov_len = bytes};
+    iovec remote{.iov_base = reinterpret_cast<void*>(address), .iov_len = bytes};
+    const ssize_t read = ::process_vm_readv(watch_.pid(), &local, 1, &remote, 1, 0);
+    if (read != static_cast<ssize_t>(bytes)) {
+      const int error = errno;
+      checkPeerFlags(WaitFor::kMessage, bytes, wait);  // an abort explains it better
+      throw IoError(fmt::format(
+          "{}: could not read the {} bytes rank {} lent over shm at {:#x} in process {} ({})",
+          wait.describe(), bytes, peer(), address, watch_.pid(),
+          read < 0 ? std::strerror(error) : fmt::format("{} bytes read", read)));
+    }
+  }
+  // A peer that aborted may have changed that memory before (or while) it was read.
+  checkPeerFlags(WaitFor::kMessage, bytes, wait);
 }
 
 const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length,
@@ -372,6 +440,13 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
     waitUntil(ready, &in_->dataWord, &in_->consumerSleeping, &in_->dataPublished, WaitFor::kMessage,
               bytes, wait);
   }
+  if (!readProbed_) [[unlikely]] {
+    // The first message from the peer: its link (and probe) exist. Lends to this side start
+    // once this side found the peer's token where the peer said it is.
+    readProbed_ = true;
+    readsPeer_ = peerProbed();
+    if (readsPeer_) self_->readsPeer.store(1, std::memory_order_release);
+  }
   lastChannel_ = channelOf(word);
   *length = word & Cell::kLengthMask;
   if (!fits(word)) [[unlikely]] {
@@ -385,7 +460,11 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
   }
   const std::byte* payload = nullptr;
   uint64_t& seq = inChannelSeq_[static_cast<int>(channelOf(word))];
-  if ((word & Cell::kDirect) != 0) [[unlikely]] {
+  takenLent_ = (word & Cell::kLent) != 0;
+  if (takenLent_) [[unlikely]] {
+    // Only a peer told that this side reads it lends (readsPeer).
+    if (!readsPeer_) throwCorrupt(word, wait);
+  } else if ((word & Cell::kDirect) != 0) [[unlikely]] {
     payload = directPayload(word, seq);
     if (payload == nullptr) throwCorrupt(word, wait);
   } else {
@@ -401,19 +480,30 @@ void ShmLink::throwCorrupt(uint64_t word, const WaitContext& wait) const {
   throw IoError(fmt::format(
       "{}: corrupt shm segment from rank {}: message {} announces {} bytes in {} of {} bytes",
       wait.describe(), peer(), inNext_, word & Cell::kLengthMask,
-      (word & Cell::kInSlot) != 0 ? "a slot" : "a cell",
+      (word & Cell::kInSlot) != 0                   ? "a slot"
+      : (word & (Cell::kDirect | Cell::kLent)) != 0 ? "memory not offered for it"
+                                                    : "a cell",
       (word & Cell::kInSlot) != 0 ? slotBytes_ : kCellPayloadBytes));
 }
 
 bool ShmLink::passOverHeld(uint64_t* word, const WaitContext* wait) {
   do {
     if ((*word & Cell::kPointToPoint) == 0) return true;
-    if (!fits(*word) || (*word & Cell::kDirect) != 0) {
+    if (!fits(*word) || (*word & Cell::kDirect) != 0 ||
+        ((*word & Cell::kLent) != 0 && !readsPeer_)) {
       if (wait == nullptr) return false;
       throwCorrupt(*word, *wait);
     }
-    const std::byte* payload = payloadOf(inNext_, *word, inLarge_);
     const size_t length = *word & Cell::kLengthMask;
+    const std::byte* payload = nullptr;
+    if ((*word & Cell::kLent) != 0) {
+      if (wait == nullptr) return false;  // a look reads no peer memory
+      std::byte* copy = lentCopy(inNext_, length);
+      readLent(inNext_, copy, length, *wait);
+      payload = copy;
+    } else {
+      payload = payloadOf(inNext_, *word, inLarge_);
+    }
     if (wait != nullptr) {
       holdPointToPoint(payload, length, *wait);
     } else if (!tryHoldPointToPoint(payload, length)) {
@@ -442,7 +532,7 @@ bool ShmLink::messageReady() noexcept {
 const std::byte* ShmLink::peekMessage(size_t* bytes) noexcept {
   uint64_t word = 0;
   if (aborted_ || inNext_ != inTail_ || !passOver(&word, nullptr) || !fits(word) ||
-      (word & Cell::kDirect) != 0) {
+      (word & (Cell::kDirect | Cell::kLent)) != 0) {
     return nullptr;
   }
   *bytes = word & Cell::kLengthMask;
@@ -485,8 +575,13 @@ void ShmLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
     throw InvalidArgument(fmt::format(
         "recvInto: destination is null for a message of {} bytes from rank {}", bytes, peer()));
   }
-  const std::byte* data = recv(bytes, wait);
-  if (bytes > 0 && data != dst) std::memcpy(dst, data, bytes);  // else written there (expect())
+  uint64_t length = 0;
+  const std::byte* data = takeMessage(bytes, /*exact=*/true, &length, wait);
+  if (takenLent_) {
+    readLent(inNext_ - 1, dst, bytes, wait);  // one copy, from the sender's memory
+  } else if (bytes > 0 && data != dst) {
+    std::memcpy(dst, data, bytes);  // else written there (expect())
+  }
   release();
 }
 

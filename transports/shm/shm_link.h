@@ -47,7 +47,11 @@ class ShmLink final : public Link {
 
   std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
+  void lend(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void flush(const WaitContext& wait) override;
+  // The smallest message lend() leaves in the sender's memory: below it a system call costs
+  // more than the copy it saves.
+  static constexpr size_t kLendMinBytes = size_t{64} << 10;
 
   const std::byte* recv(size_t bytes, const WaitContext& wait) override;
   void release() override;
@@ -68,7 +72,7 @@ class ShmLink final : public Link {
   void abort(int origin, std::string_view reason) override;
 
  private:
-  enum class WaitFor { kMessage, kSlot };
+  enum class WaitFor { kMessage, kSlot, kRead };
   size_t slotOf(uint64_t message) const {
     return slotMask_ != 0 || slotCount_ == 1 ? message & slotMask_ : message % slotCount_;
   }
@@ -94,7 +98,8 @@ class ShmLink final : public Link {
   std::byte* claimSlot(size_t bytes, const WaitContext& wait);
   // claimSlot()'s wait until `ready` (a free cell, or cell and slot) holds.
   template <typename Ready>
-  void waitForSpace(const Ready& ready, size_t bytes, const WaitContext& wait);
+  void waitForSpace(const Ready& ready, size_t bytes, const WaitContext& wait,
+                    WaitFor what = WaitFor::kSlot);
   // Whether message `index`'s announcement is in its cell (its word, in `word`).
   bool announced(uint64_t index, uint64_t* word) const {
     *word = in_->cells[index & (kCells - 1)].word.load(std::memory_order_acquire);
@@ -123,7 +128,11 @@ class ShmLink final : public Link {
   // Whether the length announced in `word` fits where its bytes are (a cell or a slot): the
   // peer's word, checked before anything reads that many bytes.
   bool fits(uint64_t word) const {
-    if ((word & Cell::kDirect) != 0) return (word & Cell::kLengthMask) <= maxBytes_;
+    const uint64_t where = word & (Cell::kInSlot | Cell::kDirect | Cell::kLent);
+    if (where == Cell::kDirect || where == Cell::kLent) {
+      return (word & Cell::kLengthMask) <= maxBytes_;
+    }
+    if ((where & (Cell::kDirect | Cell::kLent)) != 0) return false;  // two places at once
     return (word & Cell::kLengthMask) <=
            ((word & Cell::kInSlot) != 0 ? slotBytes_ : kCellPayloadBytes);
   }
@@ -150,6 +159,13 @@ class ShmLink final : public Link {
   // The receiver's side: where message `word` (a direct one, the channel's message `seq`)
   // put its bytes, or null where no expect() asked for it there.
   const std::byte* directPayload(uint64_t word, uint64_t seq) const;
+  // Lent messages, the receiver's side: reads the `bytes` of message `index` (announced in its
+  // cell with kLent) from the peer's memory into `dst`; IoError where they cannot be read,
+  // PeerError where the peer aborted meanwhile (its memory may have changed).
+  void readLent(uint64_t index, std::byte* dst, size_t bytes, const WaitContext& wait);
+  // Where recv() puts a lent message it has to hand out: memory of this link's, one buffer per
+  // message that may be held at once.
+  std::byte* lentCopy(uint64_t index, size_t bytes);
   // send()'s end for bytes already in the claimed cell: announces message outHead_.
   void publishCell(size_t bytes);
   // Publishes message outHead_'s announcement `word` in its cell and wakes the peer if it sleeps.
@@ -208,6 +224,17 @@ class ShmLink final : public Link {
   uint64_t expectFirst_ = 0;
   Channel expectChannel_ = Channel::kCollective;
   uint64_t postSeq_ = 0;
+
+  // Lent messages: whether this side may lend (RINGLET_SHM_DIRECT, a known peer process); the
+  // out-tail flush() waits for (one past the last message lent); whether this side tried to
+  // read the peer's probe (and published readsPeer); the message takeMessage() handed out last
+  // was lent; copies for recv().
+  bool lends_;
+  uint64_t lentUntil_ = 0;
+  bool readProbed_ = false;
+  bool readsPeer_ = false;
+  bool takenLent_ = false;
+  std::vector<std::vector<std::byte>> lentCopies_;
 };
 
 }  // namespace ringlet::transport::shm

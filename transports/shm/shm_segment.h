@@ -32,7 +32,7 @@
 namespace ringlet::transport::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x52494e474c534d31ull;  // "RINGLSM1"
-inline constexpr uint32_t kSegmentVersion = 7;
+inline constexpr uint32_t kSegmentVersion = 8;
 inline constexpr size_t kMaxSlots = 64;
 // An abort's reason: a call-mismatch description names both calls and runs to ~450 bytes; at 240
 // its end was cut (segment version 4; TCP's frames carry up to 4096).
@@ -72,6 +72,9 @@ struct alignas(kCacheLine) Endpoint {
   // for this side; only if it holds the token does it write into that process (ShmLink).
   std::atomic<uint64_t> probeAddress;
   std::atomic<uint64_t> probeToken;
+  // Lent messages (segment version 8): 1 once this side found the peer's probe token in the
+  // process it takes for the peer, so it can read what the peer lends (Cell::kLent).
+  std::atomic<uint32_t> readsPeer;
 };
 
 // A message's cell: its announcement and, when it fits, its bytes. `word` is stored last
@@ -79,16 +82,19 @@ struct alignas(kCacheLine) Endpoint {
 // for message i tells a new message from the one kCells before it; kInSlot when the bytes are in
 // the next slot (messages longer than kCellPayloadBytes, or a slot claimed by sendBuffer());
 // kPointToPoint for a point-to-point message (transport::Channel; segment version 6); kDirect
-// when the producer wrote the bytes straight into the consumer's memory (Post); the length in
-// the low 29 bits.
+// when the producer wrote the bytes straight into the consumer's memory (Post); kLent when the
+// bytes are in the producer's memory, at the address in the payload's first 8 bytes, for the
+// consumer to read itself (ShmLink::lend); the length in the low 28 bits.
 struct alignas(kCacheLine) Cell {
   static constexpr uint64_t kInSlot = uint64_t{1} << 31;
   static constexpr uint64_t kPointToPoint = uint64_t{1} << 30;
   // The bytes are already where the reader's Post asked for them (segment version 7).
   static constexpr uint64_t kDirect = uint64_t{1} << 29;
-  static constexpr uint64_t kLengthMask = kDirect - 1;
+  // The bytes stay in the writer's memory until the reader released the message (version 8).
+  static constexpr uint64_t kLent = uint64_t{1} << 28;
+  static constexpr uint64_t kLengthMask = kLent - 1;
   // The longest message a word can announce (slots may be larger: ShmLink::maxMessageBytes).
-  static constexpr size_t kMaxLength = kDirect - kCacheLine;
+  static constexpr size_t kMaxLength = kLent - kCacheLine;
   std::atomic<uint64_t> word;
   std::byte payload[5 * kCacheLine - sizeof(uint64_t)];
 };
