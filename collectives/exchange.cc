@@ -83,6 +83,20 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
   link.flush(wait);  // `data` may change once this returns
 }
 
+void lendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
+                const WaitContext& wait, size_t maxBytes) {
+  if (bytes > std::min(maxBytes, link.directBytes())) {
+    return sendSliced(link, data, bytes, slice, wait);
+  }
+  trace::StepScope scope(
+      wait.trace, [&] { return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes}; });
+  const size_t step = messageBytes(link, slice);
+  for (size_t offset = 0; offset < bytes; offset += step) {
+    link.lend(data + offset, std::min(step, bytes - offset), wait);
+  }
+  link.flush(wait);
+}
+
 OfferScope::OfferScope(Link& link, std::byte* data, size_t bytes, size_t slice) : link_(&link) {
   link.expect(data, bytes, messageBytes(link, slice));
 }
@@ -190,9 +204,9 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const size_t sendStep = messageBytes(*x.out, slice);
   const size_t recvStep = messageBytes(*x.in, slice);
   const std::byte* local = x.local != nullptr ? x.local : x.recv;
-  // Bytes that only move may stay in x.send until the flush below, the peer reading them
-  // itself (Link::lend), unless this rank's receives write over them meanwhile.
-  const bool lends = !x.reduce && !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
+  // The caller's bytes may stay in x.send until the flush below, the peer reading them itself
+  // (Link::lend), unless this rank's receives write over them meanwhile.
+  const bool lends = x.lend && !x.reduce && !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
   size_t sent = 0;
   size_t received = 0;
   while (sent < x.sendBytes || received < x.recvBytes) {
