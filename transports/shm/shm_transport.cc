@@ -259,8 +259,8 @@ TransportEntry transportEntry() {
                    "bytes per link direction, cut into 8 slots (default 4M)"},
                   {"shm_direct", "RINGLET_SHM_DIRECT",
                    "1: messages of 64 KiB and more written straight into the receiver's memory "
-                   "where it waits for them, or read by the receiver from the sender's "
-                   "(default); 0: always through the slots"}},
+                   "where it waits for them, or (16 KiB and more) read by the receiver from "
+                   "the sender's (default); 0: always through the slots"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           const ShmOptions options = ShmOptions::fromSettings(settings);
