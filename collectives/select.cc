@@ -29,11 +29,12 @@
 //               recursive doubling  (X+2e) a + (p-1)/p m b + m/n d       (own block)
 //                                   + e ((1/n + 1) m b1 + m d)  (the folded rank's block in, the
 //                                   result out, one way each; the result laid back in rank order)
+//                                   - m/n (b - b1) where the first round's block is lent (e = 0)
 //   reduce-sc.  ring                (n-1+k-1) a + (n-1)/n m (b + g)
 //               recursive halving   (X+2e) a + (p-1)/p m (b + g + d)  (sends copy, as
 //                                   Rabenseifner's) + e ((1 + 1/n) m b1 + m g + m/n d)  (the
 //                                   folded rank's input in and reduced, its block out; own block)
-//   all-to-all  pairwise            (n-1) (a + m/n b)
+//   all-to-all  pairwise            (n-1) (a + m/n b)     (b1 for b where the blocks are lent)
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1 + f m d
 //                    linear         (n-1) a + ((n-1)/n m + min(m/n, s)) b1
@@ -73,10 +74,11 @@
 //                                margin of 1.15 (what it left out at 4 hosts, measured)
 //
 // b1 is the one-way rate (a rank that only sends or only receives; about b/2 on shared memory
-// and loopback, where both ends copy); s = min(m, slice): one way, a slice is copied in at one
-// end before it is copied out at the other, which fills the pipeline. b, b1, g and d are scaled by
-// the size of a rank's working set (its send and receive buffers; memoryScale): cheaper in the
-// core's own caches, dearer past its share of the last-level cache.
+// and loopback, where both ends copy; also an exchange's lent messages, which each receiver
+// copies once, reading the sender's memory: Link::lend); s = min(m, slice): one way, a slice is
+// copied in at one end before it is copied out at the other, which fills the pipeline. b, b1, g and
+// d are scaled by the size of a rank's working set (its send and receive buffers; memoryScale):
+// cheaper in the core's own caches, dearer past its share of the last-level cache.
 //
 // The parameters are measured by the communicator on its own links when it is created
 // (src/core/calibrate.cc) and agreed by all ranks, so the choice is the same everywhere.
@@ -384,6 +386,13 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   // hosts x 2 ranks, Bruck all-gather took 1.9x (block placement) and 1.15x (cyclic) the time
   // the ring then took (docs/multi-host.md).
   const double hostLinkShare = hosts > 1 ? n / hosts : 1.0;
+  // Whether an exchange's messages of a caller's `block` bytes are lent (Link::lend: the
+  // receiver reads them, one copy each way at the one-way rate): where the links offer it
+  // (directBytes, found by the same probe) and the messages are long enough.
+  auto lends = [&](double block) {
+    return model.directBytes > 0 &&
+           std::min(block, slice) >= static_cast<double>(transport::Link::kLendMinBytes);
+  };
   switch (collective) {
     case Collective::kAllreduce:
       switch (algorithm) {
@@ -447,8 +456,10 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         return bruckSlices * a + (n - 1) / n * m * b * hostLinkShare + m / n * d;
       }
       if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
-        return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + m / n * d +
-               e * ((1 / n + 1) * m * b1 + m * d);
+        // The first round's own block is lent (one copy each way, read by the receiver: b1).
+        const double lent = e == 0 && lends(m / n) ? m / n * (b1 - b) : 0.0;
+        return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + lent +
+               m / n * d + e * ((1 / n + 1) * m * b1 + m * d);
       }
       break;
     case Collective::kReduceScatter:
@@ -464,7 +475,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kPairwise) {
         // Across hosts a host's link carries what its ranks send to other hosts.
         const double crossing = hosts > 1 ? n / hosts * (hosts - 1) / hosts : (n - 1) / n;
-        return (n - 1) * a + crossing * m * b;
+        return (n - 1) * a + crossing * m * (lends(m / n) ? b1 : b);  // blocks lent: one copy
       }
       if (algorithm == Algorithm::kBruck) {
         return rounds * (a + m / 2 * b * hostLinkShare) + (2 + rounds) * m * d;

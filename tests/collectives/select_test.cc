@@ -126,6 +126,36 @@ TEST(CostModel, ABroadcastWrittenInPlaceIsOneCopy) {
   }
 }
 
+TEST(CostModel, LentExchangesAreOneCopyEachWay) {
+  // Where the links lend (directBytes > 0) an exchange's messages of a caller's buffer of at
+  // least Link::kLendMinBytes are read by their receiver: the one-way rate. The pairwise
+  // all-to-all lends every block; the recursive-doubling all-gather its first round's.
+  const CostModel slots{.alpha = 1e-6, .beta = 2e-10, .gamma = 0, .delta = 0, .betaOneWay = 1e-10};
+  CostModel lent = slots;
+  lent.directBytes = 1 << 20;
+  const size_t slice = 512 << 10;
+  for (const int n : {2, 4}) {
+    for (const size_t m : {size_t{4} << 20, size_t{256} << 10, size_t{32} << 10}) {
+      const double block = static_cast<double>(m) / n;
+      const bool lends = block >= static_cast<double>(transport::Link::kLendMinBytes);
+      EXPECT_DOUBLE_EQ(
+          predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, n, m, slice, slots),
+          (n - 1) * (1e-6 + block * 2e-10))
+          << n << " ranks, " << m;
+      EXPECT_DOUBLE_EQ(
+          predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, n, m, slice, lent),
+          (n - 1) * (1e-6 + block * (lends ? 1e-10 : 2e-10)))
+          << n << " ranks, " << m;
+      const double through =
+          predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, m, slice, slots);
+      EXPECT_DOUBLE_EQ(
+          predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, m, slice, lent),
+          through - (lends ? block * 1e-10 : 0.0))
+          << n << " ranks, " << m;
+    }
+  }
+}
+
 TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
   // Bytes over shared memory cost memory's rate once the buffers outgrow the cache; a network
   // link moves them at its own rate whatever their size: only reductions and copies scale.

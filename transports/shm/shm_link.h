@@ -49,11 +49,6 @@ class ShmLink final : public Link {
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void lend(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void flush(const WaitContext& wait) override;
-  // The smallest message lend() leaves in the sender's memory: below it a system call costs
-  // more than the copy it saves. N = 2, three alternating rounds, us: sendrecv of 16 KiB
-  // 1.9-3.0 lent against 3.4-4.2 through a slot, of 32 KiB 3.8-4.0 against 4.4-6.0; of 4 KiB
-  // 1.7-2.2 lent against 1.5-1.6.
-  static constexpr size_t kLendMinBytes = size_t{16} << 10;
 
   const std::byte* recv(size_t bytes, const WaitContext& wait) override;
   void release() override;
