@@ -407,6 +407,9 @@ void ShmLink::readLent(uint64_t index, std::byte* dst, size_t bytes, const WaitC
   uint64_t address = 0;
   std::memcpy(&address, in_->cells[index & (kCells - 1)].payload, sizeof(address));
   if (watch_.sameProcess()) {
+    // The lender's memory is this process's: read it only while the lender has not failed (a
+    // failed call's buffer goes back to its caller, who may free it).
+    checkPeerFlags(WaitFor::kMessage, bytes, wait);
     std::memcpy(dst, reinterpret_cast<const std::byte*>(address), bytes);
   } else {
     iovec local{.iov_base = dst, .iov_len = bytes};
@@ -607,18 +610,19 @@ bool ShmLink::peerProbed() {
   const uint64_t address = other_->probeAddress.load(std::memory_order_acquire);
   const uint64_t token = other_->probeToken.load(std::memory_order_relaxed);
   if (address == 0 || token == 0) return false;
-  uint64_t found = 0;
-  if (watch_.sameProcess()) {
-    found = *reinterpret_cast<const uint64_t*>(address);
-  } else {
+  // Within one process there is no other process to tell apart, and the peer's link (with its
+  // probe word) may already be gone: a receiver probes at its first message, which a peer may
+  // send just before it closes.
+  if (!watch_.sameProcess()) {
+    uint64_t found = 0;
     iovec local{.iov_base = &found, .iov_len = sizeof(found)};
     iovec remote{.iov_base = reinterpret_cast<void*>(address), .iov_len = sizeof(found)};
     if (::process_vm_readv(watch_.pid(), &local, 1, &remote, 1, 0) !=
-        static_cast<ssize_t>(sizeof(found))) {
-      return false;  // not permitted (ptrace scope, a container's seccomp), or not there
+            static_cast<ssize_t>(sizeof(found)) ||
+        found != token) {
+      return false;  // not permitted (ptrace scope, a container's seccomp), or not the peer
     }
   }
-  if (found != token) return false;
   directState_ = 1;
   return true;
 }
