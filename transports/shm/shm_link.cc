@@ -377,29 +377,20 @@ void ShmLink::flush(const WaitContext& wait) {
 const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
   uint64_t length = 0;
   const std::byte* payload = takeMessage(bytes, /*exact=*/true, &length, wait);
-  if (takenLent_) [[unlikely]] {
-    std::byte* copy = lentCopy(inNext_ - 1, length);
-    readLent(inNext_ - 1, copy, length, wait);
-    return copy;
-  }
-  return payload;
+  return takenLent_ ? readLentCopy(inNext_ - 1, length, wait) : payload;
 }
 
 const std::byte* ShmLink::recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) {
   uint64_t length = 0;
   const std::byte* slot = takeMessage(maxBytes, /*exact=*/false, &length, wait);
   *bytes = length;
-  if (takenLent_) [[unlikely]] {
-    std::byte* copy = lentCopy(inNext_ - 1, length);
-    readLent(inNext_ - 1, copy, length, wait);
-    return copy;
-  }
-  return slot;
+  return takenLent_ ? readLentCopy(inNext_ - 1, length, wait) : slot;
 }
 
-std::byte* ShmLink::lentCopy(uint64_t index, size_t bytes) {
+const std::byte* ShmLink::readLentCopy(uint64_t index, size_t bytes, const WaitContext& wait) {
   std::vector<std::byte>& copy = lentCopies_[index % lentCopies_.size()];
   if (copy.size() < bytes) copy.resize(bytes);
+  readLent(index, copy.data(), bytes, wait);
   return copy.data();
 }
 
@@ -501,9 +492,7 @@ bool ShmLink::passOverHeld(uint64_t* word, const WaitContext* wait) {
     const std::byte* payload = nullptr;
     if ((*word & Cell::kLent) != 0) {
       if (wait == nullptr) return false;  // a look reads no peer memory
-      std::byte* copy = lentCopy(inNext_, length);
-      readLent(inNext_, copy, length, *wait);
-      payload = copy;
+      payload = readLentCopy(inNext_, length, *wait);
     } else {
       payload = payloadOf(inNext_, *word, inLarge_);
     }

@@ -160,9 +160,9 @@ class ShmLink final : public Link {
   // cell with kLent) from the peer's memory into `dst`; IoError where they cannot be read,
   // PeerError where the peer aborted meanwhile (its memory may have changed).
   void readLent(uint64_t index, std::byte* dst, size_t bytes, const WaitContext& wait);
-  // Where recv() puts a lent message it has to hand out: memory of this link's, one buffer per
-  // message that may be held at once.
-  std::byte* lentCopy(uint64_t index, size_t bytes);
+  // readLent() into memory of this link's (one buffer per message that may be held at once),
+  // for a receive that hands out the message (recv(), recvAny(), a held point-to-point one).
+  const std::byte* readLentCopy(uint64_t index, size_t bytes, const WaitContext& wait);
   // send()'s end for bytes already in the claimed cell: announces message outHead_.
   void publishCell(size_t bytes);
   // Publishes message outHead_'s announcement `word` in its cell and wakes the peer if it sleeps.
