@@ -29,7 +29,8 @@
 //               recursive doubling  (X+2e) a + (p-1)/p m b + m/n d       (own block)
 //                                   + e ((1/n + 1) m b1 + m d)  (the folded rank's block in, the
 //                                   result out, one way each; the result laid back in rank order)
-//                                   - m/n (b - b1) where the first round's block is lent (e = 0)
+//                                   - m/n (b - b1) where the first round's block is lent (e = 0,
+//                                   ranks with cores of their own)
 //   reduce-sc.  ring                (n-1+k-1) a + (n-1)/n m (b + g)
 //               recursive halving   (X+2e) a + (p-1)/p m (b + g + d)  (sends copy, as
 //                                   Rabenseifner's) + e ((1 + 1/n) m b1 + m g + m/n d)  (the
@@ -457,7 +458,11 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       }
       if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
         // The first round's own block is lent (one copy each way, read by the receiver: b1).
-        const double lent = e == 0 && lends(m / n) ? m / n * (b1 - b) : 0.0;
+        // Not where ranks share cores: a lender waits in its flush for a reader that may not
+        // be running (N = 4 on 2 cores: priced so, recursive doubling displaced the ring at
+        // 4-64 MiB and took 1.03-2.2x its time).
+        const double lent =
+            e == 0 && !model.ranksShareCores && lends(m / n) ? m / n * (b1 - b) : 0.0;
         return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + lent +
                m / n * d + e * ((1 / n + 1) * m * b1 + m * d);
       }

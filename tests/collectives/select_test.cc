@@ -152,6 +152,13 @@ TEST(CostModel, LentExchangesAreOneCopyEachWay) {
           predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, m, slice, lent),
           through - (lends ? block * 1e-10 : 0.0))
           << n << " ranks, " << m;
+      // Ranks that share cores: the all-gather's lender may wait for a reader not running.
+      CostModel shared = lent;
+      shared.ranksShareCores = true;
+      EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, m,
+                                      slice, shared),
+                       through)
+          << n << " ranks, " << m;
     }
   }
 }
