@@ -291,7 +291,8 @@ TransportEntry transportEntry() {
                              static_cast<double>(fs.f_bavail) * fs.f_frsize / (1ull << 30));
         }
         return fmt::format(
-            "segments in {} ({}), {} slots x {} KiB per link direction, direct writes {}",
+            "segments in {} ({}), {} slots x {} KiB per link direction, direct writes and "
+            "lent messages {}",
             options.dir, room, options.slotCount, options.slotBytes >> 10,
             options.direct ? "on" : "off");
       },
