@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "ringlet/error.h"
@@ -9,6 +10,7 @@
 #include "tests/shm/shm_test_support.h"
 #include "tests/support/ranks.h"
 #include "transports/registry.h"
+#include "transports/shm/shm_link.h"
 #include "transports/shm/shm_segment.h"
 
 namespace ringlet::testing::shm {
@@ -268,6 +270,37 @@ TEST(ShmLink, WithoutDirectWritesLentMessagesGoThroughSlots) {
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
     lentMessages(rank, size, store, options, job, /*lends=*/false);
   });
+}
+
+// A peer that announces a lent message (its bytes in its own memory, for this side to read)
+// where this side never said it reads the peer: a corrupt segment, and nothing is read.
+TEST(ShmLink, LentWordTheReceiverNeverAgreedToIsCorrupt) {
+  using namespace transport::shm;
+  ShmDir dir;
+  const std::string name = segmentName(uniqueJobId("shm-lentword"), 0, 1);
+  std::string noRoom;
+  Segment creator =
+      Segment::create(dir.path(), name, {.slotCount = 8, .slotBytes = 128 << 10}, 0, 1, &noRoom);
+  ASSERT_TRUE(creator.valid()) << noRoom;
+  // Direct writes and lent messages off on the receiving side: it never sets readsPeer.
+  ShmLink receiver(1, 0, Segment::open(dir.path(), name, 0, 1), /*side=*/1, PeerWatch(),
+                   transport::Backoff{}, /*direct=*/false);
+  constexpr size_t kBytes = 64 << 10;
+  std::vector<std::byte> theirs(kBytes, std::byte{0x5a});
+  const uint64_t address = reinterpret_cast<uint64_t>(theirs.data());
+  Cell& cell = creator.fifo(0)->cells[0];
+  std::memcpy(cell.payload, &address, sizeof(address));
+  cell.word.store((uint64_t{1} << 32) | kBytes | Cell::kLent, std::memory_order_release);
+  std::vector<std::byte> mine(kBytes, std::byte{0});
+  try {
+    WaitContext wait;
+    wait.deadline = transport::Clock::now() + 5s;
+    receiver.recvInto(mine.data(), kBytes, wait);
+    ADD_FAILURE() << "a lent message nobody agreed to was taken";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt shm segment"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(mine.front(), std::byte{0});
 }
 
 TEST(ShmLink, NoFileRemainsOnceConnected) {
