@@ -32,7 +32,7 @@ void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int roo
 }
 
 void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root, size_t sliceBytes,
-                   const WaitContext& wait) {
+                   const WaitContext& wait, bool rootLends) {
   const int n = group.size;
   const int v = wrap(group.rank - root, n);
   int mask = 1;
@@ -53,9 +53,16 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
   const bool oneMessage = std::all_of(children.begin(), children.end(), [&](Link* child) {
     return bytes <= std::min(sliceBytes, child->maxMessageBytes());
   });
+  // The root's buffer is the caller's: its children may read it there (Link::lend), all at once;
+  // they receive from it before anything else. Bytes a rank just received stay in the slots.
+  const bool lends = v == 0 && rootLends;
   for (Link* child : children) {
-    if (oneMessage) {
+    if (oneMessage && lends && bytes <= child->directBytes()) {
+      child->lend(buffer, bytes, wait);
+    } else if (oneMessage) {
       sendFrom(*child, buffer, bytes, wait);
+    } else if (lends) {
+      lendSliced(*child, buffer, bytes, sliceBytes, wait);
     } else {
       sendSliced(*child, buffer, bytes, sliceBytes, wait);
     }

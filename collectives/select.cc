@@ -437,10 +437,13 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       // with one slice more. A chain's inner ranks read each slice once and write it twice (their
       // output, the next rank's slot): between one way and both ways.
       if (algorithm == Algorithm::kTree) {
-        // A broadcast's receive the sender writes in place (CostModel::directBytes) is one copy:
-        // no slice of fill.
-        const bool direct = collective == Collective::kBroadcast && m <= model.directBytes &&
-                            m >= static_cast<double>(transport::Link::kDirectWriteMinBytes);
+        // A broadcast's receive the sender writes in place, or that reads the root's buffer
+        // (lent: from kLendMinBytes, where ranks have cores of their own; treeBroadcast), up to
+        // CostModel::directBytes, is one copy: no slice of fill.
+        const double smallest = model.ranksShareCores ? transport::Link::kDirectWriteMinBytes
+                                                      : transport::Link::kLendMinBytes;
+        const bool direct =
+            collective == Collective::kBroadcast && m <= model.directBytes && m >= smallest;
         return rounds * (a + (m + (direct ? 0.0 : std::min(m, slice))) * b1 + m * reduce);
       }
       if (algorithm == Algorithm::kChain) {
