@@ -4,8 +4,9 @@
 // Zero-copy in both directions: sendBuffer() returns the next free cell (a message of up to
 // kCellPayloadBytes) or slot of the outgoing FIFO, so the caller writes (reduces) straight into
 // memory the peer reads; recv() returns the message in its cell or slot, so the caller reduces
-// straight out of it. send() with caller memory copies in first. Up to slotCount received
-// messages may be held (recv() several times, release() frees the oldest).
+// straight out of it. send() with caller memory copies in first; lend() leaves it there for
+// the receiver to read (process_vm_readv) until flush(). Up to slotCount received messages may
+// be held (recv() several times, release() frees the oldest).
 //
 // Not thread-safe: one thread drives a link at a time (the communicator's worker).
 //
