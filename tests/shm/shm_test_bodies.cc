@@ -194,6 +194,8 @@ void lentMessages(int rank, int size, std::shared_ptr<Store> store, const ShmOpt
     link.flush(mesh.wait());
     if (lends) {
       EXPECT_TRUE(store->check("reading")) << "flush() returned before the peer read";
+    } else {
+      store->setString("flushed", "1");  // the peer reads only now: a lent message would hang
     }
     for (auto& buffer : out) std::fill(buffer.begin(), buffer.end(), std::byte{0xee});
     store->getString("done");
@@ -203,7 +205,12 @@ void lentMessages(int rank, int size, std::shared_ptr<Store> store, const ShmOpt
   link.recvInto(&hello, 1, mesh.wait());
   EXPECT_EQ(hello, std::byte{7});
   store->setString("probed", "1");
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (lends) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  } else {
+    store->getString("flushed",
+                     std::chrono::seconds(20));  // through the slots, flush() waits for nobody
+  }
   store->setString("reading", "1");
   std::vector<std::byte> in(sizes[4]);
   for (size_t k = 0; k < sizes.size(); ++k) {

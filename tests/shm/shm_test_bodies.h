@@ -36,7 +36,8 @@ void directWrites(int rank, int size, std::shared_ptr<Store> store, const ShmOpt
 // receives pass over and hold. Rank 1 waits before it receives, taking the messages with
 // recvInto(), one with recv(), and the held one. Rank 0 flushes, then writes over its buffers:
 // with `lends` flush() must have waited for the reads (rank 1 had said it was about to read, and
-// reads every byte right); without, the messages went through the slots.
+// reads every byte right); without, the messages went through the slots: rank 1 reads only once
+// rank 0's flush() returned (a lent message would leave both waiting until the deadline).
 void lentMessages(int rank, int size, std::shared_ptr<Store> store, const ShmOptions& options,
                   const std::string& jobId, bool lends);
 
