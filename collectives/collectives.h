@@ -227,8 +227,10 @@ void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int roo
 // Binomial-tree broadcast (small messages): ceil(log2 N) rounds.
 // `rootLends`: the root lends its buffer to its children (Link::lend, read by each child, up to
 // Link::directBytes()); for ranks with cores of their own, where a child reads as soon as the
-// root lends (N = 2, 16-64 KiB: 1.5-2.0 us against 3.7-4.1 at 16 KiB; at 4 ranks on 2 cores the
-// root waited for children without a core: 14 us against 11-12 at 16 KiB).
+// root lends (N = 2, 16 KiB: 1.5-2.0 us against 3.7-4.1). Where ranks share cores a lending
+// root waits for children that may not be running; kept off there as a precaution: the 4-rank
+// runs on 2 cores that seemed to show it (14 us against 11-12 at 16 KiB, under `--vs-mpi`) showed
+// the same gap with the code paths identical, and `ringlet-run` rounds of both overlapped.
 void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root, size_t sliceBytes,
                    const WaitContext& wait, bool rootLends = false);
 

@@ -462,8 +462,8 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
         // The first round's own block is lent (one copy each way, read by the receiver: b1).
         // Not where ranks share cores: a lender waits in its flush for a reader that may not
-        // be running (N = 4 on 2 cores: priced so, recursive doubling displaced the ring at
-        // 4-64 MiB and took 1.03-2.2x its time).
+        // be running (N = 4 on 2 cores, two `--vs-mpi` rounds: priced so, recursive doubling
+        // displaced the ring at 4-64 MiB and took 1.03-2.2x the ring's time in the build before).
         const double lent =
             e == 0 && !model.ranksShareCores && lends(m / n) ? m / n * (b1 - b) : 0.0;
         return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + lent +
