@@ -9,6 +9,7 @@
 // smaller j. N = 8, root 0: round 1 0->4; round 2 0->2, 4->6; round 3 0->1 2->3 4->5 6->7.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "collectives/chunking.h"
@@ -32,7 +33,8 @@ void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int roo
 }
 
 void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root, size_t sliceBytes,
-                   const WaitContext& wait, bool rootLends) {
+                   const WaitContext& wait, bool rootLends,
+                   const std::function<void()>& afterFirstSend) {
   const int n = group.size;
   const int v = wrap(group.rank - root, n);
   int mask = 1;
@@ -56,15 +58,21 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
   // The root's buffer is the caller's: its children may read it there (Link::lend), all at once;
   // they receive from it before anything else. Bytes a rank just received stay in the slots.
   const bool lends = v == 0 && rootLends;
+  const std::function<void()> none;
   for (Link* child : children) {
-    if (oneMessage && lends && bytes <= child->directBytes()) {
-      child->lend(buffer, bytes, wait);
-    } else if (oneMessage) {
-      sendFrom(*child, buffer, bytes, wait);
+    // Only the first child's message may come before the header check (two ranks: the only one).
+    const std::function<void()>& afterFirst = child == children.front() ? afterFirstSend : none;
+    if (oneMessage) {
+      if (lends && bytes <= child->directBytes()) {
+        child->lend(buffer, bytes, wait);
+      } else {
+        sendFrom(*child, buffer, bytes, wait);
+      }
+      if (afterFirst) afterFirst();
     } else if (lends) {
-      lendSliced(*child, buffer, bytes, sliceBytes, wait);
+      lendSliced(*child, buffer, bytes, sliceBytes, wait, SIZE_MAX, afterFirst);
     } else {
-      sendSliced(*child, buffer, bytes, sliceBytes, wait);
+      sendSliced(*child, buffer, bytes, sliceBytes, wait, afterFirst);
     }
   }
   if (oneMessage) {

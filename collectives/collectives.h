@@ -150,16 +150,21 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
 //   kLinear  the root exchanges each rank's block with that rank: N-1 messages on the root's
 //            side, each block moved once; `group` must link the root to every rank
 //            (CommunicatorImpl::connectAllPeers)
+// `afterFirstSend` (the tree): as sendSliced's `afterFirst`, for a two-rank call's sender (the
+// gather's leaf, the scatter's root).
 enum class RootedSchedule : bool { kTree, kLinear };
 void gather(const Group& group, const GatherArgs& args, RootedSchedule schedule, size_t sliceBytes,
-            const WaitContext& wait);
+            const WaitContext& wait, const std::function<void()>& afterFirstSend = {});
 void scatter(const Group& group, const ScatterArgs& args, RootedSchedule schedule,
-             size_t sliceBytes, const WaitContext& wait);
+             size_t sliceBytes, const WaitContext& wait,
+             const std::function<void()>& afterFirstSend = {});
 // The same over blocks of their own size per rank.
 void gatherv(const Group& group, const GathervArgs& args, RootedSchedule schedule,
-             size_t sliceBytes, const WaitContext& wait);
+             size_t sliceBytes, const WaitContext& wait,
+             const std::function<void()>& afterFirstSend = {});
 void scatterv(const Group& group, const ScattervArgs& args, RootedSchedule schedule,
-              size_t sliceBytes, const WaitContext& wait);
+              size_t sliceBytes, const WaitContext& wait,
+              const std::function<void()>& afterFirstSend = {});
 
 // Ring reduce-scatter (N-1 steps): rank r ends with block r reduced over all ranks.
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,
@@ -231,8 +236,10 @@ void chainBroadcast(const Group& group, std::byte* buffer, size_t bytes, int roo
 // root waits for children that may not be running; kept off there as a precaution: the 4-rank
 // runs on 2 cores that seemed to show it (14 us against 11-12 at 16 KiB, under `--vs-mpi`) showed
 // the same gap with the code paths identical, and `ringlet-run` rounds of both overlapped.
+// `afterFirstSend`: as sendSliced's `afterFirst`, for a two-rank call's root.
 void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root, size_t sliceBytes,
-                   const WaitContext& wait, bool rootLends = false);
+                   const WaitContext& wait, bool rootLends = false,
+                   const std::function<void()>& afterFirstSend = {});
 
 // Dissemination barrier: in round k every rank signals rank+2^k and waits for rank-2^k.
 // Rounds with distance below `firstDistance` are skipped (the communicator's header exchange
@@ -240,9 +247,10 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
 void disseminationBarrier(const Group& group, int firstDistance, const WaitContext& wait);
 
 // Binomial-tree reduce to the root (small messages): ceil(log2 N) rounds of the whole buffer,
-// messages cut to `sliceBytes`.
+// messages cut to `sliceBytes`. `afterFirstSend`: as sendSliced's `afterFirst`, for a two-rank
+// call's leaf.
 void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
-                const WaitContext& wait);
+                const WaitContext& wait, const std::function<void()>& afterFirstSend = {});
 
 // Rabenseifner all-reduce: reduce-scatter by recursive halving, then all-gather by recursive
 // doubling, over the largest power of two of ranks (the others fold in and out as in recursive
@@ -326,14 +334,23 @@ void recvFromEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& 
 // once `data` may change. `blocks` (trace mode): `data` is element `at` of its layout.
 void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
                 const WaitContext& wait, const BlockTrace* blocks = nullptr, size_t at = 0);
+// sendSliced that calls `afterFirst` (when set) once its first message is out: for a two-rank
+// call's sender that sends before it has read its peer's call header (OpHeader::earlyData),
+// which `afterFirst` checks. So a peer in another call is found after one message, before this
+// rank could wait on it (for room in the link, or for a lent message to be read).
+void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
+                const WaitContext& wait, const std::function<void()>& afterFirst);
 // sendSliced from the caller's buffer, which the receiver may read there itself (Link::lend),
-// for a receiver that takes it with recvSliced (not streaming) and waits for nothing from this
-// rank first, as a rooted gather's or scatter's; returns once the receiver has read it. Only up
+// for a receiver that takes it with recvSliced (not streaming) or a reducing exchange and waits
+// for nothing from this rank first, as a rooted gather's, scatter's or reduce's; returns once
+// the receiver has read it. Only up
 // to Link::directBytes() (and `maxBytes`): one way, past it the receiver's one copy (from memory
 // no cache holds) took longer than the two through the slots that both ranks make side by side
 // (N = 2 gather and scatter of 4 MiB: 500-600 us against 330-405).
+// `afterFirst` as in sendSliced.
 void lendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
-                const WaitContext& wait, size_t maxBytes = SIZE_MAX);
+                const WaitContext& wait, size_t maxBytes = SIZE_MAX,
+                const std::function<void()>& afterFirst = {});
 // Offers `data` to the sender of recvSliced(link, data, bytes, slice, ...) for the scope's life
 // (Link::expect: over shared memory it may write the messages there itself, one copy instead of
 // two), and withdraws the offer when the scope ends, also on an exception. Where it pays: the

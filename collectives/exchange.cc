@@ -64,8 +64,13 @@ std::byte* scratchBytes(int slot, size_t bytes) {
   return buffer.memory.get();
 }
 
-void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
-                const WaitContext& wait, const BlockTrace* blocks, size_t at) {
+namespace {
+
+// sendSliced's and lendSliced's messages: each lent (Link::lend) or sent, `afterFirst` (when set)
+// once the first is out; returns once `data` may change.
+void sendMessages(Link& link, const std::byte* data, size_t bytes, size_t slice, bool lend,
+                  const std::function<void()>& afterFirst, const WaitContext& wait,
+                  const BlockTrace* blocks = nullptr, size_t at = 0) {
   const bool byBlock = tracesBlocks(wait, blocks);
   trace::StepScope scope(byBlock ? nullptr : wait.trace, [&] {
     return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes};
@@ -74,7 +79,12 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
   for (size_t offset = 0; offset < bytes; offset += step) {
     const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
     const size_t n = std::min(step, bytes - offset);
-    sendFrom(link, data + offset, n, wait);
+    if (lend) {
+      link.lend(data + offset, n, wait);
+    } else {
+      sendFrom(link, data + offset, n, wait);
+    }
+    if (offset == 0 && afterFirst) afterFirst();
     if (byBlock) {
       recordBlocks(wait, {.name = "send", .to = link.peer()}, *blocks,
                    at + offset / blocks->elementBytes, n, start);
@@ -83,18 +93,22 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
   link.flush(wait);  // `data` may change once this returns
 }
 
+}  // namespace
+
+void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
+                const WaitContext& wait, const BlockTrace* blocks, size_t at) {
+  sendMessages(link, data, bytes, slice, /*lend=*/false, {}, wait, blocks, at);
+}
+
+void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
+                const WaitContext& wait, const std::function<void()>& afterFirst) {
+  sendMessages(link, data, bytes, slice, /*lend=*/false, afterFirst, wait);
+}
+
 void lendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
-                const WaitContext& wait, size_t maxBytes) {
-  if (bytes > std::min(maxBytes, link.directBytes())) {
-    return sendSliced(link, data, bytes, slice, wait);
-  }
-  trace::StepScope scope(
-      wait.trace, [&] { return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes}; });
-  const size_t step = messageBytes(link, slice);
-  for (size_t offset = 0; offset < bytes; offset += step) {
-    link.lend(data + offset, std::min(step, bytes - offset), wait);
-  }
-  link.flush(wait);
+                const WaitContext& wait, size_t maxBytes, const std::function<void()>& afterFirst) {
+  const bool lend = bytes <= std::min(maxBytes, link.directBytes());
+  sendMessages(link, data, bytes, slice, lend, afterFirst, wait);
 }
 
 OfferScope::OfferScope(Link& link, std::byte* data, size_t bytes, size_t slice) : link_(&link) {

@@ -33,6 +33,7 @@
 // It needs a link from the root to every rank, and N-1 messages on the root's side in place of
 // ceil(log2 N); in return no rank forwards another's block and the root never stages one.
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -128,7 +129,8 @@ constexpr size_t kGatherLendMaxBytes = size_t{512} << 10;
 
 template <typename Blocks>
 void gatherTree(const Group& group, const std::byte* send, std::byte* recv, const Blocks& blocks,
-                int root, size_t sliceBytes, const WaitContext& wait) {
+                int root, size_t sliceBytes, const WaitContext& wait,
+                const std::function<void()>& afterFirstSend) {
   const int n = group.size;
   const int v = wrap(group.rank - root, n);
   const size_t mineBytes = blocks.bytes(v, v + 1);
@@ -157,7 +159,7 @@ void gatherTree(const Group& group, const std::byte* send, std::byte* recv, cons
   Link& parent = group.link(wrap(group.rank - (v & -v), n));
   if (subtree == mineBytes) {  // a leaf, or children with empty blocks: its own block, as it is
     // The parent only receives from it.
-    lendSliced(parent, send, mineBytes, sliceBytes, wait, kGatherLendMaxBytes);
+    lendSliced(parent, send, mineBytes, sliceBytes, wait, kGatherLendMaxBytes, afterFirstSend);
     return;
   }
   // This rank's subtree, packed in relative order.
@@ -175,7 +177,8 @@ void gatherTree(const Group& group, const std::byte* send, std::byte* recv, cons
 
 template <typename Blocks>
 void scatterTree(const Group& group, const std::byte* send, std::byte* recv, const Blocks& blocks,
-                 int root, size_t sliceBytes, const WaitContext& wait) {
+                 int root, size_t sliceBytes, const WaitContext& wait,
+                 const std::function<void()>& afterFirstSend) {
   const int n = group.size;
   const int v = wrap(group.rank - root, n);
   const size_t mineBytes = blocks.bytes(v, v + 1);
@@ -190,13 +193,16 @@ void scatterTree(const Group& group, const std::byte* send, std::byte* recv, con
       const size_t bytes = blocks.bytes(mask, last);
       if (bytes == 0) continue;  // an empty subtree: no message
       Link& child = group.link(wrap(group.rank + mask, n));
+      // Only the first child's message may come before the header check (two ranks: the only one).
+      const std::function<void()> none;
+      const std::function<void()>& afterFirst = mask == top >> 1 ? afterFirstSend : none;
       if (std::byte* run = blocks.run(all, mask, last)) {
-        lendSliced(child, run, bytes, sliceBytes, wait);  // the child's first receive
+        lendSliced(child, run, bytes, sliceBytes, wait, SIZE_MAX, afterFirst);  // its first receive
         continue;
       }
       if (!staging) staging = scratchBytes(0, blocks.start(n));
       blocks.copy(all, staging, false, mask, last);
-      sendSliced(child, staging, bytes, sliceBytes, wait);
+      sendSliced(child, staging, bytes, sliceBytes, wait, afterFirst);
     }
     const std::byte* own = blocks.rootBlock(all);
     if (mineBytes > 0 && own != recv) std::memcpy(recv, own, mineBytes);
@@ -269,47 +275,57 @@ void scatterLinear(const Group& group, const std::byte* send, std::byte* recv, c
 }
 
 // The schedule's gather or scatter over either block layout.
+// (`afterFirstSend`: the tree's only.)
 template <typename Blocks>
 void gatherBy(RootedSchedule schedule, const Group& group, const std::byte* send, std::byte* recv,
-              const Blocks& blocks, int root, size_t sliceBytes, const WaitContext& wait) {
+              const Blocks& blocks, int root, size_t sliceBytes, const WaitContext& wait,
+              const std::function<void()>& afterFirstSend) {
   if (schedule == RootedSchedule::kLinear) {
     return gatherLinear(group, send, recv, blocks, root, sliceBytes, wait);
   }
-  gatherTree(group, send, recv, blocks, root, sliceBytes, wait);
+  gatherTree(group, send, recv, blocks, root, sliceBytes, wait, afterFirstSend);
 }
 template <typename Blocks>
 void scatterBy(RootedSchedule schedule, const Group& group, const std::byte* send, std::byte* recv,
-               const Blocks& blocks, int root, size_t sliceBytes, const WaitContext& wait) {
+               const Blocks& blocks, int root, size_t sliceBytes, const WaitContext& wait,
+               const std::function<void()>& afterFirstSend) {
   if (schedule == RootedSchedule::kLinear) {
     return scatterLinear(group, send, recv, blocks, root, sliceBytes, wait);
   }
-  scatterTree(group, send, recv, blocks, root, sliceBytes, wait);
+  scatterTree(group, send, recv, blocks, root, sliceBytes, wait, afterFirstSend);
 }
 
 }  // namespace
 
 void gather(const Group& group, const GatherArgs& args, RootedSchedule schedule, size_t sliceBytes,
-            const WaitContext& wait) {
+            const WaitContext& wait, const std::function<void()>& afterFirstSend) {
   gatherBy(schedule, group, args.send, args.recv,
-           EqualBlocks{group.size, args.root, args.blockBytes}, args.root, sliceBytes, wait);
+           EqualBlocks{group.size, args.root, args.blockBytes}, args.root, sliceBytes, wait,
+           afterFirstSend);
 }
 
 void scatter(const Group& group, const ScatterArgs& args, RootedSchedule schedule,
-             size_t sliceBytes, const WaitContext& wait) {
+             size_t sliceBytes, const WaitContext& wait,
+             const std::function<void()>& afterFirstSend) {
   scatterBy(schedule, group, args.send, args.recv,
-            EqualBlocks{group.size, args.root, args.blockBytes}, args.root, sliceBytes, wait);
+            EqualBlocks{group.size, args.root, args.blockBytes}, args.root, sliceBytes, wait,
+            afterFirstSend);
 }
 
 void gatherv(const Group& group, const GathervArgs& args, RootedSchedule schedule,
-             size_t sliceBytes, const WaitContext& wait) {
+             size_t sliceBytes, const WaitContext& wait,
+             const std::function<void()>& afterFirstSend) {
   gatherBy(schedule, group, args.send, args.recv,
-           OwnBlocks(args.blocks, args.root, args.elementBytes), args.root, sliceBytes, wait);
+           OwnBlocks(args.blocks, args.root, args.elementBytes), args.root, sliceBytes, wait,
+           afterFirstSend);
 }
 
 void scatterv(const Group& group, const ScattervArgs& args, RootedSchedule schedule,
-              size_t sliceBytes, const WaitContext& wait) {
+              size_t sliceBytes, const WaitContext& wait,
+              const std::function<void()>& afterFirstSend) {
   scatterBy(schedule, group, args.send, args.recv,
-            OwnBlocks(args.blocks, args.root, args.elementBytes), args.root, sliceBytes, wait);
+            OwnBlocks(args.blocks, args.root, args.elementBytes), args.root, sliceBytes, wait,
+            afterFirstSend);
 }
 
 }  // namespace ringlet::collectives

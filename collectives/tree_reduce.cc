@@ -10,6 +10,7 @@
 // Leaves send their input as it is; inner ranks accumulate in scratch, the root in recv (with
 // non-temporal stores when the buffer is large: nothing reads it again during the call).
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "collectives/chunking.h"
@@ -19,14 +20,15 @@
 namespace ringlet::collectives {
 
 void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
-                const WaitContext& wait) {
+                const WaitContext& wait, const std::function<void()>& afterFirstSend) {
   const int n = group.size;
   const int v = wrap(group.rank - args.root, n);
   const size_t bytes = args.count * elementSize(args.type);
   const std::byte* held = args.send;  // what this rank passes on
   for (int mask = 1; mask < n; mask <<= 1) {
     if (v & mask) {
-      sendSliced(group.link(wrap(group.rank - mask, n)), held, bytes, sliceBytes, wait);
+      sendSliced(group.link(wrap(group.rank - mask, n)), held, bytes, sliceBytes, wait,
+                 afterFirstSend);
       return;
     }
     if (v + mask >= n) continue;

@@ -226,9 +226,9 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
     }
     if (algorithm == collectives::Algorithm::kTree) {
       // In host order: each subtree below the top levels stays on one host.
-      collectives::treeBroadcast(impl.hostRing(), data, bytes, impl.ringPlaceOf(root),
-                                 impl.sliceBytes({}), wait,
-                                 /*rootLends=*/!impl.costModel().ranksShareCores);
+      collectives::treeBroadcast(
+          impl.hostRing(), data, bytes, impl.ringPlaceOf(root), impl.sliceBytes({}), wait,
+          /*rootLends=*/!impl.costModel().ranksShareCores, impl.headerCheck(wait));
     } else {
       // Along the ring in host order (host_ring.h), so it enters and leaves each host once.
       const collectives::Group& ring = impl.hostRing();

@@ -810,8 +810,22 @@ collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
     header.sendsOnly = role == PairRole::kSendsOnly;
     header.receivesOnly = role == PairRole::kReceivesOnly;
     header.relays = role == PairRole::kRelays;
+  } else {
+    sendFirstIfOnlySending(header, algorithm, role == PairRole::kSendsOnly, bytes);
   }
   return algorithm;
+}
+
+void CommunicatorImpl::sendFirstIfOnlySending(OpHeader& header, collectives::Algorithm algorithm,
+                                              bool sendsOnly, size_t bytes) const {
+  // Its data follows its call header at once, and it checks its peer's header after its first
+  // message (the body's afterFirstSend), not before; the peer checks before it reads. So its
+  // next call's send runs beside the peer's receive of this one, where it waited a round trip
+  // of headers per call. N = 2, reduce, us: 4 KiB 0.90-0.97 against 1.44-1.47, 64 KiB 4.6-4.9
+  // against 7.7-9.3, 1 MiB 115-123 against 146-153 (three alternating runs). Not at zero bytes:
+  // a header held back for the data after it (TCP's sendMore) needs that data.
+  header.earlyData =
+      size_ == 2 && sendsOnly && bytes > 0 && algorithm == collectives::Algorithm::kTree;
 }
 
 size_t CommunicatorImpl::modelSliceBytes() const {

@@ -140,6 +140,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // it: the root's own data in a reduce).
   // `role`: whether this rank only sends or only receives in such a call (OpHeader::sendsOnly,
   // receivesOnly).
+  // Sets earlyData (sendFirstIfOnlySending) where `role` only sends.
   collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
                                    size_t bytes, const void* message,
                                    PairRole role = PairRole::kBoth) const;
@@ -193,6 +194,17 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // body unless the header says earlyData, in which case the body calls it after sending its
   // first message (saving a round trip) and before reading any data.
   void checkHeader(const transport::WaitContext& wait);
+  // A body's afterFirstSend (collectives.h) when the running call's header says earlyData:
+  // checkHeader. None otherwise (execute() checked before the body).
+  std::function<void()> headerCheck(const transport::WaitContext& wait) {
+    if (!running_.earlyData) return {};
+    return [this, &wait] { checkHeader(wait); };
+  }
+  // Two ranks, and this one only sends `bytes` > 0 in a tree (the reduce and gather leaf, the
+  // broadcast and scatter root): sets the header's earlyData, for a body that passes
+  // headerCheck() to the algorithm as its afterFirstSend.
+  void sendFirstIfOnlySending(OpHeader& header, collectives::Algorithm algorithm, bool sendsOnly,
+                              size_t bytes) const;
   // Two-rank calls: whether the peer's header `theirs`, a collective's numbered s, answers this
   // rank's sender-only calls (unchecked_). If so it settles every one before s (the peer passed
   // those without a header only after checking them: takeWaitingHeader) and the one numbered s,

@@ -120,7 +120,8 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
       return;
     }
     const collectives::RootedSchedule schedule = detail::rootedSchedule(algorithm);
-    collectives::gather(group, args, schedule, impl.sliceBytes({}), impl.linkedFor(schedule, wait));
+    collectives::gather(group, args, schedule, impl.sliceBytes({}), impl.linkedFor(schedule, wait),
+                        impl.headerCheck(wait));
   };
   return {header, body};
 }
@@ -177,8 +178,8 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
       return copyOwnBlock(args.send + args.root * args.blockBytes, args.recv, args.blockBytes);
     }
     const collectives::RootedSchedule schedule = detail::rootedSchedule(algorithm);
-    collectives::scatter(group, args, schedule, impl.sliceBytes({}),
-                         impl.linkedFor(schedule, wait));
+    collectives::scatter(group, args, schedule, impl.sliceBytes({}), impl.linkedFor(schedule, wait),
+                         impl.headerCheck(wait));
   };
   return {header, body};
 }

@@ -270,6 +270,9 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
     const std::byte* out = impl.inlineFromPrev();
     if (rank == root) out = packed ? packed.get() : static_cast<const std::byte*>(send);
     impl.inlineBlocks(header, out, total, total, role);
+  } else if (size == 2) {
+    const bool sends = (rank == root) != gather;
+    impl.sendFirstIfOnlySending(header, algorithm, sends, layout.blocks[1 - root].count * element);
   }
   // (Captures ordered widest first: 64 bytes, which OpBody holds in place.)
   auto body = [&impl, send = static_cast<const std::byte*>(send),
@@ -297,12 +300,12 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
       return collectives::gatherv(
           group,
           {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-          schedule, impl.sliceBytes({}), linked);
+          schedule, impl.sliceBytes({}), linked, impl.headerCheck(wait));
     }
     collectives::scatterv(
         group,
         {.send = send, .recv = recv, .blocks = blocks, .elementBytes = element, .root = root},
-        schedule, impl.sliceBytes({}), linked);
+        schedule, impl.sliceBytes({}), linked, impl.headerCheck(wait));
   };
   static_assert(sizeof(body) <= detail::OpBody::kInlineBytes, "the body would go to the heap");
   return {header, std::move(body)};

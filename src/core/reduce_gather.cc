@@ -111,7 +111,8 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
       // In host order: each subtree below the top levels stays on one host.
       collectives::ReduceArgs inHostOrder = args;
       inHostOrder.root = impl.ringPlaceOf(args.root);
-      return collectives::treeReduce(impl.hostRing(), inHostOrder, impl.sliceBytes({}), wait);
+      return collectives::treeReduce(impl.hostRing(), inHostOrder, impl.sliceBytes({}), wait,
+                                     impl.headerCheck(wait));
     }
     // Along the ring in host order (host_ring.h), so it enters and leaves each host once.
     const collectives::Group& ring = impl.hostRing();

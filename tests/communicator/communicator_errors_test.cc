@@ -150,6 +150,65 @@ TEST(CommunicatorErrors, MismatchedNewCollectivesFailNamingBothCalls) {
   });
 }
 
+// Two ranks, data past a call header: the rank that only sends (the tree's broadcast and scatter
+// root, reduce and gather leaf, and the v-forms') sends its first message before it reads its
+// peer's call header (OpHeader::earlyData). Two ranks that both believe they only send (two roots,
+// or two leaves of roots that differ) must still find the disagreement at that first message: after
+// it each could wait on the other for good (a lent message unread, a link with no room for the
+// rest). 64 KiB: one message, lent over shm; 4 MiB: eight slices. Both ranks fail at once, naming
+// both calls.
+TEST(CommunicatorErrors, TwoRanksThatBothOnlySendFailAfterTheirFirstMessage) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (const size_t count : {size_t{16} << 10, size_t{1} << 20}) {
+      for (const char* op : {"broadcast", "reduce", "gather", "scatter", "gatherv", "scatterv"}) {
+        std::atomic<int> mismatches{0};
+        runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+          CommunicatorOptions o;
+          o.timeout = 20s;
+          o.transport = transport;
+          o.algorithms = {{op, "tree"}};
+          Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+          std::vector<float> data(2 * count, 1.0f);
+          std::vector<float> out(2 * count, 0.0f);
+          const std::vector<size_t> counts{count, count};
+          const std::vector<size_t> displs{0, count};
+          const std::string what = fmt::format("{} {} count {}", transport, op, count);
+          const auto start = std::chrono::steady_clock::now();
+          try {
+            const std::string_view name = op;
+            if (name == "broadcast") {  // two roots
+              comm.broadcast(data.data(), count, DataType::kFloat32, rank);
+            } else if (name == "scatter") {
+              comm.scatter(data.data(), out.data(), count, DataType::kFloat32, rank);
+            } else if (name == "reduce") {  // each names the other: two leaves
+              comm.reduce(data.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum,
+                          1 - rank);
+            } else if (name == "gather") {
+              comm.gather(data.data(), out.data(), count, DataType::kFloat32, 1 - rank);
+            } else if (name == "gatherv") {
+              comm.gatherv(data.data(), out.data(), counts, displs, DataType::kFloat32, 1 - rank);
+            } else {
+              comm.scatterv(data.data(), counts, displs, out.data(), DataType::kFloat32, rank);
+            }
+            ADD_FAILURE() << what << ": rank " << rank << " returned";
+          } catch (const MismatchError& e) {
+            ++mismatches;
+            for (const int root : {0, 1}) {
+              EXPECT_NE(std::string(e.what()).find(fmt::format("root={}", root)), std::string::npos)
+                  << what << ": " << e.what();
+            }
+          } catch (const PeerError& e) {
+            EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos)
+                << what << ": " << e.what();
+          }
+          EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << what;
+        });
+        EXPECT_GE(mismatches.load(), 1) << transport << " " << op << " " << count;
+      }
+    }
+  }
+}
+
 // Two ranks, data in the call header: a rank that only sends (broadcast root) returns once its
 // data is sent and reads its peer's call later. Both ranks believing they are the root send
 // and return; each finds the disagreement at its next call, naming both broadcasts.
