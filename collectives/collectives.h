@@ -327,7 +327,10 @@ struct PeerBlock {
 // flushed (a wait pumps the others), so every peer's transfer runs at once. Blocks over shared
 // memory go one peer after another, after the others. sendToEach returns once the data may
 // change. The blocks may be reordered.
-void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait);
+// `lend`: the data is the caller's, which peers over shared memory may read there themselves
+// (Link::lend, up to Link::directBytes()), all at once; for peers whose first receive this is.
+void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait,
+                bool lend = false);
 void recvFromEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait);
 
 // `bytes` in messages of at most `slice` (and the link's largest message); sendSliced returns

@@ -170,13 +170,29 @@ void inTurn(std::span<PeerBlock> blocks, size_t slice, Move&& move) {
 
 }  // namespace
 
-void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait) {
+void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait, bool lend) {
   const auto start = wait.trace != nullptr ? trace::Clock::now() : trace::Clock::time_point{};
   const std::span<PeerBlock> queued = blocks.first(queuedFirst(blocks));
   inTurn(queued, slice,
          [&](PeerBlock& b, size_t n) { sendFrom(*b.link, b.data + b.done, n, wait); });
-  for (PeerBlock& b : blocks.subspan(queued.size())) {
-    sendSliced(*b.link, b.data, b.bytes, slice, wait);
+  std::span<PeerBlock> shared = blocks.subspan(queued.size());
+  // Lent first, to every peer at once, so that they all read at the same time; then the others
+  // through the slots, then the wait for the readers.
+  const auto lent = [&](const PeerBlock& b) {
+    return lend && b.bytes > 0 && b.bytes <= b.link->directBytes();
+  };
+  for (PeerBlock& b : shared) {
+    if (!lent(b)) continue;
+    const size_t step = messageBytes(*b.link, slice);
+    for (size_t offset = 0; offset < b.bytes; offset += step) {
+      b.link->lend(b.data + offset, std::min(step, b.bytes - offset), wait);
+    }
+  }
+  for (PeerBlock& b : shared) {
+    if (!lent(b)) sendSliced(*b.link, b.data, b.bytes, slice, wait);
+  }
+  for (PeerBlock& b : shared) {
+    if (lent(b)) b.link->flush(wait);
   }
   for (PeerBlock& b : queued) {
     if (b.bytes == 0) continue;

@@ -31,7 +31,11 @@
 //   scatter: 1->2, 1->3, 1->0   (each block straight from its place in send)
 //
 // It needs a link from the root to every rank, and N-1 messages on the root's side in place of
-// ceil(log2 N); in return no rank forwards another's block and the root never stages one.
+// ceil(log2 N); in return no rank forwards another's block and the root never stages one. Over
+// shared memory the scatter's root lends every rank its block at once (sendToEach's `lend`: each
+// reads its own out of the root's buffer, all at the same time); 4 ranks on 2 cores, 1 MiB:
+// 62-63 us against 95-252 through the slots, 4 MiB 317-344 against 435-520 (three alternating
+// rounds). The gather's root reads every block itself, lent or not, one rank after another.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -269,7 +273,7 @@ void scatterLinear(const Group& group, const std::byte* send, std::byte* recv, c
     const size_t bytes = blocks.bytes(u, u + 1);
     if (bytes > 0) to.push_back({&group.link(wrap(root + u, n)), blocks.run(all, u, u + 1), bytes});
   }
-  sendToEach(to, sliceBytes, wait);
+  sendToEach(to, sliceBytes, wait, /*lend=*/true);  // each rank's first receive
   const std::byte* own = blocks.rootBlock(all);
   if (mineBytes > 0 && own != recv) std::memcpy(recv, own, mineBytes);
 }

@@ -425,6 +425,23 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     reduceCase(trees, DataType::kFloat32, ReduceOp::kAvg, past, 0, false);
     reduceCase(trees, DataType::kFloat32, ReduceOp::kSum, past, size - 1, true);
     broadcastCase(trees, DataType::kFloat32, past, size - 1);
+    // Blocks that shared memory lends (Link::lend, 16 KiB up to 1 MiB: the receiver reads them
+    // out of the sender's buffer): the linear scatter's root lends every block at once, the
+    // tree's root and leaves one subtree at a time. 600 KB blocks are two messages of a 512 KiB
+    // slice, both lent.
+    for (const char* schedule : {"linear", "tree"}) {
+      CommunicatorOptions lending = o;
+      lending.segmentBytes = size_t{512} << 10;
+      lending.algorithms = {{"gather", schedule}, {"scatter", schedule}};
+      Communicator lent = Communicator::create(bootstrap, lending);
+      for (const size_t count : {size_t{16} << 10, size_t{150001}}) {
+        for (const int root : {0, size - 1}) {
+          for (bool inPlace : {false, true}) {
+            gatherScatterCase(lent, DataType::kFloat32, count, root, inPlace);
+          }
+        }
+      }
+    }
   }
 }
 
