@@ -135,13 +135,14 @@ struct AllToAllArgs {
   size_t blockBytes = 0;
 };
 
-// Pairwise-exchange all-to-all (N-1 steps); needs a link to every rank.
+// Pairwise-exchange all-to-all (N-1 steps); needs a link to every rank. `afterFirstSend`: as
+// sendSliced's `afterFirst`, for two ranks (before the first receive where nothing is sent).
 void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
-                      const WaitContext& wait);
+                      const WaitContext& wait, const std::function<void()>& afterFirstSend = {});
 // The same with a block of its own size per pair; every pair must agree on its sizes (the
 // communicator checks that first). An empty block costs no message.
 void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
-                       const WaitContext& wait);
+                       const WaitContext& wait, const std::function<void()>& afterFirstSend = {});
 
 // Gather and scatter (tree_gather_scatter.cc), messages cut to `sliceBytes`, an empty block or
 // subtree costing no message:
@@ -265,8 +266,10 @@ void rabenseifnerAllreduce(const Group& group, const AllreduceArgs& args, size_t
 void recursiveHalvingReduceScatter(const Group& group, const ReduceScatterArgs& args,
                                    size_t sliceBytes, const WaitContext& wait);
 // All-gather by recursive doubling: every rank ends with every rank's block, in rank order.
+// `afterFirstSend`: as sendSliced's `afterFirst`, for two ranks (the first round's exchange).
 void recursiveDoublingAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
-                                const WaitContext& wait);
+                                const WaitContext& wait,
+                                const std::function<void()>& afterFirstSend = {});
 // The same over blocks of their own size (the v-forms): an exchange carries the chunks' blocks
 // back to back, so its messages are as few as the equal blocks'; an exchange with nothing either
 // way costs no message. Each step names its blocks in trace mode.
@@ -405,6 +408,10 @@ struct Exchange {
   const BlockTrace* blocks = nullptr;
   size_t sendAt = 0;
   size_t recvAt = 0;
+  // Called (when set) once the first message is sent, before anything is received: as
+  // sendSliced's `afterFirst`, for a two-rank call whose ranks send before they check the
+  // peer's call header (OpHeader::earlyData).
+  const std::function<void()>* afterFirstSend = nullptr;
 };
 void exchange(const Exchange& step, size_t sliceBytes, const WaitContext& wait);
 

@@ -239,6 +239,11 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const bool lends = x.lend && !x.reduce && !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
   size_t sent = 0;
   size_t received = 0;
+  bool checked = x.afterFirstSend == nullptr || !*x.afterFirstSend;
+  auto checkOnce = [&] {
+    if (!checked) (*x.afterFirstSend)();
+    checked = true;
+  };
   while (sent < x.sendBytes || received < x.recvBytes) {
     if (sent < x.sendBytes) {
       const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
@@ -253,8 +258,10 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
                      x.sendAt + sent / x.blocks->elementBytes, bytes, start);
       }
       sent += bytes;
+      checkOnce();
     }
     if (received < x.recvBytes) {
+      checkOnce();  // (nothing to send: before the first receive)
       const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
       const size_t bytes = std::min(recvStep, x.recvBytes - received);
       if (x.reduce) {

@@ -36,6 +36,7 @@
 // are) the folded ranks' messages go from and to the caller's buffer, and for N = p the steps work
 // in it; else through a copy.
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -206,7 +207,8 @@ void halvingReduceScatter(const Group& group, const Layout& layout, Where&& wher
 template <typename Layout, typename Where>
 void doublingAllgather(const Group& group, const Layout& layout, Where&& where,
                        const std::byte* send, std::byte* recv, DataType type, size_t sliceBytes,
-                       const WaitContext& wait, bool nameBlocks) {
+                       const WaitContext& wait, bool nameBlocks,
+                       const std::function<void()>* afterFirstSend = nullptr) {
   const int n = group.size;
   const int r = group.rank;
   const size_t es = elementSize(type);
@@ -255,7 +257,8 @@ void doublingAllgather(const Group& group, const Layout& layout, Where&& where,
               .lend = ownOnly,
               .blocks = traces.foldedOrNull(),
               .sendAt = held.offset,
-              .recvAt = theirs.offset},
+              .recvAt = theirs.offset,
+              .afterFirstSend = mask == 1 ? afterFirstSend : nullptr},
              sliceBytes, wait);
     (upper ? lo : hi) += upper ? -mask : mask;
   }
@@ -291,11 +294,12 @@ void recursiveHalvingReduceScatterv(const Group& group, const ReduceScattervArgs
 }
 
 void recursiveDoublingAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
-                                const WaitContext& wait) {
+                                const WaitContext& wait,
+                                const std::function<void()>& afterFirstSend) {
   const FoldedBlocks layout{.blocks = group.size, .blockCount = args.sendCount};
   doublingAllgather(
       group, layout, [&](int b) { return layout.packedOffsetOf(b); }, args.send, args.recv,
-      args.type, sliceBytes, wait, false);
+      args.type, sliceBytes, wait, false, &afterFirstSend);
 }
 
 void recursiveDoublingAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,

@@ -13,6 +13,7 @@
 //
 // Needs a link to every rank (the communicator connects them at the first all-to-all).
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,7 +23,7 @@
 namespace ringlet::collectives {
 
 void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
-                       const WaitContext& wait) {
+                       const WaitContext& wait, const std::function<void()>& afterFirstSend) {
   const int n = group.size;
   const int r = group.rank;
   const size_t element = args.elementBytes;
@@ -49,6 +50,11 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
     const bool lends = !overlaps(source, sendBytes, target, recvBytes);
     size_t sent = 0;
     size_t received = 0;
+    bool checked = s > 1 || !afterFirstSend;
+    auto checkOnce = [&] {
+      if (!checked) afterFirstSend();
+      checked = true;
+    };
     while (sent < sendBytes || received < recvBytes) {
       if (sent < sendBytes) {
         const size_t bytes = std::min(sendSlice, sendBytes - sent);
@@ -58,8 +64,10 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
           sendFrom(out, source + sent, bytes, wait);
         }
         sent += bytes;
+        checkOnce();
       }
       if (received < recvBytes) {
+        checkOnce();  // (nothing to send: before the first receive)
         const size_t bytes = std::min(recvSlice, recvBytes - received);
         in.recvInto(target + received, bytes, wait);
         received += bytes;
@@ -70,7 +78,7 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
 }
 
 void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceBytes,
-                      const WaitContext& wait) {
+                      const WaitContext& wait, const std::function<void()>& afterFirstSend) {
   // Equal blocks of blockBytes, counted in bytes.
   const std::vector<Piece> blocks = equalBlocks(args.blockBytes, group.size);
   pairwiseAllToAllv(group,
@@ -79,7 +87,7 @@ void pairwiseAllToAll(const Group& group, const AllToAllArgs& args, size_t slice
                      .sendBlocks = blocks,
                      .recvBlocks = blocks,
                      .elementBytes = 1},
-                    sliceBytes, wait);
+                    sliceBytes, wait, afterFirstSend);
 }
 
 }  // namespace ringlet::collectives

@@ -140,7 +140,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // it: the root's own data in a reduce).
   // `role`: whether this rank only sends or only receives in such a call (OpHeader::sendsOnly,
   // receivesOnly).
-  // Sets earlyData (sendFirstIfOnlySending) where `role` only sends.
+  // Sets earlyData (sendFirstOnTwoRanks) for the tree where `role` only sends.
   collectives::Algorithm chooseFor(OpHeader& header, collectives::Collective collective,
                                    size_t bytes, const void* message,
                                    PairRole role = PairRole::kBoth) const;
@@ -200,11 +200,11 @@ class CommunicatorImpl final : public transport::WaitSideWork {
     if (!running_.earlyData) return {};
     return [this, &wait] { checkHeader(wait); };
   }
-  // Two ranks, and this one only sends `bytes` > 0 in a tree (the reduce and gather leaf, the
-  // broadcast and scatter root): sets the header's earlyData, for a body that passes
-  // headerCheck() to the algorithm as its afterFirstSend.
-  void sendFirstIfOnlySending(OpHeader& header, collectives::Algorithm algorithm, bool sendsOnly,
-                              size_t bytes) const;
+  // Two ranks, and a body that begins with a send of `bytes` > 0 to the peer (`sendsFirst`: the
+  // tree's reduce and gather leaf, broadcast and scatter root; the recursive-doubling
+  // all-gather) and passes headerCheck() to its algorithm as the afterFirstSend: sets the
+  // header's earlyData.
+  void sendFirstOnTwoRanks(OpHeader& header, bool sendsFirst, size_t bytes) const;
   // Two-rank calls: whether the peer's header `theirs`, a collective's numbered s, answers this
   // rank's sender-only calls (unchecked_). If so it settles every one before s (the peer passed
   // those without a header only after checking them: takeWaitingHeader) and the one numbered s,

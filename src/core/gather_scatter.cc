@@ -200,6 +200,7 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
                        : nullptr;
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllToAll, block * impl.size(), otherBlock);
+  impl.sendFirstOnTwoRanks(header, algorithm == collectives::Algorithm::kPairwise, block);
   // The pairwise exchange links every rank to every other. More than two ranks with blocks of at
   // most kCountsMessageData bytes (chosen by the model, not forced): one message per peer
   // carrying the call header and the block, as all-to-all-v's counts message does, with no round
@@ -288,7 +289,7 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
                                              .elementBytes = 1},
                                             impl.sliceBytes({}), all);
     }
-    collectives::pairwiseAllToAll(group, a, impl.sliceBytes({}), all);
+    collectives::pairwiseAllToAll(group, a, impl.sliceBytes({}), all, impl.headerCheck(wait));
   };
   return {header, body};
 }

@@ -272,7 +272,8 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
     impl.inlineBlocks(header, out, total, total, role);
   } else if (size == 2) {
     const bool sends = (rank == root) != gather;
-    impl.sendFirstIfOnlySending(header, algorithm, sends, layout.blocks[1 - root].count * element);
+    impl.sendFirstOnTwoRanks(header, sends && algorithm == collectives::Algorithm::kTree,
+                             layout.blocks[1 - root].count * element);
   }
   // (Captures ordered widest first: 64 bytes, which OpBody holds in place.)
   auto body = [&impl, send = static_cast<const std::byte*>(send),

@@ -136,6 +136,8 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
   OpHeader header{.kind = OpKind::kAllgather, .type = type, .count = sendCount};
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllgather, blockBytes * impl.size(), send);
+  impl.sendFirstOnTwoRanks(header, algorithm == collectives::Algorithm::kRecursiveDoubling,
+                           blockBytes);
   collectives::AllgatherArgs args{.send = static_cast<const std::byte*>(send),
                                   .recv = static_cast<std::byte*>(recv),
                                   .sendCount = sendCount,
@@ -167,7 +169,8 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
       return collectives::bruckAllgather(group, args, impl.sliceBytes({}), wait);
     }
     if (algorithm == collectives::Algorithm::kRecursiveDoubling) {
-      return collectives::recursiveDoublingAllgather(group, args, impl.sliceBytes({}), wait);
+      return collectives::recursiveDoublingAllgather(group, args, impl.sliceBytes({}), wait,
+                                                     impl.headerCheck(wait));
     }
     if (impl.ringReordered()) {
       const collectives::Group& ring = impl.hostRing();

@@ -209,6 +209,58 @@ TEST(CommunicatorErrors, TwoRanksThatBothOnlySendFailAfterTheirFirstMessage) {
   }
 }
 
+// The two-rank recursive-doubling all-gather sends its block before it checks the peer's call
+// header too (OpHeader::earlyData). Against another all-gather (a count that differs: both send
+// first), a reduce to it (a receiver that checks first) and a broadcast from the peer (a sender
+// that sends first), both ranks fail at once naming both calls: 64 KiB (lent over shm) and
+// 4 MiB blocks.
+TEST(CommunicatorErrors, TwoRankAllgathersThatDisagreeFailAfterTheirFirstMessage) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (const size_t count : {size_t{16} << 10, size_t{1} << 20}) {
+      for (const char* other : {"allgather", "reduce", "broadcast"}) {
+        std::atomic<int> mismatches{0};
+        runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+          CommunicatorOptions o;
+          o.timeout = 20s;
+          o.transport = transport;
+          o.algorithms = {
+              {"allgather", "recursive_doubling"}, {"reduce", "tree"}, {"broadcast", "tree"}};
+          Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+          std::vector<float> data(2 * count + 2, 1.0f);
+          std::vector<float> out(2 * count + 2, 0.0f);
+          const std::string what = fmt::format("{} allgather/{} count {}", transport, other, count);
+          const std::string_view name = other;
+          const auto start = std::chrono::steady_clock::now();
+          try {
+            if (rank == 0) {
+              comm.allgather(data.data(), out.data(), count, DataType::kFloat32);
+            } else if (name == "allgather") {
+              comm.allgather(data.data(), out.data(), count + 1, DataType::kFloat32);
+            } else if (name == "reduce") {
+              comm.reduce(data.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum, 1);
+            } else {
+              comm.broadcast(data.data(), count, DataType::kFloat32, 1);
+            }
+            ADD_FAILURE() << what << ": rank " << rank << " returned";
+          } catch (const MismatchError& e) {
+            ++mismatches;
+            for (const std::string& part :
+                 {fmt::format("allgather(count={}", count), fmt::format("{}(count=", other)}) {
+              EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+                  << what << ": " << e.what();
+            }
+          } catch (const PeerError& e) {
+            EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos)
+                << what << ": " << e.what();
+          }
+          EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << what;
+        });
+        EXPECT_GE(mismatches.load(), 1) << transport << " " << other << " " << count;
+      }
+    }
+  }
+}
+
 // Two ranks, data in the call header: a rank that only sends (broadcast root) returns once its
 // data is sent and reads its peer's call later. Both ranks believing they are the root send
 // and return; each finds the disagreement at its next call, naming both broadcasts.
