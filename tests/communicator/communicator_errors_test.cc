@@ -5,6 +5,8 @@
 #include <atomic>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -150,6 +152,41 @@ TEST(CommunicatorErrors, MismatchedNewCollectivesFailNamingBothCalls) {
   });
 }
 
+// Two ranks over `transport` make the calls `call(comm, rank, data, out)` (with `algorithms`
+// forced), which disagree: both must fail within 10 s, at least one with a MismatchError whose
+// message has every one of `parts`, the other with it or a PeerError about the disagreement.
+// `data` and `out` hold `floats` each.
+void expectTwoRanksFailAtOnce(const char* transport,
+                              const std::map<std::string, std::string>& algorithms, size_t floats,
+                              const std::string& what, const std::vector<std::string>& parts,
+                              const std::function<void(Communicator&, int, float*, float*)>& call) {
+  std::atomic<int> mismatches{0};
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o;
+    o.timeout = 20s;
+    o.transport = transport;
+    o.algorithms = algorithms;
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<float> data(floats, 1.0f);
+    std::vector<float> out(floats, 0.0f);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      call(comm, rank, data.data(), out.data());
+      ADD_FAILURE() << what << ": rank " << rank << " returned";
+    } catch (const MismatchError& e) {
+      ++mismatches;
+      for (const std::string& part : parts) {
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << what << ": " << e.what();
+      }
+    } catch (const PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos)
+          << what << ": " << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << what;
+  });
+  EXPECT_GE(mismatches.load(), 1) << what;
+}
+
 // Two ranks, data past a call header: the rank that only sends (the tree's broadcast and scatter
 // root, reduce and gather leaf, and the v-forms') sends its first message before it reads its
 // peer's call header (OpHeader::earlyData). Two ranks that both believe they only send (two roots,
@@ -160,50 +197,29 @@ TEST(CommunicatorErrors, MismatchedNewCollectivesFailNamingBothCalls) {
 TEST(CommunicatorErrors, TwoRanksThatBothOnlySendFailAfterTheirFirstMessage) {
   for (const char* transport : {"local", "shm", "tcp"}) {
     for (const size_t count : {size_t{16} << 10, size_t{1} << 20}) {
-      for (const char* op : {"broadcast", "reduce", "gather", "scatter", "gatherv", "scatterv"}) {
-        std::atomic<int> mismatches{0};
-        runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-          CommunicatorOptions o;
-          o.timeout = 20s;
-          o.transport = transport;
-          o.algorithms = {{op, "tree"}};
-          Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
-          std::vector<float> data(2 * count, 1.0f);
-          std::vector<float> out(2 * count, 0.0f);
-          const std::vector<size_t> counts{count, count};
-          const std::vector<size_t> displs{0, count};
-          const std::string what = fmt::format("{} {} count {}", transport, op, count);
-          const auto start = std::chrono::steady_clock::now();
-          try {
-            const std::string_view name = op;
-            if (name == "broadcast") {  // two roots
-              comm.broadcast(data.data(), count, DataType::kFloat32, rank);
-            } else if (name == "scatter") {
-              comm.scatter(data.data(), out.data(), count, DataType::kFloat32, rank);
-            } else if (name == "reduce") {  // each names the other: two leaves
-              comm.reduce(data.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum,
-                          1 - rank);
-            } else if (name == "gather") {
-              comm.gather(data.data(), out.data(), count, DataType::kFloat32, 1 - rank);
-            } else if (name == "gatherv") {
-              comm.gatherv(data.data(), out.data(), counts, displs, DataType::kFloat32, 1 - rank);
-            } else {
-              comm.scatterv(data.data(), counts, displs, out.data(), DataType::kFloat32, rank);
-            }
-            ADD_FAILURE() << what << ": rank " << rank << " returned";
-          } catch (const MismatchError& e) {
-            ++mismatches;
-            for (const int root : {0, 1}) {
-              EXPECT_NE(std::string(e.what()).find(fmt::format("root={}", root)), std::string::npos)
-                  << what << ": " << e.what();
-            }
-          } catch (const PeerError& e) {
-            EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos)
-                << what << ": " << e.what();
-          }
-          EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << what;
-        });
-        EXPECT_GE(mismatches.load(), 1) << transport << " " << op << " " << count;
+      const std::vector<size_t> counts{count, count};
+      const std::vector<size_t> displs{0, count};
+      for (const std::string op :
+           {"broadcast", "reduce", "gather", "scatter", "gatherv", "scatterv"}) {
+        expectTwoRanksFailAtOnce(transport, {{op, "tree"}}, 2 * count,
+                                 fmt::format("{} {} count {}", transport, op, count),
+                                 {"root=0", "root=1"},
+                                 [&](Communicator& comm, int rank, float* data, float* out) {
+                                   const auto f32 = DataType::kFloat32;
+                                   if (op == "broadcast") {  // two roots
+                                     comm.broadcast(data, count, f32, rank);
+                                   } else if (op == "scatter") {
+                                     comm.scatter(data, out, count, f32, rank);
+                                   } else if (op == "reduce") {  // each names the other: two leaves
+                                     comm.reduce(data, out, count, f32, ReduceOp::kSum, 1 - rank);
+                                   } else if (op == "gather") {
+                                     comm.gather(data, out, count, f32, 1 - rank);
+                                   } else if (op == "gatherv") {
+                                     comm.gatherv(data, out, counts, displs, f32, 1 - rank);
+                                   } else {
+                                     comm.scatterv(data, counts, displs, out, f32, rank);
+                                   }
+                                 });
       }
     }
   }
@@ -217,45 +233,24 @@ TEST(CommunicatorErrors, TwoRanksThatBothOnlySendFailAfterTheirFirstMessage) {
 TEST(CommunicatorErrors, TwoRankAllgathersThatDisagreeFailAfterTheirFirstMessage) {
   for (const char* transport : {"local", "shm", "tcp"}) {
     for (const size_t count : {size_t{16} << 10, size_t{1} << 20}) {
-      for (const char* other : {"allgather", "reduce", "broadcast"}) {
-        std::atomic<int> mismatches{0};
-        runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-          CommunicatorOptions o;
-          o.timeout = 20s;
-          o.transport = transport;
-          o.algorithms = {
-              {"allgather", "recursive_doubling"}, {"reduce", "tree"}, {"broadcast", "tree"}};
-          Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
-          std::vector<float> data(2 * count + 2, 1.0f);
-          std::vector<float> out(2 * count + 2, 0.0f);
-          const std::string what = fmt::format("{} allgather/{} count {}", transport, other, count);
-          const std::string_view name = other;
-          const auto start = std::chrono::steady_clock::now();
-          try {
-            if (rank == 0) {
-              comm.allgather(data.data(), out.data(), count, DataType::kFloat32);
-            } else if (name == "allgather") {
-              comm.allgather(data.data(), out.data(), count + 1, DataType::kFloat32);
-            } else if (name == "reduce") {
-              comm.reduce(data.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum, 1);
-            } else {
-              comm.broadcast(data.data(), count, DataType::kFloat32, 1);
-            }
-            ADD_FAILURE() << what << ": rank " << rank << " returned";
-          } catch (const MismatchError& e) {
-            ++mismatches;
-            for (const std::string& part :
-                 {fmt::format("allgather(count={}", count), fmt::format("{}(count=", other)}) {
-              EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
-                  << what << ": " << e.what();
-            }
-          } catch (const PeerError& e) {
-            EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos)
-                << what << ": " << e.what();
-          }
-          EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << what;
-        });
-        EXPECT_GE(mismatches.load(), 1) << transport << " " << other << " " << count;
+      for (const std::string other : {"allgather", "reduce", "broadcast"}) {
+        expectTwoRanksFailAtOnce(
+            transport,
+            {{"allgather", "recursive_doubling"}, {"reduce", "tree"}, {"broadcast", "tree"}},
+            2 * count + 2, fmt::format("{} allgather/{} count {}", transport, other, count),
+            {fmt::format("allgather(count={}", count), other + "(count="},
+            [&](Communicator& comm, int rank, float* data, float* out) {
+              const auto f32 = DataType::kFloat32;
+              if (rank == 0) {
+                comm.allgather(data, out, count, f32);
+              } else if (other == "allgather") {
+                comm.allgather(data, out, count + 1, f32);
+              } else if (other == "reduce") {
+                comm.reduce(data, out, count, f32, ReduceOp::kSum, 1);
+              } else {
+                comm.broadcast(data, count, f32, 1);
+              }
+            });
       }
     }
   }
