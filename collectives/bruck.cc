@@ -26,7 +26,7 @@ void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceB
   // receiver name the same blocks (the sender's tmp[0, c) is the receiver's tmp[dist, dist+c)),
   // so both split it alike and each part is one exchange. No scratch, no final rotation.
   std::byte* mine = args.recv + static_cast<size_t>(r) * block;
-  if (mine != args.send && block > 0) std::memcpy(mine, args.send, block);
+  copyOwnBlock(mine, args.send, block, block * static_cast<size_t>(n));
   // Blocks [first, first+count) mod n: the part before the wrap, then the part after it.
   auto part = [&](int first, int count, int which) {
     const int before = std::min(count, n - first);

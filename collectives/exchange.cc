@@ -3,6 +3,7 @@
 // compute alike, so sender and receiver cut the same way.
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <memory>
 
 #include "collectives/collectives.h"
@@ -48,6 +49,15 @@ bool tracesBlocks(const WaitContext& wait, const BlockTrace* blocks) {
 }
 
 }  // namespace
+
+void copyOwnBlock(std::byte* dst, const std::byte* src, size_t bytes, size_t resultBytes) {
+  if (bytes == 0 || dst == src) return;
+  if (resultBytes >= 2 * kernels::kStreamingBytes) {
+    kernels::streamCopy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
 
 std::byte* scratchBytes(int slot, size_t bytes) {
   struct Buffer {

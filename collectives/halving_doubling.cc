@@ -233,7 +233,7 @@ void doublingAllgather(const Group& group, const Layout& layout, Where&& where,
   const bool direct = n == p && packed;
   std::byte* work = direct ? recv + *packed * es : scratchBytes(0, total);
   std::byte* mine = work + layout.offsetOf(r) * es;
-  if (mine != send && own > 0) std::memcpy(mine, send, own);
+  copyOwnBlock(mine, send, own, total);
   if (r < n - p) {
     recvSliced(group.link(r + p), work + layout.offsetOf(r + p) * es, layout.countOf(r + p) * es,
                sliceBytes, wait, false, traces.foldedOrNull(), layout.offsetOf(r + p));

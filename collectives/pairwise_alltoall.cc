@@ -28,10 +28,10 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
   const int r = group.rank;
   const size_t element = args.elementBytes;
   auto at = [element](auto* base, const Piece& block) { return base + block.offset * element; };
-  const size_t own = args.recvBlocks[r].count * element;
-  if (own > 0 && at(args.recv, args.recvBlocks[r]) != at(args.send, args.sendBlocks[r])) {
-    std::memcpy(at(args.recv, args.recvBlocks[r]), at(args.send, args.sendBlocks[r]), own);
-  }
+  size_t result = 0;
+  for (const Piece& block : args.recvBlocks) result += block.count * element;
+  copyOwnBlock(at(args.recv, args.recvBlocks[r]), at(args.send, args.sendBlocks[r]),
+               args.recvBlocks[r].count * element, result);
   for (int s = 1; s < n; ++s) {
     const int to = wrap(r + s, n);
     const int from = wrap(r - s, n);

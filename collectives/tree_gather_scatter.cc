@@ -139,8 +139,7 @@ void gatherTree(const Group& group, const std::byte* send, std::byte* recv, cons
   const int v = wrap(group.rank - root, n);
   const size_t mineBytes = blocks.bytes(v, v + 1);
   if (v == 0) {  // the root: every child's subtree lands at its blocks' places
-    std::byte* own = blocks.rootBlock(recv);
-    if (mineBytes > 0 && own != send) std::memcpy(own, send, mineBytes);
+    copyOwnBlock(blocks.rootBlock(recv), send, mineBytes, blocks.start(n));
     std::byte* staging = nullptr;
     for (int mask = 1; mask < n; mask <<= 1) {
       const int last = std::min(2 * mask, n);
@@ -208,8 +207,7 @@ void scatterTree(const Group& group, const std::byte* send, std::byte* recv, con
       blocks.copy(all, staging, false, mask, last);
       sendSliced(child, staging, bytes, sliceBytes, wait, afterFirst);
     }
-    const std::byte* own = blocks.rootBlock(all);
-    if (mineBytes > 0 && own != recv) std::memcpy(recv, own, mineBytes);
+    copyOwnBlock(recv, blocks.rootBlock(all), mineBytes, mineBytes);
     return;
   }
   const int last = v + subtreeBlocks(v, n);
@@ -246,8 +244,7 @@ void gatherLinear(const Group& group, const std::byte* send, std::byte* recv, co
     }
     return;
   }
-  std::byte* own = blocks.rootBlock(recv);
-  if (mineBytes > 0 && own != send) std::memcpy(own, send, mineBytes);
+  copyOwnBlock(blocks.rootBlock(recv), send, mineBytes, blocks.start(n));
   std::vector<PeerBlock> from;
   for (int u = 1; u < n; ++u) {
     const size_t bytes = blocks.bytes(u, u + 1);
@@ -274,8 +271,7 @@ void scatterLinear(const Group& group, const std::byte* send, std::byte* recv, c
     if (bytes > 0) to.push_back({&group.link(wrap(root + u, n)), blocks.run(all, u, u + 1), bytes});
   }
   sendToEach(to, sliceBytes, wait, /*lend=*/true);  // each rank's first receive
-  const std::byte* own = blocks.rootBlock(all);
-  if (mineBytes > 0 && own != recv) std::memcpy(recv, own, mineBytes);
+  copyOwnBlock(recv, blocks.rootBlock(all), mineBytes, mineBytes);
 }
 
 // The schedule's gather or scatter over either block layout.

@@ -2,6 +2,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
 #include "tests/collectives/matrix.h"
 #include "tests/support/ranks.h"
 #include "transports/registry.h"
@@ -85,6 +89,51 @@ INSTANTIATE_TEST_SUITE_P(AutoProcesses, CollectiveMatrix,
 INSTANTIATE_TEST_SUITE_P(Local, CollectiveMatrix,
                          ::testing::ValuesIn(threadCases("local", {1, 2, 3, 4, 5, 6, 7, 8})),
                          caseName);
+
+// Results of at least twice kernels::kStreamingBytes take each rank's own block with
+// non-temporal stores (collectives::copyOwnBlock). Odd sizes and a destination one element off
+// its allocation's alignment take the copy's unaligned head and tail; every element is checked.
+TEST(LargeResults, OwnBlocksCopiedWithStreamingStoresAreExact) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o;
+    o.transport = "local";
+    o.timeout = std::chrono::seconds(60);
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    // Per rank: 8 MiB and 12 bytes, so that a result of two blocks passes 16 MiB.
+    const size_t count = (size_t{8} << 20) / sizeof(int32_t) + 3;
+    auto value = [](int from, size_t i) { return static_cast<int32_t>((from << 24) | i); };
+    std::vector<int32_t> send(2 * count);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = value(rank, i);
+    std::vector<int32_t> out(2 * count + 1);
+    int32_t* recv = out.data() + 1;
+    // Each check stops at its first wrong element (one failure, not millions).
+    auto expectBlocks = [&](const char* what, size_t blocks, size_t block, auto expected) {
+      for (size_t q = 0; q < blocks; ++q) {
+        for (size_t i = 0; i < block; ++i) {
+          if (recv[q * block + i] != expected(static_cast<int>(q), i)) {
+            ADD_FAILURE() << what << " rank " << rank << ": block " << q << " element " << i
+                          << " is " << recv[q * block + i];
+            return;
+          }
+        }
+      }
+    };
+    comm.allgather(send.data(), recv, count, DataType::kInt32);
+    expectBlocks("allgather", 2, count, [&](int q, size_t i) { return value(q, i); });
+    comm.allToAll(send.data(), recv, count, DataType::kInt32);
+    expectBlocks("alltoall", 2, count,
+                 [&](int q, size_t i) { return value(q, static_cast<size_t>(rank) * count + i); });
+    comm.gather(send.data(), recv, count, DataType::kInt32, 1);
+    if (rank == 1) expectBlocks("gather", 2, count, [&](int q, size_t i) { return value(q, i); });
+    // The scatter's result is one block: 16 MiB and 24 bytes here.
+    std::vector<int32_t> all(4 * count);
+    for (size_t i = 0; i < all.size(); ++i) all[i] = value(rank, i);
+    comm.scatter(all.data(), recv, 2 * count, DataType::kInt32, 0);
+    expectBlocks("scatter", 1, 2 * count, [&](int, size_t i) {
+      return value(0, static_cast<size_t>(rank) * 2 * count + i);
+    });
+  });
+}
 
 }  // namespace
 }  // namespace ringlet::testing
