@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "collectives/chunking.h"
 #include "ringlet/types.h"
@@ -395,6 +396,21 @@ void recvSliced(Link& link, std::byte* data, size_t bytes, size_t slice, const W
 // (recv = local op incoming, elementwise; `local` is recv unless set) instead of copied. `send`
 // stays in use until the exchange returns: it must not overlap `recv`. `streaming` writes `recv`
 // with non-temporal stores (a large result that the call does not read again soon).
+// An algorithm's afterFirstSend (sendSliced's `afterFirst`), run at most once: call it after each
+// send and before each receive; it runs at the first of those, so after the first send, or before
+// the first receive where nothing is sent first. Empty or null: nothing runs.
+class AfterFirstSend {
+ public:
+  explicit AfterFirstSend(const std::function<void()>* call)
+      : call_(call != nullptr && *call ? call : nullptr) {}
+  void operator()() {
+    if (call_ != nullptr) std::exchange(call_, nullptr)->operator()();
+  }
+
+ private:
+  const std::function<void()>* call_;
+};
+
 struct Exchange {
   Link* out = nullptr;
   const std::byte* send = nullptr;

@@ -86,6 +86,7 @@ void sendMessages(Link& link, const std::byte* data, size_t bytes, size_t slice,
     return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes};
   });
   const size_t step = messageBytes(link, slice);
+  AfterFirstSend once(&afterFirst);
   for (size_t offset = 0; offset < bytes; offset += step) {
     const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
     const size_t n = std::min(step, bytes - offset);
@@ -94,7 +95,7 @@ void sendMessages(Link& link, const std::byte* data, size_t bytes, size_t slice,
     } else {
       sendFrom(link, data + offset, n, wait);
     }
-    if (offset == 0 && afterFirst) afterFirst();
+    once();
     if (byBlock) {
       recordBlocks(wait, {.name = "send", .to = link.peer()}, *blocks,
                    at + offset / blocks->elementBytes, n, start);
@@ -249,11 +250,7 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const bool lends = x.lend && !x.reduce && !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
   size_t sent = 0;
   size_t received = 0;
-  bool checked = x.afterFirstSend == nullptr || !*x.afterFirstSend;
-  auto checkOnce = [&] {
-    if (!checked) (*x.afterFirstSend)();
-    checked = true;
-  };
+  AfterFirstSend once(x.afterFirstSend);
   while (sent < x.sendBytes || received < x.recvBytes) {
     if (sent < x.sendBytes) {
       const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
@@ -268,10 +265,10 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
                      x.sendAt + sent / x.blocks->elementBytes, bytes, start);
       }
       sent += bytes;
-      checkOnce();
+      once();
     }
     if (received < x.recvBytes) {
-      checkOnce();  // (nothing to send: before the first receive)
+      once();
       const auto start = byBlock ? trace::Clock::now() : trace::Clock::time_point{};
       const size_t bytes = std::min(recvStep, x.recvBytes - received);
       if (x.reduce) {

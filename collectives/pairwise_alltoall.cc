@@ -50,11 +50,7 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
     const bool lends = !overlaps(source, sendBytes, target, recvBytes);
     size_t sent = 0;
     size_t received = 0;
-    bool checked = s > 1 || !afterFirstSend;
-    auto checkOnce = [&] {
-      if (!checked) afterFirstSend();
-      checked = true;
-    };
+    AfterFirstSend once(s == 1 ? &afterFirstSend : nullptr);
     while (sent < sendBytes || received < recvBytes) {
       if (sent < sendBytes) {
         const size_t bytes = std::min(sendSlice, sendBytes - sent);
@@ -64,10 +60,10 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
           sendFrom(out, source + sent, bytes, wait);
         }
         sent += bytes;
-        checkOnce();
+        once();
       }
       if (received < recvBytes) {
-        checkOnce();  // (nothing to send: before the first receive)
+        once();
         const size_t bytes = std::min(recvSlice, recvBytes - received);
         in.recvInto(target + received, bytes, wait);
         received += bytes;
