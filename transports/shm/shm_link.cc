@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "ringlet/error.h"
+#include "transports/shm/tsan_sync.h"
 
 namespace ringlet::transport::shm {
 namespace {
@@ -362,6 +363,10 @@ void ShmLink::lend(const std::byte* data, size_t bytes, const WaitContext& wait)
   const uint64_t address = reinterpret_cast<uint64_t>(data);
   std::memcpy(out_->cells[outHead_ & (kCells - 1)].payload, &address, sizeof(address));
   lentUntil_ = outHead_ + 1;
+  if constexpr (tsan::kEnabled) {
+    tsan::release(data);
+    lentKeys_.push_back(data);
+  }
   announce((uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes | channelBit() |
            Cell::kLent);
 }
@@ -372,6 +377,10 @@ void ShmLink::flush(const WaitContext& wait) {
   checkUsable("flush");
   auto read = [&] { return outTailSeen_ >= lentUntil_; };
   if (!read()) waitForSpace(read, 0, wait, WaitFor::kRead);
+  if constexpr (tsan::kEnabled) {
+    for (const std::byte* key : lentKeys_) tsan::acquire(key);
+    lentKeys_.clear();
+  }
 }
 
 const std::byte* ShmLink::recv(size_t bytes, const WaitContext& wait) {
@@ -401,7 +410,10 @@ void ShmLink::readLent(uint64_t index, std::byte* dst, size_t bytes, const WaitC
     // The lender's memory is this process's: read it only while the lender has not failed (a
     // failed call's buffer goes back to its caller, who may free it).
     checkPeerFlags(WaitFor::kMessage, bytes, wait);
-    std::memcpy(dst, reinterpret_cast<const std::byte*>(address), bytes);
+    const auto* lent = reinterpret_cast<const std::byte*>(address);
+    tsan::acquire(lent);
+    std::memcpy(dst, lent, bytes);
+    tsan::release(lent);  // read before the lender's flush() returns
   } else {
     iovec local{.iov_base = dst, .iov_len = bytes};
     iovec remote{.iov_base = reinterpret_cast<void*>(address), .iov_len = bytes};
@@ -461,6 +473,7 @@ const std::byte* ShmLink::takeMessage(size_t bytes, bool exact, uint64_t* length
   } else if ((word & Cell::kDirect) != 0) [[unlikely]] {
     payload = directPayload(word, seq);
     if (payload == nullptr) throwCorrupt(word, wait);
+    tsan::acquire(expectAddress_);
   } else {
     payload = payloadOf(inNext_, word, inLarge_);
   }
@@ -632,7 +645,10 @@ bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext&
   }
   bool written = true;
   if (watch_.sameProcess()) {
+    const auto* posted = reinterpret_cast<const void*>(post.address.load(std::memory_order_relaxed));
+    tsan::acquire(posted);
     std::memcpy(reinterpret_cast<void*>(target), data, bytes);
+    tsan::release(posted);
   } else {
     iovec local{.iov_base = const_cast<std::byte*>(data), .iov_len = bytes};
     iovec remote{.iov_base = reinterpret_cast<void*>(target), .iov_len = bytes};
@@ -678,6 +694,7 @@ void ShmLink::expect(std::byte* dst, size_t bytes, size_t step) {
   post.step.store(step, std::memory_order_relaxed);
   post.firstSeq.store(expectFirst_, std::memory_order_relaxed);
   post.channel.store(static_cast<uint32_t>(expectChannel_), std::memory_order_relaxed);
+  tsan::release(dst);
   post.state.store((++postSeq_ << 2) | Post::kPosted, std::memory_order_release);
 }
 
@@ -689,8 +706,13 @@ void ShmLink::unexpect() noexcept {
   const Deadline giveUp = Clock::now() + std::chrono::seconds(10);
   for (;;) {
     uint64_t state = (postSeq_ << 2) | Post::kPosted;
-    if (post.state.compare_exchange_strong(state, Post::kNone, std::memory_order_acq_rel)) return;
-    if ((state & Post::kModeMask) != Post::kWriting) return;  // not this post's any more
+    const bool withdrawn =
+        post.state.compare_exchange_strong(state, Post::kNone, std::memory_order_acq_rel);
+    // Else a write under way (kWriting) is waited for; any other state is not this post's.
+    if (withdrawn || (state & Post::kModeMask) != Post::kWriting) {
+      tsan::acquire(expectAddress_);  // what the peer wrote there
+      return;
+    }
     if (Clock::now() > giveUp || !watch_.alive()) return;
     ::sched_yield();
   }

@@ -233,6 +233,8 @@ class ShmLink final : public Link {
   bool readsPeer_ = false;
   bool takenLent_ = false;
   std::vector<std::vector<std::byte>> lentCopies_;
+  // The buffers lent since the last flush, in a ThreadSanitizer build only (tsan_sync.h).
+  std::vector<const std::byte*> lentKeys_;
 };
 
 }  // namespace ringlet::transport::shm
