@@ -1,7 +1,9 @@
 // The wait engine's out-of-line parts (progress.h), WaitContext, and transport settings.
 #include "transports/progress.h"
 
+#include <linux/futex.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -173,6 +175,52 @@ void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
       readAlready = owners[i];
     }
   }
+}
+
+bool sleepOnLinks(std::span<Link* const> links, std::chrono::nanoseconds slice) {
+  static std::atomic<bool> unsupported{false};  // the kernel has no futex_waitv
+  constexpr size_t kMaxWords = 128;             // FUTEX_WAITV_MAX
+  if (links.empty() || links.size() > kMaxWords || unsupported.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  std::array<futex_waitv, kMaxWords> words{};
+  size_t armed = 0;
+  bool canSleep = true;
+  bool ready = false;
+  for (Link* link : links) {
+    std::atomic<uint32_t>* word = nullptr;
+    uint32_t seen = 0;
+    const Link::Wake wake = link->armWake(&word, &seen);
+    if (wake == Link::Wake::kArmed) {
+      words[armed++] = futex_waitv{.val = seen,
+                                   .uaddr = reinterpret_cast<uintptr_t>(word),
+                                   .flags = FUTEX_32,  // shared: the word is in a segment
+                                   .__reserved = 0};
+      continue;
+    }
+    canSleep = wake == Link::Wake::kReady;
+    ready = canSleep;
+    break;
+  }
+  if (canSleep && !ready) {
+    timespec until{};
+    ::clock_gettime(CLOCK_MONOTONIC, &until);
+    const auto end = std::chrono::seconds(until.tv_sec) + std::chrono::nanoseconds(until.tv_nsec) +
+                     std::max<std::chrono::nanoseconds>(slice, std::chrono::nanoseconds(0));
+    until.tv_sec = static_cast<time_t>(std::chrono::floor<std::chrono::seconds>(end).count());
+    until.tv_nsec =
+        static_cast<long>((end - std::chrono::floor<std::chrono::seconds>(end)).count());
+    // EAGAIN (a word changed before the sleep), ETIMEDOUT, EINTR: all end the sleep alike.
+    if (::syscall(SYS_futex_waitv, words.data(), static_cast<unsigned>(armed), 0u, &until,
+                  CLOCK_MONOTONIC) < 0 &&
+        errno == ENOSYS) {
+      unsupported.store(true, std::memory_order_relaxed);
+      canSleep = false;
+    }
+  }
+  // Every link armed before the one that stopped the loop, and all of them after a sleep.
+  for (Link* link : links.first(armed)) link->disarmWake();
+  return canSleep;
 }
 
 Settings readSettings(const TransportEntry& entry) {

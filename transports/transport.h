@@ -261,6 +261,18 @@ class Link {
   // call reports a broken connection), so a peer's large send keeps moving while this rank waits
   // on another link.
   virtual void readAhead() noexcept {}
+  // For a wait on several links at once (a recv from any source; sleepOnLinks in progress.h),
+  // never blocks: kArmed with the futex word in shared memory that this link's writer changes,
+  // and wakes, once a message lands or the peer aborts or closes (`*word`; its value now in
+  // `*seen`: sleep while it holds), the writer told that someone sleeps; kReady when a message or
+  // the peer's end is here already (do not sleep); kNone where the link has no such word (the
+  // default: it is polled, pollFds(), or wakes a condition variable). After kArmed,
+  // disarmWake() once the sleep is over.
+  enum class Wake { kNone, kReady, kArmed };
+  virtual Wake armWake(std::atomic<uint32_t>** /*word*/, uint32_t* /*seen*/) noexcept {
+    return Wake::kNone;
+  }
+  virtual void disarmWake() noexcept {}
   // Best effort, never blocks for long: tells the peer this rank failed (it will throw PeerError
   // carrying `reason` and naming `origin`), then closes. Later calls throw AbortedError.
   virtual void abort(int origin, std::string_view reason) = 0;

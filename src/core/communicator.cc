@@ -580,8 +580,9 @@ std::string describeStashes(detail::CommunicatorImpl& impl) {
 // first). A look at every linked rank, starting after the rank the last one took from (so one
 // busy sender does not starve the others); ranks not linked yet that announced a link are linked
 // (linkAnnounced). `waits` false (tryRecv): one look, nullopt when nothing has arrived. Else
-// looks until a message comes, spinning, then yielding, then sleeping 20 us doubling to 0.25 ms
-// between looks (every link at once has no one thing to block on), and ends on the deadline,
+// looks until a message comes, spinning, then yielding, then sleeping: on every link at once
+// until a message lands where all are shared memory (sleepOnWatched), else 20 us doubling to
+// 0.25 ms between looks; and ends on the deadline,
 // on abort(), or once every other rank has closed its end. `wait`'s links are refreshed when
 // links are added.
 std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collectives::Group& group,
@@ -637,6 +638,24 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
   // Whether the peers' processes still run (a system call per link) is asked this often.
   constexpr auto kAliveEvery = std::chrono::milliseconds(100);
   auto nextAlive = transport::Clock::now() + kAliveEvery;
+  // Where every rank it waits for is linked over shared memory, the sleep is one on all those
+  // links at once that the first message wakes (transport::sleepOnLinks), for up to a slice, so
+  // that the deadline, abort() and the peers' health are looked at between slices; else it is
+  // by the clock.
+  std::vector<transport::Link*> watchedLinks;
+  auto sleepOnWatched = [&] {
+    constexpr auto kSlice = std::chrono::milliseconds(10);
+    watchedLinks.clear();
+    for (int peer = 0; peer < size; ++peer) {
+      if (!watched(peer)) continue;
+      transport::Link* link = group.links[static_cast<size_t>(peer)];
+      if (link == nullptr) return false;  // linked from the store: look there often
+      watchedLinks.push_back(link);
+    }
+    const auto left = std::min<transport::Clock::duration>(
+        {kSlice, wait.deadline - transport::Clock::now(), nextAlive - transport::Clock::now()});
+    return transport::sleepOnLinks(watchedLinks, left);
+  };
   for (int round = 0;; ++round) {
     if (unlinked()) linkAnnounced();  // a store round trip every 2 ms at most
     if (auto found = look()) return found;
@@ -680,7 +699,7 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
       transport::cpuRelax();
     } else if (round < policy.spins + policy.yields) {
       std::this_thread::yield();
-    } else {
+    } else if (!sleepOnWatched()) {
       std::this_thread::sleep_for(sleep);
       sleep = std::min(sleep * 2, std::chrono::microseconds(kLongestSleep));
     }

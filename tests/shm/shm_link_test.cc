@@ -431,6 +431,60 @@ TEST(ShmLink, ClosedPeerIsPeerErrorAfterItsLastMessage) {
   });
 }
 
+// A wait on several links at once (a recv from any source) sleeps until the first message lands
+// on any of them, not by the clock; a message the waiter leaves unread does not keep it awake.
+TEST(ShmLink, SleepOnLinksWakesAtTheFirstMessageOfAny) {
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-sleep-any");
+  auto sinceMs = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start)
+        .count();
+  };
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path()), job);
+    std::vector<std::byte> data(64, std::byte{7});
+    if (rank != 0) {
+      // Rank 1 sends a message rank 0 leaves unread for a while, and another once rank 0
+      // sleeps again; rank 2 sends one once rank 0 sleeps.
+      if (rank == 1) mesh.to(0).send(data.data(), data.size(), mesh.wait());
+      store->getString(rank == 2 ? "first" : "second");
+      std::this_thread::sleep_for(100ms);
+      mesh.to(0).send(data.data(), data.size(), mesh.wait());
+      store->getString("done");
+      return;
+    }
+    std::vector<transport::Link*> links = {&mesh.to(1), &mesh.to(2)};
+    // Rank 1's message: news at the first arm (no sleep), then no longer.
+    while (!mesh.to(1).messageReady()) std::this_thread::sleep_for(1ms);
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(transport::sleepOnLinks(links, 10s));
+    EXPECT_LT(sinceMs(start), 5000);
+    start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(transport::sleepOnLinks(links, 150ms));
+    EXPECT_GE(sinceMs(start), 100) << "a message left unread kept the sleep from starting";
+    // Rank 2 sends 100 ms after this: the sleep of up to 10 s ends with it.
+    store->setString("first", "1");
+    start = std::chrono::steady_clock::now();
+    while (!mesh.to(2).messageReady()) {
+      ASSERT_TRUE(transport::sleepOnLinks(links, 10s));
+      ASSERT_LT(sinceMs(start), 5000) << "slept past the message";
+    }
+    mesh.to(2).recvInto(data.data(), data.size(), mesh.wait());
+    // Rank 1's first message taken, its second comes 100 ms after this.
+    mesh.to(1).recvInto(data.data(), data.size(), mesh.wait());
+    store->setString("second", "1");
+    start = std::chrono::steady_clock::now();
+    while (!mesh.to(1).messageReady()) {
+      ASSERT_TRUE(transport::sleepOnLinks(links, 10s));
+      ASSERT_LT(sinceMs(start), 5000) << "slept past the message";
+    }
+    mesh.to(1).recvInto(data.data(), data.size(), mesh.wait());
+    store->setString("done", "1");
+  });
+  EXPECT_TRUE(dir.files().empty());
+}
+
 TEST(ShmTransport, CanConnectSameNonEmptyHostIdOnly) {
   const transport::TransportEntry* entry = transport::findTransport("shm");
   ASSERT_NE(entry, nullptr);

@@ -561,6 +561,42 @@ bool ShmLink::spinForMessage() noexcept {
   return spinUntil(waiter_, [&] { return messageReady(); });
 }
 
+Link::Wake ShmLink::armWake(std::atomic<uint32_t>** word, uint32_t* seen) noexcept {
+  if (aborted_) return Wake::kNone;  // the caller's look reports it
+  // As block() in waitUntil: the flag, a fence (the writer's too, with membarrier fences), then
+  // what was published; the writer that publishes after this bumps the word and wakes.
+  in_->consumerSleeping.store(kSleeping, std::memory_order_relaxed);
+  if (membarrierFences_) {
+    membarrierFence();
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  *word = &in_->dataWord;
+  *seen = in_->dataWord.load(std::memory_order_acquire);
+  // Ready when a message came since the last arm: messages the caller's looks leave here (a
+  // collective's, a point-to-point one of another tag) must not keep it from sleeping.
+  uint64_t end = inNext_;
+  uint64_t announcedWord = 0;
+  while (end - inNext_ < kCells && announced(end, &announcedWord)) ++end;
+  const bool news = end != wakeEnd_;
+  wakeEnd_ = end;
+  if (news) {
+    disarmWake();
+    return Wake::kReady;
+  }
+  // A peer that closed or aborted wakes nobody again: the caller sleeps by the clock.
+  if (other_->state.load(std::memory_order_acquire) !=
+      static_cast<uint32_t>(EndpointState::kOpen)) {
+    disarmWake();
+    return Wake::kNone;
+  }
+  return Wake::kArmed;
+}
+
+void ShmLink::disarmWake() noexcept {
+  in_->consumerSleeping.store(kAwake, std::memory_order_relaxed);
+}
+
 void ShmLink::release() {
   if (inTail_ == inNext_) {
     throw InvalidArgument(
@@ -645,7 +681,8 @@ bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext&
   }
   bool written = true;
   if (watch_.sameProcess()) {
-    const auto* posted = reinterpret_cast<const void*>(post.address.load(std::memory_order_relaxed));
+    const auto* posted =
+        reinterpret_cast<const void*>(post.address.load(std::memory_order_relaxed));
     tsan::acquire(posted);
     std::memcpy(reinterpret_cast<void*>(target), data, bytes);
     tsan::release(posted);

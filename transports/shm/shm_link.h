@@ -67,6 +67,8 @@ class ShmLink final : public Link {
   void checkPeer(const WaitContext& wait) override;
   void checkPeerAlive(const WaitContext& wait) override;
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
+  Wake armWake(std::atomic<uint32_t>** word, uint32_t* seen) noexcept override;
+  void disarmWake() noexcept override;
   void abort(int origin, std::string_view reason) override;
 
  private:
@@ -205,6 +207,8 @@ class ShmLink final : public Link {
   // Both sides joined membarrier fences: the writer's side of the sleep handshake needs no
   // full fence (shm_wait.h).
   bool membarrierFences_;
+  // One past the last message announced when armWake() last looked.
+  uint64_t wakeEnd_ = 0;
 
   bool aborted_ = false;
   std::string abortReason_;
