@@ -463,23 +463,20 @@ TEST(ShmLink, SleepOnLinksWakesAtTheFirstMessageOfAny) {
     start = std::chrono::steady_clock::now();
     ASSERT_TRUE(transport::sleepOnLinks(links, 150ms));
     EXPECT_GE(sinceMs(start), 100) << "a message left unread kept the sleep from starting";
-    // Rank 2 sends 100 ms after this: the sleep of up to 10 s ends with it.
-    store->setString("first", "1");
-    start = std::chrono::steady_clock::now();
-    while (!mesh.to(2).messageReady()) {
-      ASSERT_TRUE(transport::sleepOnLinks(links, 10s));
-      ASSERT_LT(sinceMs(start), 5000) << "slept past the message";
-    }
-    mesh.to(2).recvInto(data.data(), data.size(), mesh.wait());
-    // Rank 1's first message taken, its second comes 100 ms after this.
+    // `peer` sends 100 ms after `key` is set: sleeps of up to 10 s end with its message.
+    auto sleepUntilMessage = [&](const std::string& key, int peer) {
+      store->setString(key, "1");
+      const auto since = std::chrono::steady_clock::now();
+      while (!mesh.to(peer).messageReady()) {
+        ASSERT_TRUE(transport::sleepOnLinks(links, 10s));
+        ASSERT_LT(sinceMs(since), 5000) << "slept past the message";
+      }
+      mesh.to(peer).recvInto(data.data(), data.size(), mesh.wait());
+    };
+    sleepUntilMessage("first", 2);
+    // Rank 1's first message taken, its second comes after this.
     mesh.to(1).recvInto(data.data(), data.size(), mesh.wait());
-    store->setString("second", "1");
-    start = std::chrono::steady_clock::now();
-    while (!mesh.to(1).messageReady()) {
-      ASSERT_TRUE(transport::sleepOnLinks(links, 10s));
-      ASSERT_LT(sinceMs(start), 5000) << "slept past the message";
-    }
-    mesh.to(1).recvInto(data.data(), data.size(), mesh.wait());
+    sleepUntilMessage("second", 1);
     store->setString("done", "1");
   });
   EXPECT_TRUE(dir.files().empty());
