@@ -177,32 +177,80 @@ void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
   }
 }
 
-bool sleepOnLinks(std::span<Link* const> links, std::chrono::nanoseconds slice) {
-  static std::atomic<bool> unsupported{false};  // the kernel has no futex_waitv
-  constexpr size_t kMaxWords = 128;             // FUTEX_WAITV_MAX
-  if (links.empty() || links.size() > kMaxWords || unsupported.load(std::memory_order_relaxed)) {
-    return false;
+namespace {
+
+timespec relativeTimespec(std::chrono::nanoseconds span) {
+  span = std::max(span, std::chrono::nanoseconds(0));
+  return timespec{static_cast<time_t>(span.count() / 1000000000),
+                  static_cast<long>(span.count() % 1000000000)};
+}
+
+// sleepOnLinks where every link is polled (TCP): one ppoll() on all their descriptors, for input,
+// and for output where sends are queued (pumped first); input is read ahead. False where one is
+// not polled, or a peer hung up (a closed end keeps a descriptor readable: the caller's looks
+// find out, sleeping by the clock meanwhile).
+bool pollLinksFor(std::span<Link* const> links, std::chrono::nanoseconds slice) {
+  constexpr size_t kMaxPollFds = 256;
+  std::array<pollfd, kMaxPollFds> fds;
+  std::array<Link*, kMaxPollFds> owners;
+  size_t count = 0;
+  for (Link* link : links) {
+    if (!link->pollable()) return false;
+    link->pump();
+    const size_t added = link->pollFds(std::span(fds.data() + count, fds.size() - count));
+    if (added == 0) return false;
+    for (size_t i = 0; i < added; ++i) owners[count++] = link;
   }
+  const timespec timeout = relativeTimespec(slice);
+  if (::ppoll(fds.data(), count, &timeout, nullptr) < 0) return errno == EINTR;
+  bool hungUp = false;
+  Link* readAlready = nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    const short events = fds[i].revents;
+    hungUp = hungUp || (events & (POLLHUP | POLLERR)) != 0;
+    if ((events & POLLOUT) != 0) owners[i]->pump();
+    if ((events & (POLLIN | POLLHUP | POLLERR)) != 0 && owners[i] != readAlready) {
+      owners[i]->readAhead();  // reads every stream of that link
+      readAlready = owners[i];
+    }
+  }
+  return !hungUp;
+}
+
+}  // namespace
+
+bool sleepOnLinks(std::span<Link* const> links, std::chrono::nanoseconds slice) {
+  static std::atomic<bool> noWaitv{false};  // the kernel has no futex_waitv
+  constexpr size_t kMaxWords = 128;         // FUTEX_WAITV_MAX
+  if (links.empty()) return false;
   std::array<futex_waitv, kMaxWords> words{};
+  std::array<Link*, kMaxWords> armedLinks{};
   size_t armed = 0;
-  bool canSleep = true;
+  size_t polled = 0;  // links with no word (kNone)
   bool ready = false;
   for (Link* link : links) {
     std::atomic<uint32_t>* word = nullptr;
     uint32_t seen = 0;
-    const Link::Wake wake = link->armWake(&word, &seen);
+    const Link::Wake wake = armed < kMaxWords && !noWaitv.load(std::memory_order_relaxed)
+                                ? link->armWake(&word, &seen)
+                                : Link::Wake::kNone;
     if (wake == Link::Wake::kArmed) {
+      armedLinks[armed] = link;
       words[armed++] = futex_waitv{.val = seen,
                                    .uaddr = reinterpret_cast<uintptr_t>(word),
                                    .flags = FUTEX_32,  // shared: the word is in a segment
                                    .__reserved = 0};
-      continue;
+    } else if (wake == Link::Wake::kReady) {
+      ready = true;
+      break;
+    } else {
+      ++polled;
     }
-    canSleep = wake == Link::Wake::kReady;
-    ready = canSleep;
-    break;
   }
-  if (canSleep && !ready) {
+  bool slept = ready;
+  if (!ready && polled == links.size()) {
+    slept = pollLinksFor(links, slice);
+  } else if (!ready && polled == 0) {
     timespec until{};
     ::clock_gettime(CLOCK_MONOTONIC, &until);
     const auto end = std::chrono::seconds(until.tv_sec) + std::chrono::nanoseconds(until.tv_nsec) +
@@ -211,16 +259,14 @@ bool sleepOnLinks(std::span<Link* const> links, std::chrono::nanoseconds slice) 
     until.tv_nsec =
         static_cast<long>((end - std::chrono::floor<std::chrono::seconds>(end)).count());
     // EAGAIN (a word changed before the sleep), ETIMEDOUT, EINTR: all end the sleep alike.
-    if (::syscall(SYS_futex_waitv, words.data(), static_cast<unsigned>(armed), 0u, &until,
-                  CLOCK_MONOTONIC) < 0 &&
-        errno == ENOSYS) {
-      unsupported.store(true, std::memory_order_relaxed);
-      canSleep = false;
-    }
+    slept = ::syscall(SYS_futex_waitv, words.data(), static_cast<unsigned>(armed), 0u, &until,
+                      CLOCK_MONOTONIC) >= 0 ||
+            errno != ENOSYS;
+    if (!slept) noWaitv.store(true, std::memory_order_relaxed);
   }
-  // Every link armed before the one that stopped the loop, and all of them after a sleep.
-  for (Link* link : links.first(armed)) link->disarmWake();
-  return canSleep;
+  // (Links of both kinds: no one call sleeps on both; the caller sleeps by the clock.)
+  for (size_t i = 0; i < armed; ++i) armedLinks[i]->disarmWake();
+  return slept;
 }
 
 Settings readSettings(const TransportEntry& entry) {

@@ -172,12 +172,14 @@ class Waiter {
 void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
                std::chrono::nanoseconds slice);
 
-// Sleeps until a message lands on one of `links`, at most `slice`, where every one of them can
-// arm a futex word (Link::armWake: shared memory; futex_waitv(2) waits on all the words at once,
-// Linux 5.16 and later). Returns false at once, having slept nothing, where one cannot (a TCP or
-// in-process link, a peer that closed its end, more links than one futex_waitv takes, a kernel
-// without it): the caller then sleeps by the clock. True also when a link had news already
-// (no sleep) or the sleep was cut short (a signal, the slice).
+// Sleeps until a message lands on one of `links`, at most `slice`: where every one of them arms
+// a futex word (Link::armWake: shared memory), in one futex_waitv(2) on all the words (Linux 5.16
+// and later, up to 128 links); where every one is polled (TCP), in one ppoll() on all their
+// descriptors (reading ahead what came, pumping queued sends). Returns false at once, having
+// slept nothing, where it cannot (links of both kinds, an in-process link, a shared-memory
+// peer that closed its end, a TCP peer that hung up, a kernel without futex_waitv): the caller
+// then sleeps by the clock. True also when a link had news already (no sleep) or the sleep was
+// cut short (a signal, the slice).
 bool sleepOnLinks(std::span<Link* const> links, std::chrono::nanoseconds slice);
 
 // Up to `spins` pauses until ready(); tells the waiter when the spin ended it. Whether it did.

@@ -411,11 +411,11 @@ class Communicator {
   // the recv ends with its error once no rank is left that could send, and at once with the
   // error of a rank that aborted (PeerError::aborted(): a failure in the job). While it waits it
   // looks at the links, spinning, then yielding; past that, where every rank it waits for is
-  // linked over shared memory it sleeps on all those links at once until the first message
-  // wakes it (futex_waitv; a message 5 ms late was taken 24-34 us after it was sent, median,
-  // against 58-168 us polling); else (TCP, ranks not linked yet, whose store it reads every 2 ms)
-  // it sleeps up to 0.25 ms between looks, so a message found after a long wait is up to that
-  // late.
+  // linked over shared memory, or every one over TCP, it sleeps on all those links at once until
+  // the first message wakes it (futex_waitv, or one poll; a message 5 ms late was taken 24-34 us
+  // after it was sent over shared memory, 64-65 over TCP, median, against 58-229 us polling);
+  // else (links of both kinds, ranks not linked yet, whose store it reads every 2 ms) it sleeps
+  // up to 0.25 ms between looks, so a message found after a long wait is up to that late.
   void send(const void* data, size_t count, DataType type, int peer, int tag = 0);
   // Returns the rank the message came from (`peer`, or the sender when peer is kAnySource).
   int recv(void* data, size_t count, DataType type, int peer, int tag = 0);

@@ -581,8 +581,8 @@ std::string describeStashes(detail::CommunicatorImpl& impl) {
 // busy sender does not starve the others); ranks not linked yet that announced a link are linked
 // (linkAnnounced). `waits` false (tryRecv): one look, nullopt when nothing has arrived. Else
 // looks until a message comes, spinning, then yielding, then sleeping: on every link at once
-// until a message lands where all are shared memory (sleepOnWatched), else 20 us doubling to
-// 0.25 ms between looks; and ends on the deadline,
+// until a message lands where all are shared memory or all TCP (sleepOnWatched), else 20 us
+// doubling to 0.25 ms between looks; and ends on the deadline,
 // on abort(), or once every other rank has closed its end. `wait`'s links are refreshed when
 // links are added.
 std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collectives::Group& group,
@@ -638,8 +638,9 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
   // Whether the peers' processes still run (a system call per link) is asked this often.
   constexpr auto kAliveEvery = std::chrono::milliseconds(100);
   auto nextAlive = transport::Clock::now() + kAliveEvery;
-  // Where every rank it waits for is linked over shared memory, the sleep is one on all those
-  // links at once that the first message wakes (transport::sleepOnLinks), for up to a slice, so
+  // Where every rank it waits for is linked over shared memory (or every one over TCP), the sleep
+  // is one on all those links at once that the first message wakes (transport::sleepOnLinks),
+  // for up to a slice, so
   // that the deadline, abort() and the peers' health are looked at between slices; else it is
   // by the clock.
   std::vector<transport::Link*> watchedLinks;

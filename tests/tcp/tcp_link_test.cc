@@ -336,6 +336,48 @@ TEST_P(TcpLinkTest, RingOfFlushesBeforeReceivesDoesNotDeadlock) {
   });
 }
 
+// A wait on several links at once (a recv from any source) sleeps in one poll until the first
+// message comes on any of them; a message read ahead and left there does not keep it awake.
+TEST_P(TcpLinkTest, SleepOnLinksWakesAtTheFirstMessageOfAny) {
+  auto sinceMs = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start)
+        .count();
+  };
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    auto wait = makeWait(rank, e.raw);
+    auto data = pattern(rank, 0, 64);
+    if (rank != 0) {
+      // Rank 1's message comes at once and stays unread a while; rank 2's once rank 0 sleeps.
+      if (rank == 2) store->getString("asleep");
+      if (rank == 2) std::this_thread::sleep_for(100ms);
+      e.to(0).send(data.data(), data.size(), wait);
+      e.to(0).flush(wait);
+      store->getString("done");
+      return;
+    }
+    Link& one = e.to(0);  // peers 1 and 2, in order
+    Link& two = e.to(1);
+    while (!one.messageReady()) std::this_thread::sleep_for(1ms);
+    auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(transport::sleepOnLinks(e.raw, 150ms));
+    EXPECT_GE(sinceMs(start), 100) << "a message read ahead kept the sleep from starting";
+    store->setString("asleep", "1");
+    start = std::chrono::steady_clock::now();
+    while (!two.messageReady()) {
+      ASSERT_TRUE(transport::sleepOnLinks(e.raw, 10s));
+      ASSERT_LT(sinceMs(start), 5000) << "slept past the message";
+    }
+    std::vector<std::byte> in(64);
+    two.recvInto(in.data(), in.size(), wait);
+    EXPECT_EQ(firstWrong(in.data(), 2, 0, in.size()), -1);
+    one.recvInto(in.data(), in.size(), wait);
+    EXPECT_EQ(firstWrong(in.data(), 1, 0, in.size()), -1);
+    store->setString("done", "1");
+  });
+}
+
 TEST_P(TcpLinkTest, FourRanksFullMesh) {
   runThreadRanks(4, [](int rank, int size, std::shared_ptr<Store> store) {
     const auto peers = othersOf(rank, size);
