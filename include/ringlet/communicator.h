@@ -426,6 +426,11 @@ class Communicator {
   // the rest of it) and returns the sender; else returns nullopt at once, `data` untouched. A
   // blocking call that runs after the async calls queued before it.
   std::optional<int> tryRecv(void* data, size_t count, DataType type, int peer, int tag = 0);
+  // The same, but waits up to `within` for such a message (as recv() waits: it sleeps on the
+  // links where it can) before it returns nullopt; a wait that may end empty, no error. A
+  // receiver that must also watch something else (another communicator, a flag) waits in turns.
+  std::optional<int> tryRecv(void* data, size_t count, DataType type, int peer, int tag,
+                             std::chrono::microseconds within);
   // What the next recv of `tag` from `peer` (or kAnySource) would take, without taking it
   // (MPI_Probe): for messages whose size the receiver does not know. Waits as recv() waits for
   // the message to arrive; tryProbe (MPI_Iprobe) looks once and returns nullopt when none has.

@@ -579,7 +579,8 @@ std::string describeStashes(detail::CommunicatorImpl& impl) {
 // receiveMessageHeader takes it (arrivedOnly: from each rank its oldest of the tag, held ones
 // first). A look at every linked rank, starting after the rank the last one took from (so one
 // busy sender does not starve the others); ranks not linked yet that announced a link are linked
-// (linkAnnounced). `waits` false (tryRecv): one look, nullopt when nothing has arrived. Else
+// (linkAnnounced). `waits` false (tryRecv): one look, nullopt when nothing has arrived; until
+// `giveUp` (tryRecv with a time to wait): nullopt once that passes with nothing. Else
 // looks until a message comes, spinning, then yielding, then sleeping: on every link at once
 // until a message lands where all are shared memory or all TCP (sleepOnWatched), else 20 us
 // doubling to 0.25 ms between looks; and ends on the deadline,
@@ -588,7 +589,8 @@ std::string describeStashes(detail::CommunicatorImpl& impl) {
 std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collectives::Group& group,
                                     const OpHeader& expected, int only, std::byte* data,
                                     transport::WaitContext& wait, bool waits,
-                                    OpHeader* probed = nullptr) {
+                                    OpHeader* probed = nullptr,
+                                    transport::Deadline giveUp = transport::Deadline::max()) {
   const int self = impl.rank();
   const int size = impl.size();
   std::vector<char> gone(static_cast<size_t>(size), 0);
@@ -653,8 +655,9 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
       if (link == nullptr) return false;  // linked from the store: look there often
       watchedLinks.push_back(link);
     }
+    const auto now = transport::Clock::now();
     const auto left = std::min<transport::Clock::duration>(
-        {kSlice, wait.deadline - transport::Clock::now(), nextAlive - transport::Clock::now()});
+        {kSlice, wait.deadline - now, nextAlive - now, giveUp - now});
     return transport::sleepOnLinks(watchedLinks, left);
   };
   for (int round = 0;; ++round) {
@@ -683,6 +686,7 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
       ++waitingFor;
     }
     if (waitingFor == 0) throw *firstGone;
+    if (transport::Clock::now() >= giveUp) return std::nullopt;  // tryRecv's `within`
     if (wait.expired()) {
       const std::string held = describeStashes(impl);
       const std::string what = fmt::format(
@@ -729,7 +733,8 @@ bool receivesFromAny(const char* name, const detail::CommunicatorImpl& impl, int
 
 Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* data, size_t count,
                              DataType type, int peer, int tag, int* source = nullptr,
-                             bool lookOnly = false) {
+                             bool lookOnly = false,
+                             std::chrono::microseconds within = std::chrono::microseconds(0)) {
   const char* name = isSend ? "send" : lookOnly ? "tryRecv" : "recv";
   const size_t bytes = detail::checkBuffers(name, impl.rank(), data, data, count, type);
   if (isSend) checkPeer(name, impl.rank(), impl.size(), peer);
@@ -746,7 +751,7 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
                   .source = anyLink ? peer : -1};
   auto* buffer = static_cast<std::byte*>(data);
   const int self = impl.rank();
-  auto body = [&impl, header, buffer, bytes, isSend, self, anyLink, lookOnly, source](
+  auto body = [&impl, header, buffer, bytes, isSend, self, anyLink, lookOnly, source, within](
                   const collectives::Group& group, const transport::WaitContext& callWait) {
     const size_t sliced = inlineMessage(bytes) ? 0 : bytes;  // the rest rides in the header
     if (isSend) {
@@ -762,8 +767,10 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
     }
     if (anyLink) {
       transport::WaitContext wait = callWait;
-      const auto found =
-          receiveFromAny(impl, group, header, header.source, buffer, wait, !lookOnly);
+      const bool waitsAWhile = lookOnly && within.count() > 0;
+      const auto found = receiveFromAny(
+          impl, group, header, header.source, buffer, wait, !lookOnly || waitsAWhile, nullptr,
+          waitsAWhile ? transport::Clock::now() + within : transport::Deadline::max());
       if (!found) return;
       transport::Link& link = group.link(found->peer);
       const size_t slice = impl.sliceBytes({&link});
@@ -988,8 +995,19 @@ int Communicator::recv(void* data, size_t count, DataType type, int peer, int ta
 
 std::optional<int> Communicator::tryRecv(void* data, size_t count, DataType type, int peer,
                                          int tag) {
+  return tryRecv(data, count, type, peer, tag, std::chrono::microseconds(0));
+}
+
+std::optional<int> Communicator::tryRecv(void* data, size_t count, DataType type, int peer, int tag,
+                                         std::chrono::microseconds within) {
+  if (within.count() < 0) {
+    throw InvalidArgument(
+        fmt::format("tryRecv on rank {}: the time to wait must not be negative, "
+                    "got {} us",
+                    rank(), within.count()));
+  }
   int source = -1;
-  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag, &source, true);
+  auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag, &source, true, within);
   impl_->runBlocking(p.header, std::move(p.body));
   if (source < 0) return std::nullopt;
   return source;

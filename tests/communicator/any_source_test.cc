@@ -173,6 +173,60 @@ TEST(AnySource, TryRecvShmProcesses) {
   });
 }
 
+// tryRecv with a time to wait: nullopt once that has passed with nothing of its tag (having
+// waited it, the buffer untouched), the message when it comes within it; a negative time is an
+// InvalidArgument.
+void tryRecvWaits(int rank, int size, std::shared_ptr<Store> store, const std::string& transport) {
+  Communicator comm = makeComm(rank, size, store, transport);
+  Communicator sync = comm.dup();
+  std::vector<int32_t> got(1000, -1);
+  auto msSince = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start)
+        .count();
+  };
+  if (rank == 0) {
+    EXPECT_THROW(comm.tryRecv(got.data(), got.size(), DataType::kInt32, kAnySource, 4, -1us),
+                 InvalidArgument);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(comm.tryRecv(got.data(), got.size(), DataType::kInt32, kAnySource, 4, 100ms),
+              std::nullopt);
+    EXPECT_GE(msSince(start), 90);
+    EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](int32_t v) { return v == -1; }));
+  }
+  sync.barrier();
+  if (rank == size - 1) {
+    std::this_thread::sleep_for(100ms);
+    const auto out = pattern(1000, rank, 4);
+    comm.send(out.data(), out.size(), DataType::kInt32, 0, 4);
+  }
+  if (rank == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(comm.tryRecv(got.data(), got.size(), DataType::kInt32, kAnySource, 4, 15s), size - 1);
+    EXPECT_LT(msSince(start), 10000);
+    EXPECT_TRUE(got == pattern(1000, size - 1, 4));
+  }
+  comm.barrier();
+}
+
+TEST(AnySource, TryRecvWithinLocalThreads) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    tryRecvWaits(rank, size, store, "local");
+  });
+}
+
+TEST(AnySource, TryRecvWithinTcpThreads) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    tryRecvWaits(rank, size, store, "tcp");
+  });
+}
+
+TEST(AnySource, TryRecvWithinShmProcesses) {
+  runProcessRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    tryRecvWaits(rank, size, store, "shm");
+  });
+}
+
 // probe: messages whose size (and type) the receiver learns first. Each sender sends a count of
 // its own (one of them several slices) with a type of its own, a tag-8 message before it; rank 0
 // probes from any rank, sizes its buffer by what the probe says and receives from that rank,

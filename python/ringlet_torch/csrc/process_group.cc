@@ -954,9 +954,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
   RingletWork* self = work.get();  // the body runs inside the Work, which the executor holds
   const auto timeout = timeout_;
   auto stop = anySourceStop_;
+  // Where one direction alone can bring the message (the lowest rank, the highest, every group of
+  // two), each look waits on it up to a turn, and the message wakes it (tryRecv's `within`: the
+  // core sleeps on the links); else each looks once and the rounds sleep 20 us doubling to
+  // 0.25 ms. Either way the shutdown is seen between looks.
+  const auto turn = std::chrono::microseconds(directions.size() == 1 ? 10000 : 0);
   auto body = [=, this] {
-    // Looks at the directions in turn, sleeping 20 us doubling to 0.25 ms between rounds, until
-    // the group's timeout (as a recv from one rank waits).
+    // Looks at the directions in turn until the group's timeout (as a recv from one rank waits).
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto sleep = std::chrono::microseconds(20);
     for (;;) {
@@ -968,7 +972,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
             c10d::OpType::RECVANYSOURCE, "ringlet:recv_anysource", {},
             [&] {
               try {
-                found = comm->tryRecv(out.data(), e.count, e.type, kAnySource, tag);
+                found = comm->tryRecv(out.data(), e.count, e.type, kAnySource, tag,
+                                      std::min<std::chrono::microseconds>(turn, timeout));
               } catch (...) {
                 error = std::current_exception();
               }
@@ -988,6 +993,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::recvAnysource(std::vector<at
             "recv from any source: no message with tag {} ({} elements of {}) came within {} ms",
             tag, e.count, toString(e.type), timeout.count()));
       }
+      if (turn.count() > 0) continue;  // the look waited
       std::this_thread::sleep_for(sleep);
       sleep = std::min(sleep * 2, std::chrono::microseconds(250));
     }
