@@ -632,7 +632,8 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
     if (unlinked() && linkAnnounced()) return look();
     return std::nullopt;
   }
-  const transport::Backoff policy = transport::Backoff::forHost(impl.ranksOnHost(), false);
+  transport::Waiter& waiter = impl.anySourceWaiter();
+  const transport::Backoff& policy = waiter.limits();
   constexpr auto kFirstSleep = std::chrono::microseconds(20);
   constexpr auto kLongestSleep = std::chrono::microseconds(250);
   auto sleep = std::chrono::microseconds(kFirstSleep);
@@ -702,8 +703,15 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
     }
     if (round < policy.spins) {
       transport::cpuRelax();
-    } else if (round < policy.spins + policy.yields) {
+    } else if (round < policy.spins + policy.yields && waiter.mayYield(transport::Clock::now())) {
+      const auto before = transport::Clock::now();
       std::this_thread::yield();
+      const auto after = transport::Clock::now();
+      // A yield that kept this rank off its core that long likely gave the core to a busy
+      // process for its time slice (milliseconds) while the message came: after a few the
+      // yields stop for a while and the wait sleeps on the links, where the sender's wake-up
+      // preempts the busy process (a busy loop per core: messages 3-4 ms late before).
+      if (after - before > policy.slowYield) waiter.slowYield(before, after, false);
     } else if (!sleepOnWatched()) {
       std::this_thread::sleep_for(sleep);
       sleep = std::min(sleep * 2, std::chrono::microseconds(kLongestSleep));

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "src/core/op_body.h"
 #include "src/fences.h"
 #include "src/trace.h"
+#include "transports/progress.h"
 #include "transports/transport.h"
 
 namespace ringlet::detail {
@@ -297,6 +299,9 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   uint64_t takeAnySourceSeq() { return anySourceSeq_++; }
   // Where a recv from any source looks first: after the rank the last one took from.
   int& anySourceNext() { return anySourceNext_; }
+  // The wait policy of the recvs from any source: this host's spins and yields, and the pause in
+  // yielding after a few that handed the core to a busy process (transport::Waiter).
+  transport::Waiter& anySourceWaiter();
   // The sender a recv that names no peer took its message from, for the trace (read and reset
   // by it; when tracing is off nothing reads it).
   void noteRecvSource(int peer) { recvSource_ = peer; }
@@ -370,6 +375,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   std::shared_ptr<Store> store_;  // this communicator's key space
   uint64_t anySourceSeq_ = 0;
   int anySourceNext_ = 0;
+  std::optional<transport::Waiter> anySourceWaiter_;  // made at the first use
   int recvSource_ = -1;
   int64_t linkAnnouncementsSeen_ = 0;  // linkAnnounced(): the store's count when it last looked
   // By rank: how many connectPeers() calls (one inside another's wait) are linking it now.

@@ -329,6 +329,13 @@ void CommunicatorImpl::whileWaiting(const transport::WaitContext& wait) {
   linkAnnounced(wait.deadline);
 }
 
+transport::Waiter& CommunicatorImpl::anySourceWaiter() {
+  if (!anySourceWaiter_) {
+    anySourceWaiter_.emplace(transport::Backoff::forHost(ranksOnHost(), /*adapt=*/true));
+  }
+  return *anySourceWaiter_;
+}
+
 int CommunicatorImpl::ranksOnHost() const {
   return static_cast<int>(std::count_if(infos_.begin(), infos_.end(), [&](const PeerInfo& info) {
     return info.hostId == self_.hostId;
