@@ -141,42 +141,6 @@ bool pumpOthersForWait(const Link& self, const WaitContext& wait) {
   return busy;
 }
 
-void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
-               std::chrono::nanoseconds slice) {
-  constexpr size_t kMaxPollFds = 256;
-  std::array<pollfd, kMaxPollFds> fds;
-  std::array<Link*, kMaxPollFds> owners;
-  size_t count = 0;
-  for (const pollfd& fd : own) {
-    if (count == fds.size()) break;
-    fds[count] = fd;
-    owners[count++] = nullptr;
-  }
-  for (Link* link : wait.links) {
-    if (link == nullptr || link == &self || !link->pollable()) continue;
-    // POLLIN too: reading ahead on the other links while this one waits breaks cycles of ranks
-    // that each wait for the next to take a large send (e.g. send; flush; recv).
-    link->pump();
-    const size_t added = link->pollFds(std::span(fds.data() + count, fds.size() - count));
-    for (size_t i = 0; i < added; ++i) owners[count++] = link;
-  }
-  const timespec timeout{static_cast<time_t>(slice.count() / 1000000000),
-                         static_cast<long>(slice.count() % 1000000000)};
-  if (::ppoll(fds.data(), count, &timeout, nullptr) < 0 && errno != EINTR) {
-    throw IoError(fmt::format("{}: poll on the link to rank {} failed: {}", wait.describe(),
-                              self.peer(), std::strerror(errno)));
-  }
-  for (size_t i = 0; i < own.size() && i < count; ++i) own[i].revents = fds[i].revents;
-  Link* readAlready = nullptr;
-  for (size_t i = own.size(); i < count; ++i) {
-    if (owners[i] == readAlready) continue;
-    if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      owners[i]->readAhead();  // reads every stream of that link
-      readAlready = owners[i];
-    }
-  }
-}
-
 namespace {
 
 timespec relativeTimespec(std::chrono::nanoseconds span) {
@@ -185,39 +149,78 @@ timespec relativeTimespec(std::chrono::nanoseconds span) {
                   static_cast<long>(span.count() % 1000000000)};
 }
 
-// sleepOnLinks where every link is polled (TCP): one ppoll() on all their descriptors, for input,
-// and for output where sends are queued (pumped first); input is read ahead. False where one is
-// not polled, or a peer hung up (a closed end keeps a descriptor readable: the caller's looks
-// find out, sleeping by the clock meanwhile).
-bool pollLinksFor(std::span<Link* const> links, std::chrono::nanoseconds slice) {
+struct Polled {
+  int result = 0;  // ppoll's; errno in `error` where negative
+  int error = 0;
+  bool hungUp = false;   // one of the links hung up (POLLHUP, POLLERR)
+  bool complete = true;  // every link's descriptors fitted (else, with `requireAll`, no poll)
+};
+
+// One ppoll() for at most `slice` on `own` (its revents filled in) and on the descriptors of the
+// pollable `links` but `skip`, each pumped first (so its queued sends move, and it asks for output
+// only while some remain); the links whose input came, or that hung up, read ahead. With
+// `requireAll`, nothing is polled where some link's descriptors do not fit.
+Polled pollAndReadAhead(std::span<pollfd> own, std::span<Link* const> links, const Link* skip,
+                        std::chrono::nanoseconds slice, bool requireAll) {
   constexpr size_t kMaxPollFds = 256;
   std::array<pollfd, kMaxPollFds> fds;
   std::array<Link*, kMaxPollFds> owners;
+  Polled polled;
   size_t count = 0;
+  for (const pollfd& fd : own) {
+    if (count == fds.size()) break;
+    fds[count] = fd;
+    owners[count++] = nullptr;
+  }
+  const size_t ownCount = count;
   for (Link* link : links) {
-    if (!link->pollable()) return false;
+    if (link == nullptr || link == skip || !link->pollable()) continue;
+    // POLLIN too: reading ahead on the other links while one waits breaks cycles of ranks that
+    // each wait for the next to take a large send (e.g. send; flush; recv).
     link->pump();
     const size_t added = link->pollFds(std::span(fds.data() + count, fds.size() - count));
-    if (added == 0) return false;
+    if (added == 0) polled.complete = false;
     for (size_t i = 0; i < added; ++i) owners[count++] = link;
   }
+  if (requireAll && !polled.complete) return polled;
   const timespec timeout = relativeTimespec(slice);
-  if (::ppoll(fds.data(), count, &timeout, nullptr) < 0) return errno == EINTR;
-  bool hungUp = false;
+  polled.result = ::ppoll(fds.data(), count, &timeout, nullptr);
+  polled.error = polled.result < 0 ? errno : 0;
+  if (polled.result < 0) return polled;
+  for (size_t i = 0; i < ownCount; ++i) own[i].revents = fds[i].revents;
   Link* readAlready = nullptr;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = ownCount; i < count; ++i) {
     const short events = fds[i].revents;
-    hungUp = hungUp || (events & (POLLHUP | POLLERR)) != 0;
-    if ((events & POLLOUT) != 0) owners[i]->pump();
+    polled.hungUp = polled.hungUp || (events & (POLLHUP | POLLERR)) != 0;
     if ((events & (POLLIN | POLLHUP | POLLERR)) != 0 && owners[i] != readAlready) {
       owners[i]->readAhead();  // reads every stream of that link
       readAlready = owners[i];
     }
   }
-  return !hungUp;
+  return polled;
+}
+
+// sleepOnLinks where every link is polled (TCP). False where one is not, or a peer hung up (a
+// closed end keeps a descriptor readable: the caller's looks find out, sleeping by the clock
+// meanwhile).
+bool pollLinksFor(std::span<Link* const> links, std::chrono::nanoseconds slice) {
+  for (Link* link : links) {
+    if (!link->pollable()) return false;
+  }
+  const Polled polled = pollAndReadAhead({}, links, nullptr, slice, /*requireAll=*/true);
+  return polled.complete && !polled.hungUp && (polled.result >= 0 || polled.error == EINTR);
 }
 
 }  // namespace
+
+void pollLinks(const Link& self, std::span<pollfd> own, const WaitContext& wait,
+               std::chrono::nanoseconds slice) {
+  const Polled polled = pollAndReadAhead(own, wait.links, &self, slice, /*requireAll=*/false);
+  if (polled.result < 0 && polled.error != EINTR) {
+    throw IoError(fmt::format("{}: poll on the link to rank {} failed: {}", wait.describe(),
+                              self.peer(), std::strerror(polled.error)));
+  }
+}
 
 bool sleepOnLinks(std::span<Link* const> links, std::chrono::nanoseconds slice) {
   static std::atomic<bool> noWaitv{false};  // the kernel has no futex_waitv
@@ -251,13 +254,15 @@ bool sleepOnLinks(std::span<Link* const> links, std::chrono::nanoseconds slice) 
   if (!ready && polled == links.size()) {
     slept = pollLinksFor(links, slice);
   } else if (!ready && polled == 0) {
-    timespec until{};
+    timespec until{};  // futex_waitv takes an absolute time
     ::clock_gettime(CLOCK_MONOTONIC, &until);
-    const auto end = std::chrono::seconds(until.tv_sec) + std::chrono::nanoseconds(until.tv_nsec) +
-                     std::max<std::chrono::nanoseconds>(slice, std::chrono::nanoseconds(0));
-    until.tv_sec = static_cast<time_t>(std::chrono::floor<std::chrono::seconds>(end).count());
-    until.tv_nsec =
-        static_cast<long>((end - std::chrono::floor<std::chrono::seconds>(end)).count());
+    const timespec span = relativeTimespec(slice);
+    until.tv_sec += span.tv_sec;
+    until.tv_nsec += span.tv_nsec;
+    if (until.tv_nsec >= 1000000000) {
+      ++until.tv_sec;
+      until.tv_nsec -= 1000000000;
+    }
     // EAGAIN (a word changed before the sleep), ETIMEDOUT, EINTR: all end the sleep alike.
     slept = ::syscall(SYS_futex_waitv, words.data(), static_cast<unsigned>(armed), 0u, &until,
                       CLOCK_MONOTONIC) >= 0 ||

@@ -643,9 +643,8 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
   auto nextAlive = transport::Clock::now() + kAliveEvery;
   // Where every rank it waits for is linked over shared memory (or every one over TCP), the sleep
   // is one on all those links at once that the first message wakes (transport::sleepOnLinks),
-  // for up to a slice, so
-  // that the deadline, abort() and the peers' health are looked at between slices; else it is
-  // by the clock.
+  // for up to a slice, so that the deadline, abort() and the peers' health are looked at between
+  // slices; else it is by the clock.
   std::vector<transport::Link*> watchedLinks;
   auto sleepOnWatched = [&] {
     constexpr auto kSlice = std::chrono::milliseconds(10);
@@ -1010,9 +1009,8 @@ std::optional<int> Communicator::tryRecv(void* data, size_t count, DataType type
                                          std::chrono::microseconds within) {
   if (within.count() < 0) {
     throw InvalidArgument(
-        fmt::format("tryRecv on rank {}: the time to wait must not be negative, "
-                    "got {} us",
-                    rank(), within.count()));
+        fmt::format("tryRecv on rank {}: the time to wait must not be negative, got {} us", rank(),
+                    within.count()));
   }
   int source = -1;
   auto p = preparePointToPoint(*impl_, false, data, count, type, peer, tag, &source, true, within);
