@@ -175,6 +175,11 @@ std::optional<Options> parseOptions(int argc, char** argv) {
                  "warm up each size for at least this long too (every rank runs the same count)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 600000.0));
+  app.add_option("--rounds", options.rounds,
+                 "time each variant this many times per size, taking turns with the others "
+                 "(ringlet, MPI, ringlet, ...); report each one's median round")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   app.add_option("-d,--datatype", type, "float32 float64 float16 bfloat16 int8 uint8 int32 int64")
       ->capture_default_str();
   app.add_option("-o,--op", op, "reduction: sum prod min max avg")->capture_default_str();

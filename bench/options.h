@@ -21,6 +21,9 @@ struct Options {
   double minTimeMs = 0;  // and at least this long (-n auto: 1 iteration, 100 ms)
   int warmup = 5;        // untimed iterations per size, at least
   double warmupMs = 20;  // and at least this long
+  // --rounds: time every variant this many times per size, the variants taking turns (ringlet,
+  // [in place], MPI, ringlet, ...); the row shows each variant's median round.
+  int rounds = 1;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;

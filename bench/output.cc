@@ -22,6 +22,7 @@ json timingJson(const Timing& t) {
             {"iters", t.iters},
             {"warmup_iters", t.warmupIters}};
   j["wrong"] = t.wrong < 0 ? json(nullptr) : json(t.wrong);
+  if (!t.roundsUs.empty()) j["rounds_us"] = t.roundsUs;
   return j;
 }
 
@@ -43,6 +44,7 @@ json configJson(const RunInfo& info) {
           {"min_time_ms", o.minTimeMs},
           {"warmup", o.warmup},
           {"warmup_ms", o.warmupMs},
+          {"rounds", o.rounds},
           {"algorithms", info.algorithms},
           {"check", o.check},
           {"inplace", o.inPlace},

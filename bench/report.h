@@ -22,6 +22,9 @@ struct Timing {
   int64_t wrong = -1;
   int iters = 0;        // timed iterations (every rank ran the same number)
   int warmupIters = 0;  // untimed iterations before them
+  // --rounds > 1: every round's time per call (the slowest rank's), in the order they ran;
+  // timeUs is their median.
+  std::vector<double> roundsUs;
 };
 
 struct Row {

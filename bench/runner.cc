@@ -222,44 +222,60 @@ Row Runner::run(BenchOp op, size_t bytes) {
   if (reduces(op)) row.redop = options_.op;
   row.root = usesRoot(op) ? options_.root : -1;
 
-  // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI. Unused slots stay 0.
-  Loop loops[3];
-  int64_t wrong[3] = {0, 0, 0};
-  loops[0] = timeLoop(Impl::kRinglet, op, shape, false);
-  // After the calls: a device communicator chooses its path at its first one.
-  row.algorithm = device_ == nullptr ? algorithmColumn(op, shape)
-                                     : device_->algorithm(op, shape.bytes, [&](size_t chunk) {
-                                         Shape part = shape;
-                                         part.bytes = chunk;
-                                         return algorithmColumn(op, part);
-                                       });
-  wrong[0] = check(Impl::kRinglet, op, shape, false);
+  // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI. Unused slots stay 0. With
+  // --rounds the slots take turns, round after round, so that a noisy stretch of the machine
+  // falls on all of them rather than on whichever ran then.
+  const int rounds = options_.rounds;
   const bool inPlace = options_.inPlace && hasInPlace(op);
-  if (inPlace) {
-    loops[1] = timeLoop(Impl::kRinglet, op, shape, true);
-    wrong[1] = check(Impl::kRinglet, op, shape, true);
-  }
   const std::string mpiNote =
       options_.vsMpi ? mpi::unsupportedReason(op, options_.type, options_.op) : "";
   const bool mpiRuns = options_.vsMpi && mpiNote.empty();
-  if (mpiRuns) {
-    loops[2] = timeLoop(Impl::kMpi, op, shape, false);
-    wrong[2] = check(Impl::kMpi, op, shape, false);
-  } else {
-    row.mpiNote = mpiNote;
+  if (!mpiRuns) row.mpiNote = mpiNote;
+  Loop loops[3];                                 // iteration counts, summed over rounds
+  std::vector<double> seconds(3 * rounds, 0.0);  // [slot * rounds + round], per call
+  auto timeRound = [&](int slot, Impl impl, bool place, int round) {
+    const Loop loop = timeLoop(impl, op, shape, place);
+    loops[slot].iters += loop.iters;
+    loops[slot].warmupIters += loop.warmupIters;
+    seconds[slot * rounds + round] = loop.seconds;
+  };
+  for (int round = 0; round < rounds; ++round) {
+    timeRound(0, Impl::kRinglet, false, round);
+    if (round == 0) {
+      // After the calls: a device communicator chooses its path at its first one.
+      row.algorithm = device_ == nullptr ? algorithmColumn(op, shape)
+                                         : device_->algorithm(op, shape.bytes, [&](size_t chunk) {
+                                             Shape part = shape;
+                                             part.bytes = chunk;
+                                             return algorithmColumn(op, part);
+                                           });
+    }
+    if (inPlace) timeRound(1, Impl::kRinglet, true, round);
+    if (mpiRuns) timeRound(2, Impl::kMpi, false, round);
   }
+  int64_t wrong[3] = {0, 0, 0};
+  wrong[0] = check(Impl::kRinglet, op, shape, false);
+  if (inPlace) wrong[1] = check(Impl::kRinglet, op, shape, true);
+  if (mpiRuns) wrong[2] = check(Impl::kMpi, op, shape, false);
   if (hasBandwidth(op) && row.bytes > 0) {
-    const double copySeconds = timeCopy(row.bytes, loops[0].iters);
+    const double copySeconds = timeCopy(row.bytes, loops[0].iters / rounds);
     if (copySeconds > 0) row.copyGBs = static_cast<double>(row.bytes) / copySeconds / 1e9;
   }
-  double seconds[3] = {loops[0].seconds, loops[1].seconds, loops[2].seconds};
-  comm_.allreduce(seconds, seconds, 3, DataType::kFloat64, ReduceOp::kMax);
+  comm_.allreduce(seconds.data(), seconds.data(), seconds.size(), DataType::kFloat64,
+                  ReduceOp::kMax);
   comm_.allreduce(wrong, wrong, 3, DataType::kInt64, ReduceOp::kSum);
   const bool checked = options_.check && hasBandwidth(op);
   auto timing = [&](int slot) {
-    Timing t = makeTiming(op, row.bytes, n, seconds[slot], checked ? wrong[slot] : -1);
+    const auto first = seconds.begin() + slot * rounds;
+    std::vector<double> sorted(first, first + rounds);
+    std::sort(sorted.begin(), sorted.end());
+    const double median = (sorted[(rounds - 1) / 2] + sorted[rounds / 2]) / 2;
+    Timing t = makeTiming(op, row.bytes, n, median, checked ? wrong[slot] : -1);
     t.iters = loops[slot].iters;
     t.warmupIters = loops[slot].warmupIters;
+    if (rounds > 1) {
+      for (auto it = first; it != first + rounds; ++it) t.roundsUs.push_back(*it * 1e6);
+    }
     return t;
   };
   row.outOfPlace = timing(0);

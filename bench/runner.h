@@ -12,9 +12,11 @@
 //      from the agreed warm-up time per call, so it is the same on every rank). Blocking calls,
 //      or with --async all issued and then waited for;
 //   4. refill, run once more and count wrong elements.
-// Then the copy reference: every rank memcpys `size` bytes at once (--device cuda: rank 0's
-// device-to-device copy). The per-rank averages are reduced to their max and the wrong counts to
-// their sum with ringlet all-reduces, outside the timed region.
+// With --rounds R, steps 2-3 run R times per variant, the variants taking turns (ringlet,
+// [in place], MPI, ringlet, ...), and each variant's median round is its time; step 4 follows
+// the last round. Then the copy reference: every rank memcpys `size` bytes at once (--device cuda:
+// rank 0's device-to-device copy). The per-rank averages are reduced to their max and the wrong
+// counts to their sum with ringlet all-reduces, outside the timed region.
 
 #include <cstddef>
 #include <string>

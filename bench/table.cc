@@ -40,6 +40,11 @@ void printRunHeader(std::FILE* out, const RunInfo& info) {
                              o.warmup, o.warmupMs, o.iters,
                              o.minTimeMs > 0 ? fmt::format(" or more, >= {} ms", o.minTimeMs)
                                              : std::string()));
+  if (o.rounds > 1) {
+    printLine(out, fmt::format("# {} rounds per size, the variants taking turns; times are each "
+                               "variant's median round",
+                               o.rounds));
+  }
   std::string forced;
   for (const auto& [collective, algorithm] : info.algorithms) {
     if (algorithm == "auto") continue;

@@ -457,6 +457,72 @@ TEST(BenchCli, MpirunVsMpi) {
     }
   }
 }
+
+// --rounds: every variant timed that many times, taking turns; the JSON keeps every round and the
+// time is their median (ratio = the medians' ratio); checked as usual after the rounds.
+TEST(BenchCli, MpirunRoundsTakeTurnsAndReportTheMedian) {
+  const std::vector<std::string> mpiEnv = {"RINGLET_TIMEOUT=20", "OMPI_ALLOW_RUN_AS_ROOT=1",
+                                           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  const std::string dir = makeTempDir("ringlet-bench-rounds");
+  const std::string json = dir + "/rounds.json";
+  const ProcessResult r = runProcess({RINGLET_TEST_MPIRUN,
+                                      "--oversubscribe",
+                                      "-np",
+                                      "2",
+                                      kBench,
+                                      "-b",
+                                      "1K",
+                                      "-e",
+                                      "64K",
+                                      "-f",
+                                      "64",
+                                      "-n",
+                                      "3",
+                                      "-w",
+                                      "1",
+                                      "--warmup-ms",
+                                      "1",
+                                      "--ops",
+                                      "allreduce,sendrecv",
+                                      "--rounds",
+                                      "4",
+                                      "--inplace",
+                                      "1",
+                                      "--vs-mpi",
+                                      "--json",
+                                      json},
+                                     mpiEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  EXPECT_NE(r.out.find("4 rounds per size"), std::string::npos) << r.out;
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no JSON file at " << json;
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["config"]["rounds"], 4);
+  ASSERT_EQ(doc["results"].size(), 4u);
+  for (const nlohmann::json& record : doc["results"]) {
+    const std::string op = record["op"];
+    for (const std::string variant : {"out_of_place", "in_place", "mpi"}) {
+      if (variant == "in_place" && op == "sendrecv") {
+        EXPECT_FALSE(record.contains(variant)) << op;
+        continue;
+      }
+      const nlohmann::json& t = record[variant];
+      ASSERT_EQ(t["rounds_us"].size(), 4u) << op << " " << variant;
+      std::vector<double> rounds = t["rounds_us"].get<std::vector<double>>();
+      for (double us : rounds) EXPECT_GT(us, 0.0) << op << " " << variant;
+      std::sort(rounds.begin(), rounds.end());
+      EXPECT_NEAR(t["time_us"].get<double>(), (rounds[1] + rounds[2]) / 2, 1e-6 * rounds[3])
+          << op << " " << variant;
+      EXPECT_GE(t["iters"].get<int>(), 4 * 3) << op << " " << variant;
+      EXPECT_EQ(t["wrong"], 0) << op << " " << variant;
+    }
+    EXPECT_NEAR(
+        record["ratio"].get<double>(),
+        record["mpi"]["time_us"].get<double>() / record["out_of_place"]["time_us"].get<double>(),
+        1e-9);
+  }
+  std::filesystem::remove_all(dir);
+}
 #endif
 
 // Bad input: one line on stderr starting with "ringlet:" that names the value, non-zero exit.

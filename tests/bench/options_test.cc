@@ -203,6 +203,10 @@ TEST(BenchOptions, IterationsAndWarmUp) {
   EXPECT_NE(parseError({"-n", "12x"}).find("12x"), std::string::npos);
   EXPECT_NE(parseError({"--warmup-ms", "-1"}).find("warmup-ms"), std::string::npos);
   EXPECT_NE(parseError({"--min-time-ms", "x"}).find("min-time-ms"), std::string::npos);
+  EXPECT_EQ(parse({}).rounds, 1);
+  EXPECT_EQ(parse({"--rounds", "5"}).rounds, 5);
+  EXPECT_NE(parseError({"--rounds", "0"}).find("rounds"), std::string::npos);
+  EXPECT_NE(parseError({"--rounds", "2x"}).find("rounds"), std::string::npos);
 }
 
 TEST(BenchOptions, CombinationsThatCannotWork) {
