@@ -80,7 +80,8 @@ namespace {
 // once the first is out; returns once `data` may change.
 void sendMessages(Link& link, const std::byte* data, size_t bytes, size_t slice, bool lend,
                   const std::function<void()>& afterFirst, const WaitContext& wait,
-                  const BlockTrace* blocks = nullptr, size_t at = 0) {
+                  const BlockTrace* blocks = nullptr, size_t at = 0,
+                  const std::function<void()>& beforeFlush = {}) {
   const bool byBlock = tracesBlocks(wait, blocks);
   trace::StepScope scope(byBlock ? nullptr : wait.trace, [&] {
     return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes};
@@ -101,6 +102,7 @@ void sendMessages(Link& link, const std::byte* data, size_t bytes, size_t slice,
                    at + offset / blocks->elementBytes, n, start);
     }
   }
+  if (beforeFlush) beforeFlush();
   link.flush(wait);  // `data` may change once this returns
 }
 
@@ -117,9 +119,10 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
 }
 
 void lendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
-                const WaitContext& wait, size_t maxBytes, const std::function<void()>& afterFirst) {
+                const WaitContext& wait, size_t maxBytes, const std::function<void()>& afterFirst,
+                const std::function<void()>& whileRead) {
   const bool lend = bytes <= std::min(maxBytes, link.directBytes());
-  sendMessages(link, data, bytes, slice, lend, afterFirst, wait);
+  sendMessages(link, data, bytes, slice, lend, afterFirst, wait, nullptr, 0, whileRead);
 }
 
 OfferScope::OfferScope(Link& link, std::byte* data, size_t bytes, size_t slice) : link_(&link) {
@@ -181,7 +184,8 @@ void inTurn(std::span<PeerBlock> blocks, size_t slice, Move&& move) {
 
 }  // namespace
 
-void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait, bool lend) {
+void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait, bool lend,
+                const std::function<void()>& whileLent) {
   const auto start = wait.trace != nullptr ? trace::Clock::now() : trace::Clock::time_point{};
   const std::span<PeerBlock> queued = blocks.first(queuedFirst(blocks));
   inTurn(queued, slice,
@@ -202,6 +206,7 @@ void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wa
   for (PeerBlock& b : shared) {
     if (!lent(b)) sendSliced(*b.link, b.data, b.bytes, slice, wait);
   }
+  if (whileLent) whileLent();
   for (PeerBlock& b : shared) {
     if (lent(b)) b.link->flush(wait);
   }
