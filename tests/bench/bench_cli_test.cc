@@ -402,34 +402,24 @@ TEST(BenchCli, WorldOfOneEveryOp) {
 }
 
 #ifdef RINGLET_TEST_MPIRUN
+const std::vector<std::string> kMpiEnv = {"RINGLET_TIMEOUT=20", "OMPI_ALLOW_RUN_AS_ROOT=1",
+                                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+
+// ringlet-bench under mpirun with two ranks.
+ProcessResult runUnderMpirun(std::vector<std::string> benchArgs) {
+  std::vector<std::string> argv = {RINGLET_TEST_MPIRUN, "--oversubscribe", "-np", "2", kBench};
+  argv.insert(argv.end(), benchArgs.begin(), benchArgs.end());
+  return runProcess(argv, kMpiEnv, kDeadline);
+}
+
 // Under mpirun, --vs-mpi times the matching MPI call next to each ringlet operation: MPI columns
 // checked too, ratio present; with bfloat16 the reductions are n/a (MPI has no such reduction)
 // while the data movers run.
 TEST(BenchCli, MpirunVsMpi) {
-  const std::vector<std::string> mpiEnv = {"RINGLET_TIMEOUT=20", "OMPI_ALLOW_RUN_AS_ROOT=1",
-                                           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
   for (const std::string type : {"float32", "bfloat16"}) {
-    const ProcessResult r = runProcess({RINGLET_TEST_MPIRUN,
-                                        "--oversubscribe",
-                                        "-np",
-                                        "2",
-                                        kBench,
-                                        "-b",
-                                        "8",
-                                        "-e",
-                                        "64K",
-                                        "-n",
-                                        "2",
-                                        "-w",
-                                        "1",
-                                        "--warmup-ms",
-                                        "1",
-                                        "--ops",
-                                        "all",
-                                        "-d",
-                                        type,
-                                        "--vs-mpi"},
-                                       mpiEnv, kDeadline);
+    const ProcessResult r =
+        runUnderMpirun({"-b", "8", "-e", "64K", "-n", "2", "-w", "1", "--warmup-ms", "1", "--ops",
+                        "all", "-d", type, "--vs-mpi"});
     ASSERT_EQ(r.exitCode, 0) << describe(r);
     auto sections = parseTable(r.out);
     for (const std::string& op : kOps) {
@@ -461,37 +451,12 @@ TEST(BenchCli, MpirunVsMpi) {
 // --rounds: every variant timed that many times, taking turns; the JSON keeps every round and the
 // time is their median (ratio = the medians' ratio); checked as usual after the rounds.
 TEST(BenchCli, MpirunRoundsTakeTurnsAndReportTheMedian) {
-  const std::vector<std::string> mpiEnv = {"RINGLET_TIMEOUT=20", "OMPI_ALLOW_RUN_AS_ROOT=1",
-                                           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
   const std::string dir = makeTempDir("ringlet-bench-rounds");
   const std::string json = dir + "/rounds.json";
-  const ProcessResult r = runProcess({RINGLET_TEST_MPIRUN,
-                                      "--oversubscribe",
-                                      "-np",
-                                      "2",
-                                      kBench,
-                                      "-b",
-                                      "1K",
-                                      "-e",
-                                      "64K",
-                                      "-f",
-                                      "64",
-                                      "-n",
-                                      "3",
-                                      "-w",
-                                      "1",
-                                      "--warmup-ms",
-                                      "1",
-                                      "--ops",
-                                      "allreduce,sendrecv",
-                                      "--rounds",
-                                      "4",
-                                      "--inplace",
-                                      "1",
-                                      "--vs-mpi",
-                                      "--json",
-                                      json},
-                                     mpiEnv, kDeadline);
+  const ProcessResult r = runUnderMpirun(
+      {"-b",       "1K", "-e",        "64K",         "-f",       "64",     "-n",
+       "3",        "-w", "1",         "--warmup-ms", "1",        "--ops",  "allreduce,sendrecv",
+       "--rounds", "4",  "--inplace", "1",           "--vs-mpi", "--json", json});
   ASSERT_EQ(r.exitCode, 0) << describe(r);
   EXPECT_NE(r.out.find("4 rounds per size"), std::string::npos) << r.out;
   std::ifstream in(json);
