@@ -34,6 +34,7 @@
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 
@@ -72,7 +73,12 @@ void allAtOnce(const Group& group, const AllToAllvArgs& args, const WaitContext&
     const int to = wrap(r + s, n);
     const size_t bytes = args.sendBlocks[to].count * element;
     if (bytes == 0) continue;
-    group.link(to).lend(args.send + args.sendBlocks[to].offset * element, bytes, wait);
+    {
+      trace::StepScope scope(wait.trace, [&] {
+        return trace::Step{.name = "send", .to = to, .chunk = to, .bytes = bytes};
+      });
+      group.link(to).lend(args.send + args.sendBlocks[to].offset * element, bytes, wait);
+    }
     once();
   }
   copyOwn();
@@ -82,9 +88,12 @@ void allAtOnce(const Group& group, const AllToAllvArgs& args, const WaitContext&
     if (args.recvBlocks[from].count > 0) pending.push_back(from);
   }
   auto take = [&](size_t i) {
-    const Piece& block = args.recvBlocks[pending[i]];
-    group.link(pending[i])
-        .recvInto(args.recv + block.offset * element, block.count * element, wait);
+    const int from = pending[i];
+    const Piece& block = args.recvBlocks[from];
+    trace::StepScope scope(wait.trace, [&] {
+      return trace::Step{.name = "recv", .from = from, .chunk = r, .bytes = block.count * element};
+    });
+    group.link(from).recvInto(args.recv + block.offset * element, block.count * element, wait);
     pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
   };
   while (!pending.empty()) {
@@ -139,6 +148,14 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
     // The block may stay in send until the flush below (Link::lend) unless a receive of this
     // step writes over it.
     const bool lends = !overlaps(source, sendBytes, target, recvBytes);
+    // Traced as one exchange per step; `chunk`: the block sent (its rank's).
+    trace::StepScope scope(wait.trace, [&] {
+      return trace::Step{.name = "exchange",
+                         .to = to,
+                         .from = from,
+                         .chunk = to,
+                         .bytes = std::max(sendBytes, recvBytes)};
+    });
     size_t sent = 0;
     size_t received = 0;
     AfterFirstSend once(s == 1 ? &afterFirstSend : nullptr);

@@ -246,6 +246,50 @@ TEST(Trace, EveryCallIsRecordedWithItsAlgorithmAndStepsInsideIt) {
   std::filesystem::remove_all(dir);
 }
 
+// All-to-all: every peer's block is a step, sent to it and taken from it (the pairwise steps'
+// exchanges in-process; over shared memory the blocks lent at once and taken as they come).
+TEST(Trace, AllToAllStepsNameEveryPeer) {
+  for (const std::string transport : {"local", "shm"}) {
+    const std::string dir = makeTempDir("ringlet-trace");
+    constexpr int kRanks = 4;
+    constexpr size_t kBlock = 10000;  // int32 elements: 40 KB, one lent message over shm
+    runThreadRanks(kRanks, [&](int rank, int size, std::shared_ptr<Store> store) {
+      CommunicatorOptions o = traced(dir + "/a2a");
+      o.transport = transport;
+      Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      std::vector<int32_t> send(kRanks * kBlock), recv(kRanks * kBlock);
+      for (size_t i = 0; i < send.size(); ++i) send[i] = rank * 1000 + static_cast<int>(i / kBlock);
+      comm.allToAll(send.data(), recv.data(), kBlock, DataType::kInt32);
+      for (int from = 0; from < kRanks; ++from) {
+        EXPECT_EQ(recv[from * kBlock], from * 1000 + rank) << transport;
+      }
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      const json trace = readTrace(dir + "/a2a.rank" + std::to_string(r) + ".json");
+      std::set<int> to, from;
+      std::set<std::string> names;
+      for (const json& s : stepsOf(trace, "alltoall")) {
+        names.insert(s["name"].get<std::string>());
+        const int t = s["args"]["to"], f = s["args"]["from"];
+        if (t >= 0) to.insert(t);
+        if (f >= 0) from.insert(f);
+        EXPECT_EQ(s["args"]["bytes"], kBlock * sizeof(int32_t)) << transport;
+      }
+      std::set<int> others;
+      for (int p = 0; p < kRanks; ++p) {
+        if (p != r) others.insert(p);
+      }
+      EXPECT_EQ(to, others) << transport << " rank " << r;
+      EXPECT_EQ(from, others) << transport << " rank " << r;
+      const std::set<std::string> expected = transport == "shm"
+                                                 ? std::set<std::string>{"send", "recv"}
+                                                 : std::set<std::string>{"exchange"};
+      EXPECT_EQ(names, expected) << transport;
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
 // Point-to-point calls are recorded apart ("p2p", with their peers and bytes), and do not shift
 // the numbering of the collectives that every rank shares.
 TEST(Trace, PointToPointCallsAreRecordedWithTheirPeers) {
