@@ -208,7 +208,12 @@ void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wa
   }
   if (whileLent) whileLent();
   for (PeerBlock& b : shared) {
-    if (lent(b)) b.link->flush(wait);
+    if (!lent(b)) continue;
+    b.link->flush(wait);
+    if (wait.trace != nullptr) {  // lent at the start, read by now
+      wait.trace->step({.name = "send", .to = b.link->peer(), .bytes = b.bytes}, start,
+                       trace::Clock::now());
+    }
   }
   for (PeerBlock& b : queued) {
     if (b.bytes == 0) continue;

@@ -256,6 +256,7 @@ TEST(Trace, AllToAllStepsNameEveryPeer) {
     runThreadRanks(kRanks, [&](int rank, int size, std::shared_ptr<Store> store) {
       CommunicatorOptions o = traced(dir + "/a2a");
       o.transport = transport;
+      o.algorithms = {{"alltoall", "pairwise"}};  // (auto may choose Bruck's rounds)
       Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
       std::vector<int32_t> send(kRanks * kBlock), recv(kRanks * kBlock);
       for (size_t i = 0; i < send.size(); ++i) send[i] = rank * 1000 + static_cast<int>(i / kBlock);
@@ -288,6 +289,33 @@ TEST(Trace, AllToAllStepsNameEveryPeer) {
     }
     std::filesystem::remove_all(dir);
   }
+}
+
+// The linear scatter's root over shared memory lends every rank its block at once: a send step
+// to each, ending when that rank has read it.
+TEST(Trace, LinearScatterRootSendsToEveryRank) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  constexpr int kRanks = 4;
+  constexpr size_t kBlock = 10000;
+  runThreadRanks(kRanks, [&](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = traced(dir + "/scatter");
+    o.transport = "shm";
+    o.algorithms = {{"scatter", "linear"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<int32_t> send(kRanks * kBlock), recv(kBlock);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<int>(i / kBlock);
+    comm.scatter(send.data(), recv.data(), kBlock, DataType::kInt32, 0);
+    EXPECT_EQ(recv[0], rank);
+  });
+  const json trace = readTrace(dir + "/scatter.rank0.json");
+  std::set<int> to;
+  for (const json& s : stepsOf(trace, "scatter")) {
+    EXPECT_EQ(s["name"], "send");
+    EXPECT_EQ(s["args"]["bytes"], kBlock * sizeof(int32_t));
+    to.insert(s["args"]["to"].get<int>());
+  }
+  EXPECT_EQ(to, (std::set<int>{1, 2, 3}));
+  std::filesystem::remove_all(dir);
 }
 
 // Point-to-point calls are recorded apart ("p2p", with their peers and bytes), and do not shift
