@@ -10,6 +10,7 @@
 // rank-1) already is round 1, so the barrier starts at distance 2.
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 
@@ -18,6 +19,9 @@ void disseminationBarrier(const Group& group, int firstDistance, const WaitConte
   for (int distance = firstDistance; distance < n; distance <<= 1) {
     Link& to = group.link(wrap(group.rank + distance, n));
     Link& from = group.link(wrap(group.rank - distance, n));
+    trace::StepScope scope(wait.trace, [&] {
+      return trace::Step{.name = "exchange", .to = to.peer(), .from = from.peer()};
+    });
     to.send(to.sendBuffer(0, nullptr, wait), 0, wait);
     from.recvInto(nullptr, 0, wait);
     to.flush(wait);

@@ -17,6 +17,7 @@
 #include "collectives/link_prims.h"
 #include "collectives/ring_schedule.h"
 #include "kernels/reduce.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 
@@ -59,6 +60,7 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
   // they receive from it before anything else. Bytes a rank just received stay in the slots.
   const bool lends = v == 0 && rootLends;
   const std::function<void()> none;
+  const auto start = wait.trace != nullptr ? trace::Clock::now() : trace::Clock::time_point{};
   for (Link* child : children) {
     // Only the first child's message may come before the header check (two ranks: the only one).
     const std::function<void()>& afterFirst = child == children.front() ? afterFirstSend : none;
@@ -76,7 +78,13 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
     }
   }
   if (oneMessage) {
-    for (Link* child : children) child->flush(wait);
+    for (Link* child : children) {
+      child->flush(wait);
+      if (wait.trace != nullptr) {  // sent (or lent) at the start, gone (or read) by now
+        wait.trace->step({.name = "send", .to = child->peer(), .bytes = bytes}, start,
+                         trace::Clock::now());
+      }
+    }
   }
 }
 

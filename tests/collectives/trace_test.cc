@@ -240,8 +240,13 @@ TEST(Trace, EveryCallIsRecordedWithItsAlgorithmAndStepsInsideIt) {
     const std::vector<std::string> expected = {"allreduce", "allgather", "broadcast", "barrier"};
     ASSERT_GE(calls.size(), expected.size());
     EXPECT_EQ(std::vector<std::string>(calls.end() - 4, calls.end()), expected);
-    // Recursive doubling over 3 ranks: its exchanges are steps too.
+    // Recursive doubling over 3 ranks: its exchanges are steps too; so is the barrier's round at
+    // distance 2 (the header exchange is its first).
     EXPECT_FALSE(stepsOf(trace, "allreduce").empty());
+    const std::vector<json> barrier = stepsOf(trace, "barrier");
+    ASSERT_EQ(barrier.size(), 1u);
+    EXPECT_EQ(barrier[0]["args"]["to"], wrap(r + 2, 3));
+    EXPECT_EQ(barrier[0]["args"]["from"], wrap(r - 2, 3));
   }
   std::filesystem::remove_all(dir);
 }
