@@ -443,6 +443,9 @@ struct Exchange {
   // sendSliced's `afterFirst`, for a two-rank call whose ranks send before they check the
   // peer's call header (OpHeader::earlyData).
   const std::function<void()>* afterFirstSend = nullptr;
+  // Called (when set) once everything is received, before the wait for the peer to have read
+  // what was lent: work of this rank's own that fits beside the peer's read.
+  const std::function<void()>* beforeFlush = nullptr;
 };
 void exchange(const Exchange& step, size_t sliceBytes, const WaitContext& wait);
 

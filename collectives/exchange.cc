@@ -300,6 +300,7 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
       received += bytes;
     }
   }
+  if (x.beforeFlush != nullptr && *x.beforeFlush) (*x.beforeFlush)();
   if (x.sendBytes > 0) x.out->flush(wait);
 }
 
