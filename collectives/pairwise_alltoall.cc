@@ -131,7 +131,14 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
   if (lendsAllAtOnce(group, args, sliceBytes, result)) {
     return allAtOnce(group, args, wait, afterFirstSend, copyOwn);
   }
-  copyOwn();
+  // The own block is copied once the first step has received, while its peer may still read
+  // what this rank lent it (as the recursive-doubling all-gather does), unless that receive
+  // writes where the own block comes from.
+  const size_t ownBytes = args.recvBlocks[r].count * element;
+  const bool ownLater = n > 1 && !overlaps(at(args.send, args.sendBlocks[r]), ownBytes,
+                                           at(args.recv, args.recvBlocks[wrap(r - 1, n)]),
+                                           args.recvBlocks[wrap(r - 1, n)].count * element);
+  if (!ownLater) copyOwn();
   for (int s = 1; s < n; ++s) {
     const int to = wrap(r + s, n);
     const int from = wrap(r - s, n);
@@ -177,6 +184,7 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
         received += bytes;
       }
     }
+    if (s == 1 && ownLater) copyOwn();
     if (sendBytes > 0) out.flush(wait);
   }
 }
