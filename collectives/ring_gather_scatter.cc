@@ -15,6 +15,7 @@
 // link carries each block once, in as many messages as it has slices. Reduce-scatter-v is the
 // mirror image: slice k of block r starts at rank r+1, gathers each rank's input on its way
 // round, and ends reduced at rank r.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -22,6 +23,7 @@
 #include "collectives/link_prims.h"
 #include "collectives/ring_schedule.h"
 #include "kernels/reduce.h"
+#include "src/trace.h"
 
 namespace ringlet::collectives {
 namespace {
@@ -66,9 +68,75 @@ void reduceScatterRing(const Group& group, const std::byte* send, std::byte* rec
 
 // The all-gather of ring_schedule.h over `piece`: recv is both input and output, so every chunk
 // is sent on from where it landed. `own`: this rank's chunk; `total`: elements received in all.
+// The same schedule over shared memory with every message lent (Link::lend): each block is read
+// by the next rank straight out of where it lies (this rank's send buffer for its own block, its
+// recv buffer for the blocks it passes on), one copy per hop instead of the slots' copy in and
+// copy out. The messages are the slot path's, in the same order, so a rank on either path
+// talks to one on the other. Returns false where it does not apply (fewer than three ranks, a
+// link that does not share memory or lend, a slice larger than a lent message) and from
+// kernels::kStreamingBytes of result on: from there the data is in no cache, and the slots'
+// two copies, made side by side, beat the reader's one, as for the lent gather and scatter.
+// 3 and 4 ranks on 2 cores, medians of 3 rounds, two runs, time / Open MPI's: all-gather
+// 1-4 MiB 0.52-0.55x (N = 3) against 0.66-0.89x through the slots, 0.92-1.15x (N = 4) against
+// 1.08-1.43x; all-gather-v 1 MiB 0.72-0.91x against 1.07-1.41x; at 16-64 MiB 0.85-1.60x against
+// 0.61-1.37x (not used there).
+template <typename Pieces>
+bool allgatherRingLent(const Group& group, const std::byte* send, std::byte* recv, Piece own,
+                       size_t total, DataType type, const Pieces& piece, const WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  Link& next = group.next();
+  Link& prev = group.prev();
+  const size_t eb = elementSize(type);
+  if (n < 3 || !next.sharesMemory() || !prev.sharesMemory() || next.directBytes() == 0 ||
+      total * eb >= kernels::kStreamingBytes) {
+    return false;
+  }
+  const size_t largest = std::min(next.directBytes(), next.maxMessageBytes());
+  for (int c = 0; c < n; ++c) {
+    if (piece(c, 0).count * eb > largest) return false;
+  }
+  std::byte* mine = recv + own.offset * eb;
+  if (send != mine && overlaps(send, own.count * eb, recv, total * eb)) return false;
+  auto at = [&](const Piece& p) { return recv + p.offset * eb; };
+  auto step = [&](const char* name, int chunk, size_t k, const Piece& p, bool sends,
+                  bool receives) {
+    return trace::Step{.name = name,
+                       .to = sends ? next.peer() : -1,
+                       .from = receives ? prev.peer() : -1,
+                       .chunk = chunk,
+                       .slice = static_cast<int64_t>(k),
+                       .offset = p.offset * eb,
+                       .bytes = p.count * eb};
+  };
+  for (size_t k = 0; k < piece.slices(); ++k) {
+    if (const Piece p = piece(r, k); p.count > 0) {
+      trace::StepScope scope(wait.trace, [&] { return step("send", r, k, p, true, false); });
+      next.lend(send + (p.offset - own.offset) * eb, p.count * eb, wait);
+    }
+    for (int s = 1; s <= n - 2; ++s) {
+      if (const Piece p = piece(r - s, k); p.count > 0) {
+        trace::StepScope scope(
+            wait.trace, [&] { return step("recvCopySend", wrap(r - s, n), k, p, true, true); });
+        prev.recvInto(at(p), p.count * eb, wait);
+        next.lend(at(p), p.count * eb, wait);
+      }
+    }
+    if (const Piece p = piece(r + 1, k); p.count > 0) {
+      trace::StepScope scope(wait.trace,
+                             [&] { return step("recv", wrap(r + 1, n), k, p, false, true); });
+      prev.recvInto(at(p), p.count * eb, wait);
+    }
+  }
+  copyOwnBlock(mine, send, own.count * eb, total * eb);  // while the next rank reads the last
+  next.flush(wait);
+  return true;
+}
+
 template <typename Pieces>
 void allgatherRing(const Group& group, const std::byte* send, std::byte* recv, Piece own,
                    size_t total, DataType type, const Pieces& piece, const WaitContext& wait) {
+  if (allgatherRingLent(group, send, recv, own, total, type, piece, wait)) return;
   const size_t elementBytes = elementSize(type);
   std::byte* mine = recv + own.offset * elementBytes;
   copyOwnBlock(mine, send, own.count * elementBytes, total * elementBytes);
