@@ -333,11 +333,11 @@ struct PeerBlock {
 // change. The blocks may be reordered.
 // `lend`: the data is the caller's, which peers over shared memory may read there themselves
 // (Link::lend, up to Link::directBytes()), all at once; for peers whose first receive this is.
-// `whileLent` runs once every block has gone out or been lent, before the waits for the peers:
+// `whileRead` runs once every block has gone out or been lent, before the waits for the peers:
 // the scatter's root copies its own block there while they read theirs (4 ranks on 2 cores,
 // 1 MiB: 57-59 us against 84-86 with the copy after the waits; 256 KiB 21-22 against 24-36).
 void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait,
-                bool lend = false, const std::function<void()>& whileLent = {});
+                bool lend = false, const std::function<void()>& whileRead = {});
 void recvFromEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait);
 
 // A rank's own block copied into its result (all-gather, all-to-all, gather, scatter): with
@@ -445,7 +445,7 @@ struct Exchange {
   const std::function<void()>* afterFirstSend = nullptr;
   // Called (when set) once everything is received, before the wait for the peer to have read
   // what was lent: work of this rank's own that fits beside the peer's read.
-  const std::function<void()>* beforeFlush = nullptr;
+  const std::function<void()>* whileRead = nullptr;
 };
 void exchange(const Exchange& step, size_t sliceBytes, const WaitContext& wait);
 

@@ -81,7 +81,7 @@ namespace {
 void sendMessages(Link& link, const std::byte* data, size_t bytes, size_t slice, bool lend,
                   const std::function<void()>& afterFirst, const WaitContext& wait,
                   const BlockTrace* blocks = nullptr, size_t at = 0,
-                  const std::function<void()>& beforeFlush = {}) {
+                  const std::function<void()>& whileRead = {}) {
   const bool byBlock = tracesBlocks(wait, blocks);
   trace::StepScope scope(byBlock ? nullptr : wait.trace, [&] {
     return trace::Step{.name = "send", .to = link.peer(), .bytes = bytes};
@@ -102,7 +102,7 @@ void sendMessages(Link& link, const std::byte* data, size_t bytes, size_t slice,
                    at + offset / blocks->elementBytes, n, start);
     }
   }
-  if (beforeFlush) beforeFlush();
+  if (whileRead) whileRead();
   link.flush(wait);  // `data` may change once this returns
 }
 
@@ -185,7 +185,7 @@ void inTurn(std::span<PeerBlock> blocks, size_t slice, Move&& move) {
 }  // namespace
 
 void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wait, bool lend,
-                const std::function<void()>& whileLent) {
+                const std::function<void()>& whileRead) {
   const auto start = wait.trace != nullptr ? trace::Clock::now() : trace::Clock::time_point{};
   const std::span<PeerBlock> queued = blocks.first(queuedFirst(blocks));
   inTurn(queued, slice,
@@ -206,7 +206,7 @@ void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wa
   for (PeerBlock& b : shared) {
     if (!lent(b)) sendSliced(*b.link, b.data, b.bytes, slice, wait);
   }
-  if (whileLent) whileLent();
+  if (whileRead) whileRead();
   for (PeerBlock& b : shared) {
     if (!lent(b)) continue;
     b.link->flush(wait);
@@ -300,7 +300,7 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
       received += bytes;
     }
   }
-  if (x.beforeFlush != nullptr && *x.beforeFlush) (*x.beforeFlush)();
+  if (x.whileRead != nullptr && *x.whileRead) (*x.whileRead)();
   if (x.sendBytes > 0) x.out->flush(wait);
 }
 

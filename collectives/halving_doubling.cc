@@ -267,7 +267,7 @@ void doublingAllgather(const Group& group, const Layout& layout, Where&& where,
               .sendAt = held.offset,
               .recvAt = theirs.offset,
               .afterFirstSend = mask == 1 ? afterFirstSend : nullptr,
-              .beforeFlush = ownOnly ? &copyOwn : nullptr},
+              .whileRead = ownOnly ? &copyOwn : nullptr},
              sliceBytes, wait);
     (upper ? lo : hi) += upper ? -mask : mask;
   }
