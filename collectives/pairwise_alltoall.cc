@@ -11,17 +11,17 @@
 // sends sendBlocks[r+s] and receives recvBlocks[r-s], whichever is longer going on alone once
 // the other is done; an empty block is no message at all.
 //
-// Over shared memory, where every block this rank sends and receives is one message that can be
-// lent (Link::lend: the receiver reads it out of the sender's buffer), the steps' order is
-// relaxed, as Open MPI's linear all-to-all posts every send and receive at once: the rank lends
-// every peer its block, copies its own, then takes the blocks in whichever order they come (the
-// next in step order when none has), then waits for its own to be read. The same messages on
-// every link as the steps', so ranks that take either path (their blocks differ: v-forms) run
-// together. On a rank that shares its core with others, a step waited for its two peers to be
-// on a core together. 4 ranks on 2 cores, medians of 5 rounds of >= 30 ms, three runs of each
-// build alternating, time / Open MPI's in the same run: 16 KiB 0.56-0.67 against 0.75-0.85 step
-// by step, 64 KiB 1.00-1.10 against 1.28-1.35, 256 KiB 0.91-1.00 against 1.08-1.10, 1 MiB
-// 0.81-1.01 against 1.00-1.14; all-to-all-v 64 KiB 0.97-1.10 against 1.25-1.50, 1 MiB
+// Over shared memory, where every message this rank sends can be lent (Link::lend: the receiver
+// reads it out of the sender's buffer), the steps' order is relaxed, as Open MPI's linear
+// all-to-all posts every send and receive at once: the rank lends every peer its block (one
+// message, or up to kMaxLentMessages slices, each lent), copies its own, then takes the messages
+// in whichever order they come (the next in step order when none has), then waits for its own to
+// be read. The same messages on every link as the steps', so ranks that take either path (their
+// blocks differ: v-forms) run together. On a rank that shares its core with others, a step waited
+// for its two peers to be on a core together. 4 ranks on 2 cores, medians of 5 rounds of >= 30 ms,
+// three runs of each build alternating, time / Open MPI's in the same run: 16 KiB 0.56-0.67 against
+// 0.75-0.85 step by step, 64 KiB 1.00-1.10 against 1.28-1.35, 256 KiB 0.91-1.00 against 1.08-1.10,
+// 1 MiB 0.81-1.01 against 1.00-1.14; all-to-all-v 64 KiB 0.97-1.10 against 1.25-1.50, 1 MiB
 // 0.92-1.01 against 1.17-1.28.
 //
 // Needs a link to every rank (the communicator connects them at the first all-to-all).
@@ -40,31 +40,50 @@ namespace ringlet::collectives {
 
 namespace {
 
-// Whether every block of this rank's exchange is one lendable message over shared memory, and the
-// blocks it sends do not overlap what it receives (see the top of this file).
+// Most messages one block may take on the all-at-once path: every lent message holds an entry of
+// its link's queue until it is read (shm: 64, one of them perhaps this call's header), and a
+// lend that found none free would wait for a peer that may itself be lending. Messages of
+// earlier calls still queued on the link are no such wait: the peer reads them to finish those
+// calls, before it enters this one. 56 slices of the default 512 KiB: blocks up to 28 MiB.
+constexpr size_t kMaxLentMessages = 56;
+
+// Bytes per message on `link` in this exchange, as both of its ends cut a block.
+size_t sliceOn(const Link& link, size_t sliceBytes) {
+  return std::min(sliceBytes, link.maxMessageBytes());
+}
+
+// Whether every message of this rank's exchange can be lent over shared memory (its blocks cut
+// as the steps cut them, at most kMaxLentMessages each), and the blocks it sends do not overlap
+// what it receives (see the top of this file).
 bool lendsAllAtOnce(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
                     size_t resultBytes) {
   const int n = group.size;
   const int r = group.rank;
   if (n < 3) return false;  // one step: nothing to reorder
+  auto messages = [](size_t bytes, size_t slice) { return (bytes + slice - 1) / slice; };
   for (int s = 1; s < n; ++s) {
     const int to = wrap(r + s, n);
     const int from = wrap(r - s, n);
     const Link& out = group.link(to);
     const Link& in = group.link(from);
     const size_t sendBytes = args.sendBlocks[to].count * args.elementBytes;
-    const size_t recvBytes = args.recvBlocks[from].count * args.elementBytes;
+    const size_t sendSlice = sliceOn(out, sliceBytes);
     if (!out.sharesMemory() || !in.sharesMemory() || out.directBytes() == 0) return false;
-    if (sendBytes > std::min(messageBytes(out, sliceBytes), out.directBytes())) return false;
-    if (recvBytes > messageBytes(in, sliceBytes)) return false;
+    if (std::min(sendBytes, sendSlice) > out.directBytes()) return false;
+    // Past one message each must be lent, not copied into the link (which may wait for room
+    // while the peer, lending too, reads nothing): all but the last, shorter, one.
+    const size_t sendMessages = messages(sendBytes, sendSlice);
+    if (sendMessages > kMaxLentMessages) return false;
+    if (sendMessages > 1 && !out.lendsNow(sendSlice)) return false;
     const std::byte* source = args.send + args.sendBlocks[to].offset * args.elementBytes;
     if (overlaps(source, sendBytes, args.recv, resultBytes)) return false;
   }
   return true;
 }
 
-void allAtOnce(const Group& group, const AllToAllvArgs& args, const WaitContext& wait,
-               const std::function<void()>& afterFirstSend, const std::function<void()>& copyOwn) {
+void allAtOnce(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
+               const WaitContext& wait, const std::function<void()>& afterFirstSend,
+               const std::function<void()>& copyOwn) {
   const int n = group.size;
   const int r = group.rank;
   const size_t element = args.elementBytes;
@@ -73,34 +92,46 @@ void allAtOnce(const Group& group, const AllToAllvArgs& args, const WaitContext&
     const int to = wrap(r + s, n);
     const size_t bytes = args.sendBlocks[to].count * element;
     if (bytes == 0) continue;
-    {
-      trace::StepScope scope(wait.trace, [&] {
-        return trace::Step{.name = "send", .to = to, .chunk = to, .bytes = bytes};
-      });
-      group.link(to).lend(args.send + args.sendBlocks[to].offset * element, bytes, wait);
+    Link& out = group.link(to);
+    const std::byte* source = args.send + args.sendBlocks[to].offset * element;
+    const size_t slice = sliceOn(out, sliceBytes);
+    trace::StepScope scope(wait.trace, [&] {
+      return trace::Step{.name = "send", .to = to, .chunk = to, .bytes = bytes};
+    });
+    for (size_t sent = 0; sent < bytes; sent += slice) {
+      out.lend(source + sent, std::min(slice, bytes - sent), wait);
+      once();
     }
-    once();
   }
   copyOwn();
-  std::vector<int> pending;  // in step order
+  struct Incoming {
+    int from;
+    size_t done = 0;
+  };
+  std::vector<Incoming> pending;  // in step order
   for (int s = 1; s < n; ++s) {
     const int from = wrap(r - s, n);
-    if (args.recvBlocks[from].count > 0) pending.push_back(from);
+    if (args.recvBlocks[from].count > 0) pending.push_back({.from = from});
   }
+  // Takes the next message of pending block i.
   auto take = [&](size_t i) {
-    const int from = pending[i];
-    const Piece& block = args.recvBlocks[from];
+    Incoming& in = pending[i];
+    Link& link = group.link(in.from);
+    const Piece& block = args.recvBlocks[in.from];
+    const size_t bytes = std::min(sliceOn(link, sliceBytes), block.count * element - in.done);
     trace::StepScope scope(wait.trace, [&] {
-      return trace::Step{.name = "recv", .from = from, .chunk = r, .bytes = block.count * element};
+      return trace::Step{.name = "recv", .from = in.from, .chunk = r, .bytes = bytes};
     });
-    group.link(from).recvInto(args.recv + block.offset * element, block.count * element, wait);
-    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    link.recvInto(args.recv + block.offset * element + in.done, bytes, wait);
+    in.done += bytes;
+    if (in.done == block.count * element)
+      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
   };
   while (!pending.empty()) {
     bool took = false;
     for (size_t i = 0; i < pending.size();) {
-      if (group.link(pending[i]).messageReady()) {
-        take(i);
+      if (group.link(pending[i].from).messageReady()) {
+        take(i);  // and look at the same block (or, once it is whole, the next) again
         took = true;
       } else {
         ++i;
@@ -129,7 +160,7 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
                  args.recvBlocks[r].count * element, result);
   };
   if (lendsAllAtOnce(group, args, sliceBytes, result)) {
-    return allAtOnce(group, args, wait, afterFirstSend, copyOwn);
+    return allAtOnce(group, args, sliceBytes, wait, afterFirstSend, copyOwn);
   }
   // Two ranks: the own block is copied once the one step has received, while the peer may still
   // read what this rank lent it (as the recursive-doubling all-gather does), unless that receive

@@ -12,7 +12,8 @@
 //   beta          one byte over a link: the same shift with 1 MiB, less alpha, per byte
 //   betaOneWay    one byte when ranks only send or only receive: pairs of ring neighbours, one
 //                 sends 1 MiB, the other answers with 8 bytes; less that 8-byte round trip
-//                 (across hosts both the even and the odd pairs, so a crossing is among them)
+//                 (across hosts both the even and the odd pairs, so a crossing is among them);
+//                 at most beta (oneWayBeta)
 //   gamma         one byte reduced: a float32 sum of 1 MiB into a buffer, per byte; on shared
 //                 memory, where a received byte is reduced from the slot in place of its copy,
 //                 what that sum costs over a memcpy (at least a tenth of the sum)
@@ -278,7 +279,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
           .beta = values[1],
           .gamma = values[2],
           .delta = values[3],
-          .betaOneWay = values[4],
+          .betaOneWay = oneWayBeta(values[4], values[1]),
           .smallFactor = values[7],
           .memoryFactor = values[5],
           .cacheBytes = -values[6],
@@ -286,6 +287,10 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
 }
 
 }  // namespace
+
+double oneWayBeta(double measured, double beta) {
+  return beta > 0 ? std::min(measured, beta) : measured;
+}
 
 ShiftLine fitShifts(Shift probe, Shift cached, Shift large) {
   // The probe and the cached shift both in the core's caches: their line's slope is the cached

@@ -37,6 +37,14 @@ struct ShiftLine {
 // caches) on one line, whose intercept is alpha; `large` less alpha gives beta.
 ShiftLine fitShifts(Shift probe, Shift cached, Shift large);
 
+// The one-way cost per byte the model keeps, from the pairs' measurement (every rank's largest)
+// and beta (the shift's, likewise): at most beta, since a byte sent one way cannot cost more than
+// one sent while a byte comes back. Measured above it, the pairs were held back (ranks that
+// share cores, a busy process on one): 4 ranks on 2 cores then priced the lent pairwise
+// all-to-all past Bruck's, which moves every byte log2(N) times, and took Bruck at 4-64 MiB in 7
+// of 24 runs (1.5-5x the pairwise exchange's time). 0 (not measured) stays 0.
+double oneWayBeta(double measured, double beta);
+
 // Memory's time per byte over the cache's, for a copy whose source spans `bytes`.
 struct MemoryPoint {
   double bytes = 0;

@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/info/model.h"
@@ -65,8 +66,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (model) {
-      if (!ringlet::info::underLauncher()) return relaunch(argv[0], ranks, asJson);
-      nlohmann::ordered_json report = ringlet::info::modelReport();
+      ringlet::Bootstrap bootstrap = ringlet::Bootstrap::fromEnvironment();
+      if (!ringlet::info::underLauncher(bootstrap)) return relaunch(argv[0], ranks, asJson);
+      nlohmann::ordered_json report = ringlet::info::modelReport(std::move(bootstrap));
       if (report.empty()) return 0;
       std::string text = asJson ? report.dump(2) + "\n" : ringlet::info::renderModelText(report);
       std::fputs(text.c_str(), stdout);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "ringlet/ringlet.h"
@@ -11,13 +12,12 @@ namespace ringlet::info {
 
 using json = nlohmann::ordered_json;
 
-bool underLauncher() {
-  const Bootstrap bootstrap = Bootstrap::fromEnvironment();
+bool underLauncher(const Bootstrap& bootstrap) {
   return bootstrap.source != "manual" || bootstrap.size > 1;
 }
 
-json modelReport() {
-  Communicator comm = Communicator::create(Bootstrap::fromEnvironment());
+json modelReport(Bootstrap bootstrap) {
+  Communicator comm = Communicator::create(std::move(bootstrap));
   if (comm.rank() != 0) return json::object();
   const CostModel m = comm.costModel();
   json report;

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/model/measure.h"
@@ -26,8 +27,10 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-bool underLauncher() {
-  const ringlet::Bootstrap bootstrap = ringlet::Bootstrap::fromEnvironment();
+// One bootstrap decides and then builds the communicator: under mpirun or Slurm rank 0 hosts the
+// store on a port derived from the job id, and a second bootstrap right after the first raced
+// its server's shutdown.
+bool underLauncher(const ringlet::Bootstrap& bootstrap) {
   return bootstrap.source != "manual" || bootstrap.size > 1;
 }
 
@@ -127,12 +130,13 @@ int main(int argc, char** argv) {
     if (measureCmd->parsed()) {
       options.minBytes = ringlet::model::parseBytes(minText, "--min");
       options.maxBytes = ringlet::model::parseBytes(maxText, "--max");
-      if (!underLauncher()) return relaunch(ranks, argc, argv);
+      ringlet::Bootstrap bootstrap = ringlet::Bootstrap::fromEnvironment();
+      if (!underLauncher(bootstrap)) return relaunch(ranks, argc, argv);
       ringlet::CommunicatorOptions communicatorOptions =
           ringlet::CommunicatorOptions::fromEnvironment();
       communicatorOptions.calibrationEffort = effort;
       ringlet::Communicator comm =
-          ringlet::Communicator::create(ringlet::Bootstrap::fromEnvironment(), communicatorOptions);
+          ringlet::Communicator::create(std::move(bootstrap), communicatorOptions);
       json report = ringlet::model::describe(comm);
       report["calibration_effort"] = effort;
       report["rows"] = ringlet::model::measure(comm, options);

@@ -105,6 +105,13 @@ TEST(FitShifts, ADisorderlyMeasurementStaysWithinBounds) {
 
 constexpr double kMiB = 1 << 20;
 
+TEST(OneWayBeta, NeverAboveBeta) {
+  EXPECT_DOUBLE_EQ(oneWayBeta(1.9e-10, 3.4e-10), 1.9e-10);  // as usually measured
+  EXPECT_DOUBLE_EQ(oneWayBeta(9e-10, 3.4e-10), 3.4e-10);    // pairs held back
+  EXPECT_DOUBLE_EQ(oneWayBeta(0, 3.4e-10), 0);              // not measured: beta is used
+  EXPECT_DOUBLE_EQ(oneWayBeta(2e-10, 0), 2e-10);
+}
+
 TEST(CacheBytesFrom, ASharpKneeAtTheShareKeepsTheShare) {
   // Flat up to the share (32 MiB), dearer at twice it: the knee is the share, as sysfs said.
   const std::vector<MemoryPoint> points = {

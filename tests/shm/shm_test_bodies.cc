@@ -178,6 +178,10 @@ void lentMessages(int rank, int size, std::shared_ptr<Store> store, const ShmOpt
     std::byte hello{7};
     link.send(&hello, 1, mesh.wait());
     store->getString("probed");
+    // What lend() will do, as the all-to-all asks before lending many messages at once.
+    EXPECT_EQ(link.lendsNow(100 << 10), lends);
+    EXPECT_FALSE(link.lendsNow(transport::Link::kLendMinBytes - 1)) << "below the smallest lent";
+    EXPECT_FALSE(link.lendsNow(link.maxMessageBytes() + 1)) << "past the link's largest message";
     std::vector<std::vector<std::byte>> out(sizes.size() + 1);
     for (size_t k = 0; k < sizes.size(); ++k) {
       if (k == 2) {  // between collective messages: one a collective receive passes over

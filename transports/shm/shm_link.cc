@@ -352,9 +352,13 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
   announce(word);
 }
 
+bool ShmLink::lendsNow(size_t bytes) const {
+  return bytes >= kLendMinBytes && bytes <= maxBytes_ && !aborted_ && claimed_ == nullptr &&
+         lends_ && other_->readsPeer.load(std::memory_order_acquire) == 1;
+}
+
 void ShmLink::lend(const std::byte* data, size_t bytes, const WaitContext& wait) {
-  if (bytes < kLendMinBytes || bytes > maxBytes_ || data == nullptr || aborted_ ||
-      claimed_ != nullptr || !lends_ || other_->readsPeer.load(std::memory_order_acquire) != 1) {
+  if (data == nullptr || !lendsNow(bytes)) {
     send(data, bytes, wait);
     return;
   }

@@ -49,6 +49,7 @@ class ShmLink final : public Link {
   std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void lend(const std::byte* data, size_t bytes, const WaitContext& wait) override;
+  bool lendsNow(size_t bytes) const override;
   void flush(const WaitContext& wait) override;
 
   const std::byte* recv(size_t bytes, const WaitContext& wait) override;
