@@ -124,8 +124,9 @@ void allAtOnce(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
     });
     link.recvInto(args.recv + block.offset * element + in.done, bytes, wait);
     in.done += bytes;
-    if (in.done == block.count * element)
-      pending.erase(pending.begin() + static_cast<ptrdiff_t>(i));
+    if (in.done == block.count * element) {
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+    }
   };
   while (!pending.empty()) {
     bool took = false;
