@@ -152,8 +152,8 @@ class Link {
     send(data, bytes, wait);
   }
   // Whether lend() of `bytes` would now leave them in caller memory for the receiver to read,
-  // taking one entry of the link's queue and never waiting for the receiver, rather than copy
-  // them into the link as send() does (which may wait for room). Default: false.
+  // taking one entry of the link's queue (waiting only when every entry is taken), rather than
+  // copy them into the link as send() does (which may wait for room). Default: false.
   virtual bool lendsNow(size_t /*bytes*/) const { return false; }
   // Returns once every send() has left caller memory (and every lend() was read).
   virtual void flush(const WaitContext& wait) = 0;
