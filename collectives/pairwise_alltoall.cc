@@ -14,15 +14,15 @@
 // Over shared memory, where every message this rank sends can be lent (Link::lend: the receiver
 // reads it out of the sender's buffer), the steps' order is relaxed, as Open MPI's linear
 // all-to-all posts every send and receive at once: the rank lends every peer its block (one
-// message, or up to kMaxLentMessages slices, each lent), copies its own, then takes the messages
-// in whichever order they come (the next in step order when none has), then waits for its own to
-// be read. The same messages on every link as the steps', so ranks that take either path (their
-// blocks differ: v-forms) run together. On a rank that shares its core with others, a step waited
-// for its two peers to be on a core together. 4 ranks on 2 cores, medians of 5 rounds of >= 30 ms,
-// three runs of each build alternating, time / Open MPI's in the same run: 16 KiB 0.56-0.67 against
-// 0.75-0.85 step by step, 64 KiB 1.00-1.10 against 1.28-1.35, 256 KiB 0.91-1.00 against 1.08-1.10,
-// 1 MiB 0.81-1.01 against 1.00-1.14; all-to-all-v 64 KiB 0.97-1.10 against 1.25-1.50, 1 MiB
-// 0.92-1.01 against 1.17-1.28.
+// message, or as many slices, each lent, as its link's queue holds less kQueueHeadroom), copies its
+// own, then takes the messages in whichever order they come (the next in step order when none has),
+// then waits for its own to be read. The same messages on every link as the steps', so ranks that
+// take either path (their blocks differ: v-forms) run together. On a rank that shares its core with
+// others, a step waited for its two peers to be on a core together. 4 ranks on 2 cores, medians of
+// 5 rounds of >= 30 ms, three runs of each build alternating, time / Open MPI's in the same run:
+// 16 KiB 0.56-0.67 against 0.75-0.85 step by step, 64 KiB 1.00-1.10 against 1.28-1.35, 256 KiB
+// 0.91-1.00 against 1.08-1.10, 1 MiB 0.81-1.01 against 1.00-1.14; all-to-all-v 64 KiB 0.97-1.10
+// against 1.25-1.50, 1 MiB 0.92-1.01 against 1.17-1.28.
 //
 // Needs a link to every rank (the communicator connects them at the first all-to-all).
 #include <algorithm>
@@ -40,12 +40,12 @@ namespace ringlet::collectives {
 
 namespace {
 
-// Most messages one block may take on the all-at-once path: every lent message holds an entry of
-// its link's queue until it is read (shm: 64, one of them perhaps this call's header), and a
-// lend that found none free would wait for a peer that may itself be lending. Messages of
-// earlier calls still queued on the link are no such wait: the peer reads them to finish those
-// calls, before it enters this one. 56 slices of the default 512 KiB: blocks up to 28 MiB.
-constexpr size_t kMaxLentMessages = 56;
+// Entries of a link's queue a block on the all-at-once path leaves free: every lent message holds
+// one until it is read, and a lend that found none free would wait for a peer that may itself
+// be lending; this call's header and a point-to-point message or two may hold some. Messages of
+// earlier calls still queued are no such wait: the peer reads them to finish those calls before
+// it enters this one. shm's 64 cells: blocks of up to 56 messages, 28 MiB in 512 KiB slices.
+constexpr size_t kQueueHeadroom = 8;
 
 // Bytes per message on `link` in this exchange, as both of its ends cut a block.
 size_t sliceOn(const Link& link, size_t sliceBytes) {
@@ -53,7 +53,7 @@ size_t sliceOn(const Link& link, size_t sliceBytes) {
 }
 
 // Whether every message of this rank's exchange can be lent over shared memory (its blocks cut
-// as the steps cut them, at most kMaxLentMessages each), and the blocks it sends do not overlap
+// as the steps cut them, each within its link's queue), and the blocks it sends do not overlap
 // what it receives (see the top of this file).
 bool lendsAllAtOnce(const Group& group, const AllToAllvArgs& args, size_t sliceBytes,
                     size_t resultBytes) {
@@ -73,8 +73,10 @@ bool lendsAllAtOnce(const Group& group, const AllToAllvArgs& args, size_t sliceB
     // Past one message each must be lent, not copied into the link (which may wait for room
     // while the peer, lending too, reads nothing): all but the last, shorter, one.
     const size_t sendMessages = messages(sendBytes, sendSlice);
-    if (sendMessages > kMaxLentMessages) return false;
-    if (sendMessages > 1 && !out.lendsNow(sendSlice)) return false;
+    if (sendMessages > 1 &&
+        (!out.lendsNow(sendSlice) || sendMessages + kQueueHeadroom > out.queueMessages())) {
+      return false;
+    }
     const std::byte* source = args.send + args.sendBlocks[to].offset * args.elementBytes;
     if (overlaps(source, sendBytes, args.recv, resultBytes)) return false;
   }

@@ -155,6 +155,9 @@ class Link {
   // taking one entry of the link's queue (waiting only when every entry is taken), rather than
   // copy them into the link as send() does (which may wait for room). Default: false.
   virtual bool lendsNow(size_t /*bytes*/) const { return false; }
+  // How many messages the link's queue holds unread before a send or lend waits for room
+  // (shm: its cells; 0 where unbounded or unknown).
+  virtual size_t queueMessages() const { return 0; }
   // Returns once every send() has left caller memory (and every lend() was read).
   virtual void flush(const WaitContext& wait) = 0;
 

@@ -182,6 +182,7 @@ void lentMessages(int rank, int size, std::shared_ptr<Store> store, const ShmOpt
     EXPECT_EQ(link.lendsNow(100 << 10), lends);
     EXPECT_FALSE(link.lendsNow(transport::Link::kLendMinBytes - 1)) << "below the smallest lent";
     EXPECT_FALSE(link.lendsNow(link.maxMessageBytes() + 1)) << "past the link's largest message";
+    EXPECT_EQ(link.queueMessages(), transport::shm::kCells);  // what the all-to-all plans with
     std::vector<std::vector<std::byte>> out(sizes.size() + 1);
     for (size_t k = 0; k < sizes.size(); ++k) {
       if (k == 2) {  // between collective messages: one a collective receive passes over

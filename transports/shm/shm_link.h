@@ -50,6 +50,7 @@ class ShmLink final : public Link {
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void lend(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   bool lendsNow(size_t bytes) const override;
+  size_t queueMessages() const override { return kCells; }
   void flush(const WaitContext& wait) override;
 
   const std::byte* recv(size_t bytes, const WaitContext& wait) override;
