@@ -185,10 +185,10 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
     std::byte* target = at(args.recv, args.recvBlocks[from]);
     const size_t sendBytes = args.sendBlocks[to].count * element;
     const size_t recvBytes = args.recvBlocks[from].count * element;
-    // Each link is cut by its own largest message, the same at both of its ends. An empty block
-    // sends no message (its receiver expects none).
-    const size_t sendSlice = std::min(sliceBytes, out.maxMessageBytes());
-    const size_t recvSlice = std::min(sliceBytes, in.maxMessageBytes());
+    // Each link is cut by its own largest message, the same at both of its ends and on both
+    // paths (sliceOn). An empty block sends no message (its receiver expects none).
+    const size_t sendSlice = sliceOn(out, sliceBytes);
+    const size_t recvSlice = sliceOn(in, sliceBytes);
     // The block may stay in send until the flush below (Link::lend) unless a receive of this
     // step writes over it.
     const bool lends = !overlaps(source, sendBytes, target, recvBytes);
