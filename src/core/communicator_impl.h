@@ -412,40 +412,54 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   bool headerChecked_ = true;
   std::vector<std::byte> chainScratch_;
   // Sender-only calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
-  // first. At most kMaxUnchecked: past that a call waits for the oldest (flow control). It must
-  // stay below every link's capacity in messages (shm: 64 cells): then the answers of one rank's
-  // unsettled calls always fit in their link, and on more than two ranks a chain of headers
-  // around the ring (every link of the cycle holding at most kMaxUnchecked calls) cannot fill
-  // all of them and wait on itself (with 200 it does, over shm). A fixed
-  // ring, not a deque: a deque allocates and frees a block every few calls.
+  // first. At most uncheckedLimit(): past that a call waits for the oldest (flow control). It
+  // must stay below every link's capacity in messages (shm: 64 cells): then the answers of one
+  // rank's unsettled calls always fit in their link, and on more than two ranks a chain of
+  // headers around the ring (every link of the cycle holding at most kMaxUnchecked calls)
+  // cannot fill all of them and wait on itself (with 200 it does, over shm).
   static constexpr size_t kMaxUnchecked = 48;
+  // Two ranks over a link whose queue has no bound in messages (TCP: the sockets' buffers and a
+  // read-ahead that grows; the local transport's queue): the sender may run this far ahead.
+  // Under load the receiver is off its core for a time slice now and then (a few ms, hundreds
+  // of 8-byte calls); at 48 the sender stopped too, so it ran only while both had a core
+  // (8-byte broadcast over TCP, a busy loop per core: 11-13 us a call against 8-10).
+  static constexpr size_t kMaxUncheckedUnbounded = 1024;
+  size_t uncheckedLimit() const;
   // A sender-only call over a link whose looks cost a system call looks for answers and at the
   // peer every kLookEvery-th call (execute).
   static constexpr int kLookEvery = 8;
   int callsSinceLook_ = 0;
+  // A ring of headers that grows (doubling, never shrinking) to the most calls held at once: 48
+  // at most over shared memory, up to kMaxUncheckedUnbounded + 1 over TCP. A deque would
+  // allocate and free a block every few calls.
   class UncheckedCalls {
    public:
     bool empty() const { return size_ == 0; }
     size_t size() const { return size_; }
     const OpHeader& front() const { return calls_[first_]; }
-    const OpHeader& back() const { return calls_[(first_ + size_ - 1) % kCapacity]; }
-    // Keeps the call's header, not its data (inlineData is cleared). The caller keeps size()
-    // at most kMaxUnchecked + 1.
+    const OpHeader& back() const { return calls_[(first_ + size_ - 1) % calls_.size()]; }
+    // Keeps the call's header, not its data (inlineData is cleared).
     void push_back(const OpHeader& header) {
-      OpHeader& kept = calls_[(first_ + size_) % kCapacity];
+      if (size_ == calls_.size()) grow();
+      OpHeader& kept = calls_[(first_ + size_) % calls_.size()];
       kept = header;
       kept.inlineData = nullptr;
       ++size_;
     }
     void pop_front() {
-      first_ = (first_ + 1) % kCapacity;
+      first_ = (first_ + 1) % calls_.size();
       --size_;
     }
     void clear() { size_ = 0; }
 
    private:
-    static constexpr size_t kCapacity = kMaxUnchecked + 1;
-    std::array<OpHeader, kCapacity> calls_{};
+    void grow() {
+      std::vector<OpHeader> bigger(std::max<size_t>(64, 2 * calls_.size()));
+      for (size_t i = 0; i < size_; ++i) bigger[i] = calls_[(first_ + i) % calls_.size()];
+      calls_ = std::move(bigger);
+      first_ = 0;
+    }
+    std::vector<OpHeader> calls_;
     size_t first_ = 0;
     size_t size_ = 0;
   };

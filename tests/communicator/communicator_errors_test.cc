@@ -365,6 +365,44 @@ TEST(CommunicatorErrors, SmallRootedCallsRunAheadAndStayExact) {
   }
 }
 
+// Two ranks over TCP (or in one process): a sender of small rooted calls runs ahead of a
+// receiver that is not there (under load: off its core for a time slice) by far more than
+// shared memory's 48 calls, and every value still arrives. The receiver starts only once the
+// root has returned from all of them (or after 5 s: the root stopped to wait for it).
+TEST(CommunicatorErrors, TwoRankSendersOverTcpRunFarAhead) {
+  for (const char* transport : {"local", "tcp"}) {
+    constexpr int kCalls = 600;
+    std::atomic<bool> rootDone{false};
+    std::atomic<bool> rootWasAhead{false};
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 20s, transport);
+      if (rank == 0) {
+        for (int i = 0; i < kCalls; ++i) {
+          int64_t value = 3 * i + 1;
+          comm.broadcast(&value, 1, DataType::kInt64, 0);
+        }
+        rootDone = true;
+      } else {
+        const auto until = std::chrono::steady_clock::now() + 5s;
+        while (!rootDone && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(1ms);
+        }
+        rootWasAhead = rootDone.load();
+        for (int i = 0; i < kCalls; ++i) {
+          int64_t value = -1;
+          comm.broadcast(&value, 1, DataType::kInt64, 0);
+          ASSERT_EQ(value, 3 * i + 1) << transport << " call " << i;
+        }
+      }
+      int64_t total = rank + 1;
+      comm.allreduce(&total, 1, DataType::kInt64, ReduceOp::kSum);
+      EXPECT_EQ(total, 3) << transport;
+    });
+    EXPECT_TRUE(rootWasAhead.load()) << transport << ": the root waited for the receiver";
+    rootDone = false;
+  }
+}
+
 // A receiver that comes late finds its peer's small rooted calls already waiting: it takes each
 // one that matches without answering it (but every few calls), so the sender, which holds at
 // most 16 unanswered calls, must learn from those few answers that the calls in between were
