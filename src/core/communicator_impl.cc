@@ -713,7 +713,8 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
       return collectives::Algorithm::kHeaderInline;
     }
   } else if ((size_ > 2 || collective == Collective::kBroadcast ||
-              collective == Collective::kReduce || collective == Collective::kGather) &&
+              collective == Collective::kReduce || collective == Collective::kGather ||
+              collective == Collective::kScatter) &&
              inlineMessageBytes(collective, bytes, size_) <= kChainPayloadBytes &&
              static_cast<unsigned>(size_ - 1) <=
                  1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
@@ -725,9 +726,9 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
     // message costs the model's alpha, so the chain is chosen while it takes no more of them.
     // Past what a header holds, up to kChainPayloadBytes in the largest message, the data follows
     // each header (on two cores, N = 4, 512 B-8 KiB broadcast: 3-9 us, the tree 11-41). On two
-    // ranks (broadcast, reduce, gather; a scatter's root would send both blocks) the chain is one
-    // header and its data, where the tree waits for the peer's header: over TCP, 512 B-8 KiB
-    // broadcast and reduce took 9.4-10.4 us by the tree, Open MPI's eager send 5.9-6.5.
+    // ranks the chain is one header and the data after it (a scatter's: the other's block),
+    // where the tree waits for the peer's header: over TCP, 512 B-8 KiB broadcast and reduce
+    // took 9.4-10.4 us by the tree, Open MPI's eager send 5.9-6.5.
     return collectives::Algorithm::kHeaderInline;
   }
   return collectives::choose(collective, size_, bytes, modelSliceBytes(), model_,

@@ -152,6 +152,14 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
   auto body = [&impl, args, algorithm, all](const collectives::Group& group,
                                             const transport::WaitContext& wait) {
     if (group.size == 1) return copyOwnBlock(args.send, args.recv, args.blockBytes);
+    if (algorithm == collectives::Algorithm::kHeaderInline && group.size == 2 &&
+        args.blockBytes > OpHeader::kInlineBytes) {
+      // Two ranks, the other's block after the root's header: the root sends it and returns.
+      const size_t block = args.blockBytes;
+      if (group.rank != args.root) return group.prev().recvInto(args.recv, block, wait);
+      collectives::sendFrom(group.next(), args.send + (1 - args.root) * block, block, wait);
+      return copyOwnBlock(args.send + args.root * block, args.recv, block);
+    }
     if (algorithm == collectives::Algorithm::kHeaderInline && group.size > 2 &&
         all > OpHeader::kInlineBytes) {
       // The chain with every block after each header, from the root around the ring: each rank

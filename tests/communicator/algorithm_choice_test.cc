@@ -106,7 +106,8 @@ TEST(AlgorithmChoice, TwoRanksCarrySmallDataInTheCallHeader) {
       // Past what a header holds, the rooted calls in which one rank only sends still go as one
       // header with the data after it (up to 16 KiB); the others exchange.
       const std::string name = c;
-      const bool oneWay = name == "broadcast" || name == "reduce" || name == "gather";
+      const bool oneWay =
+          name == "broadcast" || name == "reduce" || name == "gather" || name == "scatter";
       EXPECT_EQ(comm.algorithmFor(c, 4096) == "header_inline", oneWay) << c;
       EXPECT_NE(comm.algorithmFor(c, 1 << 16), "header_inline") << c;
     }
@@ -124,6 +125,9 @@ TEST(AlgorithmChoice, TwoRanksCarrySmallDataInTheCallHeader) {
                   root);
       std::vector<int64_t> both(2000, -1);
       comm.gather(mineBig.data(), both.data(), mineBig.size(), DataType::kInt64, root);
+      std::vector<int64_t> part(1000, -1);
+      comm.scatter(both.data(), part.data(), part.size(), DataType::kInt64, root);
+      for (size_t j = 0; j < part.size(); ++j) ASSERT_EQ(part[j], int64_t(j) * (rank + 1)) << j;
       if (rank == root) {
         for (size_t j = 0; j < sumBig.size(); ++j) ASSERT_EQ(sumBig[j], 3 * int64_t(j)) << j;
         for (size_t j = 0; j < 1000; ++j) {

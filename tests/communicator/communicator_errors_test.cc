@@ -365,6 +365,33 @@ TEST(CommunicatorErrors, SmallRootedCallsRunAheadAndStayExact) {
   }
 }
 
+// Two ranks, data past what a header holds: it follows the root's header, and a receiver whose
+// count differs names both calls before it reads any of it; the root hears of it later.
+TEST(CommunicatorErrors, TwoRankRootedDataAfterTheHeaderStillComparesCalls) {
+  for (const char* transport : {"shm", "tcp"}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store, 10s, transport);
+      std::vector<float> data(2001, 1.0f);
+      EXPECT_EQ(comm.algorithmFor("broadcast", 8000), "header_inline");
+      if (rank == 1) {
+        expectThrowWith<MismatchError>(
+            [&] { comm.broadcast(data.data(), 2001, DataType::kFloat32, 0); },
+            {"broadcast(count=2000, float32, root=0)", "broadcast(count=2001, float32, root=0)"});
+        return;
+      }
+      try {
+        for (int i = 0; i < 101; ++i) comm.broadcast(data.data(), 2000, DataType::kFloat32, 0);
+        comm.barrier();
+        ADD_FAILURE() << transport << ": the root never heard of the disagreement";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("broadcast(count=2001, float32, root=0)"),
+                  std::string::npos)
+            << e.what();
+      }
+    });
+  }
+}
+
 // Two ranks over TCP (or in one process): a sender of small rooted calls runs ahead of a
 // receiver that is not there (under load: off its core for a time slice) by far more than
 // shared memory's 48 calls, and every value still arrives. The receiver starts only once the
