@@ -89,21 +89,11 @@ double medianSeconds(int batches, int reps, F&& run, int warm = 1,
   return times[times.size() / 2];
 }
 
-// Bytes of the largest cache of the CPU this thread runs on (sysfs; 0 when unknown).
+// Bytes of the largest cache of the CPU this thread runs on (sysfs; kAssumedCacheBytes when
+// sysfs names none).
 double lastLevelCacheBytes() {
-  const int cpu = std::max(0, sched_getcpu());
-  double largest = 0;
-  for (int index = 0; index < 8; ++index) {
-    std::ifstream file(fmt::format("/sys/devices/system/cpu/cpu{}/cache/index{}/size", cpu, index));
-    double size = 0;
-    std::string unit;
-    if (!(file >> size)) continue;
-    file >> unit;  // "32768K"
-    if (!unit.empty() && unit[0] == 'K') size *= 1024;
-    if (!unit.empty() && unit[0] == 'M') size *= 1024 * 1024;
-    largest = std::max(largest, size);
-  }
-  return largest;
+  return lastLevelCacheBytesIn(
+      fmt::format("/sys/devices/system/cpu/cpu{}/cache", std::max(0, sched_getcpu())));
 }
 
 struct MemoryCost {
@@ -314,6 +304,21 @@ CostModel steadyModel(const std::function<CostModel()>& measure,
     model = measure();
   }
   return model;
+}
+
+double lastLevelCacheBytesIn(const std::string& cacheDirectory) {
+  double largest = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream file(fmt::format("{}/index{}/size", cacheDirectory, index));
+    double size = 0;
+    std::string unit;
+    if (!(file >> size)) continue;
+    file >> unit;  // "32768K"
+    if (!unit.empty() && unit[0] == 'K') size *= 1024;
+    if (!unit.empty() && unit[0] == 'M') size *= 1024 * 1024;
+    largest = std::max(largest, size);
+  }
+  return largest > 0 ? largest : kAssumedCacheBytes;
 }
 
 double cacheBytesFrom(const std::vector<MemoryPoint>& halvingPoints) {

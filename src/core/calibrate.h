@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "ringlet/communicator.h"
@@ -44,6 +45,16 @@ ShiftLine fitShifts(Shift probe, Shift cached, Shift large);
 // all-to-all past Bruck's, which moves every byte log2(N) times, and took Bruck at 4-64 MiB in 7
 // of 24 runs (1.5-5x the pairwise exchange's time). 0 (not measured) stays 0.
 double oneWayBeta(double measured, double beta);
+
+// The last-level cache assumed where sysfs names none (a VM whose cache directories are empty):
+// a server's L3 of one socket or core complex. The knee, where the ranks have cores of their
+// own, is then measured below it (memoryCost). With none the model priced every byte at the
+// cache's cost: on a 2-core VM without sysfs cache sizes, two ranks' 16-64 MiB calls were
+// predicted 1.6-4.3x too fast, 24-27 of 60 points within 25% (37-42 with this).
+inline constexpr double kAssumedCacheBytes = 32.0 * (1 << 20);
+// Bytes of the largest cache listed under `cacheDirectory` (sysfs's .../cpuN/cache: index*/size
+// as "32768K"); kAssumedCacheBytes where it lists none.
+double lastLevelCacheBytesIn(const std::string& cacheDirectory);
 
 // Memory's time per byte over the cache's, for a copy whose source spans `bytes`.
 struct MemoryPoint {

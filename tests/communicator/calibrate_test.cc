@@ -2,9 +2,13 @@
 // (src/core/calibrate.h): made-up measurements, so nothing here depends on the machine.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "src/core/calibrate.h"
+#include "tests/support/ranks.h"
 
 namespace ringlet::detail {
 namespace {
@@ -139,6 +143,25 @@ TEST(CacheBytesFrom, EveryPointDearerPutsTheCacheBelowTheSmallest) {
   EXPECT_DOUBLE_EQ(cacheBytesFrom(points), 2 * kMiB);
   EXPECT_EQ(cacheBytesFrom({}), 0.0);
   EXPECT_EQ(kneePoints({}), 0u);
+}
+
+TEST(LastLevelCache, TheLargestListedOrTheAssumedOne) {
+  const std::string dir = testing::makeTempDir("ringlet-cache");
+  auto put = [&](int index, const char* size) {
+    std::filesystem::create_directories(dir + "/index" + std::to_string(index));
+    std::ofstream(dir + "/index" + std::to_string(index) + "/size") << size << "\n";
+  };
+  // Empty directories (some VMs): the assumed cache, not none.
+  std::filesystem::create_directories(dir + "/index0");
+  EXPECT_EQ(lastLevelCacheBytesIn(dir), kAssumedCacheBytes);
+  EXPECT_EQ(lastLevelCacheBytesIn(dir + "/missing"), kAssumedCacheBytes);
+  put(0, "48K");
+  put(2, "1024K");
+  put(3, "16384K");
+  EXPECT_DOUBLE_EQ(lastLevelCacheBytesIn(dir), 16 * kMiB);
+  put(3, "260M");
+  EXPECT_DOUBLE_EQ(lastLevelCacheBytesIn(dir), 260 * kMiB);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MemoryPointSizes, HalveFromTwiceTheShareDownToFourMiB) {
