@@ -430,6 +430,49 @@ TEST(CommunicatorErrors, TwoRankSendersOverTcpRunFarAhead) {
   }
 }
 
+// Two ranks: a root that sends many small rooted calls (in the headers and after them) and then
+// destroys its communicator before its peer has read any of them fails nobody: the receiver,
+// starting late, still takes every call (its answers, every 16th call, find the root gone).
+TEST(CommunicatorErrors, ATwoRankRootThatLeavesEarlyFailsNobody) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    constexpr int kCalls = 300;
+    std::atomic<bool> rootGone{false};
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      {
+        Communicator comm = makeComm(rank, size, store, 10s, transport);
+        if (rank == 0) {
+          for (int i = 0; i < kCalls; ++i) {
+            int64_t value = 5 * i;
+            comm.broadcast(&value, 1, DataType::kInt64, 0);
+            if (i % 10 == 0) {
+              std::vector<int64_t> big(700, 9 * i);
+              comm.broadcast(big.data(), big.size(), DataType::kInt64, 0);
+            }
+          }
+        } else {
+          // Over shm the root waits for answers past 48 calls: then it starts after 2 s.
+          const auto until = std::chrono::steady_clock::now() + 2s;
+          while (!rootGone && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(1ms);
+          }
+          for (int i = 0; i < kCalls; ++i) {
+            int64_t value = -1;
+            comm.broadcast(&value, 1, DataType::kInt64, 0);
+            ASSERT_EQ(value, 5 * i) << transport << " call " << i;
+            if (i % 10 == 0) {
+              std::vector<int64_t> big(700, -1);
+              comm.broadcast(big.data(), big.size(), DataType::kInt64, 0);
+              ASSERT_EQ(big[699], 9 * i) << transport << " call " << i;
+            }
+          }
+        }
+      }
+      if (rank == 0) rootGone = true;
+    });
+    rootGone = false;
+  }
+}
+
 // A receiver that comes late finds its peer's small rooted calls already waiting: it takes each
 // one that matches without answering it (but every few calls), so the sender, which holds at
 // most 16 unanswered calls, must learn from those few answers that the calls in between were

@@ -78,6 +78,11 @@ TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backo
 TcpLink::~TcpLink() = default;  // fd_ closes the socket
 
 void TcpLink::checkUsable() const {
+  checkReadable();
+  if (sendFailure_) std::rethrow_exception(sendFailure_);
+}
+
+void TcpLink::checkReadable() const {
   if (aborted_.load(std::memory_order_acquire)) {
     throw AbortedError(fmt::format("rank {}: the tcp link to rank {} was aborted ({})", rank_,
                                    peer(), abortReason_));
@@ -136,8 +141,18 @@ void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view 
   } else {
     what = fmt::format("is unreachable: {}", net::errorText(err));
   }
-  failWith(PeerError(peer(), fmt::format("{}: rank {} {} while {} ({})", prefix, peer(), what,
-                                         during, description_)));
+  PeerError error(peer(), fmt::format("{}: rank {} {} while {} ({})", prefix, peer(), what, during,
+                                      description_));
+  if (during == "sending" && (err == EPIPE || err == ECONNRESET)) {
+    // The peer is gone, and what it sent before (read into the buffer above) stays readable:
+    // a peer that sent its last messages and left is owed nothing more by this side's sends.
+    // Nothing queued can go now.
+    if (!sendFailure_) sendFailure_ = std::make_exception_ptr(error);
+    queue_.clear();
+    for (Stripe& stripe : stripes_) stripe.queue.clear();
+    throw error;
+  }
+  failWith(error);
 }
 
 std::byte* TcpLink::sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) {
@@ -289,7 +304,7 @@ size_t TcpLink::pollFds(std::span<pollfd> out) {
 }
 
 bool TcpLink::pump() {
-  if (aborted_.load(std::memory_order_relaxed) || failure_) return false;
+  if (aborted_.load(std::memory_order_relaxed) || failure_ || sendFailure_) return false;
   std::lock_guard lock(sendMutex_);
   if (!anyQueued()) return false;
   if (!queue_.empty()) writeQueued(nullptr);
@@ -298,7 +313,12 @@ bool TcpLink::pump() {
 }
 
 void TcpLink::flush(const WaitContext& wait) {
-  checkUsable();
+  checkReadable();
+  if (sendFailure_) {
+    std::lock_guard lock(sendMutex_);
+    if (!anyQueued()) return;  // nothing owed (the queue was dropped when the peer went)
+    std::rethrow_exception(sendFailure_);
+  }
   auto what = [&] {
     std::lock_guard lock(sendMutex_);
     size_t parts = 0;

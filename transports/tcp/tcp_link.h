@@ -121,7 +121,11 @@ class TcpLink final : public Link {
   }
 
   // ---- shared ----
+  // Throws what ended the link: an abort, a failure, or a send that found the peer gone.
   void checkUsable() const;
+  // The same for reading: a send that found the peer gone leaves what it sent before it closed
+  // readable (the peer may have sent everything and left; its last messages are still owed).
+  void checkReadable() const;
   // Throws the PeerError for a broken connection (EOF: err == 0), first looking for an ABORT
   // frame among the bytes already read. Remembers the error for later calls.
   [[noreturn]] void failConnection(int err, const WaitContext* wait, std::string_view during);
@@ -222,6 +226,9 @@ class TcpLink final : public Link {
   // The first failure that leaves the stream unusable (a broken connection, or a wait that ended
   // in the middle of a message), thrown again by every later call.
   std::exception_ptr failure_;
+  // A send that found the peer gone (it closed or reset the connection): thrown again by every
+  // later send and by a flush with something queued, not by reads of what is still buffered.
+  std::exception_ptr sendFailure_;
 };
 
 }  // namespace ringlet::transport::tcp

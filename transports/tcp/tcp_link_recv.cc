@@ -138,7 +138,7 @@ const std::byte* TcpLink::recvAny(size_t maxBytes, size_t* bytes, const WaitCont
 
 const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
                                       const WaitContext& wait) {
-  checkUsable();
+  checkReadable();
   release();
   size_t need = kFrameHeaderBytes + bytes;
   bool striped = false;
@@ -193,7 +193,7 @@ void TcpLink::release() {
 }
 
 void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
-  checkUsable();
+  checkReadable();
   release();
   auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
   auto what = [&] { return fmt::format("a {}-byte message from rank {}", bytes, peer()); };
