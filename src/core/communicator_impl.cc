@@ -281,14 +281,15 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
           // Over TCP each look is a read of the socket, half of such a call's system calls:
           // there every kLookEvery-th call looks (and the calls before a wait for an answer).
           transport::Link& prev = group_.prev();
+          const size_t limit = uncheckedLimit();
           const bool look = !prev.looksCostSystemCalls() || ++callsSinceLook_ >= kLookEvery ||
-                            unchecked_.size() >= uncheckedLimit();
+                            unchecked_.size() >= limit;
           if (look) {
             callsSinceLook_ = 0;
             settleArrived(wait);
           }
           unchecked_.push_back(header);
-          while (unchecked_.size() > uncheckedLimit()) readSettlingHeader(wait);
+          while (unchecked_.size() > limit) readSettlingHeader(wait);
           headerChecked_ = true;
           if (look) prev.checkPeer(wait);  // a peer that failed (or disagreed) and aborted
         } else if (!header.earlyData) {
@@ -833,7 +834,8 @@ collectives::Algorithm CommunicatorImpl::chooseFor(OpHeader& header,
     // Two ranks, the data after the header: the sender's header waits for the body's send of it
     // (TCP writes both in one system call; over TCP two sends took 11.5-12 us a call at 512 B-8
     // KiB, the tree 9.4-10.4).
-    header.earlyData = size_ == 2 && header.sendsOnly && inlineBytes > OpHeader::kInlineBytes;
+    sendFirstOnTwoRanks(header, header.sendsOnly && inlineBytes > OpHeader::kInlineBytes,
+                        inlineBytes);
   } else {
     sendFirstOnTwoRanks(
         header, role == PairRole::kSendsOnly && algorithm == collectives::Algorithm::kTree, bytes);

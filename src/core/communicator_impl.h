@@ -205,7 +205,8 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // Two ranks, and a body that begins with a send of `bytes` > 0 to the peer (`sendsFirst`: the
   // tree's reduce and gather leaf, broadcast and scatter root; the recursive-doubling
   // all-gather) and passes headerCheck() to its algorithm as the afterFirstSend: sets the
-  // header's earlyData.
+  // header's earlyData. Also the header-inline sender whose data follows its header (it checks
+  // no header in the call: its peer answers later), so that both go together.
   void sendFirstOnTwoRanks(OpHeader& header, bool sendsFirst, size_t bytes) const;
   // Two-rank calls: whether the peer's header `theirs`, a collective's numbered s, answers this
   // rank's sender-only calls (unchecked_). If so it settles every one before s (the peer passed
