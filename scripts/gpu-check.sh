@@ -2,8 +2,9 @@
 # The GPU checks in one run, for a machine with a CUDA GPU that has none of our Debian libraries:
 # the GPU tests (label gpu, the five programs side by side), then ringlet-bench --device cuda at
 # 2, 3 and 4 ranks with the defaults, at 2 ranks with every call forced onto the IPC ring and
-# forced staged, then gloo on CUDA tensors through PyTorch where it is installed (NCCL refuses
-# several ranks on one GPU). About 3 minutes on an H200.
+# forced staged, all-to-all forced along the ring at 3 and 4 ranks and direct at 2, then gloo
+# on CUDA tensors through PyTorch where it is installed (NCCL refuses several ranks on one GPU).
+# About 3 minutes on an H200.
 #
 # Here (a build with CUDA on):
 #   ../shared/tools/device-bundle.sh build/bin/ringlet-bench build/bin/ringlet-run \
@@ -47,7 +48,7 @@ bench() {  # bench NAME RANKS [ENV=VALUE...]
   echo "==== $name: $n ranks $*" >>"$out/bench.txt"
   s=$(date +%s)
   timeout -k 5 60 env "$@" $run ringlet-run -n "$n" ringlet-bench --device cuda \
-    --ops allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall,$vforms \
+    --ops "${ops:-allreduce,broadcast,reduce,allgather,reducescatter,gather,scatter,alltoall,$vforms}" \
     -b 8 -e 256M -f 4 -n auto \
     --min-time-ms 30 --warmup-ms 10 --json "$work/json/$name.json" >>"$out/bench.txt" 2>&1
   echo "bench $name rc=$? $(($(date +%s) - s)) s" >>"$summary"
@@ -58,6 +59,12 @@ bench n4 4
 vforms=barrier
 bench n2-ring 2 RINGLET_CUDA_STAGED_BELOW=0
 bench n2-staged 2 RINGLET_CUDA_PATH=staged
+# All-to-all both ways on the IPC path (direct is the default at 3 and more ranks).
+ops=alltoall,alltoallv
+bench n3-a2a-ring 3 RINGLET_CUDA_ALLTOALL=ring
+bench n4-a2a-ring 4 RINGLET_CUDA_ALLTOALL=ring
+bench n2-a2a-direct 2 RINGLET_CUDA_ALLTOALL=direct
+unset ops
 tar czf "$out/bench-json.tgz" -C "$work" json
 
 if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then

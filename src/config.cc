@@ -90,6 +90,13 @@ Environment parse() {
     }
     env.cudaPath = *v;
   }
+  if (auto v = getenv("RINGLET_CUDA_ALLTOALL")) {
+    if (*v != "auto" && *v != "direct" && *v != "ring") {
+      throw InvalidArgument(
+          fmt::format("RINGLET_CUDA_ALLTOALL={} is not one of auto, direct, ring", *v));
+    }
+    env.cudaAllToAll = *v;
+  }
   if (auto v = getenv("RINGLET_CUDA_STAGED_BELOW")) {
     env.cudaStagedBelow = parseSize(*v, "RINGLET_CUDA_STAGED_BELOW", 0, kMaxCudaSlotBytes);
   }

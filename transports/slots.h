@@ -5,6 +5,7 @@
 // both the algorithms and their CPU test run anywhere.
 
 #include <cstddef>
+#include <vector>
 
 #include "ringlet/types.h"
 
@@ -38,5 +39,27 @@ struct SlotRingMemory {
 };
 
 inline constexpr int kMaxSlotRingSlots = 4;
+
+// The direct all-to-all's slots (collectives/slot_mesh.h): every rank keeps `slots` receive slots
+// for each peer, which that peer writes directly; the same four marks and waits as the ring's,
+// per peer. `peer` is a rank of the group (never this rank).
+class SlotMeshExecutor {
+ public:
+  virtual ~SlotMeshExecutor() = default;
+  virtual void copy(std::byte* dst, const std::byte* src, size_t bytes) = 0;
+  virtual void waitSlotFree(int peer, int slot) = 0;     // before writing peer's slot for me
+  virtual void markSlotWritten(int peer, int slot) = 0;  // after writing peer's slot for me
+  virtual void waitSlotWritten(int peer, int slot) = 0;  // before reading my slot for peer
+  virtual void markSlotFree(int peer, int slot) = 0;     // after reading my slot for peer
+};
+
+// This rank's slots for each peer and each peer's slots for this rank, as mapped in this process
+// (index: the peer's rank; this rank's own entries are null).
+struct SlotMeshMemory {
+  std::vector<std::byte*> from;  // from[q]: slots * slotBytes that rank q writes
+  std::vector<std::byte*> to;    // to[p]: rank p's slots * slotBytes that this rank writes
+  int slots = 0;                 // 1..kMaxSlotRingSlots
+  size_t slotBytes = 0;
+};
 
 }  // namespace ringlet::transport

@@ -153,6 +153,11 @@ DevicePath DeviceCommunicator::pathFor(size_t bytes) const {
   if (state_->chosen == DevicePath::kAuto) return DevicePath::kAuto;
   return state_->useIpc(bytes) ? DevicePath::kIpc : DevicePath::kStaged;
 }
+DeviceAllToAll DeviceCommunicator::allToAllPath() const {
+  const State& st = *state_;
+  if (st.mesh) return DeviceAllToAll::kDirect;
+  return st.meshTried || st.ringAllToAll() ? DeviceAllToAll::kRing : DeviceAllToAll::kAuto;
+}
 Communicator& DeviceCommunicator::host() const { return *state_->host; }
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type,

@@ -16,6 +16,18 @@ std::string_view toString(DevicePath path) {
   return "unknown";
 }
 
+std::string_view toString(DeviceAllToAll allToAll) {
+  switch (allToAll) {
+    case DeviceAllToAll::kAuto:
+      return "auto";
+    case DeviceAllToAll::kDirect:
+      return "direct";
+    case DeviceAllToAll::kRing:
+      return "ring";
+  }
+  return "unknown";
+}
+
 DeviceOptions DeviceOptions::fromEnvironment() {
   DeviceOptions options;
   const auto& env = config::environment();
@@ -23,6 +35,8 @@ DeviceOptions DeviceOptions::fromEnvironment() {
   if (env.cudaPath == "staged") options.path = DevicePath::kStaged;
   if (env.cudaSlotBytes) options.slotBytes = *env.cudaSlotBytes;
   if (env.cudaStagedBelow) options.stagedBelowBytes = *env.cudaStagedBelow;
+  if (env.cudaAllToAll == "direct") options.allToAll = DeviceAllToAll::kDirect;
+  if (env.cudaAllToAll == "ring") options.allToAll = DeviceAllToAll::kRing;
   if (env.timeout) options.timeout = *env.timeout;
   return options;
 }

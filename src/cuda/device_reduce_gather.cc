@@ -309,6 +309,14 @@ void DeviceCommunicator::allToAll(const void* send, void* recv, size_t count, Da
     }
     const collectives::AllToAllArgs args{
         .send = from, .recv = static_cast<std::byte*>(recv), .blockBytes = blockBytes};
+    if (st.useMesh()) {
+      st.runMesh({.kind = detail::OpKind::kAllToAll, .type = type, .count = count}, stream,
+                 [&](const collectives::Group& group, const collectives::SlotMeshMemory& memory,
+                     collectives::SlotMeshExecutor& executor, const transport::WaitContext& wait) {
+                   collectives::slotMeshAllToAll(group, memory, executor, args, wait);
+                 });
+      return;
+    }
     st.runIpc(
         {.kind = detail::OpKind::kAllToAll, .type = type, .count = count, .algorithm = kIpcRing},
         stream, collectives::slotRingAllToAll, args);

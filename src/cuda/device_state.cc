@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/reduce.h"
 #include "ringlet/error.h"
+#include "src/log.h"
 
 namespace ringlet::cuda {
 
@@ -373,6 +374,57 @@ void DeviceCommunicator::State::runIpc(detail::OpHeader header, void* stream, co
       header, [&](const collectives::Group& group, const transport::WaitContext& wait) {
         body(group, ipc->memory(), ipc->executor(s), wait);
       });
+}
+
+bool DeviceCommunicator::State::useMesh() {
+  if (ringAllToAll()) return false;
+  if (meshTried) return mesh != nullptr;
+  meshTried = true;
+  detail::CommunicatorImpl& impl = detail::CommunicatorAccess::impl(*host);
+  detail::OpHeader header;
+  header.kind = detail::OpKind::kDeviceSetup;
+  header.memory = 1;
+  header.algorithm = kIpcPairwise;
+  impl.runBlocking(header, [&](const collectives::Group&, const transport::WaitContext& wait) {
+    const std::string prefix = fmt::format("cuda-ipc/{}", impl.runningHeader().seq);
+    const int n = host->size();
+    std::string reason;
+    if (!transport::cuda::probeMesh(impl.store(), prefix, host->rank(), n, device, wait.deadline,
+                                    &reason)) {
+      if (options.allToAll == DeviceAllToAll::kDirect) {
+        throw InvalidArgument(fmt::format("rank {}: DeviceAllToAll::kDirect is not possible: {}",
+                                          host->rank(), reason));
+      }
+      log::info("rank {}: CUDA IPC all-to-all along the ring: {}", host->rank(), reason);
+      return;
+    }
+    // About the ring's bytes in all: 2 slots per peer of ringBytes / (2 (n - 1)), at least
+    // min(slotBytes, 1 MiB), at most slotBytes, in whole 256-byte lines.
+    const size_t slotBytes = ipc->memory().slotBytes;
+    const size_t ringBytes = static_cast<size_t>(ipc->memory().slots) * slotBytes;
+    size_t meshSlotBytes = ringBytes / (2 * static_cast<size_t>(n - 1));
+    meshSlotBytes = std::clamp(meshSlotBytes, std::min(slotBytes, size_t{1} << 20), slotBytes);
+    if (meshSlotBytes > 256) meshSlotBytes &= ~size_t{255};
+    mesh = std::make_unique<transport::cuda::IpcMesh>(impl.store(), prefix, host->rank(), n, device,
+                                                      2, meshSlotBytes, wait.deadline);
+    mesh->setDrainTimeout(std::min(options.timeout, std::chrono::milliseconds(30000)));
+  });
+  return mesh != nullptr;
+}
+
+void DeviceCommunicator::State::runMesh(detail::OpHeader header, void* stream,
+                                        const MeshBody& body) {
+  header.memory = 1;
+  header.algorithm = kIpcPairwise;
+  auto s = static_cast<cudaStream_t>(stream);
+  detail::CommunicatorImpl& impl = detail::CommunicatorAccess::impl(*host);
+  impl.runBlocking(header,
+                   [&](const collectives::Group& group, const transport::WaitContext& wait) {
+                     // The notices go to every peer: the first such call links the ranks that no
+                     // collective links yet (every rank runs this call; the group is in rank order,
+                     // as the mesh's memory is).
+                     body(group, mesh->memory(), mesh->executor(s), impl.linkedToAll(wait));
+                   });
 }
 
 }  // namespace ringlet::cuda

@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "collectives/select.h"
+#include "collectives/slot_mesh.h"
 #include "collectives/slot_ring.h"
 #include "ringlet/cuda.h"
 #include "src/core/communicator_access.h"
@@ -140,6 +141,7 @@ struct StagedSteps {
 // The IPC path's schedules, as the call header and trace mode name them.
 inline constexpr auto kIpcRing = static_cast<uint8_t>(collectives::Algorithm::kRing);
 inline constexpr auto kIpcChain = static_cast<uint8_t>(collectives::Algorithm::kChain);
+inline constexpr auto kIpcPairwise = static_cast<uint8_t>(collectives::Algorithm::kPairwise);
 
 struct DeviceCommunicator::State {
   Communicator* host = nullptr;
@@ -148,6 +150,10 @@ struct DeviceCommunicator::State {
   DevicePath chosen = DevicePath::kAuto;  // decided by the first collective
   bool oneGpu = false;                    // IPC: every rank uses this one GPU (agreed)
   std::unique_ptr<transport::cuda::IpcRing> ipc;
+  // The direct all-to-all's slots (transport::cuda::IpcMesh), set up at the first IPC
+  // all-to-all that takes them; meshTried: that setup ran (mesh null: not possible here).
+  std::unique_ptr<transport::cuda::IpcMesh> mesh;
+  bool meshTried = false;
   PinnedMemory pinned;  // two slots of slotBytes
   size_t slotBytes = 0;
   std::array<cudaEvent_t, 2> copiedIn{};   // D2H into slot k finished
@@ -219,6 +225,22 @@ struct DeviceCommunicator::State {
     const auto peers = static_cast<size_t>(host->size() - 1);
     return options.stagedBelowBytes == 0 || bytes / peers >= options.stagedBelowBytes;
   }
+
+  // Whether this IPC all-to-all goes direct (options.allToAll); the first time, sets up the
+  // mesh in one call of the host communicator (every rank does, at the same call). kDirect where
+  // some rank cannot write into another's GPU: InvalidArgument naming why.
+  bool useMesh();
+  // Whether the IPC all-to-all goes along the ring without asking: options.allToAll kRing, or
+  // kAuto at two ranks (the ring's one link is the pair: the same copies, no more memory).
+  bool ringAllToAll() const {
+    return options.allToAll == DeviceAllToAll::kRing ||
+           (options.allToAll == DeviceAllToAll::kAuto && host->size() == 2);
+  }
+  using MeshBody =
+      std::function<void(const collectives::Group&, const collectives::SlotMeshMemory&,
+                         collectives::SlotMeshExecutor&, const transport::WaitContext&)>;
+  // Runs `body` on the mesh as one call of the host communicator, enqueuing on `stream`.
+  void runMesh(detail::OpHeader header, void* stream, const MeshBody& body);
 
   // Runs `body` on the IPC ring as one call of the host communicator (header check with the
   // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.

@@ -373,12 +373,6 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
   const size_t largestBytes =
       detail::checkedBytes("cuda alltoallv", rank, static_cast<size_t>(agreed[1]), type);
   if (st.useIpc(allBlocksBytes("alltoallv", rank, size, largestBytes))) {
-    // Along the ring by distance over blocks of their own size: every rank relays blocks of
-    // other pairs, so it needs the whole matrix of counts (gathered; already agreed pairwise).
-    std::vector<int64_t> row(sendCounts.begin(), sendCounts.end());
-    std::vector<int64_t> all(static_cast<size_t>(size) * static_cast<size_t>(size));
-    host.allgather(row.data(), all.data(), static_cast<size_t>(size), DataType::kInt64);
-    const std::vector<size_t> matrix(all.begin(), all.end());
     // In place a block may arrive before the one in its place has left: send from a copy.
     StreamScratch copy;
     const std::byte* from = a;
@@ -393,6 +387,24 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
                                           .sendBlocks = out.blocks,
                                           .recvBlocks = in.blocks,
                                           .elementBytes = eb};
+    if (st.useMesh()) {
+      // Each pair's blocks go straight from sender to receiver: each rank needs only its own
+      // counts (agreed pairwise above).
+      st.runMesh(
+          {.kind = detail::OpKind::kAllToAllv, .type = type, .count = out.total, .ranks = size},
+          stream,
+          [&](const collectives::Group& group, const collectives::SlotMeshMemory& memory,
+              collectives::SlotMeshExecutor& executor, const transport::WaitContext& wait) {
+            collectives::slotMeshAllToAllv(group, memory, executor, args, wait);
+          });
+      return;
+    }
+    // Along the ring by distance over blocks of their own size: every rank relays blocks of
+    // other pairs, so it needs the whole matrix of counts (gathered; already agreed pairwise).
+    std::vector<int64_t> row(sendCounts.begin(), sendCounts.end());
+    std::vector<int64_t> all(static_cast<size_t>(size) * static_cast<size_t>(size));
+    host.allgather(row.data(), all.data(), static_cast<size_t>(size), DataType::kInt64);
+    const std::vector<size_t> matrix(all.begin(), all.end());
     st.runIpc({.kind = detail::OpKind::kAllToAllv,
                .type = type,
                .count = out.total,

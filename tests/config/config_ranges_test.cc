@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ringlet/communicator.h"
+#include "ringlet/cuda.h"
 #include "ringlet/error.h"
 #include "src/config.h"
 #include "transports/shm/shm_transport.h"
@@ -90,6 +91,14 @@ TEST(ConfigRanges, CudaChoicesAreNamed) {
   expectCoreRejects("RINGLET_CUDA_PATH", "p2p",
                     {"RINGLET_CUDA_PATH=p2p", "not one of auto, ipc, staged"});
   expectCoreRejects("RINGLET_CUDA_STAGED_BELOW", "2G", {"RINGLET_CUDA_STAGED_BELOW", "0 to 1G"});
+  expectCoreRejects("RINGLET_CUDA_ALLTOALL", "pairwise",
+                    {"RINGLET_CUDA_ALLTOALL=pairwise", "not one of auto, direct, ring"});
+  EXPECT_EQ(cuda::DeviceOptions::fromEnvironment().allToAll, cuda::DeviceAllToAll::kAuto);
+  for (auto want : {cuda::DeviceAllToAll::kDirect, cuda::DeviceAllToAll::kRing}) {
+    ScopedVariable v("RINGLET_CUDA_ALLTOALL", std::string(cuda::toString(want)).c_str());
+    config::reloadEnvironment();
+    EXPECT_EQ(cuda::DeviceOptions::fromEnvironment().allToAll, want);
+  }
 }
 
 TEST(ConfigRanges, StoreQuotasAreBounded) {

@@ -23,8 +23,10 @@ namespace {
 
 using namespace testing::cuda_cases;
 
-cuda::DeviceOptions ipcOptions(int slots, size_t slotBytes) {
+cuda::DeviceOptions ipcOptions(int slots, size_t slotBytes,
+                               cuda::DeviceAllToAll allToAll = cuda::DeviceAllToAll::kAuto) {
   cuda::DeviceOptions o;
+  o.allToAll = allToAll;
   o.path = cuda::DevicePath::kIpc;
   o.stagedBelowBytes = 0;  // every call on the ring, however small
   o.slots = slots;
@@ -44,13 +46,13 @@ class CudaIpcRing : public ::testing::TestWithParam<int> {};
 // Runs `body` on `ranks` processes, each with a DeviceCommunicator on GPU 0 forced onto the IPC
 // ring (3 slots of 4096 bytes: many slices per call, slots reused many times) and a stream of
 // its own; after `body` the path in use is the ring (a world of one: staged).
-void runOnRing(int ranks,
-               const std::function<void(cuda::DeviceCommunicator&, cudaStream_t)>& body) {
+void runOnRing(int ranks, const std::function<void(cuda::DeviceCommunicator&, cudaStream_t)>& body,
+               cuda::DeviceAllToAll allToAll = cuda::DeviceAllToAll::kAuto) {
   testing::runProcessRanks(
       ranks,
       [&](int rank, int size, std::shared_ptr<Store> store) {
         Communicator comm = makeComm(rank, size, store);
-        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096));
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096, allToAll));
         cudaStream_t stream = nullptr;
         check(cudaStreamCreate(&stream), "cudaStreamCreate");
         body(device, stream);
@@ -113,6 +115,47 @@ TEST_P(CudaIpcRing, VFormsOnDeviceMemory) {
       allToAllvCase(device, stream, DataType::kInt64, 4099, true, inPlace);
       allToAllCase(device, stream, DataType::kFloat32, 4099, inPlace);
     }
+  });
+}
+
+// All-to-all and all-to-all-v both ways the IPC path runs them, forced: along the ring (blocks
+// relayed) and direct (each block into its receiver's slots for its sender; the default at 3
+// and more ranks, which the tests above take): every type, in place and not, many slices per
+// block, gaps and empty blocks.
+TEST_P(CudaIpcRing, AllToAllAlongTheRingAndDirect) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  for (auto allToAll : {cuda::DeviceAllToAll::kRing, cuda::DeviceAllToAll::kDirect}) {
+    SCOPED_TRACE(std::string(cuda::toString(allToAll)));
+    runOnRing(
+        GetParam(),
+        [allToAll](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+          for (bool inPlace : {false, true}) {
+            for (DataType type : {DataType::kInt8, DataType::kFloat16, DataType::kFloat64}) {
+              allToAllCase(device, stream, type, 30011, inPlace);
+              allToAllvCase(device, stream, type, 4099, !inPlace, inPlace);
+            }
+            allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
+            allToAllCase(device, stream, DataType::kInt32, 0, inPlace);
+            allToAllCase(device, stream, DataType::kInt32, 1, inPlace);
+          }
+          if (device.host().size() > 1) {
+            EXPECT_EQ(device.allToAllPath(), allToAll);
+          }
+        },
+        allToAll);
+  }
+}
+
+// Six ranks: the host collectives link each rank to its ring neighbours and the ranks 2^k away,
+// so 0 and 3 (and 1 and 4, 2 and 5) have no link until the direct all-to-all's first call makes
+// the ones it needs.
+TEST(CudaIpcRingOrder, DirectAllToAllOnSixRanksLinksEveryPair) {
+  RINGLET_SKIP_WITHOUT_GPUS(1);
+  runOnRing(6, [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+    allToAllCase(device, stream, DataType::kFloat32, 3001, false);
+    EXPECT_EQ(device.allToAllPath(), cuda::DeviceAllToAll::kDirect);
+    allToAllvCase(device, stream, DataType::kInt8, 4099, true, true);
+    allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, false);
   });
 }
 

@@ -75,4 +75,47 @@ class IpcRing {
   std::chrono::milliseconds drainTimeout_{std::chrono::seconds(30)};
 };
 
+// Collective: can every rank write into every other rank's GPU memory (the direct all-to-all's
+// slots)? Each rank publishes its GPU's UUID under `prefix` and checks every peer's as
+// probeRing checks the next one's. Returns the agreed answer; when false, `reason` names the
+// first rank that cannot and why.
+bool probeMesh(Store& store, std::string_view prefix, int rank, int size, int device,
+               Deadline deadline, std::string* reason);
+
+// The direct all-to-all's memory (collectives/slot_mesh.h): each rank keeps `slots` receive
+// slots of `slotBytes` for every peer in one cudaMalloc ((size - 1) regions, the peers' in rank
+// order), and per peer `written[p][k]` (recorded after it wrote its slot k at p) and
+// `freed[q][k]` (after it read its slot k for q); it opens every peer's allocation and, per peer,
+// the peer's `freed` events for its region there and `written` events for its region here. As
+// IpcRing: every rank records only its own events and waits on the ones it opened.
+class IpcMesh {
+ public:
+  // Collective; `device` is current.
+  IpcMesh(Store& store, std::string_view prefix, int rank, int size, int device, int slots,
+          size_t slotBytes, Deadline deadline);
+  // As ~IpcRing: waits (at most `drainTimeout`) for this rank's own events, then frees; leaves
+  // the allocation to the process's exit if that wait fails. Never throws.
+  ~IpcMesh();
+  IpcMesh(const IpcMesh&) = delete;
+  IpcMesh& operator=(const IpcMesh&) = delete;
+
+  const SlotMeshMemory& memory() const { return memory_; }
+  SlotMeshExecutor& executor(cudaStream_t stream);
+  void setDrainTimeout(std::chrono::milliseconds timeout) { drainTimeout_ = timeout; }
+
+ private:
+  class Executor;
+
+  int device_;
+  void* slots_ = nullptr;  // this rank's receive slots for every peer (cudaMalloc)
+  SlotMeshMemory memory_;
+  std::vector<std::vector<InterprocessEvent>> written_;  // [p][k]: I wrote my slot k at p
+  std::vector<std::vector<InterprocessEvent>> freed_;    // [q][k]: I read my slot k for q
+  std::vector<PeerMemory> peerSlots_;                    // [p]
+  std::vector<std::vector<PeerEvent>> peerFreed_;        // [p][k]: p read its slot k for me
+  std::vector<std::vector<PeerEvent>> peerWritten_;      // [q][k]: q wrote its slot k here
+  std::unique_ptr<Executor> executor_;
+  std::chrono::milliseconds drainTimeout_{std::chrono::seconds(30)};
+};
+
 }  // namespace ringlet::transport::cuda

@@ -1,0 +1,218 @@
+// The direct all-to-all over every peer's slots (slot_mesh.h).
+#include "collectives/slot_mesh.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <vector>
+
+#include "collectives/chunking.h"
+#include "collectives/slot_notice.h"
+#include "ringlet/error.h"
+#include "src/trace.h"
+
+namespace ringlet::collectives {
+namespace {
+
+using detail::kNoticeBytes;
+using detail::Notice;
+using detail::NoticeBytes;
+using detail::NoticeKind;
+using transport::kMaxSlotRingSlots;
+
+class SlotMesh {
+ public:
+  SlotMesh(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+           const WaitContext& wait)
+      : group_(group),
+        memory_(memory),
+        executor_(executor),
+        wait_(wait),
+        slots_(static_cast<uint64_t>(memory.slots)),
+        peers_(static_cast<size_t>(group.size)) {
+    const auto n = static_cast<size_t>(group.size);
+    bool mapped = memory.from.size() == n && memory.to.size() == n;
+    for (int q = 0; mapped && q < group.size; ++q) {
+      mapped = q == group.rank || (memory.from[q] != nullptr && memory.to[q] != nullptr);
+    }
+    if (memory.slots < 1 || memory.slots > kMaxSlotRingSlots || memory.slotBytes == 0 || !mapped) {
+      throw Error(ErrorCode::kInternal,
+                  fmt::format("direct all-to-all: invalid slots ({} of {} bytes per peer, {} of "
+                              "{} ranks mapped)",
+                              memory.slots, memory.slotBytes, memory.to.size(), group.size));
+    }
+  }
+
+  // Where the next message to `p` goes: its slot for this rank, once `p` freed what was there.
+  std::byte* acquireSend(int p, size_t bytes) {
+    Peer& peer = peers_[p];
+    while (peer.sent - peer.freedSeen >= slots_) readNotice(p);
+    const int k = slotOf(peer.sent);
+    executor_.waitSlotFree(p, k);
+    peer.sendBytes = bytes;
+    return memory_.to[p] + static_cast<size_t>(k) * memory_.slotBytes;
+  }
+  void commitSend(int p) {
+    Peer& peer = peers_[p];
+    const int k = slotOf(peer.sent);
+    executor_.markSlotWritten(p, k);
+    post(p, {NoticeKind::kWritten, static_cast<uint16_t>(k), peer.sent, peer.sendBytes});
+    ++peer.sent;
+  }
+
+  // The next message from `q`, in this rank's slot for `q`.
+  const std::byte* acquireRecv(int q, size_t bytes) {
+    Peer& peer = peers_[q];
+    while (peer.writtenSeen <= peer.received) readNotice(q);
+    const int k = slotOf(peer.received);
+    if (peer.lastWrittenBytes[k] != bytes) {
+      throw IoError(fmt::format(
+          "{}: rank {} wrote {} bytes into its slot {} here but this rank expects {}: the ranks "
+          "disagree about the call",
+          wait_.describe(), q, peer.lastWrittenBytes[k], k, bytes));
+    }
+    executor_.waitSlotWritten(q, k);
+    return memory_.from[q] + static_cast<size_t>(k) * memory_.slotBytes;
+  }
+  void releaseRecv(int q) {
+    Peer& peer = peers_[q];
+    const int k = slotOf(peer.received);
+    executor_.markSlotFree(q, k);
+    post(q, {NoticeKind::kFreed, static_cast<uint16_t>(k), peer.received, 0});
+    ++peer.received;
+  }
+
+  // Waits until every peer freed every message this rank wrote, then until the notices left.
+  void finish() {
+    for (int p = 0; p < group_.size; ++p) {
+      if (p == group_.rank) continue;
+      while (peers_[p].freedSeen < peers_[p].sent) readNotice(p);
+    }
+    for (int p = 0; p < group_.size; ++p) {
+      if (p != group_.rank) group_.link(p).flush(wait_);
+    }
+    outbox_.clear();
+  }
+
+ private:
+  struct Peer {
+    uint64_t sent = 0;         // messages written into this peer's slots
+    uint64_t freedSeen = 0;    // of those, how many it said it is done with
+    uint64_t received = 0;     // messages taken from this rank's slots for the peer
+    uint64_t writtenSeen = 0;  // messages it said it wrote
+    size_t sendBytes = 0;
+    std::array<uint64_t, kMaxSlotRingSlots> lastWrittenBytes{};
+  };
+
+  int slotOf(uint64_t seq) const { return static_cast<int>(seq % slots_); }
+
+  void post(int peer, const Notice& notice) {
+    // TCP sends from caller memory until flush(): keep every notice of the call alive.
+    outbox_.push_back(notice.encode());
+    sendFrom(group_.link(peer), outbox_.back().data(), kNoticeBytes, wait_);
+  }
+
+  // Reads one notice from `q`: a "written" for a message it sends here or a "freed" for one this
+  // rank sent it, interleaved on one Link.
+  void readNotice(int q) {
+    NoticeBytes raw;
+    group_.link(q).recvInto(raw.data(), kNoticeBytes, wait_);
+    Notice notice;
+    if (!Notice::decode(raw, notice)) {
+      throw IoError(
+          fmt::format("{}: rank {} sent something that is not a slot notice", wait_.describe(), q));
+    }
+    Peer& peer = peers_[q];
+    const bool written = notice.kind == NoticeKind::kWritten;
+    uint64_t& seen = written ? peer.writtenSeen : peer.freedSeen;
+    if (notice.seq != seen || notice.slot != slotOf(seen) || (!written && seen >= peer.sent)) {
+      throw IoError(fmt::format(
+          "{}: rank {} sent '{}' notice #{} for slot {}, expected #{} for slot {}{}: the ranks "
+          "are out of step",
+          wait_.describe(), q, written ? "written" : "freed", notice.seq, notice.slot, seen,
+          slotOf(seen), written ? "" : fmt::format(" of {} sent", peer.sent)));
+    }
+    if (written) peer.lastWrittenBytes[notice.slot] = notice.bytes;
+    ++seen;
+  }
+
+  const Group& group_;
+  const SlotMeshMemory& memory_;
+  SlotMeshExecutor& executor_;
+  const WaitContext& wait_;
+  const uint64_t slots_;
+  std::vector<Peer> peers_;
+  std::deque<NoticeBytes> outbox_;
+};
+
+trace::Step meshStep(const char* name, int to, int from, size_t round, const Piece& bytes) {
+  trace::Step step;
+  step.name = name;
+  step.to = to;
+  step.from = from;
+  step.slice = static_cast<int64_t>(round);
+  step.offset = bytes.offset;
+  step.bytes = bytes.count;
+  return step;
+}
+
+}  // namespace
+
+void slotMeshAllToAllv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                       const AllToAllvArgs& args, const WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  const size_t eb = args.elementBytes;
+  const auto inBytes = [eb](const Piece& p) { return Piece{p.offset * eb, p.count * eb}; };
+  const Piece ownIn = inBytes(args.sendBlocks[r]);
+  const Piece ownOut = inBytes(args.recvBlocks[r]);
+  if (ownOut.count > 0 && args.recv + ownOut.offset != args.send + ownIn.offset) {
+    executor.copy(args.recv + ownOut.offset, args.send + ownIn.offset, ownOut.count);
+  }
+  SlotMesh mesh(group, memory, executor, wait);
+  const size_t slice = memory.slotBytes;
+  size_t rounds = 0;
+  for (int q = 0; q < n; ++q) {
+    if (q == r) continue;
+    const size_t most = std::max(args.sendBlocks[q].count, args.recvBlocks[q].count) * eb;
+    rounds = std::max(rounds, (most + slice - 1) / slice);
+  }
+  for (size_t c = 0; c < rounds; ++c) {
+    for (int d = 1; d < n; ++d) {
+      const int p = wrap(r + d, n);
+      const Piece out = sliceOf(inBytes(args.sendBlocks[p]), c, slice);
+      if (out.count == 0) continue;
+      trace::StepScope scope(wait.trace, [&] { return meshStep("send", p, -1, c, out); });
+      std::byte* slot = mesh.acquireSend(p, out.count);
+      executor.copy(slot, args.send + out.offset, out.count);
+      mesh.commitSend(p);
+    }
+    for (int d = 1; d < n; ++d) {
+      const int q = wrap(r - d, n);
+      const Piece in = sliceOf(inBytes(args.recvBlocks[q]), c, slice);
+      if (in.count == 0) continue;
+      trace::StepScope scope(wait.trace, [&] { return meshStep("recv", -1, q, c, in); });
+      const std::byte* slot = mesh.acquireRecv(q, in.count);
+      executor.copy(args.recv + in.offset, slot, in.count);
+      mesh.releaseRecv(q);
+    }
+  }
+  mesh.finish();
+}
+
+void slotMeshAllToAll(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                      const AllToAllArgs& args, const WaitContext& wait) {
+  std::vector<Piece> blocks(static_cast<size_t>(group.size));
+  for (size_t q = 0; q < blocks.size(); ++q) blocks[q] = {q * args.blockBytes, args.blockBytes};
+  slotMeshAllToAllv(group, memory, executor,
+                    {.send = args.send,
+                     .recv = args.recv,
+                     .sendBlocks = blocks,
+                     .recvBlocks = blocks,
+                     .elementBytes = 1},
+                    wait);
+}
+
+}  // namespace ringlet::collectives

@@ -1,0 +1,277 @@
+// The direct all-to-all (collectives/slot_mesh.h), the CUDA IPC path's all-to-all, run on the
+// CPU: thread ranks over shared-memory links, every pair's slots in host memory, and an executor
+// that behaves like a CUDA stream (tests/collectives/fake_stream.h). A mesh that forgot a mark or
+// a wait, or reused a slot before its reader freed it, would let one rank's queue overwrite a slot
+// another's has not read yet: the results below would be wrong.
+#include "collectives/slot_mesh.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "ringlet/error.h"
+#include "tests/collectives/fake_stream.h"
+#include "tests/shm/shm_test_support.h"
+#include "tests/support/expect_throw.h"
+#include "tests/support/ranks.h"
+
+namespace ringlet::testing {
+namespace {
+
+using collectives::Group;
+using collectives::Piece;
+using collectives::SlotMeshMemory;
+
+struct Case {
+  int size;
+  int slots;
+  size_t slotBytes;
+};
+
+// What every rank shares: memory[p][q] is rank p's slots for rank q (q writes there);
+// written[q][p][k]: q wrote its slot k at p; freed[p][q][k]: p is done with its slot k for q.
+struct Shared {
+  Shared(int size, int slots, size_t slotBytes) : memory(size), written(size), freed(size) {
+    for (int p = 0; p < size; ++p) {
+      memory[p].assign(size, std::vector<std::byte>(static_cast<size_t>(slots) * slotBytes));
+      for (int q = 0; q < size; ++q) {
+        written[p].push_back(std::vector<FakeEvent>(static_cast<size_t>(slots)));
+        freed[p].push_back(std::vector<FakeEvent>(static_cast<size_t>(slots)));
+      }
+    }
+  }
+  std::vector<std::vector<std::vector<std::byte>>> memory;
+  std::vector<std::vector<std::vector<FakeEvent>>> written;
+  std::vector<std::vector<std::vector<FakeEvent>>> freed;
+};
+
+class FakeMeshExecutor : public collectives::SlotMeshExecutor {
+ public:
+  FakeMeshExecutor(Shared& shared, int rank, FakeStream& stream)
+      : shared_(shared), rank_(rank), stream_(stream) {}
+
+  void copy(std::byte* dst, const std::byte* src, size_t bytes) override {
+    stream_.enqueue([=] { std::memcpy(dst, src, bytes); });
+  }
+  void waitSlotFree(int peer, int slot) override {
+    shared_.freed[peer][rank_][slot].waitOn(stream_);
+  }
+  void markSlotWritten(int peer, int slot) override {
+    shared_.written[rank_][peer][slot].record(stream_);
+  }
+  void waitSlotWritten(int peer, int slot) override {
+    shared_.written[peer][rank_][slot].waitOn(stream_);
+  }
+  void markSlotFree(int peer, int slot) override {
+    shared_.freed[rank_][peer][slot].record(stream_);
+  }
+
+ private:
+  Shared& shared_;
+  const int rank_;
+  FakeStream& stream_;
+};
+
+// One rank of a test: its links, its view of the slots, its fake stream and the executor on it.
+struct RankMesh {
+  shm::Mesh links;
+  Group group;
+  SlotMeshMemory memory;
+  FakeStream& stream;
+  FakeMeshExecutor& executor;
+};
+
+template <typename Body>
+void onSlotMesh(const Case& c, const char* jobName, Body&& body) {
+  Shared shared(c.size, c.slots, c.slotBytes);
+  shm::ShmDir dir;
+  const std::string job = uniqueJobId(jobName);
+  runThreadRanks(c.size, [&](int rank, int size, std::shared_ptr<Store> store) {
+    FakeStream stream(static_cast<unsigned>(rank) * 7723 + 3);
+    FakeMeshExecutor executor(shared, rank, stream);
+    RankMesh r{shm::connectMesh(rank, size, store, shm::testOptions(dir.path()), job),
+               {},
+               {},
+               stream,
+               executor};
+    r.group = Group{rank, size, r.links.raw};
+    r.memory.slots = c.slots;
+    r.memory.slotBytes = c.slotBytes;
+    r.memory.from.assign(static_cast<size_t>(size), nullptr);
+    r.memory.to.assign(static_cast<size_t>(size), nullptr);
+    for (int q = 0; q < size; ++q) {
+      if (q == rank) continue;
+      r.memory.from[q] = shared.memory[rank][q].data();
+      r.memory.to[q] = shared.memory[q][rank].data();
+    }
+    body(rank, size, r);
+  });
+}
+
+std::byte byteOf(int from, int to, size_t j, int call) {
+  return static_cast<std::byte>((from * 37 + to * 11 + static_cast<int>(j % 251) * 3 + call) &
+                                0xff);
+}
+
+class SlotMeshTest : public ::testing::TestWithParam<Case> {};
+
+// Every rank's block q reaches rank q, blocks empty, smaller than a slot and many slots long,
+// issued back to back without synchronising (slots reused across calls while earlier ones still
+// run); nothing written past recv, send never written.
+TEST_P(SlotMeshTest, AllToAllEveryBlockReachesItsRank) {
+  const std::vector<size_t> blocks = {0, 1, 7, 301, 5000};
+  onSlotMesh(GetParam(), "slot-mesh-a2a", [&](int rank, int size, RankMesh& r) {
+    struct Call {
+      size_t block;
+      std::vector<std::byte> send, sendBefore, recv;
+    };
+    std::deque<Call> calls;
+    int id = 0;
+    for (size_t block : blocks) {
+      Call& call = calls.emplace_back(Call{block, {}, {}, {}});
+      call.send.resize(block * size);
+      for (int q = 0; q < size; ++q) {
+        for (size_t j = 0; j < block; ++j) call.send[q * block + j] = byteOf(rank, q, j, id);
+      }
+      call.sendBefore = call.send;
+      call.recv.assign(block * size + 1, std::byte{0x5a});
+      collectives::slotMeshAllToAll(r.group, r.memory, r.executor,
+                                    {call.send.data(), call.recv.data(), block}, r.links.wait());
+      ++id;
+    }
+    r.stream.synchronize();
+    id = 0;
+    for (const Call& call : calls) {
+      const std::string what = fmt::format("rank {} block {}", rank, call.block);
+      ASSERT_EQ(call.send, call.sendBefore) << what << ": send written";
+      ASSERT_EQ(call.recv.back(), std::byte{0x5a}) << what << ": written past recv";
+      for (int q = 0; q < size; ++q) {
+        for (size_t j = 0; j < call.block; ++j) {
+          ASSERT_EQ(call.recv[q * call.block + j], byteOf(q, rank, j, id))
+              << what << ": block from rank " << q << " byte " << j;
+        }
+      }
+      ++id;
+    }
+  });
+}
+
+// Blocks of their own size (some empty, some many slots long, one rank sending far more than it
+// receives) at offsets with gaps between them, 4-byte elements: each block lands where its
+// receiver put it, the gaps stay untouched.
+TEST_P(SlotMeshTest, AllToAllvBlocksOfTheirOwnSize) {
+  constexpr size_t kElement = 4;
+  constexpr size_t kGap = 3;
+  // Elements rank p sends rank q in call `call`.
+  auto elements = [](int p, int q, int call) -> size_t {
+    if ((p + q + call) % 4 == 0) return 0;
+    return static_cast<size_t>((p * 131 + q * 29 + call * 17) % 700) + (p == 0 ? 900 : 0);
+  };
+  onSlotMesh(GetParam(), "slot-mesh-a2av", [&](int rank, int size, RankMesh& r) {
+    struct Call {
+      std::vector<Piece> sendBlocks, recvBlocks;
+      std::vector<std::byte> send, recv;
+    };
+    std::deque<Call> calls;
+    for (int id = 0; id < 3; ++id) {
+      Call& call = calls.emplace_back();
+      size_t sendAt = kGap, recvAt = 0;
+      for (int q = 0; q < size; ++q) {
+        call.sendBlocks.push_back({sendAt, elements(rank, q, id)});
+        sendAt += elements(rank, q, id) + kGap;
+        // The receiver lays its blocks out in reverse order, with gaps.
+        call.recvBlocks.push_back({0, elements(q, rank, id)});
+      }
+      for (int q = size - 1; q >= 0; --q) {
+        call.recvBlocks[q].offset = recvAt + kGap;
+        recvAt += call.recvBlocks[q].count + kGap;
+      }
+      call.send.assign(sendAt * kElement, std::byte{0});
+      for (int q = 0; q < size; ++q) {
+        const Piece& b = call.sendBlocks[q];
+        for (size_t j = 0; j < b.count * kElement; ++j) {
+          call.send[b.offset * kElement + j] = byteOf(rank, q, j, id);
+        }
+      }
+      call.recv.assign((recvAt + kGap) * kElement, std::byte{0x5a});
+      collectives::slotMeshAllToAllv(r.group, r.memory, r.executor,
+                                     {.send = call.send.data(),
+                                      .recv = call.recv.data(),
+                                      .sendBlocks = call.sendBlocks,
+                                      .recvBlocks = call.recvBlocks,
+                                      .elementBytes = kElement},
+                                     r.links.wait());
+    }
+    r.stream.synchronize();
+    int id = 0;
+    for (const Call& call : calls) {
+      std::vector<bool> inBlock(call.recv.size());
+      for (int q = 0; q < size; ++q) {
+        const Piece& b = call.recvBlocks[q];
+        for (size_t j = 0; j < b.count * kElement; ++j) {
+          inBlock[b.offset * kElement + j] = true;
+          ASSERT_EQ(call.recv[b.offset * kElement + j], byteOf(q, rank, j, id))
+              << "rank " << rank << " call " << id << ": block from rank " << q << " byte " << j;
+        }
+      }
+      for (size_t j = 0; j < call.recv.size(); ++j) {
+        if (!inBlock[j]) {
+          ASSERT_EQ(call.recv[j], std::byte{0x5a}) << "gap byte " << j;
+        }
+      }
+      ++id;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SlotMeshTest,
+                         ::testing::Values(Case{2, 1, 64}, Case{2, 2, 48}, Case{3, 1, 128},
+                                           Case{4, 2, 64}, Case{4, 4, 4096}, Case{5, 2, 96}),
+                         [](const auto& info) {
+                           return fmt::format("n{}_slots{}_{}B", info.param.size, info.param.slots,
+                                              info.param.slotBytes);
+                         });
+
+// A receiver that expects a block of another size than its sender wrote names the sender and
+// both sizes (of the second slice: 36 of 100 bytes against 37 of 101); the others end with an error
+// too, within their deadline.
+TEST(SlotMesh, ABlockOfAnotherSizeIsAnError) {
+  std::atomic<int> failed{0};
+  onSlotMesh(Case{3, 2, 64}, "slot-mesh-mismatch", [&](int rank, int size, RankMesh& r) {
+    std::vector<std::byte> send(100 * size, std::byte{1}), recv(101 * size);
+    std::vector<Piece> sendBlocks, recvBlocks;
+    for (int q = 0; q < size; ++q) {
+      sendBlocks.push_back({static_cast<size_t>(q) * 100, 100});
+      // Rank 1 expects 101 bytes from rank 0.
+      recvBlocks.push_back({static_cast<size_t>(q) * 101, rank == 1 && q == 0 ? 101u : 100u});
+    }
+    auto call = [&] {
+      collectives::slotMeshAllToAllv(r.group, r.memory, r.executor,
+                                     {.send = send.data(),
+                                      .recv = recv.data(),
+                                      .sendBlocks = sendBlocks,
+                                      .recvBlocks = recvBlocks,
+                                      .elementBytes = 1},
+                                     r.links.wait(std::chrono::milliseconds(500)));
+    };
+    if (rank == 1) {
+      expectThrowWith<IoError>(call, {"rank 0 wrote 36 bytes", "expects 37", "disagree"});
+      ++failed;
+    } else {
+      try {
+        call();
+      } catch (const Error&) {
+        ++failed;
+      }
+    }
+    r.stream.synchronize();
+  });
+  EXPECT_GE(failed.load(), 2);
+}
+
+}  // namespace
+}  // namespace ringlet::testing
