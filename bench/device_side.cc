@@ -154,9 +154,10 @@ std::string DeviceSide::algorithm(BenchOp op, size_t bytes,
   // nearly even blocks.)
   switch (dc.pathFor(bytes)) {
     case cuda::DevicePath::kIpc:
-      if (op == BenchOp::kAllToAll || op == BenchOp::kAllToAllv) {
-        return dc.allToAllPath() == cuda::DeviceAllToAll::kDirect ? "cuda_ipc_direct"
-                                                                  : "cuda_ipc_ring";
+      if (dc.blockRoute() == cuda::BlockRoute::kDirect &&
+          (op == BenchOp::kAllToAll || op == BenchOp::kAllToAllv || op == BenchOp::kGather ||
+           op == BenchOp::kScatter || op == BenchOp::kGatherv || op == BenchOp::kScatterv)) {
+        return "cuda_ipc_direct";
       }
       return op == BenchOp::kBroadcast || op == BenchOp::kReduce || op == BenchOp::kGather ||
                      op == BenchOp::kScatter || op == BenchOp::kGatherv || op == BenchOp::kScatterv

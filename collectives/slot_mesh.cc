@@ -215,4 +215,66 @@ void slotMeshAllToAll(const Group& group, const SlotMeshMemory& memory, SlotMesh
                     wait);
 }
 
+namespace {
+
+// Gather (toRoot) or scatter as an all-to-all-v in bytes. blocks[q] (elements) is rank q's block,
+// at its offset in the root's buffer and at 0 in rank q's own. Every rank's own block travels
+// between its own buffer and the root's: on every rank that is the block to (gather) or from
+// (scatter) the root, and on the root itself the copy from send to recv.
+void rootedOnMesh(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                  bool toRoot, const std::byte* send, std::byte* recv,
+                  std::span<const Piece> blocks, size_t elementBytes, int root,
+                  const WaitContext& wait) {
+  const auto n = static_cast<size_t>(group.size);
+  std::vector<Piece> none(n, Piece{0, 0});
+  std::vector<Piece> own(none);
+  own[root] = {0, blocks[group.rank].count * elementBytes};
+  std::vector<Piece> all(none);
+  if (group.rank == root) {
+    for (size_t q = 0; q < n; ++q) {
+      all[q] = {blocks[q].offset * elementBytes, blocks[q].count * elementBytes};
+    }
+  }
+  // `all` is the root's side (empty elsewhere), `own` this rank's.
+  slotMeshAllToAllv(group, memory, executor,
+                    {.send = send,
+                     .recv = recv,
+                     .sendBlocks = toRoot ? own : all,
+                     .recvBlocks = toRoot ? all : own,
+                     .elementBytes = 1},
+                    wait);
+}
+
+std::vector<Piece> equalBlocksOf(size_t blockBytes, int size) {
+  std::vector<Piece> blocks(static_cast<size_t>(size));
+  for (size_t q = 0; q < blocks.size(); ++q) blocks[q] = {q * blockBytes, blockBytes};
+  return blocks;
+}
+
+}  // namespace
+
+void slotMeshGather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                    const GatherArgs& args, const WaitContext& wait) {
+  rootedOnMesh(group, memory, executor, true, args.send, args.recv,
+               equalBlocksOf(args.blockBytes, group.size), 1, args.root, wait);
+}
+
+void slotMeshScatter(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                     const ScatterArgs& args, const WaitContext& wait) {
+  rootedOnMesh(group, memory, executor, false, args.send, args.recv,
+               equalBlocksOf(args.blockBytes, group.size), 1, args.root, wait);
+}
+
+void slotMeshGatherv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                     const GathervArgs& args, const WaitContext& wait) {
+  rootedOnMesh(group, memory, executor, true, args.send, args.recv, args.blocks, args.elementBytes,
+               args.root, wait);
+}
+
+void slotMeshScatterv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                      const ScattervArgs& args, const WaitContext& wait) {
+  rootedOnMesh(group, memory, executor, false, args.send, args.recv, args.blocks, args.elementBytes,
+               args.root, wait);
+}
+
 }  // namespace ringlet::collectives

@@ -40,4 +40,16 @@ void slotMeshAllToAll(const Group& group, const SlotMeshMemory& memory, SlotMesh
 void slotMeshAllToAllv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
                        const AllToAllvArgs& args, const WaitContext& wait);
 
+// Gather, scatter and their v-forms: the all-to-all-v whose only blocks are between the root
+// and each rank, each straight from one to the other (the root's own block copied, unless in
+// place). Layouts and in-place rules as slot_ring.h's chains.
+void slotMeshGather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                    const GatherArgs& args, const WaitContext& wait);
+void slotMeshScatter(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                     const ScatterArgs& args, const WaitContext& wait);
+void slotMeshGatherv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                     const GathervArgs& args, const WaitContext& wait);
+void slotMeshScatterv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                      const ScattervArgs& args, const WaitContext& wait);
+
 }  // namespace ringlet::collectives

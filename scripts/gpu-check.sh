@@ -2,7 +2,8 @@
 # The GPU checks in one run, for a machine with a CUDA GPU that has none of our Debian libraries:
 # the GPU tests (label gpu, the five programs side by side), then ringlet-bench --device cuda at
 # 2, 3 and 4 ranks with the defaults, at 2 ranks with every call forced onto the IPC ring and
-# forced staged, all-to-all forced along the ring at 3 and 4 ranks and direct at 2, then gloo
+# forced staged, the calls that send each block to one rank (all-to-all, gather, scatter and
+# their v-forms) forced along the ring at 3 and 4 ranks and direct at 2, then gloo
 # on CUDA tensors through PyTorch where it is installed (NCCL refuses several ranks on one GPU).
 # About 3 minutes on an H200.
 #
@@ -59,11 +60,12 @@ bench n4 4
 vforms=barrier
 bench n2-ring 2 RINGLET_CUDA_STAGED_BELOW=0
 bench n2-staged 2 RINGLET_CUDA_PATH=staged
-# All-to-all both ways on the IPC path (direct is the default at 3 and more ranks).
-ops=alltoall,alltoallv
-bench n3-a2a-ring 3 RINGLET_CUDA_ALLTOALL=ring
-bench n4-a2a-ring 4 RINGLET_CUDA_ALLTOALL=ring
-bench n2-a2a-direct 2 RINGLET_CUDA_ALLTOALL=direct
+# All-to-all, gather, scatter and their v-forms along the ring (direct is the default at 3 and
+# more ranks), and direct at 2.
+ops=alltoall,gather,scatter,alltoallv,gatherv,scatterv
+bench n3-blocks-ring 3 RINGLET_CUDA_BLOCK_ROUTE=ring
+bench n4-blocks-ring 4 RINGLET_CUDA_BLOCK_ROUTE=ring
+bench n2-blocks-direct 2 RINGLET_CUDA_BLOCK_ROUTE=direct
 unset ops
 tar czf "$out/bench-json.tgz" -C "$work" json
 

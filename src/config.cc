@@ -90,12 +90,12 @@ Environment parse() {
     }
     env.cudaPath = *v;
   }
-  if (auto v = getenv("RINGLET_CUDA_ALLTOALL")) {
+  if (auto v = getenv("RINGLET_CUDA_BLOCK_ROUTE")) {
     if (*v != "auto" && *v != "direct" && *v != "ring") {
       throw InvalidArgument(
-          fmt::format("RINGLET_CUDA_ALLTOALL={} is not one of auto, direct, ring", *v));
+          fmt::format("RINGLET_CUDA_BLOCK_ROUTE={} is not one of auto, direct, ring", *v));
     }
-    env.cudaAllToAll = *v;
+    env.cudaBlockRoute = *v;
   }
   if (auto v = getenv("RINGLET_CUDA_STAGED_BELOW")) {
     env.cudaStagedBelow = parseSize(*v, "RINGLET_CUDA_STAGED_BELOW", 0, kMaxCudaSlotBytes);

@@ -107,16 +107,19 @@ enum class DevicePath : uint8_t {
 };
 std::string_view toString(DevicePath path);
 
-// How all-to-all and all-to-all-v go on the CUDA IPC path (staged calls are not affected).
-enum class DeviceAllToAll : uint8_t {
-  kAuto = 0,    // direct where every rank can write into every other rank's GPU memory, else ring
+// How the calls that send each block to one rank (all-to-all, gather, scatter and their
+// v-forms) go on the CUDA IPC path (staged calls are not affected).
+enum class BlockRoute : uint8_t {
+  kAuto = 0,    // direct at 3 or more ranks where every rank can write into every other rank's
+                // GPU memory, else along the ring (at 2 ranks its one link is the pair)
   kDirect = 1,  // each block written once, into slots its receiver keeps for its sender (each
                 // rank allocates (ranks - 1) x 2 slots at its first such call); InvalidArgument
                 // naming why where some rank cannot
-  kRing = 2,    // along the IPC ring by distance: a block crosses d links to the rank d after
-                // its origin (no more memory than the ring's)
+  kRing = 2,    // along the IPC ring: all-to-all by distance (a block crosses d links to the
+                // rank d after its origin), gather and scatter as chains (no more memory than
+                // the ring's)
 };
-std::string_view toString(DeviceAllToAll allToAll);
+std::string_view toString(BlockRoute route);
 
 struct DeviceOptions {
   // Which path carries the data (see the top of this file). All ranks must agree.
@@ -139,15 +142,15 @@ struct DeviceOptions {
   // Staged path: bytes per pipelined chunk (rounded down to whole elements, at least one). Two
   // chunks of pinned host memory are allocated on first use and kept. All ranks must agree.
   size_t chunkBytes = size_t{4} << 20;
-  // CUDA IPC: all-to-all and all-to-all-v. The direct slots take about the ring's bytes: 2 per
-  // peer of slots x slotBytes / (2 x (ranks - 1)), but at least min(slotBytes, 1 MiB) and at
-  // most slotBytes. All ranks must agree.
-  DeviceAllToAll allToAll = DeviceAllToAll::kAuto;
+  // CUDA IPC: all-to-all, gather, scatter and their v-forms. The direct slots take about the
+  // ring's bytes: 2 per peer of slots x slotBytes / (2 x (ranks - 1)), but at least
+  // min(slotBytes, 1 MiB) and at most slotBytes. All ranks must agree.
+  BlockRoute blockRoute = BlockRoute::kAuto;
   // Deadline for each wait on a copy, a stream (synchronize) or, on the IPC path, a peer.
   std::chrono::milliseconds timeout = std::chrono::seconds(300);
 
   // Defaults with RINGLET_CUDA_PATH, RINGLET_CUDA_SLOT_BYTES, RINGLET_CUDA_STAGED_BELOW and
-  // RINGLET_CUDA_ALLTOALL applied.
+  // RINGLET_CUDA_BLOCK_ROUTE applied.
   static DeviceOptions fromEnvironment();
 };
 
@@ -171,10 +174,10 @@ class DeviceCommunicator {
   // kIpc (on the IPC path where every rank shares one GPU, small calls go staged:
   // DeviceOptions::stagedBelowBytes); kAuto before the first collective has chosen.
   DevicePath pathFor(size_t bytes) const;
-  // How an all-to-all (and all-to-all-v) on the IPC path goes: kDirect or kRing once decided
-  // (DeviceOptions::allToAll; kAuto decides at the first IPC all-to-all, or at once for kRing
-  // and for two ranks, where the ring's one link is the pair), kAuto before.
-  DeviceAllToAll allToAllPath() const;
+  // How all-to-all, gather, scatter and their v-forms go on the IPC path: kDirect or kRing once
+  // decided (DeviceOptions::blockRoute; kAuto decides at the first such IPC call, or at once for
+  // kRing and for two ranks, where the ring's one link is the pair), kAuto before.
+  BlockRoute blockRoute() const;
 
   // All-reduce of `count` elements on device memory; `send` may equal `recv` (in place).
   // Overlapping but unequal buffers are an error. Ordered on `stream`; see the top of this file
@@ -207,9 +210,10 @@ class DeviceCommunicator {
                      void* stream);
 
   // Gather, scatter and all-to-all: the host communicator's calls (the same layouts, in-place
-  // forms and rules) on device memory. On the IPC path (as pathFor says) gather and scatter run
-  // as chains along the ring, all-to-all direct or along the ring by distance (allToAllPath;
-  // in place: from a copy in stream-ordered memory). Gather: the root's recv ends with size()
+  // forms and rules) on device memory. On the IPC path (as pathFor says) as blockRoute says:
+  // direct (each block written into its receiver's slots) or along the ring (gather and scatter
+  // as chains, all-to-all by distance); an all-to-all in place sends from a copy in
+  // stream-ordered memory. Gather: the root's recv ends with size()
   // blocks of `count`, block q from rank q (other ranks' recv is not touched and may be null).
   // Scatter: rank r's recv ends with the root's block r (send is read on the root only and may be
   // null elsewhere). All-to-all: send and recv hold size() blocks of `count`; send == recv is
@@ -224,11 +228,12 @@ class DeviceCommunicator {
   // ranks agree on the counts in one small host call (all-to-all-v: two, exchanging each pair's
   // counts), so ranks that disagree all get MismatchError, whatever the sizes. Then, as pathFor
   // says for their total (all-to-all-v: N blocks of the largest block anywhere, M elements):
-  //  - IPC: the slot ring's schedules over blocks of their own size (an empty block costs no
-  //    message): the ring for all-gather-v and reduce-scatter-v, chains for gather-v and
-  //    scatter-v; all-to-all-v as allToAllPath says: direct (each block into its receiver's
-  //    slots), or by distance along the ring (which first gathers the whole matrix of counts in
-  //    a host call: every rank relays other pairs' blocks); in place, from a copy of send.
+  //  - IPC: over blocks of their own size (an empty block costs no message): the ring for
+  //    all-gather-v and reduce-scatter-v; gather-v, scatter-v and all-to-all-v as blockRoute
+  //    says: direct (each block into its receiver's slots), or along the ring (chains for
+  //    gather-v and scatter-v; all-to-all-v by distance, which first gathers the whole matrix of
+  //    counts in a host call: every rank relays other pairs' blocks); all-to-all-v in place
+  //    sends from a copy.
   //  - staged: chunk i is elements [i*c, (i+1)*c) of every block (c = chunkBytes / element size /
   //    ranks), packed in the pinned slot, one host v-form call per chunk.
   void allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts,

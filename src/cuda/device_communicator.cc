@@ -153,10 +153,10 @@ DevicePath DeviceCommunicator::pathFor(size_t bytes) const {
   if (state_->chosen == DevicePath::kAuto) return DevicePath::kAuto;
   return state_->useIpc(bytes) ? DevicePath::kIpc : DevicePath::kStaged;
 }
-DeviceAllToAll DeviceCommunicator::allToAllPath() const {
+BlockRoute DeviceCommunicator::blockRoute() const {
   const State& st = *state_;
-  if (st.mesh) return DeviceAllToAll::kDirect;
-  return st.meshTried || st.ringAllToAll() ? DeviceAllToAll::kRing : DeviceAllToAll::kAuto;
+  if (st.mesh) return BlockRoute::kDirect;
+  return st.meshTried || st.alongTheRing() ? BlockRoute::kRing : BlockRoute::kAuto;
 }
 Communicator& DeviceCommunicator::host() const { return *state_->host; }
 

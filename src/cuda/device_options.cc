@@ -16,13 +16,13 @@ std::string_view toString(DevicePath path) {
   return "unknown";
 }
 
-std::string_view toString(DeviceAllToAll allToAll) {
-  switch (allToAll) {
-    case DeviceAllToAll::kAuto:
+std::string_view toString(BlockRoute route) {
+  switch (route) {
+    case BlockRoute::kAuto:
       return "auto";
-    case DeviceAllToAll::kDirect:
+    case BlockRoute::kDirect:
       return "direct";
-    case DeviceAllToAll::kRing:
+    case BlockRoute::kRing:
       return "ring";
   }
   return "unknown";
@@ -35,8 +35,8 @@ DeviceOptions DeviceOptions::fromEnvironment() {
   if (env.cudaPath == "staged") options.path = DevicePath::kStaged;
   if (env.cudaSlotBytes) options.slotBytes = *env.cudaSlotBytes;
   if (env.cudaStagedBelow) options.stagedBelowBytes = *env.cudaStagedBelow;
-  if (env.cudaAllToAll == "direct") options.allToAll = DeviceAllToAll::kDirect;
-  if (env.cudaAllToAll == "ring") options.allToAll = DeviceAllToAll::kRing;
+  if (env.cudaBlockRoute == "direct") options.blockRoute = BlockRoute::kDirect;
+  if (env.cudaBlockRoute == "ring") options.blockRoute = BlockRoute::kRing;
   if (env.timeout) options.timeout = *env.timeout;
   return options;
 }

@@ -219,6 +219,15 @@ void DeviceCommunicator::gather(const void* send, void* recv, size_t count, Data
                                        .recv = static_cast<std::byte*>(recv),
                                        .blockBytes = blockBytes,
                                        .root = root};
+    if (st.useMesh()) {
+      st.runMesh({.kind = detail::OpKind::kGather,
+                  .type = type,
+                  .root = root,
+                  .count = count,
+                  .algorithm = kIpcLinear},
+                 stream, collectives::slotMeshGather, args);
+      return;
+    }
     st.runIpc({.kind = detail::OpKind::kGather,
                .type = type,
                .root = root,
@@ -257,6 +266,15 @@ void DeviceCommunicator::scatter(const void* send, void* recv, size_t count, Dat
                                         .recv = static_cast<std::byte*>(recv),
                                         .blockBytes = blockBytes,
                                         .root = root};
+    if (st.useMesh()) {
+      st.runMesh({.kind = detail::OpKind::kScatter,
+                  .type = type,
+                  .root = root,
+                  .count = count,
+                  .algorithm = kIpcLinear},
+                 stream, collectives::slotMeshScatter, args);
+      return;
+    }
     st.runIpc({.kind = detail::OpKind::kScatter,
                .type = type,
                .root = root,
@@ -310,11 +328,11 @@ void DeviceCommunicator::allToAll(const void* send, void* recv, size_t count, Da
     const collectives::AllToAllArgs args{
         .send = from, .recv = static_cast<std::byte*>(recv), .blockBytes = blockBytes};
     if (st.useMesh()) {
-      st.runMesh({.kind = detail::OpKind::kAllToAll, .type = type, .count = count}, stream,
-                 [&](const collectives::Group& group, const collectives::SlotMeshMemory& memory,
-                     collectives::SlotMeshExecutor& executor, const transport::WaitContext& wait) {
-                   collectives::slotMeshAllToAll(group, memory, executor, args, wait);
-                 });
+      st.runMesh({.kind = detail::OpKind::kAllToAll,
+                  .type = type,
+                  .count = count,
+                  .algorithm = kIpcPairwise},
+                 stream, collectives::slotMeshAllToAll, args);
       return;
     }
     st.runIpc(

@@ -377,7 +377,7 @@ void DeviceCommunicator::State::runIpc(detail::OpHeader header, void* stream, co
 }
 
 bool DeviceCommunicator::State::useMesh() {
-  if (ringAllToAll()) return false;
+  if (alongTheRing()) return false;
   if (meshTried) return mesh != nullptr;
   meshTried = true;
   detail::CommunicatorImpl& impl = detail::CommunicatorAccess::impl(*host);
@@ -391,9 +391,9 @@ bool DeviceCommunicator::State::useMesh() {
     std::string reason;
     if (!transport::cuda::probeMesh(impl.store(), prefix, host->rank(), n, device, wait.deadline,
                                     &reason)) {
-      if (options.allToAll == DeviceAllToAll::kDirect) {
-        throw InvalidArgument(fmt::format("rank {}: DeviceAllToAll::kDirect is not possible: {}",
-                                          host->rank(), reason));
+      if (options.blockRoute == BlockRoute::kDirect) {
+        throw InvalidArgument(
+            fmt::format("rank {}: BlockRoute::kDirect is not possible: {}", host->rank(), reason));
       }
       log::info("rank {}: CUDA IPC all-to-all along the ring: {}", host->rank(), reason);
       return;
@@ -415,7 +415,6 @@ bool DeviceCommunicator::State::useMesh() {
 void DeviceCommunicator::State::runMesh(detail::OpHeader header, void* stream,
                                         const MeshBody& body) {
   header.memory = 1;
-  header.algorithm = kIpcPairwise;
   auto s = static_cast<cudaStream_t>(stream);
   detail::CommunicatorImpl& impl = detail::CommunicatorAccess::impl(*host);
   impl.runBlocking(header,

@@ -142,6 +142,7 @@ struct StagedSteps {
 inline constexpr auto kIpcRing = static_cast<uint8_t>(collectives::Algorithm::kRing);
 inline constexpr auto kIpcChain = static_cast<uint8_t>(collectives::Algorithm::kChain);
 inline constexpr auto kIpcPairwise = static_cast<uint8_t>(collectives::Algorithm::kPairwise);
+inline constexpr auto kIpcLinear = static_cast<uint8_t>(collectives::Algorithm::kLinear);
 
 struct DeviceCommunicator::State {
   Communicator* host = nullptr;
@@ -226,21 +227,36 @@ struct DeviceCommunicator::State {
     return options.stagedBelowBytes == 0 || bytes / peers >= options.stagedBelowBytes;
   }
 
-  // Whether this IPC all-to-all goes direct (options.allToAll); the first time, sets up the
-  // mesh in one call of the host communicator (every rank does, at the same call). kDirect where
-  // some rank cannot write into another's GPU: InvalidArgument naming why.
+  // Whether this IPC all-to-all, gather or scatter (or v-form) goes direct (options.blockRoute);
+  // the first time, sets up the mesh in one call of the host communicator (every rank does, at
+  // the same call). kDirect where some rank cannot write into another's GPU: InvalidArgument
+  // naming why.
   bool useMesh();
-  // Whether the IPC all-to-all goes along the ring without asking: options.allToAll kRing, or
-  // kAuto at two ranks (the ring's one link is the pair: the same copies, no more memory).
-  bool ringAllToAll() const {
-    return options.allToAll == DeviceAllToAll::kRing ||
-           (options.allToAll == DeviceAllToAll::kAuto && host->size() == 2);
+  // Whether those calls go along the ring without asking: options.blockRoute kRing, or kAuto at
+  // two ranks (the ring's one link is the pair: the same copies, no more memory).
+  bool alongTheRing() const {
+    return options.blockRoute == BlockRoute::kRing ||
+           (options.blockRoute == BlockRoute::kAuto && host->size() == 2);
   }
   using MeshBody =
       std::function<void(const collectives::Group&, const collectives::SlotMeshMemory&,
                          collectives::SlotMeshExecutor&, const transport::WaitContext&)>;
-  // Runs `body` on the mesh as one call of the host communicator, enqueuing on `stream`.
+  // Runs `body` on the mesh as one call of the host communicator (header.algorithm: the
+  // schedule's name), enqueuing on `stream`.
   void runMesh(detail::OpHeader header, void* stream, const MeshBody& body);
+  // The same with one of the mesh's schedules (slotMeshAllToAll, slotMeshGather, ...).
+  template <typename Args>
+  void runMesh(detail::OpHeader header, void* stream,
+               void (*schedule)(const collectives::Group&, const collectives::SlotMeshMemory&,
+                                collectives::SlotMeshExecutor&, const Args&,
+                                const transport::WaitContext&),
+               const Args& args) {
+    runMesh(header, stream,
+            [&](const collectives::Group& group, const collectives::SlotMeshMemory& memory,
+                collectives::SlotMeshExecutor& executor, const transport::WaitContext& wait) {
+              schedule(group, memory, executor, args, wait);
+            });
+  }
 
   // Runs `body` on the IPC ring as one call of the host communicator (header check with the
   // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.

@@ -216,12 +216,24 @@ void DeviceCommunicator::gatherv(const void* send, void* recv, std::span<const s
   choosePath();
   const uint64_t countsHash = agreeOnCounts(host, "gatherv", "recvCounts", recvCounts);
   if (st.useIpc(layout.total * eb)) {
-    // The chain over blocks of their own size (collectives::slotRingGatherv).
+    // Direct (collectives::slotMeshGatherv) or the chain (slotRingGatherv) over blocks of their
+    // own size.
     const collectives::GathervArgs args{.send = static_cast<const std::byte*>(send),
                                         .recv = isRoot ? static_cast<std::byte*>(recv) : nullptr,
                                         .blocks = layout.blocks,
                                         .elementBytes = eb,
                                         .root = root};
+    if (st.useMesh()) {
+      st.runMesh({.kind = detail::OpKind::kGatherv,
+                  .type = type,
+                  .root = root,
+                  .count = layout.total,
+                  .countsHash = countsHash,
+                  .ranks = host.size(),
+                  .algorithm = kIpcLinear},
+                 stream, collectives::slotMeshGatherv, args);
+      return;
+    }
     st.runIpc({.kind = detail::OpKind::kGatherv,
                .type = type,
                .root = root,
@@ -276,13 +288,25 @@ void DeviceCommunicator::scatterv(const void* send, std::span<const size_t> send
   choosePath();
   const uint64_t countsHash = agreeOnCounts(host, "scatterv", "sendCounts", sendCounts);
   if (st.useIpc(layout.total * eb)) {
-    // The chain over blocks of their own size (collectives::slotRingScatterv).
+    // Direct (collectives::slotMeshScatterv) or the chain (slotRingScatterv) over blocks of their
+    // own size.
     const collectives::ScattervArgs args{
         .send = isRoot ? static_cast<const std::byte*>(send) : nullptr,
         .recv = static_cast<std::byte*>(recv),
         .blocks = layout.blocks,
         .elementBytes = eb,
         .root = root};
+    if (st.useMesh()) {
+      st.runMesh({.kind = detail::OpKind::kScatterv,
+                  .type = type,
+                  .root = root,
+                  .count = layout.total,
+                  .countsHash = countsHash,
+                  .ranks = host.size(),
+                  .algorithm = kIpcLinear},
+                 stream, collectives::slotMeshScatterv, args);
+      return;
+    }
     st.runIpc({.kind = detail::OpKind::kScatterv,
                .type = type,
                .root = root,
@@ -390,13 +414,12 @@ void DeviceCommunicator::allToAllv(const void* send, std::span<const size_t> sen
     if (st.useMesh()) {
       // Each pair's blocks go straight from sender to receiver: each rank needs only its own
       // counts (agreed pairwise above).
-      st.runMesh(
-          {.kind = detail::OpKind::kAllToAllv, .type = type, .count = out.total, .ranks = size},
-          stream,
-          [&](const collectives::Group& group, const collectives::SlotMeshMemory& memory,
-              collectives::SlotMeshExecutor& executor, const transport::WaitContext& wait) {
-            collectives::slotMeshAllToAllv(group, memory, executor, args, wait);
-          });
+      st.runMesh({.kind = detail::OpKind::kAllToAllv,
+                  .type = type,
+                  .count = out.total,
+                  .ranks = size,
+                  .algorithm = kIpcPairwise},
+                 stream, collectives::slotMeshAllToAllv, args);
       return;
     }
     // Along the ring by distance over blocks of their own size: every rank relays blocks of

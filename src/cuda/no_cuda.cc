@@ -36,7 +36,7 @@ DeviceCommunicator::~DeviceCommunicator() = default;
 int DeviceCommunicator::device() const { return -1; }
 DevicePath DeviceCommunicator::path() const { return DevicePath::kAuto; }
 DevicePath DeviceCommunicator::pathFor(size_t) const { return DevicePath::kAuto; }
-DeviceAllToAll DeviceCommunicator::allToAllPath() const { return DeviceAllToAll::kAuto; }
+BlockRoute DeviceCommunicator::blockRoute() const { return BlockRoute::kAuto; }
 Communicator& DeviceCommunicator::host() const { throw CudaError(kNoCuda); }
 
 void DeviceCommunicator::allreduce(const void*, void*, size_t, DataType, ReduceOp, void*) {

@@ -228,6 +228,113 @@ TEST_P(SlotMeshTest, AllToAllvBlocksOfTheirOwnSize) {
   });
 }
 
+// Gather and scatter, equal blocks (in place on the root every other call) and blocks of their
+// own size at the root's offsets in reverse rank order with gaps, every root in turn, back to
+// back: each block lands at its place, the gaps and the other ranks' buffers untouched.
+TEST_P(SlotMeshTest, GatherAndScatterEveryRoot) {
+  constexpr size_t kElement = 2;
+  constexpr size_t kGap = 5;
+  auto elements = [](int q, int root) -> size_t {
+    return (q + root) % 3 == 0 ? 0 : static_cast<size_t>(q * 113 + root * 41) % 600 + 1;
+  };
+  onSlotMesh(GetParam(), "slot-mesh-rooted", [&](int rank, int size, RankMesh& r) {
+    struct Call {
+      int root;
+      bool gather;
+      bool inPlace;
+      std::vector<Piece> blocks;  // elements; offsets in the root's buffer
+      std::vector<std::byte> rootBuffer, own;
+    };
+    std::deque<Call> calls;
+    int id = 0;
+    for (int root = 0; root < size; ++root) {
+      for (bool gather : {true, false}) {
+        for (bool equal : {true, false}) {
+          Call& call = calls.emplace_back(Call{root, gather, equal && id % 2 == 1, {}, {}, {}});
+          size_t at = 0;
+          call.blocks.resize(static_cast<size_t>(size));
+          for (int q = size - 1; q >= 0; --q) {
+            const size_t count = equal ? 777 : elements(q, root);
+            call.blocks[q] = {equal ? static_cast<size_t>(q) * 777 : at + kGap, count};
+            at = equal ? static_cast<size_t>(size) * 777 : call.blocks[q].offset + count;
+          }
+          call.rootBuffer.assign((at + kGap) * kElement, std::byte{0x5a});
+          const Piece mine = call.blocks[rank];
+          call.own.assign(mine.count * kElement, std::byte{0x5a});
+          // What travels: block q holds byteOf(q, root, j, id) (from rank q, or for rank q).
+          auto fill = [&](std::byte* out, int q) {
+            for (size_t j = 0; j < call.blocks[q].count * kElement; ++j) {
+              out[j] = byteOf(q, root, j, id);
+            }
+          };
+          if (gather) {
+            fill(call.own.data(), rank);
+          } else if (rank == root) {
+            for (int q = 0; q < size; ++q)
+              fill(call.rootBuffer.data() + call.blocks[q].offset * kElement, q);
+          }
+          std::byte* ownPlace = rank == root && call.inPlace
+                                    ? call.rootBuffer.data() + mine.offset * kElement
+                                    : call.own.data();
+          if (ownPlace != call.own.data() && gather) fill(ownPlace, rank);
+          std::byte* rootBuffer = rank == root ? call.rootBuffer.data() : nullptr;
+          if (equal) {
+            const size_t blockBytes = 777 * kElement;
+            if (gather) {
+              collectives::slotMeshGather(r.group, r.memory, r.executor,
+                                          {ownPlace, rootBuffer, blockBytes, root}, r.links.wait());
+            } else {
+              collectives::slotMeshScatter(r.group, r.memory, r.executor,
+                                           {rootBuffer, ownPlace, blockBytes, root},
+                                           r.links.wait());
+            }
+          } else if (gather) {
+            collectives::slotMeshGatherv(r.group, r.memory, r.executor,
+                                         {ownPlace, rootBuffer, call.blocks, kElement, root},
+                                         r.links.wait());
+          } else {
+            collectives::slotMeshScatterv(r.group, r.memory, r.executor,
+                                          {rootBuffer, ownPlace, call.blocks, kElement, root},
+                                          r.links.wait());
+          }
+          ++id;
+        }
+      }
+    }
+    r.stream.synchronize();
+    id = 0;
+    for (const Call& call : calls) {
+      const std::string what =
+          fmt::format("rank {} root {} call {} {}{}", rank, call.root, id,
+                      call.gather ? "gather" : "scatter", call.inPlace ? " in place" : "");
+      if (rank == call.root) {
+        // Every block in place in the root's buffer (gather: received; scatter: never written),
+        // nothing else written.
+        std::vector<bool> inBlock(call.rootBuffer.size());
+        for (int q = 0; q < size; ++q) {
+          const Piece& b = call.blocks[q];
+          for (size_t j = 0; j < b.count * kElement; ++j) {
+            inBlock[b.offset * kElement + j] = true;
+            ASSERT_EQ(call.rootBuffer[b.offset * kElement + j], byteOf(q, call.root, j, id))
+                << what << ": block " << q << " byte " << j;
+          }
+        }
+        for (size_t j = 0; j < call.rootBuffer.size(); ++j) {
+          if (!inBlock[j]) {
+            ASSERT_EQ(call.rootBuffer[j], std::byte{0x5a}) << what << ": gap byte " << j;
+          }
+        }
+      }
+      if (!(rank == call.root && call.inPlace)) {
+        for (size_t j = 0; j < call.own.size(); ++j) {
+          ASSERT_EQ(call.own[j], byteOf(rank, call.root, j, id)) << what << ": own byte " << j;
+        }
+      }
+      ++id;
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, SlotMeshTest,
                          ::testing::Values(Case{2, 1, 64}, Case{2, 2, 48}, Case{3, 1, 128},
                                            Case{4, 2, 64}, Case{4, 4, 4096}, Case{5, 2, 96}),

@@ -91,13 +91,13 @@ TEST(ConfigRanges, CudaChoicesAreNamed) {
   expectCoreRejects("RINGLET_CUDA_PATH", "p2p",
                     {"RINGLET_CUDA_PATH=p2p", "not one of auto, ipc, staged"});
   expectCoreRejects("RINGLET_CUDA_STAGED_BELOW", "2G", {"RINGLET_CUDA_STAGED_BELOW", "0 to 1G"});
-  expectCoreRejects("RINGLET_CUDA_ALLTOALL", "pairwise",
-                    {"RINGLET_CUDA_ALLTOALL=pairwise", "not one of auto, direct, ring"});
-  EXPECT_EQ(cuda::DeviceOptions::fromEnvironment().allToAll, cuda::DeviceAllToAll::kAuto);
-  for (auto want : {cuda::DeviceAllToAll::kDirect, cuda::DeviceAllToAll::kRing}) {
-    ScopedVariable v("RINGLET_CUDA_ALLTOALL", std::string(cuda::toString(want)).c_str());
+  expectCoreRejects("RINGLET_CUDA_BLOCK_ROUTE", "pairwise",
+                    {"RINGLET_CUDA_BLOCK_ROUTE=pairwise", "not one of auto, direct, ring"});
+  EXPECT_EQ(cuda::DeviceOptions::fromEnvironment().blockRoute, cuda::BlockRoute::kAuto);
+  for (auto want : {cuda::BlockRoute::kDirect, cuda::BlockRoute::kRing}) {
+    ScopedVariable v("RINGLET_CUDA_BLOCK_ROUTE", std::string(cuda::toString(want)).c_str());
     config::reloadEnvironment();
-    EXPECT_EQ(cuda::DeviceOptions::fromEnvironment().allToAll, want);
+    EXPECT_EQ(cuda::DeviceOptions::fromEnvironment().blockRoute, want);
   }
 }
 

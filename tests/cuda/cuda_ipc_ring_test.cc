@@ -24,9 +24,9 @@ namespace {
 using namespace testing::cuda_cases;
 
 cuda::DeviceOptions ipcOptions(int slots, size_t slotBytes,
-                               cuda::DeviceAllToAll allToAll = cuda::DeviceAllToAll::kAuto) {
+                               cuda::BlockRoute route = cuda::BlockRoute::kAuto) {
   cuda::DeviceOptions o;
-  o.allToAll = allToAll;
+  o.blockRoute = route;
   o.path = cuda::DevicePath::kIpc;
   o.stagedBelowBytes = 0;  // every call on the ring, however small
   o.slots = slots;
@@ -47,12 +47,12 @@ class CudaIpcRing : public ::testing::TestWithParam<int> {};
 // ring (3 slots of 4096 bytes: many slices per call, slots reused many times) and a stream of
 // its own; after `body` the path in use is the ring (a world of one: staged).
 void runOnRing(int ranks, const std::function<void(cuda::DeviceCommunicator&, cudaStream_t)>& body,
-               cuda::DeviceAllToAll allToAll = cuda::DeviceAllToAll::kAuto) {
+               cuda::BlockRoute route = cuda::BlockRoute::kAuto) {
   testing::runProcessRanks(
       ranks,
       [&](int rank, int size, std::shared_ptr<Store> store) {
         Communicator comm = makeComm(rank, size, store);
-        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096, allToAll));
+        cuda::DeviceCommunicator device(comm, 0, ipcOptions(3, 4096, route));
         cudaStream_t stream = nullptr;
         check(cudaStreamCreate(&stream), "cudaStreamCreate");
         body(device, stream);
@@ -118,43 +118,53 @@ TEST_P(CudaIpcRing, VFormsOnDeviceMemory) {
   });
 }
 
-// All-to-all and all-to-all-v both ways the IPC path runs them, forced: along the ring (blocks
-// relayed) and direct (each block into its receiver's slots for its sender; the default at 3
-// and more ranks, which the tests above take): every type, in place and not, many slices per
-// block, gaps and empty blocks.
-TEST_P(CudaIpcRing, AllToAllAlongTheRingAndDirect) {
+// All-to-all, gather, scatter and their v-forms both ways the IPC path runs them, forced: along
+// the ring (all-to-all by distance, gather and scatter as chains) and direct (each block into its
+// receiver's slots for its sender; the default at 3 and more ranks, which the tests above take):
+// several types, in place and not, every root, many slices per block, gaps and empty blocks.
+TEST_P(CudaIpcRing, BlockRoutesAlongTheRingAndDirect) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
-  for (auto allToAll : {cuda::DeviceAllToAll::kRing, cuda::DeviceAllToAll::kDirect}) {
-    SCOPED_TRACE(std::string(cuda::toString(allToAll)));
+  for (auto route : {cuda::BlockRoute::kRing, cuda::BlockRoute::kDirect}) {
+    SCOPED_TRACE(std::string(cuda::toString(route)));
     runOnRing(
         GetParam(),
-        [allToAll](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+        [route](cuda::DeviceCommunicator& device, cudaStream_t stream) {
+          const int size = device.host().size();
           for (bool inPlace : {false, true}) {
             for (DataType type : {DataType::kInt8, DataType::kFloat16, DataType::kFloat64}) {
               allToAllCase(device, stream, type, 30011, inPlace);
               allToAllvCase(device, stream, type, 4099, !inPlace, inPlace);
             }
+            for (int root = 0; root < size; ++root) {
+              gatherCase(device, stream, DataType::kFloat32, 4099, root, inPlace);
+              scatterCase(device, stream, DataType::kInt8, 30011, root, inPlace);
+              gathervCase(device, stream, DataType::kInt8, 30011, root, !inPlace, inPlace);
+              scattervCase(device, stream, DataType::kFloat64, 4099, root, inPlace, inPlace);
+            }
             allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
             allToAllCase(device, stream, DataType::kInt32, 0, inPlace);
             allToAllCase(device, stream, DataType::kInt32, 1, inPlace);
+            gatherCase(device, stream, DataType::kInt32, 1, size - 1, inPlace);
           }
-          if (device.host().size() > 1) {
-            EXPECT_EQ(device.allToAllPath(), allToAll);
+          if (size > 1) {
+            EXPECT_EQ(device.blockRoute(), route);
           }
         },
-        allToAll);
+        route);
   }
 }
 
 // Six ranks: the host collectives link each rank to its ring neighbours and the ranks 2^k away,
-// so 0 and 3 (and 1 and 4, 2 and 5) have no link until the direct all-to-all's first call makes
-// the ones it needs.
+// so 0 and 3 (and 1 and 4, 2 and 5) have no link until the first direct call makes the ones it
+// needs.
 TEST(CudaIpcRingOrder, DirectAllToAllOnSixRanksLinksEveryPair) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
   runOnRing(6, [](cuda::DeviceCommunicator& device, cudaStream_t stream) {
     allToAllCase(device, stream, DataType::kFloat32, 3001, false);
-    EXPECT_EQ(device.allToAllPath(), cuda::DeviceAllToAll::kDirect);
+    EXPECT_EQ(device.blockRoute(), cuda::BlockRoute::kDirect);
     allToAllvCase(device, stream, DataType::kInt8, 4099, true, true);
+    scatterCase(device, stream, DataType::kInt8, 30011, 3, false);
+    gathervCase(device, stream, DataType::kFloat16, 4099, 5, true, false);
     allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, false);
   });
 }
