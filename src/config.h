@@ -31,7 +31,7 @@ struct Environment {
   std::string cudaPath;                   // RINGLET_CUDA_PATH: auto|ipc|staged
   std::optional<size_t> cudaSlotBytes;    // RINGLET_CUDA_SLOT_BYTES
   std::optional<size_t> cudaStagedBelow;  // RINGLET_CUDA_STAGED_BELOW
-  std::string cudaBlockRoute;               // RINGLET_CUDA_BLOCK_ROUTE: auto|direct|ring
+  std::string cudaBlockRoute;             // RINGLET_CUDA_BLOCK_ROUTE: auto|direct|ring
   std::string trace;                      // RINGLET_TRACE: path of the trace files
   std::string wait;                       // RINGLET_WAIT: adaptive|fixed
   // RINGLET_STORE_MAX_KEYS, _BYTES, _CONNECTIONS: quotas of a TCP store server started here
