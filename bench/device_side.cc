@@ -159,6 +159,11 @@ std::string DeviceSide::algorithm(BenchOp op, size_t bytes,
            op == BenchOp::kScatter || op == BenchOp::kGatherv || op == BenchOp::kScatterv)) {
         return "cuda_ipc_direct";
       }
+      if (dc.chunkRoute() == cuda::BlockRoute::kDirect &&
+          (op == BenchOp::kAllreduce || op == BenchOp::kAllgather ||
+           op == BenchOp::kReduceScatter)) {
+        return "cuda_ipc_direct";
+      }
       return op == BenchOp::kBroadcast || op == BenchOp::kReduce || op == BenchOp::kGather ||
                      op == BenchOp::kScatter || op == BenchOp::kGatherv || op == BenchOp::kScatterv
                  ? "cuda_ipc_chain"

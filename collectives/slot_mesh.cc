@@ -11,6 +11,7 @@
 #include "collectives/chunking.h"
 #include "collectives/slot_notice.h"
 #include "ringlet/error.h"
+#include "ringlet/types.h"
 #include "src/trace.h"
 
 namespace ringlet::collectives {
@@ -217,6 +218,55 @@ void slotMeshAllToAll(const Group& group, const SlotMeshMemory& memory, SlotMesh
 
 namespace {
 
+// Rank r's piece of every peer reduced into out (pieces[q]: element offsets into send of what
+// rank q reduces; out holds rank r's piece at out + (pieces[r].offset - outFirst) elements).
+// Round c: slice c of piece p to each peer p, then slice c of this rank's piece reduced from its
+// own input and each peer's slot.
+void reduceScatterPieces(const Group& group, const SlotMeshMemory& memory,
+                         SlotMeshExecutor& executor, const std::byte* send, std::byte* out,
+                         size_t outFirst, std::span<const Piece> pieces, DataType type, ReduceOp op,
+                         const WaitContext& wait) {
+  const int n = group.size;
+  const int r = group.rank;
+  const size_t eb = elementSize(type);
+  const size_t slice = std::max<size_t>(1, memory.slotBytes / eb);
+  const Piece mine = pieces[r];
+  std::byte* result = out + (mine.offset - outFirst) * eb;
+  SlotMesh mesh(group, memory, executor, wait);
+  size_t rounds = 0;
+  for (const Piece& p : pieces) rounds = std::max(rounds, (p.count + slice - 1) / slice);
+  for (size_t c = 0; c < rounds; ++c) {
+    for (int d = 1; d < n; ++d) {
+      const int p = wrap(r + d, n);
+      const Piece s = sliceOf(pieces[p], c, slice);
+      if (s.count == 0) continue;
+      trace::StepScope scope(wait.trace, [&] {
+        return meshStep("send", p, -1, c, {s.offset * eb, s.count * eb});
+      });
+      std::byte* slot = mesh.acquireSend(p, s.count * eb);
+      executor.copy(slot, send + s.offset * eb, s.count * eb);
+      mesh.commitSend(p);
+    }
+    const Piece s = sliceOf(mine, c, slice);
+    if (s.count == 0) continue;
+    std::byte* at = result + (s.offset - mine.offset) * eb;
+    const std::byte* own = send + s.offset * eb;
+    for (int d = 1; d < n; ++d) {
+      const int q = wrap(r + d, n);
+      trace::StepScope scope(wait.trace, [&] {
+        trace::Step step = meshStep("recvReduce", -1, q, c, {s.offset * eb, s.count * eb});
+        step.reduces = true;
+        return step;
+      });
+      const std::byte* slot = mesh.acquireRecv(q, s.count * eb);
+      executor.reduce(at, d == 1 ? own : at, slot, s.count, type, op);
+      mesh.releaseRecv(q);
+    }
+    if (op == ReduceOp::kAvg) executor.finishAverage(at, s.count, type, n);
+  }
+  mesh.finish();
+}
+
 // Gather (toRoot) or scatter as an all-to-all-v in bytes. blocks[q] (elements) is rank q's block,
 // at its offset in the root's buffer and at 0 in rank q's own. Every rank's own block travels
 // between its own buffer and the root's: on every rank that is the block to (gather) or from
@@ -252,6 +302,51 @@ std::vector<Piece> equalBlocksOf(size_t blockBytes, int size) {
 }
 
 }  // namespace
+
+void slotMeshAllgather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                       const AllgatherArgs& args, const WaitContext& wait) {
+  const size_t block = args.sendCount * elementSize(args.type);
+  // Every peer gets the same piece of send; block q of recv comes from rank q.
+  const std::vector<Piece> sends(static_cast<size_t>(group.size), Piece{0, block});
+  slotMeshAllToAllv(group, memory, executor,
+                    {.send = args.send,
+                     .recv = args.recv,
+                     .sendBlocks = sends,
+                     .recvBlocks = equalBlocksOf(block, group.size),
+                     .elementBytes = 1},
+                    wait);
+}
+
+void slotMeshReduceScatter(const Group& group, const SlotMeshMemory& memory,
+                           SlotMeshExecutor& executor, const ReduceScatterArgs& args,
+                           const WaitContext& wait) {
+  std::vector<Piece> blocks(static_cast<size_t>(group.size));
+  for (size_t q = 0; q < blocks.size(); ++q) blocks[q] = {q * args.recvCount, args.recvCount};
+  reduceScatterPieces(group, memory, executor, args.send, args.recv, blocks[group.rank].offset,
+                      blocks, args.type, args.op, wait);
+}
+
+void slotMeshAllreduce(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                       const AllreduceArgs& args, const WaitContext& wait) {
+  const size_t eb = elementSize(args.type);
+  std::vector<Piece> chunks(static_cast<size_t>(group.size));
+  for (int q = 0; q < group.size; ++q) chunks[q] = evenChunk(args.count, group.size, q);
+  // Rank r's chunk reduced in place in recv (in place: it is only this rank's input there),
+  // then every chunk from its rank into recv.
+  reduceScatterPieces(group, memory, executor, args.send, args.recv, 0, chunks, args.type, args.op,
+                      wait);
+  std::vector<Piece> bytes(chunks.size());
+  for (size_t q = 0; q < chunks.size(); ++q)
+    bytes[q] = {chunks[q].offset * eb, chunks[q].count * eb};
+  const std::vector<Piece> sends(chunks.size(), bytes[group.rank]);
+  slotMeshAllToAllv(group, memory, executor,
+                    {.send = args.recv,
+                     .recv = args.recv,
+                     .sendBlocks = sends,
+                     .recvBlocks = bytes,
+                     .elementBytes = 1},
+                    wait);
+}
 
 void slotMeshGather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
                     const GatherArgs& args, const WaitContext& wait) {

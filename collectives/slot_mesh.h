@@ -40,6 +40,19 @@ void slotMeshAllToAll(const Group& group, const SlotMeshMemory& memory, SlotMesh
 void slotMeshAllToAllv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
                        const AllToAllvArgs& args, const WaitContext& wait);
 
+// All-gather, reduce-scatter and all-reduce in one round of writes each way (two for the
+// all-reduce: its reduce-scatter of N even chunks, then the all-gather of the reduced chunks),
+// where the ring takes N - 1 steps (2(N - 1)): the same bytes, fewer hand-offs between ranks.
+// Reduce-scatter: rank r reduces block r as its own input, then each peer's slot in rank order
+// from r + 1 (kAvg: divided at the end). Layouts and in-place rules as slot_ring.h's.
+void slotMeshAllgather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                       const AllgatherArgs& args, const WaitContext& wait);
+void slotMeshReduceScatter(const Group& group, const SlotMeshMemory& memory,
+                           SlotMeshExecutor& executor, const ReduceScatterArgs& args,
+                           const WaitContext& wait);
+void slotMeshAllreduce(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                       const AllreduceArgs& args, const WaitContext& wait);
+
 // Gather, scatter and their v-forms: the all-to-all-v whose only blocks are between the root
 // and each rank, each straight from one to the other (the root's own block copied, unless in
 // place). Layouts and in-place rules as slot_ring.h's chains.

@@ -2,10 +2,10 @@
 # The GPU checks in one run, for a machine with a CUDA GPU that has none of our Debian libraries:
 # the GPU tests (label gpu, the five programs side by side), then ringlet-bench --device cuda at
 # 2, 3 and 4 ranks with the defaults, at 2 ranks with every call forced onto the IPC ring and
-# forced staged, the calls that send each block to one rank (all-to-all, gather, scatter and
-# their v-forms) forced along the ring at 3 and 4 ranks and direct at 2, then gloo
-# on CUDA tensors through PyTorch where it is installed (NCCL refuses several ranks on one GPU).
-# About 3 minutes on an H200.
+# forced staged, the calls with a direct route (all-reduce, all-gather, reduce-scatter,
+# all-to-all, gather, scatter and their v-forms) forced along the ring at 3 and 4 ranks and
+# direct at 2, then gloo on CUDA tensors through PyTorch where it is installed (NCCL refuses
+# several ranks on one GPU). About 3 minutes on an H200.
 #
 # Here (a build with CUDA on):
 #   ../shared/tools/device-bundle.sh build/bin/ringlet-bench build/bin/ringlet-run \
@@ -60,9 +60,9 @@ bench n4 4
 vforms=barrier
 bench n2-ring 2 RINGLET_CUDA_STAGED_BELOW=0
 bench n2-staged 2 RINGLET_CUDA_PATH=staged
-# All-to-all, gather, scatter and their v-forms along the ring (direct is the default at 3 and
-# more ranks), and direct at 2.
-ops=alltoall,gather,scatter,alltoallv,gatherv,scatterv
+# All-reduce, all-gather, reduce-scatter, all-to-all, gather, scatter and their v-forms along
+# the ring (direct is the default at 3 and more ranks on one GPU), and direct at 2.
+ops=allreduce,allgather,reducescatter,alltoall,gather,scatter,alltoallv,gatherv,scatterv
 bench n3-blocks-ring 3 RINGLET_CUDA_BLOCK_ROUTE=ring
 bench n4-blocks-ring 4 RINGLET_CUDA_BLOCK_ROUTE=ring
 bench n2-blocks-direct 2 RINGLET_CUDA_BLOCK_ROUTE=direct

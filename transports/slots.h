@@ -47,6 +47,10 @@ class SlotMeshExecutor {
  public:
   virtual ~SlotMeshExecutor() = default;
   virtual void copy(std::byte* dst, const std::byte* src, size_t bytes) = 0;
+  // As SlotExecutor's (the direct reduce-scatter and all-reduce).
+  virtual void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count,
+                      DataType type, ReduceOp op) = 0;
+  virtual void finishAverage(std::byte* data, size_t count, DataType type, int divisor) = 0;
   virtual void waitSlotFree(int peer, int slot) = 0;     // before writing peer's slot for me
   virtual void markSlotWritten(int peer, int slot) = 0;  // after writing peer's slot for me
   virtual void waitSlotWritten(int peer, int slot) = 0;  // before reading my slot for peer

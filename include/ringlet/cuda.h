@@ -107,17 +107,19 @@ enum class DevicePath : uint8_t {
 };
 std::string_view toString(DevicePath path);
 
-// How the calls that send each block to one rank (all-to-all, gather, scatter and their
-// v-forms) go on the CUDA IPC path (staged calls are not affected).
+// How blocks go between ranks on the CUDA IPC path (staged calls are not affected): those of
+// all-to-all, gather, scatter and their v-forms, and the chunks of all-reduce, all-gather and
+// reduce-scatter. (Broadcast, reduce and the other v-forms always go along the ring.)
 enum class BlockRoute : uint8_t {
   kAuto = 0,    // direct at 3 or more ranks where every rank can write into every other rank's
-                // GPU memory, else along the ring (at 2 ranks its one link is the pair)
+                // GPU memory (all-reduce, all-gather, reduce-scatter: only where every rank
+                // shares one GPU), else along the ring (at 2 ranks its one link is the pair)
   kDirect = 1,  // each block written once, into slots its receiver keeps for its sender (each
                 // rank allocates (ranks - 1) x 2 slots at its first such call); InvalidArgument
                 // naming why where some rank cannot
   kRing = 2,    // along the IPC ring: all-to-all by distance (a block crosses d links to the
-                // rank d after its origin), gather and scatter as chains (no more memory than
-                // the ring's)
+                // rank d after its origin), gather and scatter as chains, the ring all-reduce,
+                // all-gather and reduce-scatter (no more memory than the ring's)
 };
 std::string_view toString(BlockRoute route);
 
@@ -178,6 +180,9 @@ class DeviceCommunicator {
   // decided (DeviceOptions::blockRoute; kAuto decides at the first such IPC call, or at once for
   // kRing and for two ranks, where the ring's one link is the pair), kAuto before.
   BlockRoute blockRoute() const;
+  // The same for all-reduce, all-gather and reduce-scatter: blockRoute() where every rank shares
+  // one GPU or kDirect is asked for; else kRing once decided.
+  BlockRoute chunkRoute() const;
 
   // All-reduce of `count` elements on device memory; `send` may equal `recv` (in place).
   // Overlapping but unequal buffers are an error. Ordered on `stream`; see the top of this file

@@ -158,6 +158,12 @@ BlockRoute DeviceCommunicator::blockRoute() const {
   if (st.mesh) return BlockRoute::kDirect;
   return st.meshTried || st.alongTheRing() ? BlockRoute::kRing : BlockRoute::kAuto;
 }
+BlockRoute DeviceCommunicator::chunkRoute() const {
+  const State& st = *state_;
+  const bool direct = st.options.blockRoute == BlockRoute::kDirect || st.oneGpu;
+  const BlockRoute blocks = blockRoute();
+  return blocks == BlockRoute::kDirect && !direct ? BlockRoute::kRing : blocks;
+}
 Communicator& DeviceCommunicator::host() const { return *state_->host; }
 
 void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, DataType type,
@@ -185,6 +191,15 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
   if (state_->useIpc(bytes)) {
     const collectives::AllreduceArgs args{static_cast<const std::byte*>(send),
                                           static_cast<std::byte*>(recv), count, type, op};
+    if (state_->useMesh(/*wholeBuffer=*/true)) {
+      state_->runMesh({.kind = detail::OpKind::kAllreduce,
+                       .type = type,
+                       .op = op,
+                       .count = count,
+                       .algorithm = kIpcPairwise},
+                      stream, collectives::slotMeshAllreduce, args);
+      return;
+    }
     state_->runIpc({.kind = detail::OpKind::kAllreduce,
                     .type = type,
                     .op = op,

@@ -108,6 +108,14 @@ void DeviceCommunicator::allgather(const void* send, void* recv, size_t sendCoun
                                           .recv = static_cast<std::byte*>(recv),
                                           .sendCount = sendCount,
                                           .type = type};
+    if (st.useMesh(/*wholeBuffer=*/true)) {
+      st.runMesh({.kind = detail::OpKind::kAllgather,
+                  .type = type,
+                  .count = sendCount,
+                  .algorithm = kIpcPairwise},
+                 stream, collectives::slotMeshAllgather, args);
+      return;
+    }
     st.runIpc({.kind = detail::OpKind::kAllgather,
                .type = type,
                .count = sendCount,
@@ -155,6 +163,15 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
                                               .recvCount = recvCount,
                                               .type = type,
                                               .op = op};
+    if (st.useMesh(/*wholeBuffer=*/true)) {
+      st.runMesh({.kind = detail::OpKind::kReduceScatter,
+                  .type = type,
+                  .op = op,
+                  .count = recvCount,
+                  .algorithm = kIpcPairwise},
+                 stream, collectives::slotMeshReduceScatter, args);
+      return;
+    }
     st.runIpc({.kind = detail::OpKind::kReduceScatter,
                .type = type,
                .op = op,

@@ -376,8 +376,9 @@ void DeviceCommunicator::State::runIpc(detail::OpHeader header, void* stream, co
       });
 }
 
-bool DeviceCommunicator::State::useMesh() {
+bool DeviceCommunicator::State::useMesh(bool wholeBuffer) {
   if (alongTheRing()) return false;
+  if (wholeBuffer && options.blockRoute == BlockRoute::kAuto && !oneGpu) return false;
   if (meshTried) return mesh != nullptr;
   meshTried = true;
   detail::CommunicatorImpl& impl = detail::CommunicatorAccess::impl(*host);

@@ -227,11 +227,13 @@ struct DeviceCommunicator::State {
     return options.stagedBelowBytes == 0 || bytes / peers >= options.stagedBelowBytes;
   }
 
-  // Whether this IPC all-to-all, gather or scatter (or v-form) goes direct (options.blockRoute);
-  // the first time, sets up the mesh in one call of the host communicator (every rank does, at
-  // the same call). kDirect where some rank cannot write into another's GPU: InvalidArgument
-  // naming why.
-  bool useMesh();
+  // Whether this IPC call goes direct (options.blockRoute): all-to-all, gather, scatter and
+  // their v-forms; with `wholeBuffer`, all-reduce, all-gather and reduce-scatter, which under
+  // kAuto go direct only where every rank shares one GPU (there each of the ring's steps waits
+  // for a time slice; across GPUs the ring is the tried one). The first time, sets up the mesh
+  // in one call of the host communicator (every rank does, at the same call). kDirect where some
+  // rank cannot write into another's GPU: InvalidArgument naming why.
+  bool useMesh(bool wholeBuffer = false);
   // Whether those calls go along the ring without asking: options.blockRoute kRing, or kAuto at
   // two ranks (the ring's one link is the pair: the same copies, no more memory).
   bool alongTheRing() const {

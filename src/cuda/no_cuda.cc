@@ -37,6 +37,7 @@ int DeviceCommunicator::device() const { return -1; }
 DevicePath DeviceCommunicator::path() const { return DevicePath::kAuto; }
 DevicePath DeviceCommunicator::pathFor(size_t) const { return DevicePath::kAuto; }
 BlockRoute DeviceCommunicator::blockRoute() const { return BlockRoute::kAuto; }
+BlockRoute DeviceCommunicator::chunkRoute() const { return BlockRoute::kAuto; }
 Communicator& DeviceCommunicator::host() const { throw CudaError(kNoCuda); }
 
 void DeviceCommunicator::allreduce(const void*, void*, size_t, DataType, ReduceOp, void*) {

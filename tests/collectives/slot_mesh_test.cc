@@ -13,7 +13,9 @@
 #include <deque>
 #include <vector>
 
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
+#include "tests/collectives/data.h"
 #include "tests/collectives/fake_stream.h"
 #include "tests/shm/shm_test_support.h"
 #include "tests/support/expect_throw.h"
@@ -56,6 +58,13 @@ class FakeMeshExecutor : public collectives::SlotMeshExecutor {
 
   void copy(std::byte* dst, const std::byte* src, size_t bytes) override {
     stream_.enqueue([=] { std::memcpy(dst, src, bytes); });
+  }
+  void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count, DataType type,
+              ReduceOp op) override {
+    stream_.enqueue([=] { kernels::reduce(dst, a, b, count, type, op); });
+  }
+  void finishAverage(std::byte* data, size_t count, DataType type, int divisor) override {
+    stream_.enqueue([=] { kernels::finishAverage(data, count, type, divisor); });
   }
   void waitSlotFree(int peer, int slot) override {
     shared_.freed[peer][rank_][slot].waitOn(stream_);
@@ -331,6 +340,98 @@ TEST_P(SlotMeshTest, GatherAndScatterEveryRoot) {
         }
       }
       ++id;
+    }
+  });
+}
+
+// All-reduce, reduce-scatter and all-gather in one or two rounds of writes: every type and op,
+// in place every other call, counts smaller than the ranks, not divisible by them and many slots
+// long, back to back on the fake stream.
+TEST_P(SlotMeshTest, AllreduceReduceScatterAllgatherMatchExpected) {
+  const std::vector<size_t> counts = {0, 1, 3, 17, 1000, 4099};
+  const DataType types[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                            DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
+                            DataType::kInt32,    DataType::kInt64};
+  const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kAvg};
+  onSlotMesh(GetParam(), "slot-mesh-reducing", [&](int rank, int size, RankMesh& r) {
+    enum class Kind { kAllreduce, kReduceScatter, kAllgather };
+    struct Call {
+      Kind kind;
+      DataType type;
+      ReduceOp op;
+      size_t count;  // all-reduce: the buffer; reduce-scatter and all-gather: one block
+      bool inPlace;
+      std::vector<std::byte> send, recv;
+    };
+    std::deque<Call> calls;
+    int n = 0;
+    for (DataType type : types) {
+      for (ReduceOp op : ops) {
+        if (op == ReduceOp::kAvg && !isFloatingPoint(type)) continue;
+        for (Kind kind : {Kind::kAllreduce, Kind::kReduceScatter, Kind::kAllgather}) {
+          const size_t count = counts[static_cast<size_t>(n) % counts.size()];
+          const bool inPlace = n % 2 == 1;
+          ++n;
+          Call& call = calls.emplace_back(Call{kind, type, op, count, inPlace, {}, {}});
+          const size_t eb = elementSize(type);
+          const auto whole = count * (kind == Kind::kAllreduce ? 1 : static_cast<size_t>(size));
+          call.send = makeInput(type, kind == Kind::kAllgather ? count : whole, rank, op);
+          call.recv.assign((kind == Kind::kReduceScatter ? count : whole) * eb + 1,
+                           std::byte{0x5a});
+          if (kind == Kind::kAllreduce) {
+            std::byte* out = inPlace ? call.send.data() : call.recv.data();
+            collectives::slotMeshAllreduce(r.group, r.memory, r.executor,
+                                           {call.send.data(), out, count, type, op},
+                                           r.links.wait());
+          } else if (kind == Kind::kReduceScatter) {
+            std::byte* out = inPlace ? call.send.data() + rank * count * eb : call.recv.data();
+            collectives::slotMeshReduceScatter(r.group, r.memory, r.executor,
+                                               {call.send.data(), out, count, type, op},
+                                               r.links.wait());
+          } else {
+            // In place: this rank's block already in recv.
+            const std::byte* in = call.send.data();
+            if (inPlace) {
+              std::memcpy(call.recv.data() + rank * count * eb, call.send.data(), count * eb);
+              in = call.recv.data() + rank * count * eb;
+            }
+            collectives::slotMeshAllgather(r.group, r.memory, r.executor,
+                                           {in, call.recv.data(), count, type}, r.links.wait());
+          }
+        }
+      }
+    }
+    r.stream.synchronize();
+    for (const Call& call : calls) {
+      const size_t eb = elementSize(call.type);
+      const std::string what = fmt::format(
+          "rank {} {} {} {} count {}{}", rank, static_cast<int>(call.kind), toString(call.type),
+          toString(call.op), call.count, call.inPlace ? " in place" : "");
+      if (call.kind == Kind::kAllgather) {
+        ASSERT_EQ(call.recv.back(), std::byte{0x5a}) << what << ": written past recv";
+        for (int q = 0; q < size; ++q) {
+          const auto theirs = makeInput(call.type, call.count, q, call.op);
+          ASSERT_EQ(
+              std::memcmp(call.recv.data() + q * call.count * eb, theirs.data(), call.count * eb),
+              0)
+              << what << ": block " << q;
+        }
+        continue;
+      }
+      const bool scatter = call.kind == Kind::kReduceScatter;
+      const std::byte* out = call.inPlace
+                                 ? call.send.data() + (scatter ? rank * call.count * eb : 0)
+                                 : call.recv.data();
+      const size_t first = scatter ? static_cast<size_t>(rank) * call.count : 0;
+      for (size_t j = 0; j < call.count; ++j) {
+        ASSERT_EQ(loadValue(call.type, out, j),
+                  expectedAllreduce(call.type, call.op, size, first + j))
+            << what << " element " << j;
+      }
+      if (!call.inPlace) {
+        ASSERT_EQ(call.recv.back(), std::byte{0x5a}) << what << ": written past recv";
+      }
     }
   });
 }

@@ -118,10 +118,11 @@ TEST_P(CudaIpcRing, VFormsOnDeviceMemory) {
   });
 }
 
-// All-to-all, gather, scatter and their v-forms both ways the IPC path runs them, forced: along
-// the ring (all-to-all by distance, gather and scatter as chains) and direct (each block into its
-// receiver's slots for its sender; the default at 3 and more ranks, which the tests above take):
-// several types, in place and not, every root, many slices per block, gaps and empty blocks.
+// All-to-all, gather, scatter and their v-forms, all-reduce, all-gather and reduce-scatter both
+// ways the IPC path runs them, forced: along the ring (all-to-all by distance, gather and scatter
+// as chains, the ring's steps) and direct (each block into its receiver's slots for its sender;
+// the default at 3 and more ranks on one GPU, which the tests above take): several types and
+// ops, in place and not, every root, many slices per block, gaps and empty blocks.
 TEST_P(CudaIpcRing, BlockRoutesAlongTheRingAndDirect) {
   RINGLET_SKIP_WITHOUT_GPUS(1);
   for (auto route : {cuda::BlockRoute::kRing, cuda::BlockRoute::kDirect}) {
@@ -141,13 +142,24 @@ TEST_P(CudaIpcRing, BlockRoutesAlongTheRingAndDirect) {
               gathervCase(device, stream, DataType::kInt8, 30011, root, !inPlace, inPlace);
               scattervCase(device, stream, DataType::kFloat64, 4099, root, inPlace, inPlace);
             }
-            allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, 4099, inPlace);
             allToAllCase(device, stream, DataType::kInt32, 0, inPlace);
             allToAllCase(device, stream, DataType::kInt32, 1, inPlace);
             gatherCase(device, stream, DataType::kInt32, 1, size - 1, inPlace);
+            // The chunks of all-reduce, all-gather and reduce-scatter take the same route (every
+            // rank shares GPU 0): counts below the ranks, uneven, many slices.
+            for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{4099}, size_t{30011}}) {
+              allreduceCase(device, stream, DataType::kFloat32, ReduceOp::kSum, count, inPlace);
+              allreduceCase(device, stream, DataType::kBFloat16, ReduceOp::kAvg, count, inPlace);
+              allreduceCase(device, stream, DataType::kInt8, ReduceOp::kMax, count, !inPlace);
+              allgatherCase(device, stream, DataType::kFloat16, count, inPlace);
+              reduceScatterCase(device, stream, DataType::kInt32, ReduceOp::kProd, count, inPlace);
+              reduceScatterCase(device, stream, DataType::kFloat64, ReduceOp::kAvg, count,
+                                !inPlace);
+            }
           }
           if (size > 1) {
             EXPECT_EQ(device.blockRoute(), route);
+            EXPECT_EQ(device.chunkRoute(), route);
           }
         },
         route);

@@ -251,7 +251,14 @@ class IpcMesh::Executor final : public SlotMeshExecutor {
 
   void copy(std::byte* dst, const std::byte* src, size_t bytes) override {
     checkCuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_),
-              "cudaMemcpyAsync (CUDA IPC all-to-all)");
+              "cudaMemcpyAsync (CUDA IPC direct)");
+  }
+  void reduce(std::byte* dst, const std::byte* a, const std::byte* b, size_t count, DataType type,
+              ReduceOp op) override {
+    kernels::cuda::reduceOnDevice(dst, a, b, count, type, op, stream_);
+  }
+  void finishAverage(std::byte* data, size_t count, DataType type, int divisor) override {
+    kernels::cuda::finishAverageOnDevice(data, count, type, divisor, stream_);
   }
   void waitSlotFree(int peer, int slot) override {
     checkCuda(cudaStreamWaitEvent(stream_, mesh_.peerFreed_[peer][slot].get(), 0),
