@@ -22,13 +22,16 @@
 // CUDA IPC ("ipc"; auto picks it when every rank is a separate process of one node and each rank
 // can reach the next rank's GPU: the same GPU, or peer access between two). Each rank exports
 // `slots` receive slots of `slotBytes` in its device memory and CUDA events; the previous rank's
-// kernels write straight into them (collectives/slot_ring.h, transports/cuda/). The call only
+// kernels write straight into them (collectives/slot_ring.h, transports/cuda/); at 3 or more
+// ranks the calls that move blocks between every pair (all-to-all, gather, scatter, and on one
+// shared GPU all-reduce, all-gather, reduce-scatter) write them straight into slots each rank
+// keeps for each peer instead (DeviceOptions::blockRoute, collectives/slot_mesh.h). The call only
 // enqueues: copies, reduction kernels and cross-process event waits go on the stream, and the
 // call returns without waiting for the GPU. What the host call waits for: its neighbours'
 // *host* threads to have enqueued the matching steps (24-byte notices over the host links, each
 // wait with options.timeout), never for GPU work; a rank's host runs at most `slots` slices ahead
-// of its neighbours'. So all ranks must make the call (as for every collective), but none waits for
-// another's GPU.
+// of its neighbours' (direct: 2 slices ahead of each peer). So all ranks must make the call (as
+// for every collective), but none waits for another's GPU.
 //
 // Staged ("staged"; auto picks it otherwise: ranks on several hosts, or thread ranks of one
 // process): device buffers go through pinned host memory in chunks of options.chunkBytes, over
