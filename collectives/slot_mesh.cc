@@ -205,8 +205,7 @@ void slotMeshAllToAllv(const Group& group, const SlotMeshMemory& memory, SlotMes
 
 void slotMeshAllToAll(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
                       const AllToAllArgs& args, const WaitContext& wait) {
-  std::vector<Piece> blocks(static_cast<size_t>(group.size));
-  for (size_t q = 0; q < blocks.size(); ++q) blocks[q] = {q * args.blockBytes, args.blockBytes};
+  const std::vector<Piece> blocks = equalBlocks(args.blockBytes, group.size);
   slotMeshAllToAllv(group, memory, executor,
                     {.send = args.send,
                      .recv = args.recv,
@@ -295,12 +294,6 @@ void rootedOnMesh(const Group& group, const SlotMeshMemory& memory, SlotMeshExec
                     wait);
 }
 
-std::vector<Piece> equalBlocksOf(size_t blockBytes, int size) {
-  std::vector<Piece> blocks(static_cast<size_t>(size));
-  for (size_t q = 0; q < blocks.size(); ++q) blocks[q] = {q * blockBytes, blockBytes};
-  return blocks;
-}
-
 }  // namespace
 
 void slotMeshAllgather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
@@ -312,7 +305,7 @@ void slotMeshAllgather(const Group& group, const SlotMeshMemory& memory, SlotMes
                     {.send = args.send,
                      .recv = args.recv,
                      .sendBlocks = sends,
-                     .recvBlocks = equalBlocksOf(block, group.size),
+                     .recvBlocks = equalBlocks(block, group.size),
                      .elementBytes = 1},
                     wait);
 }
@@ -351,13 +344,13 @@ void slotMeshAllreduce(const Group& group, const SlotMeshMemory& memory, SlotMes
 void slotMeshGather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
                     const GatherArgs& args, const WaitContext& wait) {
   rootedOnMesh(group, memory, executor, true, args.send, args.recv,
-               equalBlocksOf(args.blockBytes, group.size), 1, args.root, wait);
+               equalBlocks(args.blockBytes, group.size), 1, args.root, wait);
 }
 
 void slotMeshScatter(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
                      const ScatterArgs& args, const WaitContext& wait) {
   rootedOnMesh(group, memory, executor, false, args.send, args.recv,
-               equalBlocksOf(args.blockBytes, group.size), 1, args.root, wait);
+               equalBlocks(args.blockBytes, group.size), 1, args.root, wait);
 }
 
 void slotMeshGatherv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,

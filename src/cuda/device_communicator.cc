@@ -191,21 +191,13 @@ void DeviceCommunicator::allreduce(const void* send, void* recv, size_t count, D
   if (state_->useIpc(bytes)) {
     const collectives::AllreduceArgs args{static_cast<const std::byte*>(send),
                                           static_cast<std::byte*>(recv), count, type, op};
-    if (state_->useMesh(/*wholeBuffer=*/true)) {
-      state_->runMesh({.kind = detail::OpKind::kAllreduce,
-                       .type = type,
-                       .op = op,
-                       .count = count,
-                       .algorithm = kIpcPairwise},
-                      stream, collectives::slotMeshAllreduce, args);
-      return;
-    }
-    state_->runIpc({.kind = detail::OpKind::kAllreduce,
-                    .type = type,
-                    .op = op,
-                    .count = count,
-                    .algorithm = kIpcRing},
-                   stream, collectives::slotRingAllreduce, args);
+    state_->runRoute({.kind = detail::OpKind::kAllreduce,
+                      .type = type,
+                      .op = op,
+                      .count = count,
+                      .algorithm = kIpcRing},
+                     stream, args, collectives::slotRingAllreduce, collectives::slotMeshAllreduce,
+                     kIpcPairwise, /*wholeBuffer=*/true);
     return;
   }
   state_->run("allreduce", static_cast<const std::byte*>(send), static_cast<std::byte*>(recv),

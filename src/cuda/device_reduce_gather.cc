@@ -108,19 +108,12 @@ void DeviceCommunicator::allgather(const void* send, void* recv, size_t sendCoun
                                           .recv = static_cast<std::byte*>(recv),
                                           .sendCount = sendCount,
                                           .type = type};
-    if (st.useMesh(/*wholeBuffer=*/true)) {
-      st.runMesh({.kind = detail::OpKind::kAllgather,
-                  .type = type,
-                  .count = sendCount,
-                  .algorithm = kIpcPairwise},
-                 stream, collectives::slotMeshAllgather, args);
-      return;
-    }
-    st.runIpc({.kind = detail::OpKind::kAllgather,
-               .type = type,
-               .count = sendCount,
-               .algorithm = kIpcRing},
-              stream, collectives::slotRingAllgather, args);
+    st.runRoute({.kind = detail::OpKind::kAllgather,
+                 .type = type,
+                 .count = sendCount,
+                 .algorithm = kIpcRing},
+                stream, args, collectives::slotRingAllgather, collectives::slotMeshAllgather,
+                kIpcPairwise, /*wholeBuffer=*/true);
     return;
   }
   // This rank's columns of each chunk go into its block of the slot, the host all-gather fills
@@ -163,21 +156,13 @@ void DeviceCommunicator::reduceScatter(const void* send, void* recv, size_t recv
                                               .recvCount = recvCount,
                                               .type = type,
                                               .op = op};
-    if (st.useMesh(/*wholeBuffer=*/true)) {
-      st.runMesh({.kind = detail::OpKind::kReduceScatter,
-                  .type = type,
-                  .op = op,
-                  .count = recvCount,
-                  .algorithm = kIpcPairwise},
-                 stream, collectives::slotMeshReduceScatter, args);
-      return;
-    }
-    st.runIpc({.kind = detail::OpKind::kReduceScatter,
-               .type = type,
-               .op = op,
-               .count = recvCount,
-               .algorithm = kIpcRing},
-              stream, collectives::slotRingReduceScatter, args);
+    st.runRoute({.kind = detail::OpKind::kReduceScatter,
+                 .type = type,
+                 .op = op,
+                 .count = recvCount,
+                 .algorithm = kIpcRing},
+                stream, args, collectives::slotRingReduceScatter,
+                collectives::slotMeshReduceScatter, kIpcPairwise, /*wholeBuffer=*/true);
     return;
   }
   // One strided copy brings a chunk's columns of every block into the slot, the host
@@ -236,21 +221,12 @@ void DeviceCommunicator::gather(const void* send, void* recv, size_t count, Data
                                        .recv = static_cast<std::byte*>(recv),
                                        .blockBytes = blockBytes,
                                        .root = root};
-    if (st.useMesh()) {
-      st.runMesh({.kind = detail::OpKind::kGather,
-                  .type = type,
-                  .root = root,
-                  .count = count,
-                  .algorithm = kIpcLinear},
-                 stream, collectives::slotMeshGather, args);
-      return;
-    }
-    st.runIpc({.kind = detail::OpKind::kGather,
-               .type = type,
-               .root = root,
-               .count = count,
-               .algorithm = kIpcChain},
-              stream, collectives::slotRingGather, args);
+    st.runRoute({.kind = detail::OpKind::kGather,
+                 .type = type,
+                 .root = root,
+                 .count = count,
+                 .algorithm = kIpcChain},
+                stream, args, collectives::slotRingGather, collectives::slotMeshGather, kIpcLinear);
     return;
   }
   // This rank's columns go into its block of the slot; on the root the host gather fills the
@@ -283,21 +259,13 @@ void DeviceCommunicator::scatter(const void* send, void* recv, size_t count, Dat
                                         .recv = static_cast<std::byte*>(recv),
                                         .blockBytes = blockBytes,
                                         .root = root};
-    if (st.useMesh()) {
-      st.runMesh({.kind = detail::OpKind::kScatter,
-                  .type = type,
-                  .root = root,
-                  .count = count,
-                  .algorithm = kIpcLinear},
-                 stream, collectives::slotMeshScatter, args);
-      return;
-    }
-    st.runIpc({.kind = detail::OpKind::kScatter,
-               .type = type,
-               .root = root,
-               .count = count,
-               .algorithm = kIpcChain},
-              stream, collectives::slotRingScatter, args);
+    st.runRoute({.kind = detail::OpKind::kScatter,
+                 .type = type,
+                 .root = root,
+                 .count = count,
+                 .algorithm = kIpcChain},
+                stream, args, collectives::slotRingScatter, collectives::slotMeshScatter,
+                kIpcLinear);
     return;
   }
   // On the root every block's columns go into the slot; the host scatter leaves each rank's in
@@ -344,17 +312,9 @@ void DeviceCommunicator::allToAll(const void* send, void* recv, size_t count, Da
     }
     const collectives::AllToAllArgs args{
         .send = from, .recv = static_cast<std::byte*>(recv), .blockBytes = blockBytes};
-    if (st.useMesh()) {
-      st.runMesh({.kind = detail::OpKind::kAllToAll,
-                  .type = type,
-                  .count = count,
-                  .algorithm = kIpcPairwise},
-                 stream, collectives::slotMeshAllToAll, args);
-      return;
-    }
-    st.runIpc(
+    st.runRoute(
         {.kind = detail::OpKind::kAllToAll, .type = type, .count = count, .algorithm = kIpcRing},
-        stream, collectives::slotRingAllToAll, args);
+        stream, args, collectives::slotRingAllToAll, collectives::slotMeshAllToAll, kIpcPairwise);
     return;
   }
   // Every block's columns go into the slot, the host all-to-all writes the second area, and

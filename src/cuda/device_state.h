@@ -260,6 +260,25 @@ struct DeviceCommunicator::State {
             });
   }
 
+  // A call with both IPC routes: `direct` on the mesh with header.algorithm = `directAlgorithm`
+  // where useMesh(wholeBuffer) says so, else `ring` on the IPC ring with header as given.
+  template <typename Args>
+  void runRoute(detail::OpHeader header, void* stream, const Args& args,
+                void (*ring)(const collectives::Group&, const collectives::SlotRingMemory&,
+                             collectives::SlotExecutor&, const Args&,
+                             const transport::WaitContext&),
+                void (*direct)(const collectives::Group&, const collectives::SlotMeshMemory&,
+                               collectives::SlotMeshExecutor&, const Args&,
+                               const transport::WaitContext&),
+                uint8_t directAlgorithm, bool wholeBuffer = false) {
+    if (useMesh(wholeBuffer)) {
+      header.algorithm = directAlgorithm;
+      runMesh(header, stream, direct, args);
+    } else {
+      runIpc(header, stream, ring, args);
+    }
+  }
+
   // Runs `body` on the IPC ring as one call of the host communicator (header check with the
   // memory kind, sequence number, deadlines, abort), enqueuing on `stream`.
   void runIpc(detail::OpHeader header, void* stream, const IpcBody& body);

@@ -223,25 +223,15 @@ void DeviceCommunicator::gatherv(const void* send, void* recv, std::span<const s
                                         .blocks = layout.blocks,
                                         .elementBytes = eb,
                                         .root = root};
-    if (st.useMesh()) {
-      st.runMesh({.kind = detail::OpKind::kGatherv,
-                  .type = type,
-                  .root = root,
-                  .count = layout.total,
-                  .countsHash = countsHash,
-                  .ranks = host.size(),
-                  .algorithm = kIpcLinear},
-                 stream, collectives::slotMeshGatherv, args);
-      return;
-    }
-    st.runIpc({.kind = detail::OpKind::kGatherv,
-               .type = type,
-               .root = root,
-               .count = layout.total,
-               .countsHash = countsHash,
-               .ranks = host.size(),
-               .algorithm = kIpcChain},
-              stream, collectives::slotRingGatherv, args);
+    st.runRoute({.kind = detail::OpKind::kGatherv,
+                 .type = type,
+                 .root = root,
+                 .count = layout.total,
+                 .countsHash = countsHash,
+                 .ranks = host.size(),
+                 .algorithm = kIpcChain},
+                stream, args, collectives::slotRingGatherv, collectives::slotMeshGatherv,
+                kIpcLinear);
     return;
   }
   const std::vector<size_t> at = offsets(layout);
@@ -296,25 +286,15 @@ void DeviceCommunicator::scatterv(const void* send, std::span<const size_t> send
         .blocks = layout.blocks,
         .elementBytes = eb,
         .root = root};
-    if (st.useMesh()) {
-      st.runMesh({.kind = detail::OpKind::kScatterv,
-                  .type = type,
-                  .root = root,
-                  .count = layout.total,
-                  .countsHash = countsHash,
-                  .ranks = host.size(),
-                  .algorithm = kIpcLinear},
-                 stream, collectives::slotMeshScatterv, args);
-      return;
-    }
-    st.runIpc({.kind = detail::OpKind::kScatterv,
-               .type = type,
-               .root = root,
-               .count = layout.total,
-               .countsHash = countsHash,
-               .ranks = host.size(),
-               .algorithm = kIpcChain},
-              stream, collectives::slotRingScatterv, args);
+    st.runRoute({.kind = detail::OpKind::kScatterv,
+                 .type = type,
+                 .root = root,
+                 .count = layout.total,
+                 .countsHash = countsHash,
+                 .ranks = host.size(),
+                 .algorithm = kIpcChain},
+                stream, args, collectives::slotRingScatterv, collectives::slotMeshScatterv,
+                kIpcLinear);
     return;
   }
   const std::vector<size_t> at = offsets(layout);
