@@ -396,7 +396,8 @@ bool DeviceCommunicator::State::useMesh(bool wholeBuffer) {
         throw InvalidArgument(
             fmt::format("rank {}: BlockRoute::kDirect is not possible: {}", host->rank(), reason));
       }
-      log::info("rank {}: CUDA IPC all-to-all along the ring: {}", host->rank(), reason);
+      log::info("rank {}: CUDA IPC blocks along the ring (no direct route): {}", host->rank(),
+                reason);
       return;
     }
     // About the ring's bytes in all: 2 slots per peer of ringBytes / (2 (n - 1)), at least
