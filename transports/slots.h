@@ -4,6 +4,7 @@
 // (collectives/slot_ring.h, where the protocol is described) drive. Written without CUDA, so
 // both the algorithms and their CPU test run anywhere.
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -56,6 +57,16 @@ class SlotMeshExecutor {
   virtual void waitSlotWritten(int peer, int slot) = 0;  // before reading my slot for peer
   virtual void markSlotFree(int peer, int slot) = 0;     // after reading my slot for peer
 };
+
+// Bytes per slot of the direct route when the ring has `ringSlots` of `ringSlotBytes` and there
+// are `ranks` ranks: 2 slots per peer in about the ring's bytes, at least
+// min(ringSlotBytes, 1 MiB), at most ringSlotBytes, whole 256-byte lines where above 256.
+inline size_t directSlotBytes(size_t ringSlotBytes, int ringSlots, int ranks) {
+  const size_t peers = ranks > 1 ? static_cast<size_t>(ranks - 1) : 1;
+  size_t bytes = static_cast<size_t>(ringSlots) * ringSlotBytes / (2 * peers);
+  bytes = std::clamp(bytes, std::min(ringSlotBytes, size_t{1} << 20), ringSlotBytes);
+  return bytes > 256 ? bytes & ~size_t{255} : bytes;
+}
 
 // This rank's slots for each peer and each peer's slots for this rank, as mapped in this process
 // (index: the peer's rank; this rank's own entries are null).

@@ -400,13 +400,8 @@ bool DeviceCommunicator::State::useMesh(bool wholeBuffer) {
                 reason);
       return;
     }
-    // About the ring's bytes in all: 2 slots per peer of ringBytes / (2 (n - 1)), at least
-    // min(slotBytes, 1 MiB), at most slotBytes, in whole 256-byte lines.
-    const size_t slotBytes = ipc->memory().slotBytes;
-    const size_t ringBytes = static_cast<size_t>(ipc->memory().slots) * slotBytes;
-    size_t meshSlotBytes = ringBytes / (2 * static_cast<size_t>(n - 1));
-    meshSlotBytes = std::clamp(meshSlotBytes, std::min(slotBytes, size_t{1} << 20), slotBytes);
-    if (meshSlotBytes > 256) meshSlotBytes &= ~size_t{255};
+    const size_t meshSlotBytes =
+        transport::directSlotBytes(ipc->memory().slotBytes, ipc->memory().slots, n);
     mesh = std::make_unique<transport::cuda::IpcMesh>(impl.store(), prefix, host->rank(), n, device,
                                                       2, meshSlotBytes, wait.deadline);
     mesh->setDrainTimeout(std::min(options.timeout, std::chrono::milliseconds(30000)));

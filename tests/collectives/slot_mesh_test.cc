@@ -481,5 +481,27 @@ TEST(SlotMesh, ABlockOfAnotherSizeIsAnError) {
   EXPECT_GE(failed.load(), 2);
 }
 
+// The direct route's slots take about the ring's bytes (2 per peer), within [min(ring slot,
+// 1 MiB), ring slot], in whole 256-byte lines.
+TEST(SlotMesh, DirectSlotsTakeAboutTheRingsBytes) {
+  constexpr size_t MiB = size_t{1} << 20;
+  // One shared GPU: 4 ring slots of 64 MiB.
+  EXPECT_EQ(transport::directSlotBytes(64 * MiB, 4, 2), 64 * MiB);  // capped at the ring's slot
+  EXPECT_EQ(transport::directSlotBytes(64 * MiB, 4, 3), 64 * MiB);
+  EXPECT_EQ(transport::directSlotBytes(64 * MiB, 4, 4), (256 * MiB / 6) & ~size_t{255});
+  EXPECT_EQ(transport::directSlotBytes(64 * MiB, 4, 8), (256 * MiB / 14) & ~size_t{255});
+  // Separate GPUs: 4 MiB slots; at many ranks the floor of 1 MiB.
+  EXPECT_EQ(transport::directSlotBytes(4 * MiB, 4, 4), (16 * MiB / 6) & ~size_t{255});
+  EXPECT_EQ(transport::directSlotBytes(4 * MiB, 4, 64), MiB);
+  // Small slots as tests use: never above the ring's slot, never below it when it is under 1 MiB.
+  EXPECT_EQ(transport::directSlotBytes(4096, 3, 4), 4096u);
+  EXPECT_EQ(transport::directSlotBytes(100, 1, 2), 100u);
+  for (int ranks = 2; ranks <= 64; ++ranks) {
+    const size_t bytes = transport::directSlotBytes(64 * MiB, 4, ranks);
+    EXPECT_LE(2 * (ranks - 1) * bytes, 256 * MiB + 2 * (ranks - 1) * MiB) << ranks << " ranks";
+    EXPECT_EQ(bytes % 256, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace ringlet::testing
