@@ -310,6 +310,32 @@ void slotMeshAllgather(const Group& group, const SlotMeshMemory& memory, SlotMes
                     wait);
 }
 
+void slotMeshAllgatherv(const Group& group, const SlotMeshMemory& memory,
+                        SlotMeshExecutor& executor, const AllgathervArgs& args,
+                        const WaitContext& wait) {
+  const size_t eb = elementSize(args.type);
+  std::vector<Piece> bytes(args.blocks.size());
+  for (size_t q = 0; q < bytes.size(); ++q) {
+    bytes[q] = {args.blocks[q].offset * eb, args.blocks[q].count * eb};
+  }
+  // Every peer gets this rank's block from send; block q of recv comes from rank q.
+  const std::vector<Piece> sends(bytes.size(), Piece{0, bytes[group.rank].count});
+  slotMeshAllToAllv(group, memory, executor,
+                    {.send = args.send,
+                     .recv = args.recv,
+                     .sendBlocks = sends,
+                     .recvBlocks = bytes,
+                     .elementBytes = 1},
+                    wait);
+}
+
+void slotMeshReduceScatterv(const Group& group, const SlotMeshMemory& memory,
+                            SlotMeshExecutor& executor, const ReduceScattervArgs& args,
+                            const WaitContext& wait) {
+  reduceScatterPieces(group, memory, executor, args.send, args.recv, args.blocks[group.rank].offset,
+                      args.blocks, args.type, args.op, wait);
+}
+
 void slotMeshReduceScatter(const Group& group, const SlotMeshMemory& memory,
                            SlotMeshExecutor& executor, const ReduceScatterArgs& args,
                            const WaitContext& wait) {

@@ -52,6 +52,14 @@ void slotMeshReduceScatter(const Group& group, const SlotMeshMemory& memory,
                            const WaitContext& wait);
 void slotMeshAllreduce(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
                        const AllreduceArgs& args, const WaitContext& wait);
+// The v-forms of the first two: blocks of their own size at any place (an empty block costs no
+// message); layouts and in-place rules as slot_ring.h's.
+void slotMeshAllgatherv(const Group& group, const SlotMeshMemory& memory,
+                        SlotMeshExecutor& executor, const AllgathervArgs& args,
+                        const WaitContext& wait);
+void slotMeshReduceScatterv(const Group& group, const SlotMeshMemory& memory,
+                            SlotMeshExecutor& executor, const ReduceScattervArgs& args,
+                            const WaitContext& wait);
 
 // Gather, scatter and their v-forms: the all-to-all-v whose only blocks are between the root
 // and each rank, each straight from one to the other (the root's own block copied, unless in

@@ -111,8 +111,8 @@ enum class DevicePath : uint8_t {
 std::string_view toString(DevicePath path);
 
 // How blocks go between ranks on the CUDA IPC path (staged calls are not affected): those of
-// all-to-all, gather, scatter and their v-forms, and the chunks of all-reduce, all-gather and
-// reduce-scatter. (Broadcast, reduce and the other v-forms always go along the ring.)
+// all-to-all, gather, scatter, all-gather, reduce-scatter and their v-forms, and the chunks of
+// all-reduce. (Broadcast and reduce always go along the ring.)
 enum class BlockRoute : uint8_t {
   kAuto = 0,    // direct at 3 or more ranks where every rank can write into every other rank's
                 // GPU memory (all-reduce, all-gather, reduce-scatter: only where every rank
@@ -183,8 +183,8 @@ class DeviceCommunicator {
   // decided (DeviceOptions::blockRoute; kAuto decides at the first such IPC call, or at once for
   // kRing and for two ranks, where the ring's one link is the pair), kAuto before.
   BlockRoute blockRoute() const;
-  // The same for all-reduce, all-gather and reduce-scatter: blockRoute() where every rank shares
-  // one GPU or kDirect is asked for; else kRing once decided.
+  // The same for all-reduce, all-gather, reduce-scatter and the v-forms of the last two:
+  // blockRoute() where every rank shares one GPU or kDirect is asked for; else kRing once decided.
   BlockRoute chunkRoute() const;
 
   // All-reduce of `count` elements on device memory; `send` may equal `recv` (in place).
@@ -236,12 +236,12 @@ class DeviceCommunicator {
   // ranks agree on the counts in one small host call (all-to-all-v: two, exchanging each pair's
   // counts), so ranks that disagree all get MismatchError, whatever the sizes. Then, as pathFor
   // says for their total (all-to-all-v: N blocks of the largest block anywhere, M elements):
-  //  - IPC: over blocks of their own size (an empty block costs no message): the ring for
-  //    all-gather-v and reduce-scatter-v; gather-v, scatter-v and all-to-all-v as blockRoute
-  //    says: direct (each block into its receiver's slots), or along the ring (chains for
-  //    gather-v and scatter-v; all-to-all-v by distance, which first gathers the whole matrix of
-  //    counts in a host call: every rank relays other pairs' blocks); all-to-all-v in place
-  //    sends from a copy.
+  //  - IPC: over blocks of their own size (an empty block costs no message): gather-v,
+  //    scatter-v and all-to-all-v as blockRoute says, all-gather-v and reduce-scatter-v as
+  //    chunkRoute says: direct (each block into its receiver's slots), or along the ring (the
+  //    ring for all-gather-v and reduce-scatter-v, chains for gather-v and scatter-v,
+  //    all-to-all-v by distance, which first gathers the whole matrix of counts in a host call:
+  //    every rank relays other pairs' blocks); all-to-all-v in place sends from a copy.
   //  - staged: chunk i is elements [i*c, (i+1)*c) of every block (c = chunkBytes / element size /
   //    ranks), packed in the pinned slot, one host v-form call per chunk.
   void allgatherv(const void* send, void* recv, std::span<const size_t> recvCounts,

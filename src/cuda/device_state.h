@@ -228,11 +228,11 @@ struct DeviceCommunicator::State {
   }
 
   // Whether this IPC call goes direct (options.blockRoute): all-to-all, gather, scatter and
-  // their v-forms; with `wholeBuffer`, all-reduce, all-gather and reduce-scatter, which under
-  // kAuto go direct only where every rank shares one GPU (there each of the ring's steps waits
-  // for a time slice; across GPUs the ring is the tried one). The first time, sets up the mesh
-  // in one call of the host communicator (every rank does, at the same call). kDirect where some
-  // rank cannot write into another's GPU: InvalidArgument naming why.
+  // their v-forms; with `wholeBuffer`, all-reduce, all-gather, reduce-scatter (and v-forms), which
+  // under kAuto go direct only where every rank shares one GPU (there each of the ring's steps
+  // waits for a time slice; across GPUs the ring is the tried one). The first time, sets up the
+  // mesh in one call of the host communicator (every rank does, at the same call). kDirect where
+  // some rank cannot write into another's GPU: InvalidArgument naming why.
   bool useMesh(bool wholeBuffer = false);
   // Whether those calls go along the ring without asking: options.blockRoute kRing, or kAuto at
   // two ranks (the ring's one link is the pair: the same copies, no more memory).

@@ -101,18 +101,20 @@ void DeviceCommunicator::allgatherv(const void* send, void* recv,
   choosePath();
   const uint64_t countsHash = agreeOnCounts(host, "allgatherv", "recvCounts", recvCounts);
   if (st.useIpc(layout.total * eb)) {
-    // The ring over blocks of their own size (collectives::slotRingAllgatherv).
+    // The ring (collectives::slotRingAllgatherv) or direct (slotMeshAllgatherv) over blocks of
+    // their own size.
     const collectives::AllgathervArgs args{.send = static_cast<const std::byte*>(send),
                                            .recv = to,
                                            .blocks = layout.blocks,
                                            .type = type};
-    st.runIpc({.kind = detail::OpKind::kAllgatherv,
-               .type = type,
-               .count = layout.total,
-               .countsHash = countsHash,
-               .ranks = host.size(),
-               .algorithm = kIpcRing},
-              stream, collectives::slotRingAllgatherv, args);
+    st.runRoute({.kind = detail::OpKind::kAllgatherv,
+                 .type = type,
+                 .count = layout.total,
+                 .countsHash = countsHash,
+                 .ranks = host.size(),
+                 .algorithm = kIpcRing},
+                stream, args, collectives::slotRingAllgatherv, collectives::slotMeshAllgatherv,
+                kIpcPairwise, /*wholeBuffer=*/true);
     return;
   }
   const std::vector<size_t> at = offsets(layout);
@@ -156,20 +158,22 @@ void DeviceCommunicator::reduceScatterv(const void* send, void* recv,
   choosePath();
   const uint64_t countsHash = agreeOnCounts(host, "reduce_scatterv", "recvCounts", recvCounts);
   if (st.useIpc(layout.total * eb)) {
-    // The ring over blocks of their own size (collectives::slotRingReduceScatterv).
+    // The ring (collectives::slotRingReduceScatterv) or direct (slotMeshReduceScatterv) over
+    // blocks of their own size.
     const collectives::ReduceScattervArgs args{.send = static_cast<const std::byte*>(send),
                                                .recv = static_cast<std::byte*>(recv),
                                                .blocks = layout.blocks,
                                                .type = type,
                                                .op = op};
-    st.runIpc({.kind = detail::OpKind::kReduceScatterv,
-               .type = type,
-               .op = op,
-               .count = layout.total,
-               .countsHash = countsHash,
-               .ranks = host.size(),
-               .algorithm = kIpcRing},
-              stream, collectives::slotRingReduceScatterv, args);
+    st.runRoute({.kind = detail::OpKind::kReduceScatterv,
+                 .type = type,
+                 .op = op,
+                 .count = layout.total,
+                 .countsHash = countsHash,
+                 .ranks = host.size(),
+                 .algorithm = kIpcRing},
+                stream, args, collectives::slotRingReduceScatterv,
+                collectives::slotMeshReduceScatterv, kIpcPairwise, /*wholeBuffer=*/true);
     return;
   }
   const std::vector<size_t> at = offsets(layout);

@@ -436,6 +436,115 @@ TEST_P(SlotMeshTest, AllreduceReduceScatterAllgatherMatchExpected) {
   });
 }
 
+// All-gather-v and reduce-scatter-v: blocks of their own size (some empty, one many slots long)
+// laid out in reverse rank order with gaps, a few types and ops, in place every other call, back
+// to back: every block where it belongs, reduced as the all-reduce of its elements would be, the
+// gaps untouched.
+TEST_P(SlotMeshTest, AllgathervAndReduceScattervBlocksOfTheirOwnSize) {
+  constexpr size_t kGap = 3;
+  auto elements = [](int q, int call) -> size_t {
+    if ((q + call) % 4 == 1) return 0;
+    return static_cast<size_t>(q * 97 + call * 31) % 400 + (q == 0 ? 700 : 1);
+  };
+  const std::pair<DataType, ReduceOp> kinds[] = {{DataType::kFloat32, ReduceOp::kSum},
+                                                 {DataType::kInt8, ReduceOp::kMax},
+                                                 {DataType::kBFloat16, ReduceOp::kAvg},
+                                                 {DataType::kInt64, ReduceOp::kProd}};
+  onSlotMesh(GetParam(), "slot-mesh-vforms", [&](int rank, int size, RankMesh& r) {
+    struct Call {
+      bool gather;
+      bool inPlace;
+      DataType type;
+      ReduceOp op;
+      std::vector<Piece> blocks;  // elements, at their place in the laid-out buffer
+      std::vector<size_t> first;  // block q's first element in the packed order
+      size_t packed;              // elements of every block
+      std::vector<std::byte> laidOut, own;
+    };
+    std::deque<Call> calls;
+    int id = 0;
+    for (const auto& [type, op] : kinds) {
+      for (bool gather : {true, false}) {
+        const size_t eb = elementSize(type);
+        Call& call = calls.emplace_back(Call{gather, id % 2 == 1, type, op, {}, {}, 0, {}, {}});
+        call.blocks.resize(static_cast<size_t>(size));
+        size_t at = kGap, packed = 0;
+        for (int q = 0; q < size; ++q) {
+          call.first.push_back(packed);
+          packed += elements(q, id);
+        }
+        call.packed = packed;
+        for (int q = size - 1; q >= 0; --q) {
+          call.blocks[q] = {at, elements(q, id)};
+          at += elements(q, id) + kGap;
+        }
+        call.laidOut.assign(at * eb, std::byte{0x5a});
+        const Piece mine = call.blocks[rank];
+        // gather: this rank's block is elements first[rank].. of its packed input; reduce-scatter:
+        // every block is its packed elements of this rank's input.
+        const auto input = makeInput(type, packed, rank, op);
+        auto place = [&](std::byte* to, int q) {
+          std::memcpy(to, input.data() + call.first[q] * eb, call.blocks[q].count * eb);
+        };
+        std::byte* ownPlace;
+        if (gather) {
+          call.own.resize(mine.count * eb);
+          ownPlace = call.inPlace ? call.laidOut.data() + mine.offset * eb : call.own.data();
+          place(ownPlace, rank);
+          collectives::slotMeshAllgatherv(r.group, r.memory, r.executor,
+                                          {ownPlace, call.laidOut.data(), call.blocks, type},
+                                          r.links.wait());
+        } else {
+          for (int q = 0; q < size; ++q) {
+            place(call.laidOut.data() + call.blocks[q].offset * eb, q);
+          }
+          call.own.assign(mine.count * eb, std::byte{0x5a});
+          ownPlace = call.inPlace ? call.laidOut.data() + mine.offset * eb : call.own.data();
+          collectives::slotMeshReduceScatterv(
+              r.group, r.memory, r.executor, {call.laidOut.data(), ownPlace, call.blocks, type, op},
+              r.links.wait());
+        }
+        ++id;
+      }
+    }
+    r.stream.synchronize();
+    id = 0;
+    for (const Call& call : calls) {
+      const size_t eb = elementSize(call.type);
+      const std::string what = fmt::format(
+          "rank {} call {} {} {} {}{}", rank, id, call.gather ? "allgatherv" : "reduce_scatterv",
+          toString(call.type), toString(call.op), call.inPlace ? " in place" : "");
+      if (call.gather) {
+        std::vector<bool> inBlock(call.laidOut.size());
+        for (int q = 0; q < size; ++q) {
+          const auto theirs = makeInput(call.type, call.packed, q, call.op);
+          const Piece& b = call.blocks[q];
+          for (size_t j = 0; j < b.count * eb; ++j) inBlock[b.offset * eb + j] = true;
+          ASSERT_EQ(std::memcmp(call.laidOut.data() + b.offset * eb,
+                                theirs.data() + call.first[q] * eb, b.count * eb),
+                    0)
+              << what << ": block " << q;
+        }
+        for (size_t j = 0; j < call.laidOut.size(); ++j) {
+          if (!inBlock[j]) {
+            ASSERT_EQ(call.laidOut[j], std::byte{0x5a}) << what << ": gap byte " << j;
+          }
+        }
+      } else {
+        const Piece mine = call.blocks[rank];
+        const std::byte* out =
+            call.inPlace ? call.laidOut.data() + mine.offset * eb : call.own.data();
+        for (size_t j = 0; j < mine.count; ++j) {
+          ASSERT_EQ(loadValue(call.type, out, j),
+                    expectedAllreduce(call.type, call.op, size, call.first[rank] + j))
+              << what << " element " << j;
+        }
+      }
+      ++id;
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, SlotMeshTest,
                          ::testing::Values(Case{2, 1, 64}, Case{2, 2, 48}, Case{3, 1, 128},
                                            Case{4, 2, 64}, Case{4, 4, 4096}, Case{5, 2, 96}),

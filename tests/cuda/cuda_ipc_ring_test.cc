@@ -156,6 +156,9 @@ TEST_P(CudaIpcRing, BlockRoutesAlongTheRingAndDirect) {
               reduceScatterCase(device, stream, DataType::kFloat64, ReduceOp::kAvg, count,
                                 !inPlace);
             }
+            allgathervCase(device, stream, DataType::kFloat16, 4099, !inPlace, inPlace);
+            reduceScattervCase(device, stream, DataType::kInt32, ReduceOp::kSum, 30011, inPlace);
+            reduceScattervCase(device, stream, DataType::kFloat32, ReduceOp::kAvg, 3, !inPlace);
           }
           if (size > 1) {
             EXPECT_EQ(device.blockRoute(), route);
