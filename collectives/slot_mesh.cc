@@ -296,20 +296,6 @@ void rootedOnMesh(const Group& group, const SlotMeshMemory& memory, SlotMeshExec
 
 }  // namespace
 
-void slotMeshAllgather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
-                       const AllgatherArgs& args, const WaitContext& wait) {
-  const size_t block = args.sendCount * elementSize(args.type);
-  // Every peer gets the same piece of send; block q of recv comes from rank q.
-  const std::vector<Piece> sends(static_cast<size_t>(group.size), Piece{0, block});
-  slotMeshAllToAllv(group, memory, executor,
-                    {.send = args.send,
-                     .recv = args.recv,
-                     .sendBlocks = sends,
-                     .recvBlocks = equalBlocks(block, group.size),
-                     .elementBytes = 1},
-                    wait);
-}
-
 void slotMeshAllgatherv(const Group& group, const SlotMeshMemory& memory,
                         SlotMeshExecutor& executor, const AllgathervArgs& args,
                         const WaitContext& wait) {
@@ -329,6 +315,13 @@ void slotMeshAllgatherv(const Group& group, const SlotMeshMemory& memory,
                     wait);
 }
 
+void slotMeshAllgather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
+                       const AllgatherArgs& args, const WaitContext& wait) {
+  slotMeshAllgatherv(group, memory, executor,
+                     {args.send, args.recv, equalBlocks(args.sendCount, group.size), args.type},
+                     wait);
+}
+
 void slotMeshReduceScatterv(const Group& group, const SlotMeshMemory& memory,
                             SlotMeshExecutor& executor, const ReduceScattervArgs& args,
                             const WaitContext& wait) {
@@ -339,10 +332,9 @@ void slotMeshReduceScatterv(const Group& group, const SlotMeshMemory& memory,
 void slotMeshReduceScatter(const Group& group, const SlotMeshMemory& memory,
                            SlotMeshExecutor& executor, const ReduceScatterArgs& args,
                            const WaitContext& wait) {
-  std::vector<Piece> blocks(static_cast<size_t>(group.size));
-  for (size_t q = 0; q < blocks.size(); ++q) blocks[q] = {q * args.recvCount, args.recvCount};
-  reduceScatterPieces(group, memory, executor, args.send, args.recv, blocks[group.rank].offset,
-                      blocks, args.type, args.op, wait);
+  slotMeshReduceScatterv(
+      group, memory, executor,
+      {args.send, args.recv, equalBlocks(args.recvCount, group.size), args.type, args.op}, wait);
 }
 
 void slotMeshAllreduce(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
@@ -354,17 +346,9 @@ void slotMeshAllreduce(const Group& group, const SlotMeshMemory& memory, SlotMes
   // then every chunk from its rank into recv.
   reduceScatterPieces(group, memory, executor, args.send, args.recv, 0, chunks, args.type, args.op,
                       wait);
-  std::vector<Piece> bytes(chunks.size());
-  for (size_t q = 0; q < chunks.size(); ++q)
-    bytes[q] = {chunks[q].offset * eb, chunks[q].count * eb};
-  const std::vector<Piece> sends(chunks.size(), bytes[group.rank]);
-  slotMeshAllToAllv(group, memory, executor,
-                    {.send = args.recv,
-                     .recv = args.recv,
-                     .sendBlocks = sends,
-                     .recvBlocks = bytes,
-                     .elementBytes = 1},
-                    wait);
+  slotMeshAllgatherv(group, memory, executor,
+                     {args.recv + chunks[group.rank].offset * eb, args.recv, chunks, args.type},
+                     wait);
 }
 
 void slotMeshGather(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
