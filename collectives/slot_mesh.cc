@@ -23,6 +23,17 @@ using detail::NoticeBytes;
 using detail::NoticeKind;
 using transport::kMaxSlotRingSlots;
 
+trace::Step meshStep(const char* name, int to, int from, size_t round, const Piece& bytes) {
+  trace::Step step;
+  step.name = name;
+  step.to = to;
+  step.from = from;
+  step.slice = static_cast<int64_t>(round);
+  step.offset = bytes.offset;
+  step.bytes = bytes.count;
+  return step;
+}
+
 class SlotMesh {
  public:
   SlotMesh(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
@@ -83,6 +94,21 @@ class SlotMesh {
     executor_.markSlotFree(q, k);
     post(q, {NoticeKind::kFreed, static_cast<uint16_t>(k), peer.received, 0});
     ++peer.received;
+  }
+
+  // Round c's writes: slice c (of `slice` bytes) of each peer's piece of `from` (bytes, from
+  // `pieceOf(p)`) into that peer's slot, nearest peer first.
+  template <class PieceOf>
+  void sendRound(size_t c, size_t slice, const std::byte* from, PieceOf pieceOf) {
+    for (int d = 1; d < group_.size; ++d) {
+      const int p = wrap(group_.rank + d, group_.size);
+      const Piece out = sliceOf(pieceOf(p), c, slice);
+      if (out.count == 0) continue;
+      trace::StepScope scope(wait_.trace, [&] { return meshStep("send", p, -1, c, out); });
+      std::byte* slot = acquireSend(p, out.count);
+      executor_.copy(slot, from + out.offset, out.count);
+      commitSend(p);
+    }
   }
 
   // Waits until every peer freed every message this rank wrote, then until the notices left.
@@ -148,17 +174,6 @@ class SlotMesh {
   std::deque<NoticeBytes> outbox_;
 };
 
-trace::Step meshStep(const char* name, int to, int from, size_t round, const Piece& bytes) {
-  trace::Step step;
-  step.name = name;
-  step.to = to;
-  step.from = from;
-  step.slice = static_cast<int64_t>(round);
-  step.offset = bytes.offset;
-  step.bytes = bytes.count;
-  return step;
-}
-
 }  // namespace
 
 void slotMeshAllToAllv(const Group& group, const SlotMeshMemory& memory, SlotMeshExecutor& executor,
@@ -181,15 +196,7 @@ void slotMeshAllToAllv(const Group& group, const SlotMeshMemory& memory, SlotMes
     rounds = std::max(rounds, (most + slice - 1) / slice);
   }
   for (size_t c = 0; c < rounds; ++c) {
-    for (int d = 1; d < n; ++d) {
-      const int p = wrap(r + d, n);
-      const Piece out = sliceOf(inBytes(args.sendBlocks[p]), c, slice);
-      if (out.count == 0) continue;
-      trace::StepScope scope(wait.trace, [&] { return meshStep("send", p, -1, c, out); });
-      std::byte* slot = mesh.acquireSend(p, out.count);
-      executor.copy(slot, args.send + out.offset, out.count);
-      mesh.commitSend(p);
-    }
+    mesh.sendRound(c, slice, args.send, [&](int p) { return inBytes(args.sendBlocks[p]); });
     for (int d = 1; d < n; ++d) {
       const int q = wrap(r - d, n);
       const Piece in = sliceOf(inBytes(args.recvBlocks[q]), c, slice);
@@ -235,17 +242,9 @@ void reduceScatterPieces(const Group& group, const SlotMeshMemory& memory,
   size_t rounds = 0;
   for (const Piece& p : pieces) rounds = std::max(rounds, (p.count + slice - 1) / slice);
   for (size_t c = 0; c < rounds; ++c) {
-    for (int d = 1; d < n; ++d) {
-      const int p = wrap(r + d, n);
-      const Piece s = sliceOf(pieces[p], c, slice);
-      if (s.count == 0) continue;
-      trace::StepScope scope(wait.trace, [&] {
-        return meshStep("send", p, -1, c, {s.offset * eb, s.count * eb});
-      });
-      std::byte* slot = mesh.acquireSend(p, s.count * eb);
-      executor.copy(slot, send + s.offset * eb, s.count * eb);
-      mesh.commitSend(p);
-    }
+    mesh.sendRound(c, slice * eb, send, [&](int p) {
+      return Piece{pieces[p].offset * eb, pieces[p].count * eb};
+    });
     const Piece s = sliceOf(mine, c, slice);
     if (s.count == 0) continue;
     std::byte* at = result + (s.offset - mine.offset) * eb;
