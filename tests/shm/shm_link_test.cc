@@ -1,4 +1,5 @@
 // Shared-memory links between thread ranks: data integrity, sizes, errors, abort, fallback.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include "tests/shm/shm_test_support.h"
 #include "tests/support/ranks.h"
 #include "transports/registry.h"
+#include "transports/shm/kernel_copy.h"
 #include "transports/shm/shm_link.h"
 #include "transports/shm/shm_segment.h"
 
@@ -248,7 +250,7 @@ TEST(ShmLink, WithoutDirectWritesLargeMessagesGoThroughSlots) {
   ShmDir dir;
   const std::string job = uniqueJobId("shm-nodirect");
   ShmOptions options = testOptions(dir.path(), 512 << 10);
-  options.direct = false;
+  options.direct = ShmOptions::Direct::kOff;
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
     directWrites(rank, size, store, options, job, /*direct=*/false);
   });
@@ -266,7 +268,7 @@ TEST(ShmLink, WithoutDirectWritesLentMessagesGoThroughSlots) {
   ShmDir dir;
   const std::string job = uniqueJobId("shm-notlent");
   ShmOptions options = testOptions(dir.path(), 512 << 10);
-  options.direct = false;
+  options.direct = ShmOptions::Direct::kOff;
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
     lentMessages(rank, size, store, options, job, /*lends=*/false);
   });
@@ -521,6 +523,53 @@ TEST(ShmTransport, EqualPidsInOtherPidNamespacesAreNotOneProcess) {
   EXPECT_FALSE(a.sameProcess(b));
   EXPECT_FALSE(a.pidComparable(b));
   EXPECT_TRUE(a.sameProcess(a));
+}
+
+TEST(ShmTransport, DirectIsAutoOneOrZero) {
+  using Direct = ShmOptions::Direct;
+  EXPECT_EQ(ShmOptions::fromEnvironment().direct, Direct::kAuto) << "the default";
+  const std::pair<const char*, Direct> cases[] = {
+      {"auto", Direct::kAuto}, {"1", Direct::kOn}, {"0", Direct::kOff}};
+  for (const auto& [text, mode] : cases) {
+    ScopedEnv direct("RINGLET_SHM_DIRECT", text);
+    EXPECT_EQ(ShmOptions::fromEnvironment().direct, mode) << text;
+  }
+  ScopedEnv direct("RINGLET_SHM_DIRECT", "yes");
+  try {
+    ShmOptions::fromEnvironment();
+    ADD_FAILURE() << "RINGLET_SHM_DIRECT=yes was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("RINGLET_SHM_DIRECT is 'yes'"));
+  }
+}
+
+// Under auto, threads of one process always copy each other's memory directly; processes only
+// where the kernel's copy was measured to pay.
+TEST(ShmTransport, AutoDirectIsOnBetweenThreadsAndMeasuredBetweenProcesses) {
+  using transport::shm::directBetween;
+  using transport::shm::kernelCopy;
+  using Direct = ShmOptions::Direct;
+  EXPECT_TRUE(directBetween(Direct::kOn, false));
+  EXPECT_FALSE(directBetween(Direct::kOff, true));
+  EXPECT_TRUE(directBetween(Direct::kAuto, true));
+  EXPECT_EQ(directBetween(Direct::kAuto, false), kernelCopy().pays());
+}
+
+TEST(KernelCopy, PaysWhereOneKernelCopyCostsAtMostTwoMemcpy) {
+  using transport::shm::KernelCopy;
+  EXPECT_TRUE(KernelCopy::kernelPays(1e-5, 1e-5));
+  EXPECT_TRUE(KernelCopy::kernelPays(2e-5, 1e-5));
+  EXPECT_FALSE(KernelCopy::kernelPays(2.1e-5, 1e-5));
+  EXPECT_FALSE(KernelCopy::kernelPays(0, 1e-5)) << "nothing measured";
+  const KernelCopy refused{.permitted = false, .kernelSeconds = 1e-6, .memcpySeconds = 1e-5};
+  EXPECT_FALSE(refused.pays()) << "refused by the kernel";
+  const KernelCopy measured = transport::shm::measureKernelCopy();
+  if (!measured.permitted) GTEST_SKIP() << "process_vm_readv is refused here";
+  // Both copies took some time, and less than a second for 256 KiB.
+  EXPECT_GT(measured.kernelSeconds, 0);
+  EXPECT_LT(measured.kernelSeconds, 1.0);
+  EXPECT_GT(measured.memcpySeconds, 0);
+  EXPECT_LT(measured.memcpySeconds, 1.0);
 }
 
 TEST(ShmTransport, BadShmBytesIsInvalidArgument) {

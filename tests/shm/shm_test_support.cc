@@ -117,6 +117,7 @@ ShmOptions testOptions(const std::string& dir, size_t slotBytes, size_t slotCoun
   options.dir = dir;
   options.slotBytes = slotBytes;
   options.slotCount = slotCount;
+  options.direct = ShmOptions::Direct::kOn;  // the tests of direct writes and lending expect them
   return options;
 }
 

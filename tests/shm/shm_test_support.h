@@ -70,6 +70,7 @@ class ShmDir {
 using ringlet::testing::ScopedEnv;
 
 // Options with a private directory and small slots (many messages wrap the FIFO quickly).
+// Direct writes and lent messages on (Direct::kOn), whatever the host's kernel copy costs.
 ShmOptions testOptions(const std::string& dir, size_t slotBytes = 4096, size_t slotCount = 8);
 
 }  // namespace ringlet::testing::shm

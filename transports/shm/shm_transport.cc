@@ -16,6 +16,7 @@
 #include "ringlet/error.h"
 #include "src/config.h"
 #include "src/log.h"
+#include "transports/shm/kernel_copy.h"
 #include "transports/shm/shm_link.h"
 #include "transports/shm/shm_segment.h"
 
@@ -87,8 +88,9 @@ class ShmTransport final : public Transport {
     return PeerWatch(context_.peers[context_.rank], context_.peers[peer]);
   }
   std::unique_ptr<Link> makeLink(int peer, Segment segment, int side, PeerWatch watch) const {
+    const bool direct = directBetween(options_.direct, watch.sameProcess());
     return std::make_unique<ShmLink>(context_.rank, peer, std::move(segment), side,
-                                     std::move(watch), backoff_, options_.direct);
+                                     std::move(watch), backoff_, direct);
   }
 
   // Membarrier fences move a fence's cost from every message to every sleep (shm_wait.h): worth
@@ -201,7 +203,36 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
   return links;
 }
 
+std::string describeKernelCopy(const KernelCopy& copy) {
+  if (!copy.permitted) return "the kernel refuses process_vm_readv here";
+  const auto rate = [](double seconds) { return KernelCopy::kProbeBytes / seconds / 1e9; };
+  return fmt::format(
+      "a {} KiB copy by the kernel {:.1f} GB/s, by memcpy {:.1f} GB/s: {}",
+      KernelCopy::kProbeBytes >> 10, rate(copy.kernelSeconds), rate(copy.memcpySeconds),
+      copy.pays() ? "one kernel copy beats two memcpy" : "two memcpy beat one kernel copy");
+}
+
 }  // namespace
+
+bool directBetween(ShmOptions::Direct mode, bool sameProcess) {
+  switch (mode) {
+    case ShmOptions::Direct::kOn:
+      return true;
+    case ShmOptions::Direct::kOff:
+      return false;
+    case ShmOptions::Direct::kAuto:
+      break;
+  }
+  if (sameProcess) return true;  // a memcpy between threads either way
+  const KernelCopy& copy = kernelCopy();
+  static const bool logged = [&] {
+    log::info("shm: direct writes and lent messages between processes {} ({})",
+              copy.pays() ? "on" : "off", describeKernelCopy(copy));
+    return true;
+  }();
+  (void)logged;
+  return copy.pays();
+}
 
 ShmOptions ShmOptions::fromSettings(const Settings& settings) {
   constexpr size_t kMaxShmBytes = size_t{1} << 40;
@@ -220,10 +251,13 @@ ShmOptions ShmOptions::fromSettings(const Settings& settings) {
     options.slotBytes = slotBytes;
   }
   if (const std::string* text = findSetting(settings, "shm_direct")) {
-    if (*text != "0" && *text != "1") {
-      throw InvalidArgument(fmt::format("RINGLET_SHM_DIRECT is '{}': it must be 0 or 1", *text));
+    if (*text != "auto" && *text != "0" && *text != "1") {
+      throw InvalidArgument(
+          fmt::format("RINGLET_SHM_DIRECT is '{}': it must be auto, 1 or 0", *text));
     }
-    options.direct = *text == "1";
+    options.direct = *text == "auto" ? ShmOptions::Direct::kAuto
+                     : *text == "1"  ? ShmOptions::Direct::kOn
+                                     : ShmOptions::Direct::kOff;
   }
   return options;
 }
@@ -260,7 +294,8 @@ TransportEntry transportEntry() {
                   {"shm_direct", "RINGLET_SHM_DIRECT",
                    "1: messages of 64 KiB and more written straight into the receiver's memory "
                    "where it waits for them, or (16 KiB and more) read by the receiver from "
-                   "the sender's (default); 0: always through the slots"}},
+                   "the sender's; 0: always through the slots; auto (default): 1 between "
+                   "threads, and between processes where the kernel's copy is measured to pay"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           const ShmOptions options = ShmOptions::fromSettings(settings);
@@ -290,11 +325,16 @@ TransportEntry transportEntry() {
           room = fmt::format("{:.1f} GiB free",
                              static_cast<double>(fs.f_bavail) * fs.f_frsize / (1ull << 30));
         }
+        std::string direct = options.direct == ShmOptions::Direct::kOn ? "on" : "off";
+        if (options.direct == ShmOptions::Direct::kAuto) {
+          direct = fmt::format("between processes {} ({})",
+                               directBetween(options.direct, false) ? "on" : "off",
+                               describeKernelCopy(kernelCopy()));
+        }
         return fmt::format(
             "segments in {} ({}), {} slots x {} KiB per link direction, direct writes and "
             "lent messages {}",
-            options.dir, room, options.slotCount, options.slotBytes >> 10,
-            options.direct ? "on" : "off");
+            options.dir, room, options.slotCount, options.slotBytes >> 10, direct);
       },
   };
 }

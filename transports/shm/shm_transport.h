@@ -26,20 +26,28 @@ struct ShmOptions {
   size_t slotBytes = size_t{512} << 10;  // per slot; maxMessageBytes()
   // The wait policy of its links; unset: Backoff::forHost(context.ranksOnHost) (progress.h).
   std::optional<Backoff> backoff;
-  // Large messages written straight into the receiver's memory where it waits for them
-  // (Link::kDirectWriteMinBytes, process_vm_writev); false: always through the slots.
-  bool direct = true;
+  // Direct writes and lent messages: large messages written straight into the receiver's
+  // memory where it waits for them (Link::kDirectWriteMinBytes, process_vm_writev) or read by
+  // the receiver out of the sender's (Link::lend, process_vm_readv). kOff: always through the
+  // slots. kAuto: between thread ranks of one process always; between processes where the
+  // kernel's copy pays on this host (kernel_copy.h).
+  enum class Direct { kAuto, kOn, kOff };
+  Direct direct = Direct::kAuto;
 
   // shm_dir (RINGLET_SHM_DIR) sets dir; shm_bytes (RINGLET_SHM_BYTES, per direction) is cut
-  // into slotCount slots; shm_direct (RINGLET_SHM_DIRECT) 0 or 1 sets direct. Throws
+  // into slotCount slots; shm_direct (RINGLET_SHM_DIRECT) auto, 1 or 0 sets direct. Throws
   // InvalidArgument when shm_bytes is not a size or is outside slotCount x
-  // Link::kMinMessageBytes .. 1 TiB, or shm_direct is neither 0 nor 1.
+  // Link::kMinMessageBytes .. 1 TiB, or shm_direct is none of auto, 1, 0.
   static ShmOptions fromSettings(const Settings& settings);
   // fromSettings() of the environment's RINGLET_SHM_* variables.
   static ShmOptions fromEnvironment();
 };
 
 std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions options);
+
+// Whether a link uses direct writes and lent messages under `mode`: kAuto between processes asks
+// kernelCopy() (measured at the first such link; logged at INFO once).
+bool directBetween(ShmOptions::Direct mode, bool sameProcess);
 
 // name "shm", priority 20; connects ranks with the same non-empty hostId.
 TransportEntry transportEntry();
