@@ -543,16 +543,17 @@ TEST(ShmTransport, DirectIsAutoOneOrZero) {
   }
 }
 
-// Under auto, threads of one process always copy each other's memory directly; processes only
-// where the kernel's copy was measured to pay.
+// Under auto, threads of one process always copy each other's memory directly, and so do ranks
+// that outnumber the cores; other processes only where the kernel's copy was measured to pay.
 TEST(ShmTransport, AutoDirectIsOnBetweenThreadsAndMeasuredBetweenProcesses) {
   using transport::shm::directBetween;
   using transport::shm::kernelCopy;
   using Direct = ShmOptions::Direct;
-  EXPECT_TRUE(directBetween(Direct::kOn, false));
-  EXPECT_FALSE(directBetween(Direct::kOff, true));
-  EXPECT_TRUE(directBetween(Direct::kAuto, true));
-  EXPECT_EQ(directBetween(Direct::kAuto, false), kernelCopy().pays());
+  EXPECT_TRUE(directBetween(Direct::kOn, false, false));
+  EXPECT_FALSE(directBetween(Direct::kOff, true, true));
+  EXPECT_TRUE(directBetween(Direct::kAuto, true, false));
+  EXPECT_TRUE(directBetween(Direct::kAuto, false, true)) << "ranks waiting for cores lend";
+  EXPECT_EQ(directBetween(Direct::kAuto, false, false), kernelCopy().pays());
 }
 
 TEST(KernelCopy, PaysWhereOneKernelCopyCostsAtMostTwoMemcpy) {

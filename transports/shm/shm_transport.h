@@ -45,9 +45,10 @@ struct ShmOptions {
 
 std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions options);
 
-// Whether a link uses direct writes and lent messages under `mode`: kAuto between processes asks
-// kernelCopy() (measured at the first such link; logged at INFO once).
-bool directBetween(ShmOptions::Direct mode, bool sameProcess);
+// Whether a link uses direct writes and lent messages under `mode`. kAuto: on between threads
+// of one process and where the host's ranks outnumber its cores, else as kernelCopy() says
+// (measured at the first such link; logged at INFO once).
+bool directBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores);
 
 // name "shm", priority 20; connects ranks with the same non-empty hostId.
 TransportEntry transportEntry();
