@@ -1,43 +1,107 @@
-// The kernel's copy between processes against memcpy (kernel_copy.h).
+// The kernel's copy between processes against the slots' two copies (kernel_copy.h).
 #include "transports/shm/kernel_copy.h"
 
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace ringlet::transport::shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
 
 KernelCopy measureKernelCopy() {
-  using Clock = std::chrono::steady_clock;
   KernelCopy result;
-  std::vector<std::byte> from(KernelCopy::kProbeBytes, std::byte{1});
-  std::vector<std::byte> to(KernelCopy::kProbeBytes, std::byte{2});
+  const size_t bytes = KernelCopy::kProbeBytes;
+  std::vector<std::byte> source(bytes), slot(bytes), target(bytes);
   const pid_t self = ::getpid();
-  double kernel = 1e9;
-  double copy = 1e9;
-  // Alternating, so that a slow moment of the machine falls on both; the best of each.
-  for (int round = 0; round < KernelCopy::kProbeRounds; ++round) {
-    iovec local{.iov_base = to.data(), .iov_len = to.size()};
-    iovec remote{.iov_base = from.data(), .iov_len = from.size()};
-    const auto start = Clock::now();
-    if (::process_vm_readv(self, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(from.size())) {
+  {
+    iovec local{.iov_base = target.data(), .iov_len = bytes};
+    iovec remote{.iov_base = source.data(), .iov_len = bytes};
+    if (::process_vm_readv(self, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(bytes)) {
       return result;  // refused (seccomp, a kernel without it): not permitted
     }
-    const auto read = Clock::now();
-    std::memcpy(to.data(), from.data(), from.size());
-    asm volatile("" : : "r"(to.data()) : "memory");  // the copy is not optimised away
-    const auto copied = Clock::now();
-    kernel = std::min(kernel, std::chrono::duration<double>(read - start).count());
-    copy = std::min(copy, std::chrono::duration<double>(copied - read).count());
   }
   result.permitted = true;
-  result.kernelSeconds = kernel;
-  result.memcpySeconds = copy;
+  // Rounds alternate the two paths. In each the writer (this thread) first writes `source`, as a
+  // rank writes what it sends; then the slots' round copies it into `slot` here and out of it on
+  // the reader thread, the kernel's round reads `source` on the reader thread. Waits yield, so
+  // that two threads on one core take turns.
+  const Clock::time_point giveUp =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(KernelCopy::kMeasureSeconds));
+  std::atomic<int> turn{0};  // 0: the writer's; 1: the reader's; -1: stop
+  double writerCopy[2 * KernelCopy::kProbeRounds] = {};
+  double readerCopy[2 * KernelCopy::kProbeRounds] = {};
+  auto waitFor = [&](int want) {
+    for (;;) {
+      const int now = turn.load(std::memory_order_acquire);
+      if (now == want || now < 0) return now == want;
+      if (Clock::now() > giveUp) return false;
+      std::this_thread::yield();
+    }
+  };
+  std::thread reader([&] {
+    for (int round = 0; round < 2 * KernelCopy::kProbeRounds; ++round) {
+      if (!waitFor(1)) return;
+      const Clock::time_point start = Clock::now();
+      if (round % 2 == 0) {
+        std::memcpy(target.data(), slot.data(), bytes);
+      } else {
+        iovec local{.iov_base = target.data(), .iov_len = bytes};
+        iovec remote{.iov_base = source.data(), .iov_len = bytes};
+        (void)::process_vm_readv(self, &local, 1, &remote, 1, 0);
+      }
+      asm volatile("" : : "r"(target.data()) : "memory");  // the copy is not optimised away
+      readerCopy[round] = secondsSince(start);
+      turn.store(0, std::memory_order_release);
+    }
+  });
+  bool done = true;
+  for (int round = 0; round < 2 * KernelCopy::kProbeRounds && done; ++round) {
+    std::memset(source.data(), round + 1, bytes);
+    if (round % 2 == 0) {
+      const Clock::time_point start = Clock::now();
+      std::memcpy(slot.data(), source.data(), bytes);
+      asm volatile("" : : "r"(slot.data()) : "memory");
+      writerCopy[round] = secondsSince(start);
+    }
+    turn.store(1, std::memory_order_release);
+    done = waitFor(0);
+  }
+  if (!done) turn.store(-1, std::memory_order_release);
+  reader.join();
+  if (!done) return result;
+  std::vector<double> kernel;
+  std::vector<double> slots;
+  for (int round = 0; round < 2 * KernelCopy::kProbeRounds; ++round) {
+    if (round % 2 == 0) {
+      slots.push_back(writerCopy[round] + readerCopy[round]);
+    } else {
+      kernel.push_back(readerCopy[round]);
+    }
+  }
+  // Medians: a single round that found the other copy's lines placed luckily moves neither.
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  result.measured = true;
+  result.kernelSeconds = median(kernel);
+  result.slotsSeconds = median(slots);
   return result;
 }
 

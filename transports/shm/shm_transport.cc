@@ -206,11 +206,11 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
 
 std::string describeKernelCopy(const KernelCopy& copy) {
   if (!copy.permitted) return "the kernel refuses process_vm_readv here";
-  const auto rate = [](double seconds) { return KernelCopy::kProbeBytes / seconds / 1e9; };
+  if (!copy.measured) return "the kernel's copy not measured: no core for the reader thread";
   return fmt::format(
-      "a {} KiB copy by the kernel {:.1f} GB/s, by memcpy {:.1f} GB/s: {}",
-      KernelCopy::kProbeBytes >> 10, rate(copy.kernelSeconds), rate(copy.memcpySeconds),
-      copy.pays() ? "one kernel copy beats two memcpy" : "two memcpy beat one kernel copy");
+      "{} KiB another thread wrote: the kernel's copy {:.1f} us, the slots' two {:.1f} us: {}",
+      KernelCopy::kProbeBytes >> 10, copy.kernelSeconds * 1e6, copy.slotsSeconds * 1e6,
+      copy.pays() ? "one kernel copy pays" : "the slots' two copies are faster");
 }
 
 }  // namespace
