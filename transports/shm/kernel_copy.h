@@ -6,9 +6,9 @@
 // is faster depends on the host: on a 16-core Xeon the kernel's copy halved all-gather,
 // all-to-all and sendrecv times from 256 KiB on; on a 2-core AMD EPYC VM, where it took
 // 1.04-1.9x the slots' two copies as timed here, the same calls took 1.1-2.5x longer lent
-// (transports/shm/README.md, "When the kernel's copy pays"). So under RINGLET_SHM_DIRECT=auto each process times both once,
-// with two threads of its own standing for the two ranks, and links between processes use the
-// kernel's copy only where it takes at most the slots' time.
+// (transports/shm/README.md, "When the kernel's copy pays"). So under RINGLET_SHM_DIRECT=auto each
+// process times both once, with two threads of its own standing for the two ranks, and links
+// between processes use the kernel's copy only where it takes at most the slots' time.
 #pragma once
 
 namespace ringlet::transport::shm {
