@@ -301,7 +301,8 @@ TransportEntry transportEntry() {
                    "1: messages of 64 KiB and more written straight into the receiver's memory "
                    "where it waits for them, or (16 KiB and more) read by the receiver from "
                    "the sender's; 0: always through the slots; auto (default): 1 between "
-                   "threads, and between processes where the kernel's copy is measured to pay"}},
+                   "threads, where ranks outnumber cores, and between processes where the "
+                   "kernel's copy is measured to pay"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           const ShmOptions options = ShmOptions::fromSettings(settings);

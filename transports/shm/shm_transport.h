@@ -29,8 +29,8 @@ struct ShmOptions {
   // Direct writes and lent messages: large messages written straight into the receiver's
   // memory where it waits for them (Link::kDirectWriteMinBytes, process_vm_writev) or read by
   // the receiver out of the sender's (Link::lend, process_vm_readv). kOff: always through the
-  // slots. kAuto: between thread ranks of one process always; between processes where the
-  // kernel's copy pays on this host (kernel_copy.h).
+  // slots. kAuto: between thread ranks of one process and where the host's ranks outnumber its
+  // cores always; between other processes where the kernel's copy pays (kernel_copy.h).
   enum class Direct { kAuto, kOn, kOff };
   Direct direct = Direct::kAuto;
 
