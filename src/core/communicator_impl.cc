@@ -609,7 +609,9 @@ std::string CommunicatorImpl::describeLinks() const {
   std::string out;
   for (const transport::Link* link : activeLinks_) {
     if (!out.empty()) out += ", ";
-    out += fmt::format("{}:{}", link->peer(), link->transportName());
+    // "+direct": lent messages and direct writes on (shm: RINGLET_SHM_DIRECT, measured).
+    out += fmt::format("{}:{}{}", link->peer(), link->transportName(),
+                       link->directBytes() > 0 ? "+direct" : "");
   }
   return out.empty() ? "none (world of one)" : out;
 }

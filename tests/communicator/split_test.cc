@@ -58,12 +58,14 @@ std::optional<Communicator> splitAndCheck(Communicator& parent, const std::vecto
                                           const std::function<int(int)>& color,
                                           const std::function<int(int)>& key, int salt) {
   const int me = parent.rank();
-  // Children inherit the transport that the parent's links name ("1:shm, 3:shm").
+  // Children inherit the transport that the parent's links name ("1:shm+direct, 3:shm"; the
+  // "+direct" mark is each link's own, so only the name before it is compared).
   const std::string parentLinks = parent.describeLinks();
   const size_t colon = parentLinks.find(':');
   const std::string parentTransport =
-      colon == std::string::npos ? ""
-                                 : parentLinks.substr(colon + 1, parentLinks.find(',') - colon - 1);
+      colon == std::string::npos
+          ? ""
+          : parentLinks.substr(colon + 1, parentLinks.find_first_of(",+") - colon - 1);
   std::optional<Communicator> child = parent.split(color(me), key(me));
   if (color(me) == kNoColor) {
     EXPECT_FALSE(child.has_value()) << "rank " << me << " passed kNoColor";

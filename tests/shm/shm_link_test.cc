@@ -556,11 +556,12 @@ TEST(ShmTransport, AutoDirectIsOnBetweenThreadsAndMeasuredBetweenProcesses) {
   EXPECT_EQ(directBetween(Direct::kAuto, false, false), kernelCopy().pays());
 }
 
-TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostTheSlotsTwo) {
+TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostItsShareOfTheSlotsTwo) {
   using transport::shm::KernelCopy;
-  EXPECT_TRUE(KernelCopy::kernelPays(1e-5, 1e-5));
-  EXPECT_TRUE(KernelCopy::kernelPays(0.9e-5, 1e-5));
-  EXPECT_FALSE(KernelCopy::kernelPays(1.1e-5, 1e-5));
+  EXPECT_TRUE(KernelCopy::kernelPays(KernelCopy::kShare * 1e-5, 1e-5));
+  EXPECT_TRUE(KernelCopy::kernelPays(0.4e-5, 1e-5));
+  EXPECT_FALSE(KernelCopy::kernelPays(1.01 * KernelCopy::kShare * 1e-5, 1e-5));
+  EXPECT_FALSE(KernelCopy::kernelPays(1e-5, 1e-5)) << "a tie keeps the slots";
   EXPECT_FALSE(KernelCopy::kernelPays(0, 1e-5)) << "nothing measured";
   const KernelCopy refused{
       .permitted = false, .measured = true, .kernelSeconds = 1e-6, .slotsSeconds = 1e-5};

@@ -36,16 +36,23 @@ KernelCopy measureKernelCopy() {
     }
   }
   result.permitted = true;
-  // Rounds alternate the two paths. In each the writer (this thread) first writes `source`, as a
-  // rank writes what it sends; then the slots' round copies it into `slot` here and out of it on
-  // the reader thread, the kernel's round reads `source` on the reader thread. Waits yield, so
-  // that two threads on one core take turns.
+  // The writer (this thread) wrote `source` once, as a rank wrote the buffer it sends before the
+  // call. Rounds alternate the two paths: the slots' round copies it into `slot` here and out of
+  // it on the reader thread, the kernel's round reads `source` on the reader thread. Rewriting
+  // `source` every round (its lines dirty in this core's cache when read) hid the difference
+  // between hosts: 0.9-1.1 both on a 16-core Xeon, where lending makes exchanges 1.3-2x faster,
+  // and on a 2-core EPYC VM, where it makes them 1.1-2.5x slower; written once, 0.38-0.70 and
+  // 1.05-1.21 (transports/shm/README.md). Waits yield, so that two threads on one core take
+  // turns.
+  std::memset(source.data(), 1, bytes);
   const Clock::time_point giveUp =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(KernelCopy::kMeasureSeconds));
   std::atomic<int> turn{0};  // 0: the writer's; 1: the reader's; -1: stop
-  double writerCopy[2 * KernelCopy::kProbeRounds] = {};
-  double readerCopy[2 * KernelCopy::kProbeRounds] = {};
+  // Round r of each path lands in [r / 2]. The reader adds its copy to the writer's for the
+  // slots: the writer's time was stored before the turn passed.
+  std::vector<double> slots(KernelCopy::kProbeRounds, 0.0);
+  std::vector<double> kernel(KernelCopy::kProbeRounds, 0.0);
   auto waitFor = [&](int want) {
     for (;;) {
       const int now = turn.load(std::memory_order_acquire);
@@ -66,18 +73,17 @@ KernelCopy measureKernelCopy() {
         (void)::process_vm_readv(self, &local, 1, &remote, 1, 0);
       }
       asm volatile("" : : "r"(target.data()) : "memory");  // the copy is not optimised away
-      readerCopy[round] = secondsSince(start);
+      (round % 2 == 0 ? slots : kernel)[round / 2] += secondsSince(start);
       turn.store(0, std::memory_order_release);
     }
   });
   bool done = true;
   for (int round = 0; round < 2 * KernelCopy::kProbeRounds && done; ++round) {
-    std::memset(source.data(), round + 1, bytes);
     if (round % 2 == 0) {
       const Clock::time_point start = Clock::now();
       std::memcpy(slot.data(), source.data(), bytes);
       asm volatile("" : : "r"(slot.data()) : "memory");
-      writerCopy[round] = secondsSince(start);
+      slots[round / 2] = secondsSince(start);
     }
     turn.store(1, std::memory_order_release);
     done = waitFor(0);
@@ -85,15 +91,6 @@ KernelCopy measureKernelCopy() {
   if (!done) turn.store(-1, std::memory_order_release);
   reader.join();
   if (!done) return result;
-  std::vector<double> kernel;
-  std::vector<double> slots;
-  for (int round = 0; round < 2 * KernelCopy::kProbeRounds; ++round) {
-    if (round % 2 == 0) {
-      slots.push_back(writerCopy[round] + readerCopy[round]);
-    } else {
-      kernel.push_back(readerCopy[round]);
-    }
-  }
   // Medians: a single round that found the other copy's lines placed luckily moves neither.
   auto median = [](std::vector<double>& v) {
     std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());

@@ -210,7 +210,10 @@ std::string describeKernelCopy(const KernelCopy& copy) {
   return fmt::format(
       "{} KiB another thread wrote: the kernel's copy {:.1f} us, the slots' two {:.1f} us: {}",
       KernelCopy::kProbeBytes >> 10, copy.kernelSeconds * 1e6, copy.slotsSeconds * 1e6,
-      copy.pays() ? "one kernel copy pays" : "the slots' two copies are faster");
+      copy.pays()
+          ? fmt::format("at most {:.2f} of the slots' time, the kernel's copy pays",
+                        KernelCopy::kShare)
+          : fmt::format("over {:.2f} of the slots' time, the slots' copies", KernelCopy::kShare));
 }
 
 }  // namespace
