@@ -38,12 +38,12 @@ KernelCopy measureKernelCopy() {
   result.permitted = true;
   // The writer (this thread) wrote `source` once, as a rank wrote the buffer it sends before the
   // call. Rounds alternate the two paths: the slots' round copies it into `slot` here and out of
-  // it on the reader thread, the kernel's round reads `source` on the reader thread. Rewriting
-  // `source` every round (its lines dirty in this core's cache when read) hid the difference
-  // between hosts: 0.9-1.1 both on a 16-core Xeon, where lending makes exchanges 1.3-2x faster,
-  // and on a 2-core EPYC VM, where it makes them 1.1-2.5x slower; written once, 0.38-0.70 and
-  // 1.05-1.21 (transports/shm/README.md). Waits yield, so that two threads on one core take
-  // turns.
+  // it on the reader thread, the kernel's round reads `source` on the reader thread. Rewritten
+  // before every round (its lines dirty in this core's cache when read), a standalone probe put
+  // a 16-core Xeon, where lending makes exchanges mostly 1.1-3.8x faster, at 0.89-1.15 of the
+  // slots' time: a coin toss at the line. Written once: 0.38-0.70 there, against 0.99-1.28 on a
+  // 2-core EPYC VM, where lending makes them 1.1-2.5x slower (transports/shm/README.md). Waits
+  // yield, so that two threads on one core take turns.
   std::memset(source.data(), 1, bytes);
   const Clock::time_point giveUp =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(

@@ -4,11 +4,11 @@
 // (process_vm_readv / process_vm_writev) on one side; the slots move it with two memcpy calls,
 // the writer's from its buffer into the slot and the reader's, on another core, out of it. Which
 // is faster depends on the host: on a 16-core Xeon lending made all-gather, all-to-all and
-// sendrecv 1.1-2x faster from 64 KiB on (2 and 4 ranks); on a 2-core AMD EPYC VM it made them
-// 1.1-2.5x slower (transports/shm/README.md, "When the kernel's copy pays"). So under
+// sendrecv mostly 1.1-3.8x faster at 64 KiB-16 MiB (2, 4 ranks); on a 2-core AMD EPYC VM it made
+// them 1.1-2.5x slower (transports/shm/README.md, "When the kernel's copy pays"). So under
 // RINGLET_SHM_DIRECT=auto each process times both once, with two threads of its own standing
 // for the two ranks, and links between processes use the kernel's copy only where it takes at
-// most kShare of the slots' time: timed here it took 0.38-0.70 of it on that Xeon and 1.04-1.93
+// most kShare of the slots' time: timed here it took 0.35-0.50 of it on that Xeon and 0.99-1.97
 // on that VM.
 #pragma once
 
@@ -17,7 +17,7 @@ namespace ringlet::transport::shm {
 struct KernelCopy {
   bool permitted = false;  // process_vm_readv of this process's own memory worked
   bool measured = false;   // both paths were timed (within kMeasureSeconds)
-  // Medians of kProbeRounds, kProbeBytes that one thread has just written, read by another:
+  // Medians of kProbeRounds, kProbeBytes that one thread wrote (once), read by another:
   double kernelSeconds = 0;  // the reader's process_vm_readv of them
   double slotsSeconds = 0;   // the writer's memcpy into a buffer and the reader's out of it
   static constexpr unsigned long kProbeBytes = 256ul << 10;  // half of a default slot
