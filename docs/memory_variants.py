@@ -3,8 +3,7 @@
 
 The model (collectives/select.cc, memoryScale) multiplies every per-byte cost of a call by how far
 a rank's buffers overflow its share of the last-level cache. Each report row carries its terms at
-that scale, and reports since 2026-11-28 also the terms without it (raw_terms; for older reports
-the terms divided by the scale). This predicts again with:
+that scale; this divides the scale back out and predicts again with:
   mult     the model as it is;
   add      (scale - 1) x the calibrated copy cost added to each per-byte cost instead;
   compute  only the reduce and copy terms scaled, the link's bytes not;
@@ -53,14 +52,9 @@ def predict(row, model, ranks, variant):
          model["beta_one_way_s_per_byte"] or model["beta_s_per_byte"]]
     s = memory_scale(model, working_set(row["collective"], row["bytes"], ranks))
     terms = row["terms"]
-    if s <= 1:
+    if variant == "mult" or s <= 1:
         return sum(t * q for t, q in zip(terms, p))
-    if "raw_terms" in row:
-        raw = row["raw_terms"]
-    else:  # made under "mult": the per-byte terms before the scale
-        raw = [terms[0]] + [t / s for t in terms[1:]]
-    if variant == "mult":
-        return raw[0] * p[0] + sum(raw[i] * p[i] * s for i in range(1, 5))
+    raw = [terms[0]] + [t / s for t in terms[1:]]  # the per-byte terms before the scale
     if variant == "add":
         extra = (s - 1) * p[3]
         return raw[0] * p[0] + sum(raw[i] * (p[i] + extra) for i in range(1, 5))

@@ -130,10 +130,7 @@ json measure(Communicator& comm, const MeasureOptions& options) {
         // For a given memory scale the model is linear in its parameters: the time per unit
         // of alpha, beta, gamma, delta and betaOneWay, so that other parameters (fitted ones,
         // other links) can be tried without a run.
-        // raw_terms: the same without the memory factor (1: bytes past the cache cost what
-        // they do in it), for trying other shapes of it (docs/memory_variants.py).
         json terms = json::array();
-        json rawTerms = json::array();
         for (int i = 0; i < 5; ++i) {
           CostModel unit{.alpha = i == 0 ? 1.0 : 0.0,
                          .beta = i == 1 ? 1.0 : 0.0,
@@ -146,12 +143,8 @@ json measure(Communicator& comm, const MeasureOptions& options) {
                          .directBytes = model.directBytes};
           terms.push_back(
               predictSeconds(unit, info.collective, algorithm, comm.size(), call.bytes()));
-          unit.memoryFactor = 1;
-          rawTerms.push_back(
-              predictSeconds(unit, info.collective, algorithm, comm.size(), call.bytes()));
         }
         row["terms"] = terms;
-        row["raw_terms"] = rawTerms;
         row["busbw_gbps"] = call.bytes() / seconds * busFactor(info.collective, comm.size()) / 1e9;
         rows.push_back(row);
       }
