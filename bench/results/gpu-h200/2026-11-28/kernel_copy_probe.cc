@@ -83,10 +83,7 @@ static void run(bool processes, size_t bytes, int rounds, double* kernelMed, dou
     }
   };
   pid_t child = -1;
-  std::vector<char> dummy;
-  struct T {
-    pthread_t t;
-  } th{};
+  pthread_t thread{};
   if (processes) {
     child = fork();
     if (child == 0) {
@@ -97,7 +94,7 @@ static void run(bool processes, size_t bytes, int rounds, double* kernelMed, dou
     static decltype(reader)* rp;
     rp = &reader;
     pthread_create(
-        &th.t, nullptr,
+        &thread, nullptr,
         [](void*) -> void* {
           (*rp)();
           return nullptr;
@@ -126,7 +123,7 @@ static void run(bool processes, size_t bytes, int rounds, double* kernelMed, dou
     int st;
     waitpid(child, &st, 0);
   } else {
-    pthread_join(th.t, nullptr);
+    pthread_join(thread, nullptr);
   }
   std::vector<double> k, s, sSum;
   for (int r = 2 * (rounds / 2); r < 2 * rounds; ++r) {  // the first half warms up
