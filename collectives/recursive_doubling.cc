@@ -134,15 +134,15 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
   // Each stage (the fold, then each exchange) reads `current` and writes `into(stage)`. Whole
   // messages reduce in place in recv: the send has left (flush) before the reduction. Slices
   // reduce as they arrive while later ones are still being sent, so a sliced exchange writes a
-  // buffer other than the one it sends: recv and scratch take turns, recv last.
+  // buffer other than the one it sends: recv and scratch take turns, recv last. The first stage
+  // reads the caller's input where it lies (no copy into recv first).
   int stages = foldIn ? 1 : 0;
   for (int mask = 1; mask < p; mask <<= 1) ++stages;
   bool anySliced = foldIn && sliced(group.link(r + p));
   for (int mask = 1; mask < p; mask <<= 1) anySliced = anySliced || sliced(group.link(r ^ mask));
-  const std::byte* current = args.recv;
+  const std::byte* current = args.send;
   std::byte* other = args.recv;
   if (anySliced) {
-    current = args.send;
     other = scratchBytes(0, bytes);
     // The first exchange (no fold) must not write the buffer it sends: in place, start from a copy.
     if (!foldIn && stages % 2 == 1 && args.send == args.recv) {
@@ -150,9 +150,8 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
       std::memcpy(copy, args.send, bytes);
       current = copy;
     }
-  } else if (args.recv != args.send && bytes > 0) {
-    std::memcpy(args.recv, args.send, bytes);
   }
+  if (stages == 0 && args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
   auto into = [&](int stage) { return (stages - 1 - stage) % 2 == 0 ? args.recv : other; };
 
   // A sliced stage: out = current op incoming, each slice reduced as it arrives while this

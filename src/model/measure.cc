@@ -66,8 +66,17 @@ Timing timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
   auto start = Clock::now();
   call.run();  // warm: pages, caches
   call.run();
-  const double once =
-      maxOverRanks(comm, std::chrono::duration<double>(Clock::now() - start).count() / 2);
+  double once = maxOverRanks(comm, std::chrono::duration<double>(Clock::now() - start).count() / 2);
+  // Then by time: every rank runs the same count (from the slowest rank's time per call), and
+  // the time per call measured warm sets the batches.
+  const int warmCalls = static_cast<int>(
+      std::clamp(std::ceil(options.warmSeconds / std::max(once, 1e-9)), 0.0, 10000.0));
+  if (warmCalls > 0) {
+    start = Clock::now();
+    for (int i = 0; i < warmCalls; ++i) call.run();
+    once =
+        maxOverRanks(comm, std::chrono::duration<double>(Clock::now() - start).count() / warmCalls);
+  }
   const int iterations = static_cast<int>(
       std::clamp(std::ceil(options.batchSeconds / std::max(once, 1e-9)), 1.0, 1000.0));
   std::vector<double> batches;

@@ -19,6 +19,11 @@ struct MeasureOptions {
   int factor = 4;
   int repeats = 7;              // the median (and the fastest) of these is reported
   double batchSeconds = 0.004;  // each repeat times enough calls to last about this long
+  // Untimed calls first, at least this long per size (as ringlet-bench's --warmup-ms): with two
+  // calls only, the first algorithm timed ran cold (a fresh communicator's links, 2 ranks on a
+  // 2-core VM: recursive doubling 64 KiB-1 MiB 1.4-5.8x its time in ringlet-bench, which put the
+  // model's error there at -27% to -83%).
+  double warmSeconds = 0.02;
 };
 
 // Collective over `comm`: times every algorithm of every collective in `options` at each size
