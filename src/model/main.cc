@@ -7,6 +7,9 @@
 //   ringlet-model table n4.json             predicted times of all-reduce, all-gather,
 //                                           reduce-scatter and broadcast at 8..4096 ranks over
 //                                           10/100/400 Gbit/s links (markdown)
+//   ringlet-model predict n4.json -o new.json  the report's rows predicted again by this
+//                                           build's formulas, from the report's own parameters
+//                                           (for trying a change of the model on stored runs)
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -49,27 +52,49 @@ int relaunch(int ranks, int argc, char** argv) {
   return 1;
 }
 
+// The report as a table. Reports written by older builds may lack keys: a const json's
+// operator[] with a missing key reads past its storage, so every key is read with value().
 std::string text(const json& report) {
-  const json& m = report["model"];
+  const json none = json::object();
+  const json& m = report.contains("model") ? report.at("model") : none;
+  auto perSecond = [&m](const char* key) { return 1e-9 / m.value(key, 1e300); };
   std::string out = fmt::format(
       "cost model measured on {} ranks (links: {})\n  alpha {:.3g} us, beta {:.3g} GB/s ({:.3g} "
       "one way), gamma {:.3g} GB/s, delta {:.3g} GB/s; {:.2g}x slower past {:.3g} MiB of cache "
       "per rank\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9}\n",
-      report["ranks"].get<int>(), report["links"].get<std::string>(),
-      m["alpha_s"].get<double>() * 1e6, 1e-9 / m["beta_s_per_byte"].get<double>(),
-      1e-9 / m["beta_one_way_s_per_byte"].get<double>(), 1e-9 / m["gamma_s_per_byte"].get<double>(),
-      1e-9 / m["delta_s_per_byte"].get<double>(), m["memory_factor"].get<double>(),
-      m["cache_bytes"].get<double>() / (1 << 20), "collective", "algorithm", "bytes", "measured us",
+      report.value("ranks", 0), report.value("links", std::string("?")),
+      m.value("alpha_s", 0.0) * 1e6, perSecond("beta_s_per_byte"),
+      perSecond("beta_one_way_s_per_byte"), perSecond("gamma_s_per_byte"),
+      perSecond("delta_s_per_byte"), m.value("memory_factor", 1.0),
+      m.value("cache_bytes", 0.0) / (1 << 20), "collective", "algorithm", "bytes", "measured us",
       "predicted us", "error", "busbw GB/s");
-  for (const json& row : report["rows"]) {
-    const double measured = row["measured_s"];
-    const double predicted = row["predicted_s"];
-    out += fmt::format("{:<14} {:<19} {:>10} {:>12.1f} {:>12.1f} {:>+6.0f}% {:>9.2f}\n",
-                       row["collective"].get<std::string>(), row["algorithm"].get<std::string>(),
-                       row["bytes"].get<size_t>(), measured * 1e6, predicted * 1e6,
-                       (predicted / measured - 1) * 100, row["busbw_gbps"].get<double>());
+  if (!report.contains("rows")) return out;
+  for (const json& row : report.at("rows")) {
+    const double measured = row.value("measured_s", 0.0);
+    const double predicted = row.value("predicted_s", 0.0);
+    out += fmt::format(
+        "{:<14} {:<19} {:>10} {:>12.1f} {:>12.1f} {:>+6.0f}% {:>9.2f}\n",
+        row.value("collective", std::string()), row.value("algorithm", std::string()),
+        row.value("bytes", size_t{0}), measured * 1e6, predicted * 1e6,
+        measured > 0 ? (predicted / measured - 1) * 100 : 0.0, row.value("busbw_gbps", 0.0));
   }
   return out;
+}
+
+json readReport(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw ringlet::IoError(fmt::format("cannot read {}", path));
+  try {
+    return json::parse(file);
+  } catch (const json::exception& e) {
+    throw ringlet::InvalidArgument(fmt::format("{} is not JSON: {}", path, e.what()));
+  }
+}
+
+void writeReport(const json& report, const std::string& path) {
+  std::ofstream file(path);
+  file << report.dump(1) << "\n";
+  if (!file) throw ringlet::IoError(fmt::format("cannot write {}", path));
 }
 
 }  // namespace
@@ -117,6 +142,15 @@ int main(int argc, char** argv) {
   tableCmd->add_option("--gbits", table.gbits, "Network links in Gbit/s (default 10 100 400)");
   tableCmd->add_option("-c,--collectives", table.collectives,
                        "Collectives (default allreduce allgather reducescatter broadcast)");
+  CLI::App* predictCmd = app.add_subcommand(
+      "predict",
+      "Predict a measured report's rows again with this build's formulas and the report's own "
+      "parameters; prints the table, writes JSON with -o");
+  std::string predictIn;
+  std::string predictOut;
+  predictCmd->add_option("report", predictIn, "JSON written by ringlet-model measure -o")
+      ->required();
+  predictCmd->add_option("-o,--out", predictOut, "Write the predicted report as JSON here");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -141,23 +175,17 @@ int main(int argc, char** argv) {
       report["calibration_effort"] = effort;
       report["rows"] = ringlet::model::measure(comm, options);
       if (comm.rank() != 0) return 0;
-      if (!out.empty()) {
-        std::ofstream file(out);
-        file << report.dump(1) << "\n";
-        if (!file) throw ringlet::IoError(fmt::format("cannot write {}", out));
-      }
+      if (!out.empty()) writeReport(report, out);
       fmt::print("{}", text(report));
       return 0;
     }
-    std::ifstream file(in);
-    if (!file) throw ringlet::IoError(fmt::format("cannot read {}", in));
-    json report;
-    try {
-      report = json::parse(file);
-    } catch (const json::exception& e) {
-      throw ringlet::InvalidArgument(fmt::format("{} is not JSON: {}", in, e.what()));
+    if (predictCmd->parsed()) {
+      const json report = ringlet::model::repredict(readReport(predictIn));
+      if (!predictOut.empty()) writeReport(report, predictOut);
+      fmt::print("{}", text(report));
+      return 0;
     }
-    fmt::print("{}", ringlet::model::extrapolate(report, table));
+    fmt::print("{}", ringlet::model::extrapolate(readReport(in), table));
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "ringlet: {}\n", e.what());

@@ -1,9 +1,13 @@
 #include "src/model/measure.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <vector>
+
+#include "src/model/table.h"
 
 namespace ringlet::model {
 namespace {
@@ -91,6 +95,28 @@ Timing timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
   return {batches[batches.size() / 2], batches.front()};
 }
 
+// The model's prediction for a row (collective, algorithm, bytes) on `ranks` ranks: predicted_s,
+// and `terms`, the prediction per unit of alpha, beta, gamma, delta and betaOneWay: for a given
+// memory scale the model is linear in them, so that other parameters (fitted ones, other links)
+// can be tried without a run.
+void predictRow(json& row, const CostModel& model, int ranks) {
+  const std::string collective = row.at("collective");
+  const std::string algorithm = row.at("algorithm");
+  const size_t bytes = row.at("bytes");
+  row["predicted_s"] = predictSeconds(model, collective, algorithm, ranks, bytes);
+  json terms = json::array();
+  for (int i = 0; i < 5; ++i) {
+    CostModel unit = model;
+    unit.alpha = i == 0 ? 1.0 : 0.0;
+    unit.beta = i == 1 ? 1.0 : 0.0;
+    unit.gamma = i == 2 ? 1.0 : 0.0;
+    unit.delta = i == 3 ? 1.0 : 0.0;
+    unit.betaOneWay = i == 4 ? 1.0 : 1e-300;  // not 0, which means beta
+    terms.push_back(predictSeconds(unit, collective, algorithm, ranks, bytes));
+  }
+  row["terms"] = terms;
+}
+
 }  // namespace
 
 json describe(const Communicator& comm) {
@@ -106,7 +132,8 @@ json describe(const Communicator& comm) {
                   {"small_factor", m.smallFactor},
                   {"memory_factor", m.memoryFactor},
                   {"cache_bytes", m.cacheBytes},
-                  {"direct_bytes", m.directBytes}};
+                  {"direct_bytes", m.directBytes},
+                  {"ranks_share_cores", m.ranksShareCores}};
   return out;
 }
 
@@ -134,32 +161,33 @@ json measure(Communicator& comm, const MeasureOptions& options) {
         row["bytes"] = call.bytes();
         row["measured_s"] = seconds;
         row["fastest_s"] = t.fastest;
-        row["predicted_s"] =
-            predictSeconds(model, info.collective, algorithm, comm.size(), call.bytes());
-        // For a given memory scale the model is linear in its parameters: the time per unit
-        // of alpha, beta, gamma, delta and betaOneWay, so that other parameters (fitted ones,
-        // other links) can be tried without a run.
-        json terms = json::array();
-        for (int i = 0; i < 5; ++i) {
-          CostModel unit{.alpha = i == 0 ? 1.0 : 0.0,
-                         .beta = i == 1 ? 1.0 : 0.0,
-                         .gamma = i == 2 ? 1.0 : 0.0,
-                         .delta = i == 3 ? 1.0 : 0.0,
-                         .betaOneWay = i == 4 ? 1.0 : 1e-300,  // not 0, which means beta
-                         .smallFactor = model.smallFactor,
-                         .memoryFactor = model.memoryFactor,
-                         .cacheBytes = model.cacheBytes,
-                         .directBytes = model.directBytes};
-          terms.push_back(
-              predictSeconds(unit, info.collective, algorithm, comm.size(), call.bytes()));
-        }
-        row["terms"] = terms;
+        predictRow(row, model, comm.size());
         row["busbw_gbps"] = call.bytes() / seconds * busFactor(info.collective, comm.size()) / 1e9;
         rows.push_back(row);
       }
     }
   }
   return rows;
+}
+
+json repredict(const json& report) {
+  const CostModel model = modelOf(report);
+  if (!report.contains("ranks") || !report.at("ranks").is_number_integer() ||
+      !report.contains("rows") || !report.at("rows").is_array()) {
+    throw InvalidArgument(
+        "the report has no \"ranks\" and \"rows\" (write one with ringlet-model measure -o)");
+  }
+  json out = report;
+  const int ranks = report.at("ranks").get<int>();
+  for (json& row : out.at("rows")) {
+    for (const char* key : {"collective", "algorithm", "bytes"}) {
+      if (!row.contains(key)) {
+        throw InvalidArgument(fmt::format("a row of the report has no \"{}\"", key));
+      }
+    }
+    predictRow(row, model, ranks);
+  }
+  return out;
 }
 
 }  // namespace ringlet::model

@@ -33,6 +33,11 @@ struct MeasureOptions {
 //    terms: the prediction per unit of alpha, beta, gamma, delta (the model is linear in them)}
 nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options);
 
+// A report of measure() (with describe()'s header) predicted again with this build's formulas:
+// every row's predicted_s and terms, from the report's own model. For trying a change of the
+// formulas on stored reports. Throws InvalidArgument naming what the report lacks.
+nlohmann::ordered_json repredict(const nlohmann::ordered_json& report);
+
 // The report's header: ranks, links, the model's parameters.
 nlohmann::ordered_json describe(const Communicator& comm);
 

@@ -48,7 +48,7 @@ std::string seconds(double s) {
 
 }  // namespace
 
-std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions& options) {
+CostModel modelOf(const nlohmann::ordered_json& report) {
   if (!report.contains("model")) {
     throw InvalidArgument("the report has no \"model\" (write one with ringlet-model measure -o)");
   }
@@ -61,15 +61,21 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
     }
     return m.at(key).get<double>();
   };
-  const CostModel here{.alpha = m.contains("alpha_s_per_message") ? number("alpha_s_per_message")
-                                                                  : number("alpha_s"),
-                       .beta = number("beta_s_per_byte"),
-                       .gamma = number("gamma_s_per_byte"),
-                       .delta = number("delta_s_per_byte"),
-                       .betaOneWay = m.value("beta_one_way_s_per_byte", 0.0),
-                       .smallFactor = m.value("small_factor", 1.0),
-                       .memoryFactor = m.value("memory_factor", 1.0),
-                       .cacheBytes = m.value("cache_bytes", 0.0)};
+  return {.alpha =
+              m.contains("alpha_s_per_message") ? number("alpha_s_per_message") : number("alpha_s"),
+          .beta = number("beta_s_per_byte"),
+          .gamma = number("gamma_s_per_byte"),
+          .delta = number("delta_s_per_byte"),
+          .betaOneWay = m.value("beta_one_way_s_per_byte", 0.0),
+          .smallFactor = m.value("small_factor", 1.0),
+          .memoryFactor = m.value("memory_factor", 1.0),
+          .cacheBytes = m.value("cache_bytes", 0.0),
+          .ranksShareCores = m.value("ranks_share_cores", false),
+          .directBytes = m.value("direct_bytes", 0.0)};
+}
+
+std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions& options) {
+  const CostModel here = modelOf(report);
   if (options.linkAlpha.size() != 1 && options.linkAlpha.size() != options.gbits.size()) {
     throw InvalidArgument(
         fmt::format("--link-alpha gives {} values for {} links: give one for all, or one per link",
@@ -114,6 +120,7 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
           link.beta = 8.0 / (options.gbits[i] * 1e9);
           link.betaOneWay = 0;             // a network link is full duplex: one way costs beta too
           link.linkBytesInMemory = false;  // nor does its rate depend on the caches
+          link.directBytes = 0;            // nor does it lend messages (shared memory's)
           links.emplace_back(fmt::format("{:g} Gbit/s", options.gbits[i]), link);
         }
         for (const auto& [label, model] : links) {

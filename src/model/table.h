@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ringlet/communicator.h"
+
 namespace ringlet::model {
 
 struct TableOptions {
@@ -27,6 +29,10 @@ struct TableOptions {
 // measured gamma and delta (the reduction still runs on this CPU). Throws InvalidArgument when
 // `report` has no model.
 std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions& options);
+
+// The cost model a report of ringlet-model measure was predicted with (its "model"); throws
+// InvalidArgument naming what is missing.
+CostModel modelOf(const nlohmann::ordered_json& report);
 
 // "64K", "1M", "4096". Throws InvalidArgument naming `what`.
 size_t parseBytes(std::string_view text, std::string_view what);

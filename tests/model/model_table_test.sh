@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ringlet-model table on a report measured earlier (docs/data/model-n4.json): one section per
 # collective with every algorithm's prediction, the choice and its bus bandwidth; bad options
-# are one clear error.
+# are one clear error. ringlet-model predict on the same report: every row predicted again from
+# the report's own parameters.
 #
 #   model_table_test.sh BIN_DIR REPORT
 set -u
@@ -55,4 +56,25 @@ echo '{"model": {"alpha_s": "fast", "beta_s_per_byte": 1e-10, "gamma_s_per_byte"
 err=$("$bin/ringlet-model" table "$tmp/text-alpha.json" 2>&1) && fail "a text alpha was accepted"
 grep -q '^ringlet: the report.s "model" has no number "alpha_s"$' <<<"$err" ||
   fail "unclear error: $err"
+
+# predict: the same rows, each with a positive prediction, from the report's own model: the same
+# report with a 1-second alpha predicts every row at a second or more.
+"$bin/ringlet-model" predict "$report" -o "$tmp/again.json" > "$tmp/again.txt" ||
+  fail "ringlet-model predict failed: $(cat "$tmp/again.txt")"
+[[ $(grep -c '"predicted_s"' "$tmp/again.json") == $(grep -c '"predicted_s"' "$report") ]] ||
+  fail "predict wrote another number of rows"
+rows=$(grep -c "^allreduce \|^allgather \|^reducescatter \|^broadcast " "$tmp/again.txt")
+(( rows == $(grep -c '"predicted_s"' "$report") )) || fail "predict printed $rows rows"
+awk '/^(allreduce|allgather|reducescatter|broadcast) / { if ($5 + 0 <= 0) exit 1 }' \
+  "$tmp/again.txt" || fail "a predicted time is not positive: $(cat "$tmp/again.txt")"
+sed 's/"alpha_s": [0-9.e+-]*/"alpha_s": 1/' "$report" > "$tmp/slow.json"
+"$bin/ringlet-model" predict "$tmp/slow.json" > "$tmp/slow.txt" || fail "predict failed on slow"
+awk '/^(allreduce|allgather|reducescatter|broadcast) / { if ($5 + 0 < 1e6) exit 1 }' \
+  "$tmp/slow.txt" || fail "a 1-second alpha predicted a row under a second: $(cat "$tmp/slow.txt")"
+echo '{"model": {"alpha_s": 1e-6, "beta_s_per_byte": 1e-10, "gamma_s_per_byte": 1e-11,
+  "delta_s_per_byte": 1e-11}, "ranks": 2, "rows": [{"collective": "allreduce", "bytes": 8}]}' \
+  > "$tmp/no-algorithm.json"
+err=$("$bin/ringlet-model" predict "$tmp/no-algorithm.json" 2>&1) &&
+  fail "a row without an algorithm was accepted"
+grep -q '^ringlet: a row of the report has no "algorithm"$' <<<"$err" || fail "unclear error: $err"
 echo "ok"
