@@ -305,8 +305,15 @@ TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
     return choose(c, n, 64 << 20, 512 << 10, m, Algorithm::kAuto);
   };
   EXPECT_EQ(pick(Collective::kAllreduce, 4, slowMessages), Algorithm::kRecursiveDoubling);
-  // The ring and Rabenseifner move the same bytes at N=4; Rabenseifner also copies them.
-  EXPECT_EQ(pick(Collective::kAllreduce, 4, freeMessages), Algorithm::kRing);
+  // The ring and Rabenseifner send and reduce the same bytes at N=4: with free messages they
+  // cost the same (Rabenseifner no longer copies its input first), and both beat recursive
+  // doubling.
+  EXPECT_NE(pick(Collective::kAllreduce, 4, freeMessages), Algorithm::kRecursiveDoubling);
+  const double ring = predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, 64 << 20,
+                                     512 << 10, freeMessages);
+  EXPECT_NEAR(predictSeconds(Collective::kAllreduce, Algorithm::kRabenseifner, 4, 64 << 20,
+                             512 << 10, freeMessages),
+              ring, 1e-9 * ring);
   EXPECT_EQ(pick(Collective::kAllreduce, 3, freeMessages), Algorithm::kRing);
   // Bruck and recursive doubling pay a latency per slice of each exchange, as the ring does per
   // slice of its pipeline: with 64 MiB the ring's pipelined steps cost fewer latencies.
