@@ -42,7 +42,8 @@
 // The root's link carries every other block once either way, one way. The tree's inner ranks
 // take in their subtrees' blocks and send them on (f m bytes, f = 5/8 at n = 8, 0 at n <= 3):
 // the hop fits beside the root's receives only while every rank has a core and memory bandwidth
-// to spare, so it is priced as a copy on the path. The linear root takes n-1 messages in turn
+// to spare, so it is priced as a copy on the path (f m d; a scatter's where ranks share cores
+// waits for them: a link byte, f m b1). The linear root takes n-1 messages in turn
 // instead of ceil(log2 n), and needs a link to every rank. The rooted v-forms price their blocks
 // the same way, the root's own left out of the link bytes and the largest other one filling the
 // pipeline: (m - c_root + min(c, s)) b1.
@@ -317,9 +318,16 @@ Rates ratesFor(const CostModel& model, Collective collective, double m, double n
 }
 
 // Gather and scatter, tree or linear (the table above), for blocks in relative order (the root's
-// first).
+// first). `forwardOnPath`: the inner ranks' forwarding is priced as link bytes (b1) where it
+// otherwise costs a copy (d) beside the root's messages: a scatter whose ranks share cores
+// (CostModel::ranksShareCores). There the inner rank forwards only after its own receive, and the
+// cores it would overlap on are taken; 4 ranks on 2 cores (lent messages), 1 MiB, four
+// alternating runs: scatter tree 121-217 us (median 167), linear 54-171 (80), which the copy's
+// price had put the other way once alpha passed 6 us. A gather's root takes the blocks in turn
+// either way, and the tree's hop overlaps its receives: tree 95-158 us (119), linear 122-151
+// (138) in the same runs; priced as before.
 double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double slice,
-                     const Rates& rates) {
+                     const Rates& rates, bool forwardOnPath) {
   const int n = static_cast<int>(blocks.size());
   double m = 0;
   double largest = 0;  // of the blocks that cross a link
@@ -337,7 +345,8 @@ double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double
     const int last = v + std::min(v & -v, n - v);
     for (int u = v + 1; u < last; ++u) forwarded += static_cast<double>(blocks[u]);
   }
-  return ceilLog2(n) * rates.a + linkBytes * rates.b1 + forwarded * rates.d;
+  return ceilLog2(n) * rates.a + linkBytes * rates.b1 +
+         forwarded * (forwardOnPath ? rates.b1 : rates.d);
 }
 
 }  // namespace
@@ -499,7 +508,8 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     case Collective::kGather:
     case Collective::kScatter: {
       const std::vector<size_t> blocks(static_cast<size_t>(size), bytes / size);
-      return rootedSeconds(algorithm, blocks, slice, {a, b, b1, g, d});
+      return rootedSeconds(algorithm, blocks, slice, {a, b, b1, g, d},
+                           model.ranksShareCores && collective == Collective::kScatter);
     }
     case Collective::kBarrier:
       if (algorithm == Algorithm::kDissemination) return rounds * a;
@@ -524,7 +534,8 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
   if (collective == Collective::kGatherv || collective == Collective::kScatterv) {
     return rootedSeconds(algorithm, blockBytes,
                          static_cast<double>(std::max<size_t>(sliceBytes, 1)),
-                         ratesFor(model, collective, m, n));
+                         ratesFor(model, collective, m, n),
+                         model.ranksShareCores && collective == Collective::kScatterv);
   }
   const bool gather = collective == Collective::kAllgatherv;
   if (!gather && collective != Collective::kReduceScatterv) {

@@ -559,5 +559,41 @@ TEST(CostModel, RootedCollectivesTakeTheLinearScheduleForLargeBlocks) {
   }
 }
 
+// Ranks that share cores: a scatter's inner rank forwards after its own receive, on cores the
+// root's messages also wait for, so a forwarded byte costs a link byte, not a copy beside them.
+// The model of a 4-rank job on 2 cores (alpha 8 us, 6.58 GB/s one way, 43.7 GB/s memcpy): 1 MiB,
+// blocks of 256 KiB, one of them forwarded: the tree with cores of their own (one message less
+// than the linear root's three, 6 us of copy), the linear root where they share (40 us of
+// link). A gather's hop overlaps its root's receives: the tree either way.
+TEST(CostModel, SharedCoresPriceTheScatterTreesForwardingAsLinkBytes) {
+  CostModel model{.alpha = 8e-6,
+                  .beta = 1 / 3.33e9,
+                  .gamma = 1 / 297e9,
+                  .delta = 1 / 43.7e9,
+                  .betaOneWay = 1 / 6.58e9};
+  const size_t slice = 512 << 10;
+  const std::vector<size_t> blocks(4, 256 << 10);
+  for (bool shared : {false, true}) {
+    model.ranksShareCores = shared;
+    const Algorithm scatter = shared ? Algorithm::kLinear : Algorithm::kTree;
+    EXPECT_EQ(choose(Collective::kScatter, 4, 1 << 20, slice, model, Algorithm::kAuto), scatter);
+    EXPECT_EQ(chooseForBlocks(Collective::kScatterv, blocks, slice, model, Algorithm::kAuto),
+              scatter);
+    EXPECT_EQ(choose(Collective::kGather, 4, 1 << 20, slice, model, Algorithm::kAuto),
+              Algorithm::kTree);
+    EXPECT_EQ(chooseForBlocks(Collective::kGatherv, blocks, slice, model, Algorithm::kAuto),
+              Algorithm::kTree);
+    // Tiny blocks: the messages decide.
+    EXPECT_EQ(choose(Collective::kScatter, 4, 64, slice, model, Algorithm::kAuto),
+              Algorithm::kTree);
+  }
+  // Three ranks forward nothing: the same either way.
+  model.ranksShareCores = false;
+  const double own =
+      predictSeconds(Collective::kScatter, Algorithm::kTree, 3, 3 << 20, slice, model);
+  model.ranksShareCores = true;
+  EXPECT_DOUBLE_EQ(predictSeconds(Collective::kScatter, Algorithm::kTree, 3, 3 << 20, slice, model),
+                   own);
+}
 }  // namespace
 }  // namespace ringlet::collectives
