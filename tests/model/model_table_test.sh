@@ -67,10 +67,24 @@ rows=$(grep -c "^allreduce \|^allgather \|^reducescatter \|^broadcast " "$tmp/ag
 (( rows == $(grep -c '"predicted_s"' "$report") )) || fail "predict printed $rows rows"
 awk '/^(allreduce|allgather|reducescatter|broadcast) / { if ($5 + 0 <= 0) exit 1 }' \
   "$tmp/again.txt" || fail "a predicted time is not positive: $(cat "$tmp/again.txt")"
+# The summary counts the rows from 64 KiB whose error is within 25% (the printed error is
+# rounded: a row printed at 25% may count either way).
+read -r sure maybe judged < <(awk '/^(allreduce|allgather|reducescatter|broadcast) / && $3 >= 65536 {
+  e = $6; sub(/%/, "", e); e += 0; e = e < 0 ? -e : e; n++; if (e < 25) s++; if (e <= 25) m++ }
+  END { print s + 0, m + 0, n + 0 }' "$tmp/again.txt")
+summary=$(grep "^from 64 KiB: " "$tmp/again.txt") || fail "no summary line: $(tail -2 "$tmp/again.txt")"
+[[ $summary =~ ^from\ 64\ KiB:\ ([0-9]+)\ of\ ([0-9]+)\ predictions\ within\ 25%.*\ at\ ([0-9]+)\ of\ ([0-9]+)\ collective\ sizes$ ]] ||
+  fail "unexpected summary: $summary"
+(( BASH_REMATCH[2] == judged && BASH_REMATCH[1] >= sure && BASH_REMATCH[1] <= maybe )) ||
+  fail "summary $summary against $sure-$maybe of $judged rows"
+(( judged > 0 && BASH_REMATCH[4] > 0 && BASH_REMATCH[3] <= BASH_REMATCH[4] )) ||
+  fail "summary counts no sizes: $summary"
 sed 's/"alpha_s": [0-9.e+-]*/"alpha_s": 1/' "$report" > "$tmp/slow.json"
 "$bin/ringlet-model" predict "$tmp/slow.json" > "$tmp/slow.txt" || fail "predict failed on slow"
 awk '/^(allreduce|allgather|reducescatter|broadcast) / { if ($5 + 0 < 1e6) exit 1 }' \
   "$tmp/slow.txt" || fail "a 1-second alpha predicted a row under a second: $(cat "$tmp/slow.txt")"
+grep -q "^from 64 KiB: 0 of [1-9][0-9]* predictions within 25%" "$tmp/slow.txt" ||
+  fail "a 1-second alpha's predictions counted as close: $(tail -1 "$tmp/slow.txt")"
 echo '{"model": {"alpha_s": 1e-6, "beta_s_per_byte": 1e-10, "gamma_s_per_byte": 1e-11,
   "delta_s_per_byte": 1e-11}, "ranks": 2, "rows": [{"collective": "allreduce", "bytes": 8}]}' \
   > "$tmp/no-algorithm.json"
