@@ -414,10 +414,11 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         // recursive doubling's time).
         case Algorithm::kRecursiveDoubling:
           return (L + 2 * e) * a + (L * b + 2 * e * b1) * m + (L + e) * m * g;
-        // Rabenseifner: the halving's exchanges reduce from the caller's input (priced with a
-        // copy of what each step sends, 2(p-1)/p m d, while the whole input was first copied
-        // into the output: N = 2, 64 MiB, 1.6x the ring's time, now the same), then the
-        // doubling's.
+        // Rabenseifner: X slices in each half. Its halving reduces from the caller's input; it
+        // used to copy the whole input into the output first, which this price counted as a copy
+        // of what each step sends (2(p-1)/p m d; N = 2, 64 MiB: 1.6x the ring's time, now the
+        // ring's). The form across hosts still carries that term: it was fitted to runs made
+        // with the copy and has not been measured since (docs/multi-host.md).
         case Algorithm::kRabenseifner:
           if (hosts > 1 && e == 0 && p % hosts == 0 && (hosts & (hosts - 1)) == 0) {
             const double h = hosts;

@@ -75,7 +75,9 @@ CostModel modelOf(const nlohmann::ordered_json& report) {
 }
 
 std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions& options) {
-  const CostModel here = modelOf(report);
+  // Whether the measured job's ranks shared cores says nothing about the ranks extrapolated to.
+  CostModel here = modelOf(report);
+  here.ranksShareCores = false;
   if (options.linkAlpha.size() != 1 && options.linkAlpha.size() != options.gbits.size()) {
     throw InvalidArgument(
         fmt::format("--link-alpha gives {} values for {} links: give one for all, or one per link",

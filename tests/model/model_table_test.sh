@@ -57,6 +57,14 @@ err=$("$bin/ringlet-model" table "$tmp/text-alpha.json" 2>&1) && fail "a text al
 grep -q '^ringlet: the report.s "model" has no number "alpha_s"$' <<<"$err" ||
   fail "unclear error: $err"
 
+# Whether the measured job's ranks shared cores does not carry over to the ranks the table
+# extrapolates to: the same table with and without it.
+sed 's/"direct_bytes": \([0-9.e+-]*\)/"direct_bytes": \1, "ranks_share_cores": true/' "$report" \
+  > "$tmp/shared.json"
+grep -q '"ranks_share_cores": true' "$tmp/shared.json" || fail "could not mark the report"
+[[ $("$bin/ringlet-model" table "$tmp/shared.json") == $("$bin/ringlet-model" table "$report") ]] ||
+  fail "a measuring job whose ranks shared cores changed the extrapolation"
+
 # predict: the same rows, each with a positive prediction, from the report's own model: the same
 # report with a 1-second alpha predicts every row at a second or more.
 "$bin/ringlet-model" predict "$report" -o "$tmp/again.json" > "$tmp/again.txt" ||
