@@ -120,15 +120,21 @@ void Waiter::slowYield(Deadline start, Deadline after, bool done) {
     if (!done) return;
     if (arrival_ >= start && arrival_ <= after && after - arrival_ <= limits_.slowYield) return;
   }
-  // Within a penalty's length of the last one's end (the load is still there), one renews it.
-  const bool renews = noYieldUntil_ != Deadline{} && after <= noYieldUntil_ + limits_.yieldPenalty;
-  if (strikes_ == 0 || after - firstStrike_ > limits_.strikeWindow) {
+  // A strike amid fast yields says little about a busy process (Backoff).
+  const bool amidSlowOnes = fastYields_ <= limits_.maxFastYieldsBetweenStrikes;
+  fastYields_ = 0;
+  // Within the longest penalty of the last one's end (the load is still there), one renews it.
+  const bool renews = amidSlowOnes && noYieldUntil_ != Deadline{} &&
+                      after <= noYieldUntil_ + limits_.maxYieldPenalty;
+  if (strikes_ == 0 || !amidSlowOnes || after - firstStrike_ > limits_.strikeWindow) {
     strikes_ = 0;
     firstStrike_ = after;
   }
   if (++strikes_ < limits_.slowYieldStrikes && !renews) return;
   strikes_ = 0;
-  noYieldUntil_ = after + limits_.yieldPenalty;
+  penalty_ = renews ? std::min(limits_.penaltyGrowth * penalty_, limits_.maxYieldPenalty)
+                    : limits_.yieldPenalty;
+  noYieldUntil_ = after + penalty_;
 }
 
 bool pumpOthersForWait(const Link& self, const WaitContext& wait) {

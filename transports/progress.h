@@ -34,8 +34,10 @@
 //   - a sched_yield() that kept us off the core for longer than Backoff::slowYield may have given
 //     it to a process that does not give it back (a busy loop runs its whole time slice,
 //     milliseconds, while our data sits there): after a few such yields in a short time
-//     (Backoff::slowYieldStrikes within strikeWindow) yields stop for this link for
-//     Backoff::yieldPenalty, after which a few slow yields again are all it costs to find out.
+//     (Backoff::slowYieldStrikes within strikeWindow, with few fast yields between them) yields
+//     stop for this link for Backoff::yieldPenalty, longer each time the load is found again
+//     at the penalty's end (up to maxYieldPenalty), after which one slow yield is all it costs
+//     to find out.
 
 #include <poll.h>
 #include <sched.h>
@@ -86,9 +88,20 @@ struct Backoff {
   // A sched_yield() that took longer than this handed the core to a busy process (adapt: stop
   // yielding for yieldPenalty).
   std::chrono::nanoseconds slowYield = std::chrono::microseconds(500);
-  std::chrono::nanoseconds yieldPenalty = std::chrono::milliseconds(500);
+  // A penalty lasts yieldPenalty, penaltyGrowth times the last one where it renews that (up to
+  // maxYieldPenalty): a busy process that stays is found again at each penalty's end at the cost
+  // of one slow yield, every maxYieldPenalty once the load has lasted half a second (25, 100,
+  // 400, 500 ms), while a burst of slow yields that ends (our own ranks' work on a shared core,
+  // a job's start) stops the yields for a short while only. Every penalty lasted 500 ms before:
+  // 4 ranks on 2 cores, idle, took a few at their start, and their waits then slept through the
+  // first sizes of a benchmark (docs/busy-cores.md, "Strikes amid fast yields"). Doubling from
+  // 25 ms measured slower under load than growing by 4 (4 ranks, 8 B and 64 KiB, the first
+  // sizes a process times).
+  std::chrono::nanoseconds yieldPenalty = std::chrono::milliseconds(25);
+  std::chrono::nanoseconds maxYieldPenalty = std::chrono::milliseconds(500);
+  int penaltyGrowth = 4;
   // The penalty starts at the slowYieldStrikes-th slow yield (that counts) within strikeWindow,
-  // or at the first within yieldPenalty after the last penalty ended. A busy process takes the
+  // or at the first within maxYieldPenalty after the last penalty ended. A busy process takes the
   // core at every yield, so under load the strikes come within a few waits (4 ranks on 2 cores
   // with a busy loop per core, 16 MiB all-reduce: a median 12 ms apart), and while it stays one
   // renews the penalty; a host oversubscribed by our own ranks now and then keeps a rank's data
@@ -97,6 +110,15 @@ struct Backoff {
   // against 3.4-4.4 with fixed waits and 2.8-5.7 us for Open MPI.
   int slowYieldStrikes = 3;
   std::chrono::nanoseconds strikeWindow = std::chrono::milliseconds(100);
+  // A strike adds to the ones before it, or renews a penalty, only where at most this many
+  // fast yields came since the strike before it (since the penalty's end). A busy process
+  // makes nearly every yield slow: 0-7 fast ones between strikes (2 and 4 ranks on 2 cores, a
+  // busy loop per core, shm and TCP: 165 of 169 strikes, the other 4 after 9-64, over TCP).
+  // Our own ranks' work on a shared core (4 ranks on 2 cores, idle: a rank checking a result
+  // while another waits) makes one now and then among many fast ones: 32 of 48 strikes came
+  // after more than 64, 20 after more than 1000, and the penalties they added up to held the
+  // link's waits in futex sleeps (docs/busy-cores.md, "Strikes amid fast yields").
+  int maxFastYieldsBetweenStrikes = 32;
 
   // The policy for a rank whose host runs `ranksOnHost` ranks of its communicator; `adapt` as
   // above. Numbers from tests/shm/shm_link_perf's sweep (transports/shm/README.md) and
@@ -140,10 +162,16 @@ class Waiter {
   // for longer than Backoff::slowYield; `done`: the data had come by then. Counts a strike,
   // except where the link stamps arrivals and the data did not sit there for longer than
   // slowYield (or has not come): then the core went to a rank of ours that produced it, or that
-  // had its own work (an oversubscribed host), not to a busy process. The slowYieldStrikes-th
-  // strike within strikeWindow, or one soon after the last penalty ended, stops the yields for
-  // Backoff::yieldPenalty.
+  // had its own work (an oversubscribed host), not to a busy process. A strike after more than
+  // Backoff::maxFastYieldsBetweenStrikes fast yields (since the strike before it) starts the
+  // count afresh and renews nothing. The slowYieldStrikes-th strike within strikeWindow, or one
+  // soon after the last penalty ended, stops the yields for Backoff::yieldPenalty (longer where
+  // it renews the last penalty: Backoff::penaltyGrowth times it, up to maxYieldPenalty).
   void slowYield(Deadline start, Deadline after, bool done);
+  // A sched_yield() that returned within Backoff::slowYield (counted up to one past the limit).
+  void fastYield() {
+    if (fastYields_ <= limits_.maxFastYieldsBetweenStrikes) ++fastYields_;
+  }
   // From the link, once the data is there after the spin phase: the writer published it at
   // `when` (stamped links only).
   void arrived(Deadline when) { arrival_ = when; }
@@ -161,8 +189,10 @@ class Waiter {
   std::chrono::nanoseconds spinTime_ = std::chrono::nanoseconds::max();
   Deadline arrival_{};
   Deadline noYieldUntil_{};
+  std::chrono::nanoseconds penalty_{0};  // the last penalty's length
   int strikes_ = 0;
   Deadline firstStrike_{};
+  int fastYields_ = 0;  // since the last strike
 };
 
 // Blocks on `own` (the waiting link's descriptors and events; their revents are filled in) and
@@ -259,7 +289,9 @@ void waitFor(const Link& self, const WaitContext& wait, Waiter& waiter, bool slo
       ++yields;
       ::sched_yield();
       const Deadline after = Clock::now();
-      if (after - now > limits.slowYield) {
+      if (after - now <= limits.slowYield) {
+        waiter.fastYield();
+      } else {
         const bool done = ready();
         waiter.slowYield(start, after, done);
         if (done) break;

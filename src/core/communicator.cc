@@ -710,7 +710,11 @@ std::optional<Found> receiveFromAny(detail::CommunicatorImpl& impl, const collec
       // process for its time slice (milliseconds) while the message came: after a few the
       // yields stop for a while and the wait sleeps on the links, where the sender's wake-up
       // preempts the busy process (a busy loop per core: messages 3-4 ms late before).
-      if (after - before > policy.slowYield) waiter.slowYield(before, after, false);
+      if (after - before > policy.slowYield) {
+        waiter.slowYield(before, after, false);
+      } else {
+        waiter.fastYield();
+      }
     } else if (!sleepOnWatched()) {
       std::this_thread::sleep_for(sleep);
       sleep = std::min(sleep * 2, std::chrono::microseconds(kLongestSleep));

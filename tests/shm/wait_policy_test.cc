@@ -2,6 +2,7 @@
 // of wait teaches it. Times are synthetic, so nothing here depends on the machine's speed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -65,13 +66,51 @@ TEST(WaitPolicy, SlowYieldsInQuickSuccessionStopYieldingForThePenalty) {
   EXPECT_FALSE(w.mayYield(t0 + 15ms + adaptive().yieldPenalty - 1us));
   const Deadline ended = t0 + 15ms + adaptive().yieldPenalty;
   EXPECT_TRUE(w.mayYield(ended));
-  // The load is still there: the first slow yield after the penalty renews it.
+  // The load is still there: the first slow yield after the penalty renews it, for longer.
   w.slowYield(ended + 1ms, ended + 6ms, false);
+  const auto renewed = adaptive().penaltyGrowth * adaptive().yieldPenalty;
+  ASSERT_GT(renewed, adaptive().yieldPenalty);
   EXPECT_FALSE(w.mayYield(ended + 6ms + 1us));
+  EXPECT_FALSE(w.mayYield(ended + 6ms + renewed - 1us));
+  const Deadline renewedEnd = ended + 6ms + renewed;
+  EXPECT_TRUE(w.mayYield(renewedEnd));
   // Long after that penalty, one slow yield is one strike again.
-  const Deadline later = ended + 6ms + 3 * adaptive().yieldPenalty;
+  const Deadline later = renewedEnd + adaptive().maxYieldPenalty + 1ms;
   w.slowYield(later, later + 5ms, false);
   EXPECT_TRUE(w.mayYield(later + 5ms + 1us));
+}
+
+// A busy process that stays: each penalty's end finds it again with one slow yield, and each
+// renewal makes the penalty longer, up to the longest, so that finding out costs one slow yield per
+// maxYieldPenalty once the load has lasted. A burst that ended long ago (our own ranks' work
+// on a shared core, a job's start) leaves nothing behind: three strikes then start over at
+// the shortest penalty.
+TEST(WaitPolicy, APenaltyThatKeepsBeingRenewedGrowsToTheLongestThenStartsShortAgain) {
+  const Backoff limits = adaptive();
+  ASSERT_LT(limits.yieldPenalty, limits.maxYieldPenalty);
+  Waiter w(limits);
+  const Deadline t0 = Clock::now();
+  for (int i = 0; i < 3; ++i) w.slowYield(t0 + i * 5ms, t0 + (i + 1) * 5ms, false);
+  Deadline end = t0 + 15ms + limits.yieldPenalty;
+  ASSERT_FALSE(w.mayYield(end - 1us));
+  ASSERT_TRUE(w.mayYield(end));
+  auto expected = limits.yieldPenalty;
+  for (int renewal = 1; renewal <= 8; ++renewal) {
+    // The first yield after the penalty, slow again; a gap between calls (the caller's own
+    // work) shorter than the longest penalty does not lose the load.
+    const Deadline after = end + (renewal % 2 == 0 ? 3ms : limits.maxYieldPenalty - 1ms);
+    w.slowYield(after - 2ms, after, false);
+    expected = std::min(limits.penaltyGrowth * expected, limits.maxYieldPenalty);
+    EXPECT_FALSE(w.mayYield(after + expected - 1us)) << "renewal " << renewal;
+    EXPECT_TRUE(w.mayYield(after + expected)) << "renewal " << renewal;
+    end = after + expected;
+  }
+  EXPECT_EQ(expected, limits.maxYieldPenalty);
+  // The load went away; much later a burst earns the shortest penalty again.
+  const Deadline burst = end + 2 * limits.maxYieldPenalty;
+  for (int i = 0; i < 3; ++i) w.slowYield(burst + i * 5ms, burst + (i + 1) * 5ms, false);
+  EXPECT_FALSE(w.mayYield(burst + 15ms + limits.yieldPenalty - 1us));
+  EXPECT_TRUE(w.mayYield(burst + 15ms + limits.yieldPenalty));
 }
 
 // Slow yields far apart (a host oversubscribed by our own ranks, now and then a time slice)
@@ -85,6 +124,36 @@ TEST(WaitPolicy, SlowYieldsFarApartNeverStopYielding) {
     w.slowYield(at, at + 2ms, false);
     ASSERT_TRUE(w.mayYield(at + 2ms + 1us)) << "slow yield " << i;
   }
+}
+
+// A host oversubscribed by our own ranks: now and then a slow yield (another rank's work held
+// the core) among many fast ones. Three of them within the strike window never add up to a
+// penalty, nor does one right after a penalty renew it; a few fast yields between slow ones (a
+// busy process that is not always eligible to run) still do.
+TEST(WaitPolicy, SlowYieldsAmidFastOnesNeverStopYielding) {
+  const Backoff limits = adaptive();
+  const int many = limits.maxFastYieldsBetweenStrikes + 1;
+  const Deadline t0 = Clock::now();
+  Waiter w(limits);
+  for (int i = 0; i < 6; ++i) {
+    for (int k = 0; k < many; ++k) w.fastYield();
+    const Deadline at = t0 + i * 5ms;
+    w.slowYield(at, at + 2ms, false);
+    ASSERT_TRUE(w.mayYield(at + 2ms + 1us)) << "slow yield " << i;
+  }
+  // A few fast yields between them: a busy process.
+  Waiter busy(limits);
+  for (int i = 0; i < 3; ++i) {
+    for (int k = 0; k < limits.maxFastYieldsBetweenStrikes; ++k) busy.fastYield();
+    busy.slowYield(t0 + i * 5ms, t0 + i * 5ms + 2ms, false);
+  }
+  EXPECT_FALSE(busy.mayYield(t0 + 12ms + 1us));
+  // After its penalty, a slow yield amid many fast ones renews nothing.
+  const Deadline ended = t0 + 12ms + limits.yieldPenalty;
+  ASSERT_TRUE(busy.mayYield(ended));
+  for (int k = 0; k < many; ++k) busy.fastYield();
+  busy.slowYield(ended + 1ms, ended + 3ms, false);
+  EXPECT_TRUE(busy.mayYield(ended + 3ms + 1us));
 }
 
 TEST(WaitPolicy, WithStampsOnlyASlowYieldWhileTheDataSatCounts) {
