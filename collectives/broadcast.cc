@@ -65,7 +65,7 @@ void treeBroadcast(const Group& group, std::byte* buffer, size_t bytes, int root
     // Only the first child's message may come before the header check (two ranks: the only one).
     const std::function<void()>& afterFirst = child == children.front() ? afterFirstSend : none;
     if (oneMessage) {
-      if (lends && bytes <= child->directBytes()) {
+      if (lends && child->lendsBlock(bytes)) {
         child->lend(buffer, bytes, wait);
       } else {
         sendFrom(*child, buffer, bytes, wait);

@@ -121,7 +121,7 @@ void sendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
 void lendSliced(Link& link, const std::byte* data, size_t bytes, size_t slice,
                 const WaitContext& wait, size_t maxBytes, const std::function<void()>& afterFirst,
                 const std::function<void()>& whileRead) {
-  const bool lend = bytes <= std::min(maxBytes, link.directBytes());
+  const bool lend = bytes == 0 || (bytes <= maxBytes && link.lendsBlock(bytes));
   sendMessages(link, data, bytes, slice, lend, afterFirst, wait, nullptr, 0, whileRead);
 }
 
@@ -193,9 +193,7 @@ void sendToEach(std::span<PeerBlock> blocks, size_t slice, const WaitContext& wa
   std::span<PeerBlock> shared = blocks.subspan(queued.size());
   // Lent first, to every peer at once, so that they all read at the same time; then the others
   // through the slots, then the wait for the readers.
-  const auto lent = [&](const PeerBlock& b) {
-    return lend && b.bytes > 0 && b.bytes <= b.link->directBytes();
-  };
+  const auto lent = [&](const PeerBlock& b) { return lend && b.link->lendsBlock(b.bytes); };
   for (PeerBlock& b : shared) {
     if (!lent(b)) continue;
     const size_t step = messageBytes(*b.link, slice);
@@ -257,7 +255,8 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const std::byte* local = x.local != nullptr ? x.local : x.recv;
   // The caller's bytes may stay in x.send until the flush below, the peer reading them itself
   // (Link::lend), unless this rank's receives write over them meanwhile.
-  const bool lends = x.lend && !x.reduce && !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
+  const bool lends = x.lend && !x.reduce && x.sendBytes >= x.out->directMinBytes() &&
+                     !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
   size_t sent = 0;
   size_t received = 0;
   AfterFirstSend once(x.afterFirstSend);

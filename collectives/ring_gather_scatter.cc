@@ -94,7 +94,8 @@ bool allgatherRingLent(const Group& group, const std::byte* send, std::byte* rec
   }
   const size_t largest = std::min(next.directBytes(), next.maxMessageBytes());
   for (int c = 0; c < n; ++c) {
-    if (piece(c, 0).count * eb > largest) return false;
+    const size_t bytes = piece(c, 0).count * eb;
+    if (bytes > largest || (bytes > 0 && bytes < next.directMinBytes())) return false;
   }
   std::byte* mine = recv + own.offset * eb;
   if (send != mine && overlaps(send, own.count * eb, recv, total * eb)) return false;

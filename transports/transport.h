@@ -182,6 +182,16 @@ class Link {
   // CostModel::directBytes); only messages of at least kDirectWriteMinBytes are: below it a
   // system call costs more than the copy it saves.
   virtual size_t directBytes() const { return 0; }
+  // The smallest block (a collective's message to one peer, however it is sliced) the link
+  // lends or has written in place; smaller ones go through the link's own memory. 0 but on
+  // shared memory between processes whose kernel copy does not pay where the host's ranks
+  // outnumber its cores (shm's `auto`: there only large blocks pay, read while the sender waits
+  // for a core).
+  virtual size_t directMinBytes() const { return 0; }
+  // Whether a block of `bytes` is lent or written in place (above: between the two bounds).
+  bool lendsBlock(size_t bytes) const {
+    return bytes > 0 && bytes >= directMinBytes() && bytes <= directBytes();
+  }
   static constexpr size_t kDirectWriteMinBytes = size_t{64} << 10;
   // The smallest message a transport's lend() leaves in the sender's memory (shm; the cost
   // model prices lent exchanges from it): below it a system call costs more than the copy it

@@ -251,9 +251,14 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // copied out of it: what a reduction adds to a transfer is its cost over a copy's (fused).
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
   // Direct writes where this rank's ring links offer them (a proxy for all its links: on one
-  // host every link is shared memory alike; across hosts some rank's ring link is TCP).
+  // host every link is shared memory alike; across hosts some rank's ring link is TCP); none
+  // where they take only large blocks (Link::directMinBytes: the sizes the model prices lent
+  // go through the slots there).
+  const bool largeOnly = group.next().directMinBytes() > 0 || group.prev().directMinBytes() > 0;
   const double direct =
-      static_cast<double>(std::min(group.next().directBytes(), group.prev().directBytes()));
+      largeOnly
+          ? 0.0
+          : static_cast<double>(std::min(group.next().directBytes(), group.prev().directBytes()));
   double values[9] = {line.alpha,         line.beta, gamma / bytes,
                       copy / bytes,       oneWay,    memory.factor,
                       -memory.cacheBytes,  // the max of its negation: the smallest

@@ -609,9 +609,15 @@ std::string CommunicatorImpl::describeLinks() const {
   std::string out;
   for (const transport::Link* link : activeLinks_) {
     if (!out.empty()) out += ", ";
-    // "+direct": lent messages and direct writes on (shm: RINGLET_SHM_DIRECT, measured).
-    out += fmt::format("{}:{}{}", link->peer(), link->transportName(),
-                       link->directBytes() > 0 ? "+direct" : "");
+    // "+direct": lent messages and direct writes on (shm: RINGLET_SHM_DIRECT, measured);
+    // "+direct>=2MiB": for blocks of at least that size only (Link::directMinBytes).
+    std::string direct;
+    if (link->directBytes() > 0) {
+      direct = link->directMinBytes() > 0
+                   ? fmt::format("+direct>={}MiB", link->directMinBytes() >> 20)
+                   : std::string("+direct");
+    }
+    out += fmt::format("{}:{}{}", link->peer(), link->transportName(), direct);
   }
   return out.empty() ? "none (world of one)" : out;
 }

@@ -556,6 +556,56 @@ TEST(ShmTransport, AutoDirectIsOnBetweenThreadsAndMeasuredBetweenProcesses) {
   EXPECT_EQ(directBetween(Direct::kAuto, false, false), kernelCopy().pays());
 }
 
+// Ranks that outnumber the cores lend between processes whose kernel copy does not pay only
+// blocks of at least kOversubscribedDirectMinBytes; everywhere else every block the link allows.
+TEST(ShmTransport, AutoLendsOnlyLargeBlocksWhereRanksOutnumberCoresAndTheKernelCopyIsSlow) {
+  using transport::shm::directMinBytesBetween;
+  using transport::shm::kernelCopy;
+  using transport::shm::kOversubscribedDirectMinBytes;
+  using Direct = ShmOptions::Direct;
+  EXPECT_EQ(directMinBytesBetween(Direct::kOn, false, true), 0u);
+  EXPECT_EQ(directMinBytesBetween(Direct::kAuto, true, true), 0u) << "threads: a memcpy";
+  EXPECT_EQ(directMinBytesBetween(Direct::kAuto, false, false), 0u);
+  EXPECT_EQ(directMinBytesBetween(Direct::kAuto, false, true),
+            kernelCopy().pays() ? 0u : kOversubscribedDirectMinBytes);
+}
+
+// Link::lendsBlock: between directMinBytes and directBytes, never an empty block.
+TEST(ShmLink, LendsBlocksBetweenItsBounds) {
+  struct Bounded : transport::Link {
+    Bounded(size_t lo, size_t hi) : Link(1), lo_(lo), hi_(hi) {}
+    size_t directBytes() const override { return hi_; }
+    size_t directMinBytes() const override { return lo_; }
+    std::string_view transportName() const override { return "test"; }
+    std::string describe() const override { return "test"; }
+    size_t maxMessageBytes() const override { return 0; }
+    std::byte* sendBuffer(size_t, std::byte*, const transport::WaitContext&) override {
+      return nullptr;
+    }
+    void send(const std::byte*, size_t, const transport::WaitContext&) override {}
+    void flush(const transport::WaitContext&) override {}
+    const std::byte* recv(size_t, const transport::WaitContext&) override { return nullptr; }
+    void release() override {}
+    void recvInto(std::byte*, size_t, const transport::WaitContext&) override {}
+    const std::byte* recvAny(size_t, size_t*, const transport::WaitContext&) override {
+      return nullptr;
+    }
+    bool pump() override { return false; }
+    void abort(int, std::string_view) override {}
+    size_t lo_, hi_;
+  };
+  const Bounded all(0, 1 << 20), large(2 << 20, 1 << 20), none(0, 0), some(64 << 10, 4 << 20);
+  EXPECT_FALSE(all.lendsBlock(0));
+  EXPECT_TRUE(all.lendsBlock(1));
+  EXPECT_TRUE(all.lendsBlock(1 << 20));
+  EXPECT_FALSE(all.lendsBlock((1 << 20) + 1));
+  EXPECT_FALSE(large.lendsBlock(1 << 20)) << "a floor above the ceiling lends nothing";
+  EXPECT_FALSE(none.lendsBlock(4096));
+  EXPECT_FALSE(some.lendsBlock((64 << 10) - 1));
+  EXPECT_TRUE(some.lendsBlock(64 << 10));
+  EXPECT_TRUE(some.lendsBlock(4 << 20));
+}
+
 TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostItsShareOfTheSlotsTwo) {
   using transport::shm::KernelCopy;
   EXPECT_TRUE(KernelCopy::kernelPays(KernelCopy::kShare * 1e-5, 1e-5));

@@ -88,10 +88,11 @@ class ShmTransport final : public Transport {
     return PeerWatch(context_.peers[context_.rank], context_.peers[peer]);
   }
   std::unique_ptr<Link> makeLink(int peer, Segment segment, int side, PeerWatch watch) const {
-    const bool direct = directBetween(options_.direct, watch.sameProcess(),
-                                      context_.ranksOnHost > Backoff::usableCpus());
-    return std::make_unique<ShmLink>(context_.rank, peer, std::move(segment), side,
-                                     std::move(watch), backoff_, direct);
+    const bool outnumber = context_.ranksOnHost > Backoff::usableCpus();
+    const bool direct = directBetween(options_.direct, watch.sameProcess(), outnumber);
+    return std::make_unique<ShmLink>(
+        context_.rank, peer, std::move(segment), side, std::move(watch), backoff_, direct,
+        direct ? directMinBytesBetween(options_.direct, watch.sameProcess(), outnumber) : 0);
   }
 
   // Membarrier fences move a fence's cost from every message to every sleep (shm_wait.h): worth
@@ -218,6 +219,11 @@ std::string describeKernelCopy(const KernelCopy& copy) {
 
 }  // namespace
 
+size_t directMinBytesBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores) {
+  if (mode != ShmOptions::Direct::kAuto || sameProcess || !ranksOutnumberCores) return 0;
+  return kernelCopy().pays() ? 0 : kOversubscribedDirectMinBytes;
+}
+
 bool directBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores) {
   switch (mode) {
     case ShmOptions::Direct::kOn:
@@ -304,8 +310,9 @@ TransportEntry transportEntry() {
                    "1: messages of 64 KiB and more written straight into the receiver's memory "
                    "where it waits for them, or (16 KiB and more) read by the receiver from "
                    "the sender's; 0: always through the slots; auto (default): 1 between "
-                   "threads, where ranks outnumber cores, and between processes where the "
-                   "kernel's copy is measured to pay"}},
+                   "threads and between processes where the kernel's copy is measured to "
+                   "pay; where ranks outnumber cores and it does not, blocks of 2 MiB and "
+                   "more (and the all-to-all's)"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           const ShmOptions options = ShmOptions::fromSettings(settings);
@@ -337,9 +344,10 @@ TransportEntry transportEntry() {
         }
         std::string direct = options.direct == ShmOptions::Direct::kOn ? "on" : "off";
         if (options.direct == ShmOptions::Direct::kAuto) {
-          direct = fmt::format("between processes {} ({}; on wherever ranks outnumber cores)",
-                               directBetween(options.direct, false, false) ? "on" : "off",
-                               describeKernelCopy(kernelCopy()));
+          const bool pays = directBetween(options.direct, false, false);
+          direct = fmt::format("between processes {} ({}; where ranks outnumber cores {})",
+                               pays ? "on" : "off", describeKernelCopy(kernelCopy()),
+                               pays ? "on" : "blocks of 2 MiB and more");
         }
         return fmt::format(
             "segments in {} ({}), {} slots x {} KiB per link direction, direct writes and "
