@@ -255,7 +255,7 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const std::byte* local = x.local != nullptr ? x.local : x.recv;
   // The caller's bytes may stay in x.send until the flush below, the peer reading them itself
   // (Link::lend), unless this rank's receives write over them meanwhile.
-  const bool lends = x.lend && !x.reduce && x.sendBytes >= x.out->directMinBytes() &&
+  const bool lends = x.lend && !x.reduce && !x.out->lendsForAllToAllOnly() &&
                      !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
   size_t sent = 0;
   size_t received = 0;

@@ -70,9 +70,7 @@ bool lendsAllAtOnce(const Group& group, const AllToAllvArgs& args, size_t sliceB
     const size_t sendSlice = sliceOn(out, sliceBytes);
     if (!out.sharesMemory() || !in.sharesMemory() || out.directBytes() == 0) return false;
     if (std::min(sendBytes, sendSlice) > out.directBytes()) return false;
-    // Not Link::directMinBytes: every block lent at once pays where ranks wait for cores even
-    // when the kernel's copy is slow (4 ranks on 2 cores, 256 KiB-64 MiB: level idle, up to 2x
-    // faster under load than the step-by-step exchange through the slots).
+    // Also where the link lends for this all-to-all only (Link::lendsForAllToAllOnly).
     // Past one message each must be lent, not copied into the link (which may wait for room
     // while the peer, lending too, reads nothing): all but the last, shorter, one.
     const size_t sendMessages = messages(sendBytes, sendSlice);

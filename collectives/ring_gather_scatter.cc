@@ -89,13 +89,12 @@ bool allgatherRingLent(const Group& group, const std::byte* send, std::byte* rec
   Link& prev = group.prev();
   const size_t eb = elementSize(type);
   if (n < 3 || !next.sharesMemory() || !prev.sharesMemory() || next.directBytes() == 0 ||
-      total * eb >= kernels::kStreamingBytes) {
+      next.lendsForAllToAllOnly() || total * eb >= kernels::kStreamingBytes) {
     return false;
   }
   const size_t largest = std::min(next.directBytes(), next.maxMessageBytes());
   for (int c = 0; c < n; ++c) {
-    const size_t bytes = piece(c, 0).count * eb;
-    if (bytes > largest || (bytes > 0 && bytes < next.directMinBytes())) return false;
+    if (piece(c, 0).count * eb > largest) return false;
   }
   std::byte* mine = recv + own.offset * eb;
   if (send != mine && overlaps(send, own.count * eb, recv, total * eb)) return false;

@@ -182,15 +182,16 @@ class Link {
   // CostModel::directBytes); only messages of at least kDirectWriteMinBytes are: below it a
   // system call costs more than the copy it saves.
   virtual size_t directBytes() const { return 0; }
-  // The smallest block (a collective's message to one peer, however it is sliced) the link
-  // lends or has written in place; smaller ones go through the link's own memory. 0 but on
-  // shared memory between processes whose kernel copy does not pay where the host's ranks
-  // outnumber its cores (shm's `auto`: there only large blocks pay, read while the sender waits
-  // for a core).
-  virtual size_t directMinBytes() const { return 0; }
-  // Whether a block of `bytes` is lent or written in place (above: between the two bounds).
+  // Whether the link lends only to the pairwise all-to-all, which lends every peer's block at
+  // once and takes the peers' as they come; every other caller, and direct writes, go through
+  // the link's own memory. Shm's `auto` between processes whose kernel copy does not pay, where
+  // the host's ranks outnumber its cores: there only that all-to-all gained from lending, its
+  // blocks read while their sender waits for a core (transports/shm/README.md).
+  virtual bool lendsForAllToAllOnly() const { return false; }
+  // Whether a block of `bytes` (a collective's message to one peer, however it is sliced) is
+  // lent or written in place by a caller other than that all-to-all.
   bool lendsBlock(size_t bytes) const {
-    return bytes > 0 && bytes >= directMinBytes() && bytes <= directBytes();
+    return bytes > 0 && bytes <= directBytes() && !lendsForAllToAllOnly();
   }
   static constexpr size_t kDirectWriteMinBytes = size_t{64} << 10;
   // The smallest message a transport's lend() leaves in the sender's memory (shm; the cost

@@ -252,11 +252,11 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
   // Direct writes where this rank's ring links offer them (a proxy for all its links: on one
   // host every link is shared memory alike; across hosts some rank's ring link is TCP); none
-  // where they take only large blocks (Link::directMinBytes: the sizes the model prices lent
-  // go through the slots there).
-  const bool largeOnly = group.next().directMinBytes() > 0 || group.prev().directMinBytes() > 0;
+  // where they lend for the all-to-all only (Link::lendsForAllToAllOnly).
+  const bool allToAllOnly =
+      group.next().lendsForAllToAllOnly() || group.prev().lendsForAllToAllOnly();
   const double direct =
-      largeOnly
+      allToAllOnly
           ? 0.0
           : static_cast<double>(std::min(group.next().directBytes(), group.prev().directBytes()));
   double values[9] = {line.alpha,         line.beta, gamma / bytes,

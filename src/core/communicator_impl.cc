@@ -610,13 +610,10 @@ std::string CommunicatorImpl::describeLinks() const {
   for (const transport::Link* link : activeLinks_) {
     if (!out.empty()) out += ", ";
     // "+direct": lent messages and direct writes on (shm: RINGLET_SHM_DIRECT, measured);
-    // "+direct>=2MiB": for blocks of at least that size only (Link::directMinBytes).
-    std::string direct;
-    if (link->directBytes() > 0) {
-      direct = link->directMinBytes() > 0
-                   ? fmt::format("+direct>={}MiB", link->directMinBytes() >> 20)
-                   : std::string("+direct");
-    }
+    // "+direct(all-to-all)": the all-to-all's lent blocks only (Link::lendsForAllToAllOnly).
+    const char* direct = link->directBytes() == 0       ? ""
+                         : link->lendsForAllToAllOnly() ? "+direct(all-to-all)"
+                                                        : "+direct";
     out += fmt::format("{}:{}{}", link->peer(), link->transportName(), direct);
   }
   return out.empty() ? "none (world of one)" : out;

@@ -556,26 +556,25 @@ TEST(ShmTransport, AutoDirectIsOnBetweenThreadsAndMeasuredBetweenProcesses) {
   EXPECT_EQ(directBetween(Direct::kAuto, false, false), kernelCopy().pays());
 }
 
-// Ranks that outnumber the cores lend between processes whose kernel copy does not pay only
-// blocks of at least kOversubscribedDirectMinBytes; everywhere else every block the link allows.
-TEST(ShmTransport, AutoLendsOnlyLargeBlocksWhereRanksOutnumberCoresAndTheKernelCopyIsSlow) {
-  using transport::shm::directMinBytesBetween;
+// Ranks that outnumber the cores, between processes whose kernel copy does not pay, lend only
+// to the pairwise all-to-all; everywhere else every block the link allows.
+TEST(ShmTransport, AutoLendsOnlyToTheAllToAllWhereRanksOutnumberCoresAndTheKernelCopyIsSlow) {
+  using transport::shm::directForAllToAllOnly;
   using transport::shm::kernelCopy;
-  using transport::shm::kOversubscribedDirectMinBytes;
   using Direct = ShmOptions::Direct;
-  EXPECT_EQ(directMinBytesBetween(Direct::kOn, false, true), 0u);
-  EXPECT_EQ(directMinBytesBetween(Direct::kAuto, true, true), 0u) << "threads: a memcpy";
-  EXPECT_EQ(directMinBytesBetween(Direct::kAuto, false, false), 0u);
-  EXPECT_EQ(directMinBytesBetween(Direct::kAuto, false, true),
-            kernelCopy().pays() ? 0u : kOversubscribedDirectMinBytes);
+  EXPECT_FALSE(directForAllToAllOnly(Direct::kOn, false, true));
+  EXPECT_FALSE(directForAllToAllOnly(Direct::kAuto, true, true)) << "threads: a memcpy";
+  EXPECT_FALSE(directForAllToAllOnly(Direct::kAuto, false, false));
+  EXPECT_EQ(directForAllToAllOnly(Direct::kAuto, false, true), !kernelCopy().pays());
 }
 
-// Link::lendsBlock: between directMinBytes and directBytes, never an empty block.
-TEST(ShmLink, LendsBlocksBetweenItsBounds) {
+// Link::lendsBlock: up to directBytes, never an empty block, never where the link lends to the
+// all-to-all only.
+TEST(ShmLink, LendsBlocksUpToItsBoundUnlessForTheAllToAllOnly) {
   struct Bounded : transport::Link {
-    Bounded(size_t lo, size_t hi) : Link(1), lo_(lo), hi_(hi) {}
+    Bounded(size_t hi, bool allToAllOnly) : Link(1), hi_(hi), allToAllOnly_(allToAllOnly) {}
     size_t directBytes() const override { return hi_; }
-    size_t directMinBytes() const override { return lo_; }
+    bool lendsForAllToAllOnly() const override { return allToAllOnly_; }
     std::string_view transportName() const override { return "test"; }
     std::string describe() const override { return "test"; }
     size_t maxMessageBytes() const override { return 0; }
@@ -592,18 +591,16 @@ TEST(ShmLink, LendsBlocksBetweenItsBounds) {
     }
     bool pump() override { return false; }
     void abort(int, std::string_view) override {}
-    size_t lo_, hi_;
+    size_t hi_;
+    bool allToAllOnly_;
   };
-  const Bounded all(0, 1 << 20), large(2 << 20, 1 << 20), none(0, 0), some(64 << 10, 4 << 20);
+  const Bounded all(1 << 20, false), allToAll(1 << 20, true), none(0, false);
   EXPECT_FALSE(all.lendsBlock(0));
   EXPECT_TRUE(all.lendsBlock(1));
   EXPECT_TRUE(all.lendsBlock(1 << 20));
   EXPECT_FALSE(all.lendsBlock((1 << 20) + 1));
-  EXPECT_FALSE(large.lendsBlock(1 << 20)) << "a floor above the ceiling lends nothing";
+  EXPECT_FALSE(allToAll.lendsBlock(64 << 10));
   EXPECT_FALSE(none.lendsBlock(4096));
-  EXPECT_FALSE(some.lendsBlock((64 << 10) - 1));
-  EXPECT_TRUE(some.lendsBlock(64 << 10));
-  EXPECT_TRUE(some.lendsBlock(4 << 20));
 }
 
 TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostItsShareOfTheSlotsTwo) {

@@ -54,7 +54,7 @@ void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
 }  // namespace
 
 ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff,
-                 bool direct, size_t directMinBytes)
+                 bool direct, bool allToAllOnly)
     : Link(peer),
       rank_(rank),
       segment_(std::move(segment)),
@@ -74,7 +74,7 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       membarrierFences_(self_->membarrierFences == 1 && other_->membarrierFences == 1),
       directState_(direct && (watch_.sameProcess() || watch_.pid() > 0) ? 0 : -1),
       lends_(directState_ == 0),
-      directMinBytes_(directMinBytes),
+      allToAllOnly_(allToAllOnly),
       lentCopies_(slotCount_) {
   // The probe: a random token in this process's private memory, and where it is. A writer that
   // finds it at that address in the process it takes for this side writes into that process.
@@ -721,8 +721,7 @@ const std::byte* ShmLink::directPayload(uint64_t word, uint64_t seq) const {
 
 void ShmLink::expect(std::byte* dst, size_t bytes, size_t step) {
   if (expectActive_ || directState_ < 0 || aborted_ || dst == nullptr ||
-      step < kDirectWriteMinBytes || bytes == 0 || bytes > kDirectMaxBytes ||
-      bytes < directMinBytes_) {
+      step < kDirectWriteMinBytes || bytes == 0 || bytes > kDirectMaxBytes || allToAllOnly_) {
     return;
   }
   expectActive_ = true;

@@ -32,10 +32,10 @@ class ShmLink final : public Link {
   // `side` 0 created the segment. `watch` follows the peer process. `direct`: messages of at
   // least kDirectWriteMinBytes may be written straight into the receiver's memory where it
   // expect()s them (process_vm_writev, or a copy within one process), once a probe showed that the
-  // process this side would write into is the peer. `directMinBytes`: the smallest block this
-  // side offers to direct writes and lends (Link::directMinBytes).
+  // process this side would write into is the peer. `allToAllOnly`: this side offers no direct
+  // writes and lends only to the pairwise all-to-all (Link::lendsForAllToAllOnly).
   ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff,
-          bool direct = true, size_t directMinBytes = 0);
+          bool direct = true, bool allToAllOnly = false);
   // The largest receive offered to direct writes: past it the sender's one copy (straight into
   // memory the receiver's caches do not hold) took longer than the two through the slots, which
   // the two ranks make side by side.
@@ -60,7 +60,7 @@ class ShmLink final : public Link {
   void expect(std::byte* dst, size_t bytes, size_t step) override;
   void unexpect() noexcept override;
   size_t directBytes() const override { return directState_ >= 0 ? kDirectMaxBytes : 0; }
-  size_t directMinBytes() const override { return directMinBytes_; }
+  bool lendsForAllToAllOnly() const override { return allToAllOnly_; }
 
   bool pump() override { return false; }  // nothing is ever queued: send() publishes at once
   bool messageReady() noexcept override;
@@ -236,7 +236,7 @@ class ShmLink final : public Link {
   // read the peer's probe (and published readsPeer); the message takeMessage() handed out last
   // was lent; copies for recv().
   bool lends_;
-  size_t directMinBytes_;
+  bool allToAllOnly_;
   uint64_t lentUntil_ = 0;
   bool readProbed_ = false;
   bool readsPeer_ = false;

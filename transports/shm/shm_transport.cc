@@ -92,7 +92,7 @@ class ShmTransport final : public Transport {
     const bool direct = directBetween(options_.direct, watch.sameProcess(), outnumber);
     return std::make_unique<ShmLink>(
         context_.rank, peer, std::move(segment), side, std::move(watch), backoff_, direct,
-        direct ? directMinBytesBetween(options_.direct, watch.sameProcess(), outnumber) : 0);
+        direct && directForAllToAllOnly(options_.direct, watch.sameProcess(), outnumber));
   }
 
   // Membarrier fences move a fence's cost from every message to every sleep (shm_wait.h): worth
@@ -219,9 +219,9 @@ std::string describeKernelCopy(const KernelCopy& copy) {
 
 }  // namespace
 
-size_t directMinBytesBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores) {
-  if (mode != ShmOptions::Direct::kAuto || sameProcess || !ranksOutnumberCores) return 0;
-  return kernelCopy().pays() ? 0 : kOversubscribedDirectMinBytes;
+bool directForAllToAllOnly(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores) {
+  return mode == ShmOptions::Direct::kAuto && !sameProcess && ranksOutnumberCores &&
+         !kernelCopy().pays();
 }
 
 bool directBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores) {
@@ -311,8 +311,8 @@ TransportEntry transportEntry() {
                    "where it waits for them, or (16 KiB and more) read by the receiver from "
                    "the sender's; 0: always through the slots; auto (default): 1 between "
                    "threads and between processes where the kernel's copy is measured to "
-                   "pay; where ranks outnumber cores and it does not, blocks of 2 MiB and "
-                   "more (and the all-to-all's)"}},
+                   "pay; where ranks outnumber cores and it does not, only the pairwise "
+                   "all-to-all's lent blocks"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           const ShmOptions options = ShmOptions::fromSettings(settings);
@@ -347,7 +347,7 @@ TransportEntry transportEntry() {
           const bool pays = directBetween(options.direct, false, false);
           direct = fmt::format("between processes {} ({}; where ranks outnumber cores {})",
                                pays ? "on" : "off", describeKernelCopy(kernelCopy()),
-                               pays ? "on" : "blocks of 2 MiB and more");
+                               pays ? "on" : "the all-to-all's lent blocks only");
         }
         return fmt::format(
             "segments in {} ({}), {} slots x {} KiB per link direction, direct writes and "

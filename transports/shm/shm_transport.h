@@ -49,16 +49,13 @@ std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions
 // of one process and where the host's ranks outnumber its cores, else as kernelCopy() says
 // (measured at the first such link; logged at INFO once).
 bool directBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores);
-// The smallest block such a link lends or has written in place (Link::directMinBytes): under
+// Whether such a link lends only to the pairwise all-to-all (Link::lendsForAllToAllOnly): under
 // kAuto, between processes whose kernel copy does not pay, where the host's ranks outnumber its
-// cores, kOversubscribedDirectMinBytes; else 0 (every block the link's bounds allow).
-size_t directMinBytesBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores);
-// 4 ranks on a 2-core VM whose kernel copy took 3.8x memcpy's time: idle, every block of
-// 64 KiB-1 MiB was faster through the slots (all-gather 256 KiB-4 MiB 1.4-1.7x, gather
-// 1-1.8x, scatter 1.1-1.45x, all-to-all 1.02-1.24x, broadcast up to 1 MiB 1.2-1.3x); under a
-// busy loop per core the all-to-all's 4 MiB blocks were 1.4-1.5x faster lent, read while their
-// sender waited for a core (transports/shm/README.md, "When the kernel's copy pays").
-inline constexpr size_t kOversubscribedDirectMinBytes = size_t{2} << 20;
+// cores. 4 ranks on a 2-core VM whose kernel copy took 3.8x memcpy's time, idle: all-gather,
+// gather, scatter and broadcast of 256 KiB-1 MiB (and all-gather of 4 MiB) 1.1-1.9x faster
+// through the slots; the all-to-all level either way, and under a busy loop per core up to 2x
+// faster lent (transports/shm/README.md, "When the kernel's copy pays").
+bool directForAllToAllOnly(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores);
 
 // name "shm", priority 20; connects ranks with the same non-empty hostId.
 TransportEntry transportEntry();
