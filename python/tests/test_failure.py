@@ -10,6 +10,8 @@ def test_killed_rank_is_named_on_every_survivor(run_ranks):
         assert ranks.codes[r] == 0, ranks.report()
         (res,) = ranks.results(r)
         assert re.search(rf"\brank {n - 1}\b", res["error"]), res["error"]
+        # One prefix, then the operation as a user calls it.
+        assert res["error"].startswith(f"ringlet: all_reduce failed on rank {r}: "), res["error"]
         assert res["seconds"] < timeout_s, res
 
 

@@ -602,6 +602,37 @@ def scenario_hello():
     result(rank=rank, n=n, sum=t.item(), links=dist.group.WORLD.describe_links())
 
 
+def scenario_restart():
+    """Under torchrun --max_restarts: in the first attempt the last rank dies after one
+    all_reduce; the others must not hang (an error, or torchrun stops them). The next attempt
+    starts every rank again on the same agent store and must run exactly (keys of the first
+    attempt stay in that store, so a group that read them would mix the two jobs)."""
+    attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+    rank, n = init(timeout_s=20)
+    t = data(rank, 4096, torch.float32)
+    dist.all_reduce(t)
+    check(t, reference(n, 4096, torch.float32, "sum"), f"all_reduce in attempt {attempt}")
+    if attempt == 0:
+        if rank == n - 1:
+            os._exit(3)
+        try:
+            for _ in range(1000):
+                dist.all_reduce(t)
+            raise AssertionError("all_reduce went on with a dead rank")
+        except RuntimeError as e:
+            result(rank=rank, attempt=attempt, error=str(e))
+        os._exit(4)  # this attempt failed; torchrun starts the next one
+    b = data(rank, 999, torch.int64)
+    dist.broadcast(b, src=n - 1)
+    check(b, data(n - 1, 999, torch.int64), f"broadcast in attempt {attempt}")
+    g = [torch.empty(33, dtype=torch.float64) for _ in range(n)]
+    dist.all_gather(g, data(rank, 33, torch.float64))
+    for r in range(n):
+        check(g[r], data(r, 33, torch.float64), f"all_gather block {r} in attempt {attempt}")
+    dist.barrier()
+    result(rank=rank, n=n, attempt=attempt, links=dist.group.WORLD.describe_links())
+
+
 def scenario_stores():
     """ringlet over every kind of c10d store torch can hand it, one process group after another:
     file:// (FileStore), a PrefixStore around a FileStore, and a PrefixStore around a TCPStore

@@ -87,3 +87,22 @@ cat "$work/node0.log" "$work/node1.log" >"$work/log"
 [ "$rc0" -eq 0 ] && [ "$rc1" -eq 0 ] || fail "two nodes: torchrun exited $rc0 and $rc1"
 [ "$(grep -c 'uses the c10d store' "$work/log")" -ge 2 ] || fail "two nodes: c10d store unused"
 echo "ok: two torchrun nodes, one rank each, through node 0's agent store"
+
+# 4. --max_restarts: in the first attempt local rank 1 exits 5 at once, while rank 0 has entered
+#    the store (its communicator counter, the secret and its address); torchrun stops it and
+#    starts both ranks again on the same agent store, where those keys remain. Each attempt must
+#    meet under keys of its own: with one key space the second attempt's rank 1 would count its
+#    first communicator where rank 0 counts its second, and join the dead rank 0's keys.
+cat >"$work/flaky.sh" <<SH
+#!/usr/bin/env bash
+[ "\$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "\$LOCAL_RANK" = 1 ] && exit 5
+exec "$bench" ${bench_args[*]}
+SH
+chmod +x "$work/flaky.sh"
+port=$(free_port)
+torchrun --nproc_per_node=2 --master_addr=127.0.0.1 --master_port="$port" --max_restarts=1 \
+  --monitor_interval=1 --no_python "$work/flaky.sh" || fail "restart: torchrun exited $?"
+[ "$(grep -c 'uses the c10d store' "$work/log")" -ge 3 ] || fail "restart: the ranks did not meet"
+expect_in_log "exitcode: 5" "restart (the first attempt's failure)"
+expect_in_log "allreduce" "restart (the second attempt's bench)"
+echo "ok: torchrun --max_restarts, the second attempt under keys of its own"

@@ -246,8 +246,8 @@ void RingletWork::run() {
   try {
     body_();
   } catch (const std::exception& e) {
-    error = std::make_exception_ptr(std::runtime_error(
-        fmt::format("ringlet: {} failed on rank {}: {}", title_, rank_, e.what())));
+    error = std::make_exception_ptr(
+        std::runtime_error(fmt::format("ringlet: {} failed on rank {}: {}", op, rank_, e.what())));
   } catch (...) {
     error = std::make_exception_ptr(std::runtime_error(
         fmt::format("ringlet: {} failed on rank {} (unknown error)", op, rank_)));
