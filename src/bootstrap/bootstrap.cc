@@ -117,8 +117,9 @@ Bootstrap Bootstrap::fromEnvironment() {
                                {.timeout = client.timeout,
                                 .connectTimeout = client.connectTimeout,
                                 .keyPrefix = fmt::format("ringlet/attempt_{}/", env.restartCount)});
-    log::info("rank {} of {} ({}) uses the c10d store on {}:{}", b.rank, b.size, b.source,
-              env.masterAddr, env.masterPort);
+    log::info("rank {} of {} ({}) uses the c10d store on {}:{} (PyTorch {} protocol)", b.rank,
+              b.size, b.source, env.masterAddr, env.masterPort,
+              c10dProtocolOf(*b.store) == C10dProtocol::kTorch2 ? "2.x" : "1.13");
   } else if (env.source == "manual") {
     b.store = makeInProcessStore({.timeout = timeout});
   } else if (env.masterAddr.empty() || env.masterPort == 0) {

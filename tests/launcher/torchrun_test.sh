@@ -61,6 +61,11 @@ port=$(free_port)
 torchrun --nproc_per_node=2 --master_addr=127.0.0.1 --master_port="$port" --no_python \
   "$bench" "${bench_args[@]}" || fail "static rendezvous: torchrun exited $?"
 expect_in_log "uses the c10d store on 127.0.0.1:$port" "static rendezvous"
+# The agent's TCPStore speaks the wire protocol of the torch installed: found by asking it.
+case $("$python" -c "import torch; print(torch.__version__)") in
+  1.*) expect_in_log "(PyTorch 1.13 protocol)" "static rendezvous (the store's protocol)" ;;
+  *) expect_in_log "(PyTorch 2.x protocol)" "static rendezvous (the store's protocol)" ;;
+esac
 [ "$(grep -c 'uses the c10d store' "$work/log")" -ge 2 ] || fail "static: not every rank used it"
 expect_in_log "allreduce" "static rendezvous"
 echo "ok: static rendezvous, 2 ranks through the agent's c10d store"

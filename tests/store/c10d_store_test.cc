@@ -1,6 +1,7 @@
 // The c10d store client (src/store/c10d_store.h) against a real PyTorch TCPStore server started
 // by the test with /usr/bin/python3 (skipped with the reason when it cannot import torch), against
-// hostile fake servers, and Bootstrap::fromEnvironment's choice of it under torchrun.
+// fakes of PyTorch 2.x's servers (none is installed here) and hostile fake servers, and
+// Bootstrap::fromEnvironment's choice of it under torchrun.
 
 #include "src/store/c10d_store.h"
 
@@ -8,8 +9,11 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -219,6 +223,16 @@ TEST_F(C10dTorchStore, HugeTimeoutsDoNotOverflow) {
   EXPECT_EQ(store->add("n", 2), 2);
 }
 
+TEST_F(C10dTorchStore, FindsTheProtocolOf113AtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  auto store = connect("ringlet/protocol/");
+  EXPECT_EQ(c10dProtocolOf(*store), C10dProtocol::kTorch1);
+  // Refused by closing, answered at once: no probe waited for a silent server (5 s each).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+  store->setString("k", "v");
+  EXPECT_EQ(store->getString("k"), "v");
+}
+
 TEST_F(C10dTorchStore, ArgumentsAreChecked) {
   auto store = connect();
   EXPECT_THROW(store->set("", {}), InvalidArgument);
@@ -277,8 +291,9 @@ Bytes bytesOf(std::initializer_list<int> values) {
 }
 
 std::shared_ptr<Store> connectFake(const FakeServer& server) {
-  return connectC10dStore("127.0.0.1", server.port(),
-                          {.timeout = 2s, .connectTimeout = 2s, .keyPrefix = "ringlet/"});
+  return connectC10dStore(
+      "127.0.0.1", server.port(),
+      {.timeout = 2s, .connectTimeout = 2s, .keyPrefix = "ringlet/", .assumeTorch1 = true});
 }
 
 TEST(C10dStoreHostileServer, OversizedValueLengthIsRefusedBeforeAllocating) {
@@ -317,8 +332,8 @@ TEST(C10dStoreHostileServer, UnknownCheckReplyIsAnError) {
 
 TEST(C10dStoreHostileServer, SilentServerTimesOutEveryCall) {
   FakeServer server({});
-  auto store =
-      connectC10dStore("127.0.0.1", server.port(), {.timeout = 300ms, .connectTimeout = 2s});
+  auto store = connectC10dStore("127.0.0.1", server.port(),
+                                {.timeout = 300ms, .connectTimeout = 2s, .assumeTorch1 = true});
   const auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(store->setString("k", "v"), TimeoutError);
   EXPECT_THROW(store->get("k", 200ms), TimeoutError);
@@ -346,6 +361,256 @@ TEST(C10dStoreHostileServer, NobodyListeningTimesOutNamingTheAddress) {
   } catch (const TimeoutError& e) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(port)), std::string::npos) << e.what();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PyTorch 2.x servers, as they behave on the wire (torch/csrc/distributed/c10d/TCPStoreBackend
+// .cpp and TCPStoreLibUvBackend.cpp): every connection must send VALIDATE and the magic first,
+// and the queries are numbered one higher than 1.13's. No 2.x torch is installed here; these
+// fakes hold a real key-value map and serve many connections, one thread polling them all.
+
+enum class Torch2Server {
+  kPing,               // 2.3 and later: PING echoes its nonce
+  kNoPingCloses,       // earlier: an unknown query, or a first message that is not VALIDATE,
+                       // closes the connection
+  kNoPingIgnoresFirst  // the libuv server before PING: ignores such a first message
+};
+
+class FakeTorch2Store {
+ public:
+  explicit FakeTorch2Store(Torch2Server kind)
+      : kind_(kind), listener_(net::listenTcp("127.0.0.1", 0)) {
+    port_ = net::SocketAddress::local(listener_.get()).port();
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FakeTorch2Store() {
+    stop_ = true;
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  struct Connection {
+    net::Fd fd;
+    std::string in;
+    bool validated = false;
+    bool ignored = false;
+    std::vector<std::string> waitingFor;
+  };
+
+  // Reads a request's fields from `in` at `pos`; false while the request is still incomplete.
+  struct Reader {
+    const std::string& in;
+    size_t pos = 0;
+    bool raw(void* out, size_t n) {
+      if (in.size() - pos < n) return false;
+      std::memcpy(out, in.data() + pos, n);
+      pos += n;
+      return true;
+    }
+    bool string(std::string& out) {
+      uint64_t n = 0;
+      if (!raw(&n, 8) || n > (1u << 24) || in.size() - pos < n) return false;
+      out.assign(in, pos, n);
+      pos += n;
+      return true;
+    }
+  };
+
+  static void reply(Connection& c, const void* data, size_t n) {
+    net::writeFull(c.fd.get(), data, n, net::Clock::now() + 5s, "fake 2.x");
+  }
+  static void replyU64(Connection& c, uint64_t v) { reply(c, &v, 8); }
+  static void replyByte(Connection& c, uint8_t v) { reply(c, &v, 1); }
+
+  bool allPresent(const std::vector<std::string>& keys) const {
+    return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return kv_.count(k); });
+  }
+
+  void wakeWaiters() {
+    for (auto& c : connections_) {
+      if (!c.waitingFor.empty() && allPresent(c.waitingFor)) {
+        c.waitingFor.clear();
+        replyByte(c, 0);  // STOP_WAITING
+      }
+    }
+  }
+
+  // Serves every whole request in c.in; false to close the connection.
+  bool serve(Connection& c) {
+    while (!c.ignored && !c.in.empty()) {
+      Reader r{c.in};
+      uint8_t query = 0;
+      r.raw(&query, 1);
+      if (!c.validated) {
+        if (query != 0) {
+          if (kind_ != Torch2Server::kNoPingIgnoresFirst) return false;
+          c.ignored = true;
+          return true;
+        }
+        uint32_t magic = 0;
+        if (!r.raw(&magic, 4)) return true;
+        if (magic != 0x3C85F7CE) return false;
+        c.validated = true;
+      } else if (query == 13) {  // PING
+        if (kind_ != Torch2Server::kPing) return false;
+        uint32_t nonce = 0;
+        if (!r.raw(&nonce, 4)) return true;
+        reply(c, &nonce, 4);
+      } else if (query == 1) {  // SET
+        std::string key, value;
+        if (!r.string(key) || !r.string(value)) return true;
+        kv_[key] = value;
+        wakeWaiters();
+      } else if (query == 3) {  // GET: empty if missing
+        std::string key;
+        if (!r.string(key)) return true;
+        const std::string value = kv_.count(key) ? kv_[key] : "";
+        replyU64(c, value.size());
+        reply(c, value.data(), value.size());
+      } else if (query == 4) {  // ADD
+        std::string key;
+        int64_t delta = 0;
+        if (!r.string(key) || !r.raw(&delta, 8)) return true;
+        const int64_t now = (kv_.count(key) ? std::stoll(kv_[key]) : 0) + delta;
+        kv_[key] = std::to_string(now);
+        replyU64(c, static_cast<uint64_t>(now));
+        wakeWaiters();
+      } else if (query == 5 || query == 6) {  // CHECK, WAIT
+        uint64_t n = 0;
+        if (!r.raw(&n, 8)) return true;
+        std::vector<std::string> keys(n);
+        for (auto& k : keys) {
+          if (!r.string(k)) return true;
+        }
+        if (query == 5) {
+          replyByte(c, allPresent(keys) ? 0 : 1);
+        } else if (allPresent(keys)) {
+          replyByte(c, 0);
+        } else {
+          c.waitingFor = keys;
+        }
+      } else if (query == 7) {  // GETNUMKEYS
+        replyU64(c, kv_.size());
+      } else {
+        return false;
+      }
+      c.in.erase(0, r.pos);
+    }
+    return true;
+  }
+
+  void run() {
+    while (!stop_) {
+      std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
+      for (auto& c : connections_) fds.push_back({c.fd.get(), POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
+      if (fds[0].revents & POLLIN) {
+        net::Fd fd = net::acceptTcp(listener_.get());
+        if (fd.valid()) {
+          connections_.emplace_back();
+          connections_.back().fd = std::move(fd);
+        }
+      }
+      std::vector<bool> closing(connections_.size(), false);
+      for (size_t i = 0; i + 1 < fds.size(); ++i) {
+        if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buffer[4096];
+        const ssize_t got = ::read(connections_[i].fd.get(), buffer, sizeof(buffer));
+        if (got <= 0) {
+          closing[i] = true;
+          continue;
+        }
+        connections_[i].in.append(buffer, static_cast<size_t>(got));
+        closing[i] = !serve(connections_[i]);
+      }
+      for (size_t i = closing.size(); i-- > 0;) {
+        if (closing[i]) connections_.erase(connections_.begin() + static_cast<ptrdiff_t>(i));
+      }
+    }
+  }
+
+  const Torch2Server kind_;
+  net::Fd listener_;
+  uint16_t port_ = 0;
+  std::map<std::string, std::string> kv_;
+  std::vector<Connection> connections_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+class C10dTorch2Store : public ::testing::TestWithParam<Torch2Server> {};
+
+TEST_P(C10dTorch2Store, IsFoundAndServesEveryCall) {
+  FakeTorch2Store server(GetParam());
+  const C10dStoreOptions options{.timeout = 2s, .connectTimeout = 2s, .keyPrefix = "r/"};
+  auto store = connectC10dStore("127.0.0.1", server.port(), options);
+  EXPECT_EQ(c10dProtocolOf(*store), C10dProtocol::kTorch2);
+  EXPECT_FALSE(store->check("a"));
+  store->setString("a", "hello");
+  EXPECT_TRUE(store->check("a"));
+  EXPECT_EQ(store->getString("a"), "hello");
+  EXPECT_EQ(store->add("n", 5), 5);
+  EXPECT_EQ(store->add("n", -7), -2);
+  const Bytes large = patternBytes(100000, 3);
+  store->set("large", large);
+  EXPECT_EQ(store->get("large"), large);
+  // A get() parked in WAIT on one connection while another store's set() arrives.
+  auto other = connectC10dStore("127.0.0.1", server.port(), options);
+  std::thread late([&] {
+    std::this_thread::sleep_for(200ms);
+    other->setString("late", "arrived");
+  });
+  EXPECT_EQ(store->getString("late", 5s), "arrived");
+  late.join();
+  EXPECT_THROW(store->get("never", 200ms), TimeoutError);
+  EXPECT_EQ(other->getString("a"), "hello");  // the full key on the wire: "/r/a" for both
+}
+
+INSTANTIATE_TEST_SUITE_P(Generations, C10dTorch2Store,
+                         ::testing::Values(Torch2Server::kPing, Torch2Server::kNoPingCloses,
+                                           Torch2Server::kNoPingIgnoresFirst),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case Torch2Server::kPing:
+                               return std::string("WithPing");
+                             case Torch2Server::kNoPingCloses:
+                               return std::string("NoPing");
+                             default:
+                               return std::string("LibuvNoPing");
+                           }
+                         });
+
+TEST(C10dStoreHostileServer, WrongPingEchoIsAnError) {
+  FakeServer server(bytesOf({1, 2, 3, 4}));
+  try {
+    connectC10dStore("127.0.0.1", server.port(), {.timeout = 2s, .connectTimeout = 2s});
+    ADD_FAILURE() << "a wrong PING echo was accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("malformed PING reply"), std::string::npos) << e.what();
+  }
+}
+
+TEST(C10dStoreHostileServer, AServerThatAnswersNoGenerationIsNamed) {
+  // Answers nothing and closes every connection: neither 1.13 nor 2.x.
+  net::Fd listener = net::listenTcp("127.0.0.1", 0);
+  const uint16_t port = net::SocketAddress::local(listener.get()).port();
+  std::atomic<bool> stop{false};
+  std::thread closer([&] {
+    while (!stop) {
+      if (net::waitFor(listener.get(), POLLIN, net::Clock::now() + 20ms)) {
+        net::Fd fd = net::acceptTcp(listener.get());
+      }
+    }
+  });
+  try {
+    connectC10dStore("127.0.0.1", port, {.timeout = 2s, .connectTimeout = 2s});
+    ADD_FAILURE() << "a server that closes every connection was taken for a TCPStore";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("answered neither"), std::string::npos) << e.what();
+  }
+  stop = true;
+  closer.join();
 }
 
 // ---------------------------------------------------------------------------------------------
