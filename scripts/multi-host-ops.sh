@@ -53,7 +53,7 @@ def least_bytes(op, m, hosts, ranks):
     """Bytes the busiest host link carries one way, at the least."""
     share = (hosts - 1) / hosts
     return {"allreduce": 2 * share * m, "broadcast": m, "reduce": m,
-            "alltoall": ranks * share * m}.get(op, share * m)
+            "alltoall": ranks * share * m, "alltoallv": ranks * share * m}.get(op, share * m)
 
 rows = []
 for line in open(runs_path):

@@ -253,6 +253,16 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
       args.sendBlocks = sendLeft;
       args.recvBlocks = recvLeft;
     }
+    if (impl.ringReordered()) {
+      // Steps by place on the host-ordered ring, as the all-to-all's (gather_scatter.cc): with
+      // ranks dealt cyclically over hosts, every step in rank order would send off the host at
+      // once and leave the host links idle in the steps that stay inside it.
+      const std::vector<Piece> sendByPlace = impl.byRingPlace(args.sendBlocks);
+      const std::vector<Piece> recvByPlace = impl.byRingPlace(args.recvBlocks);
+      args.sendBlocks = sendByPlace;
+      args.recvBlocks = recvByPlace;
+      return collectives::pairwiseAllToAllv(impl.hostRing(), args, impl.sliceBytes({}), all);
+    }
     collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all);
   };
   return {header, body};

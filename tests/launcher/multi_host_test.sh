@@ -81,11 +81,11 @@ collectives)
   if (( ranks > 1 )); then grep -hq "shm" "$work"/host*.log || fail "no shm link on one host"; fi
   if [[ "$order" == cyclic && "$ranks" -gt 1 ]]; then
     # Dealt cyclically, the rings of all-reduce, reduce-scatter and all-gather, the chains of
-    # broadcast and reduce and all-to-all's pairwise steps run in host order (each host entered
-    # once); ringlet-bench checks every result.
+    # broadcast and reduce and the pairwise steps of all-to-all and all-to-all-v run in host order
+    # (each host entered once); ringlet-bench checks every result.
     emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
       $run_line -n $ranks --rank-order cyclic \"\$BIN/ringlet-bench\" \
-      --ops allreduce,reducescatter,allgather,alltoall \
+      --ops allreduce,reducescatter,allgather,alltoall,alltoallv \
       --algo allreduce:ring,reducescatter:ring,allgather:ring,alltoall:pairwise \
       -b 8 -e 1M -f 16 -n 2 -w 1 \
       >\"\$WORK/ring\$EMU_NODE.log\" 2>&1" ||
