@@ -180,6 +180,24 @@ void ringReduceScatterv(const Group& group, const ReduceScattervArgs& args, size
                         const WaitContext& wait);
 void ringAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,
                     const WaitContext& wait);
+// Ranks on H hosts of R ranks each, as one rank sees them (hierarchical.cc): `ranks` lists the
+// grid, host h's l-th rank at ranks[h * R + l] (ranks of the whole group, in whose order the
+// collectives' buffers hold their blocks).
+struct HostGrid {
+  Group intra;                 // this rank's host: rank = its local index l, size = R
+  Group inter;                 // the ranks of local index l, one per host: rank = h, size = H
+  std::span<const int> ranks;  // H * R entries
+};
+// The scratch slot of hierarchicalReduceScatter's partial sums (the rings inside use slot 0).
+inline constexpr int kHierarchyScratchSlot = 2;
+// All-gather and reduce-scatter in two levels, the rings across hosts carrying (H-1)/H of the
+// data (a ring over all ranks: (N-1)/N): all-gather across hosts then inside each, reduce-scatter
+// inside each host then across. `intraSlice`, `interSlice`: each level's ring slice.
+void hierarchicalAllgather(const HostGrid& grid, const AllgatherArgs& args, size_t intraSlice,
+                           size_t interSlice, const WaitContext& wait);
+void hierarchicalReduceScatter(const HostGrid& grid, const ReduceScatterArgs& args,
+                               size_t intraSlice, size_t interSlice, const WaitContext& wait);
+
 // Pipelined chain reduce towards the root along the ring (N-1 hops, one pass of the buffer per
 // link).
 void chainReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
