@@ -291,6 +291,13 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // (hostSpreadOrder), so its largest exchanges stay inside a host. The rank-order group when
   // that order is rank order (one host, or ranks already dealt cyclically).
   const collectives::Group& hostSpread() const { return hostSpread_; }
+  // The ranks as H hosts of R each (collectives/hierarchical.cc), host h's l-th rank at place
+  // h R + l of the host-ordered ring: the hosts of modelHosts(), or one host of every rank where
+  // the ranks are not spread evenly. Collective, inside a collective's body (every rank reaches
+  // it at the same call): links the neighbours of this rank's two rings that no algorithm has
+  // needed yet, and returns `wait` over every link now active in `all`.
+  const collectives::HostGrid& linkedHostGrid(const transport::WaitContext& wait,
+                                              transport::WaitContext& all);
   // Every link of this communicator (grows when connectAllPeers adds some).
   std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
@@ -405,6 +412,11 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // Hosts the ranks are spread over, when each holds as many (else 1): the model prices the
   // bytes that leave a host (collectives/select.cc).
   int modelHosts_ = 1;
+  // linkedHostGrid(): this rank's place (h, l), and its two rings' links by place.
+  int gridHost_ = 0;
+  int gridLocal_ = 0;
+  std::vector<transport::Link*> gridIntraLinks_, gridInterLinks_;
+  collectives::HostGrid hostGrid_;
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
   // Reduced straight out of (as int64 or double): aligned like any allocation.
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};

@@ -243,6 +243,9 @@ void CommunicatorImpl::connectInitialLinks(transport::Deadline deadline) {
       return h.second == perHost.begin()->second;
     });
     modelHosts_ = even ? static_cast<int>(perHost.size()) : 1;
+    const int perHostRanks = size_ / modelHosts_;
+    gridHost_ = place / perHostRanks;
+    gridLocal_ = place % perHostRanks;
     spreadOrder_ = hostSpreadOrder(infos_);
     spreadPlace = placeIn(spreadOrder_);
     spreadReordered_ = !std::is_sorted(spreadOrder_.begin(), spreadOrder_.end());
@@ -276,6 +279,35 @@ void CommunicatorImpl::refreshHostRing() {
        ++place) {
     linksBySpreadPlace_[place] = linksByRank_[spreadOrder_[place]];
   }
+}
+
+const collectives::HostGrid& CommunicatorImpl::linkedHostGrid(const transport::WaitContext& wait,
+                                                              transport::WaitContext& all) {
+  const int hosts = modelHosts_;
+  const int perHost = size_ / hosts;
+  auto at = [&](int host, int local) { return ringOrder_[host * perHost + local]; };
+  std::vector<int> missing;
+  for (int peer :
+       {at(gridHost_, (gridLocal_ + 1) % perHost),
+        at(gridHost_, (gridLocal_ + perHost - 1) % perHost),
+        at((gridHost_ + 1) % hosts, gridLocal_), at((gridHost_ + hosts - 1) % hosts, gridLocal_)}) {
+    if (peer != rank_ && linksByRank_[peer] == nullptr &&
+        std::find(missing.begin(), missing.end(), peer) == missing.end()) {
+      missing.push_back(peer);
+    }
+  }
+  // Symmetric: a rank's next in either ring has it as its prev.
+  if (!missing.empty()) connectPeers(missing, wait.deadline);
+  gridIntraLinks_.assign(static_cast<size_t>(perHost), nullptr);
+  for (int l = 0; l < perHost; ++l) gridIntraLinks_[l] = linksByRank_[at(gridHost_, l)];
+  gridInterLinks_.assign(static_cast<size_t>(hosts), nullptr);
+  for (int h = 0; h < hosts; ++h) gridInterLinks_[h] = linksByRank_[at(h, gridLocal_)];
+  hostGrid_ = collectives::HostGrid{.intra = {gridLocal_, perHost, gridIntraLinks_},
+                                    .inter = {gridHost_, hosts, gridInterLinks_},
+                                    .ranks = ringOrder_};
+  all = wait;
+  all.links = activeLinks();
+  return hostGrid_;
 }
 
 void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {

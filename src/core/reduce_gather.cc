@@ -33,6 +33,7 @@ void checkOp(const char* name, int rank, DataType type, ReduceOp op) {
 }
 
 size_t slice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
+  if (group.size == 1) return impl.sliceBytes({});  // no ring (a level of one rank)
   return impl.sliceBytes({&group.next(), &group.prev()});
 }
 
@@ -172,6 +173,12 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
       return collectives::recursiveDoublingAllgather(group, args, impl.sliceBytes({}), wait,
                                                      impl.headerCheck(wait));
     }
+    if (algorithm == collectives::Algorithm::kHierarchical) {
+      transport::WaitContext all;
+      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
+      return collectives::hierarchicalAllgather(grid, args, slice(impl, grid.intra),
+                                                slice(impl, grid.inter), all);
+    }
     if (impl.ringReordered()) {
       const collectives::Group& ring = impl.hostRing();
       const std::vector<collectives::Piece> blocks = blocksByRingPlace(impl, args.sendCount);
@@ -238,6 +245,12 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
     }
     if (algorithm == collectives::Algorithm::kRecursiveHalving) {
       return collectives::recursiveHalvingReduceScatter(group, args, impl.sliceBytes({}), wait);
+    }
+    if (algorithm == collectives::Algorithm::kHierarchical) {
+      transport::WaitContext all;
+      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
+      return collectives::hierarchicalReduceScatter(grid, args, slice(impl, grid.intra),
+                                                    slice(impl, grid.inter), all);
     }
     if (impl.ringReordered()) {
       const collectives::Group& ring = impl.hostRing();

@@ -146,6 +146,12 @@ json measure(Communicator& comm, const MeasureOptions& options) {
       continue;
     }
     for (const std::string& algorithm : info.algorithms) {
+      // What the model prices only across hosts (hierarchical) has no prediction to measure
+      // against here (its predictions take the ranks to be one host's).
+      if (!std::isfinite(
+              predictSeconds(model, info.collective, algorithm, comm.size(), options.minBytes))) {
+        continue;
+      }
       CommunicatorOptions forced = CommunicatorOptions::fromEnvironment();
       forced.costModel = model;
       forced.algorithms = {{info.collective, algorithm}};

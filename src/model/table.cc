@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 #include "ringlet/ringlet.h"
@@ -100,7 +101,14 @@ std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions
   for (const std::string& collective : options.collectives) {
     std::vector<std::string> names;
     for (const auto& info : known) {
-      if (info.collective == collective) names = info.algorithms;
+      if (info.collective != collective) continue;
+      // Not the ones the model prices only across hosts (hierarchical): these tables price
+      // ranks one to a link.
+      for (const std::string& name : info.algorithms) {
+        if (std::isfinite(predictSeconds(CostModel{}, collective, name, 8, size_t{1} << 20))) {
+          names.push_back(name);
+        }
+      }
     }
     if (names.empty()) {
       std::string list;

@@ -262,6 +262,40 @@ TEST(AlgorithmChoice, RanksForcingDifferentAlgorithmsGetANamedMismatch) {
   }
 }
 
+// The two-level all-gather and reduce-scatter (collectives/hierarchical.cc, exact on grids of
+// several "hosts" in hierarchical_test): never the model's choice on one host; forced there, one
+// host of every rank, its rings are the host-ordered ring, and the results exact.
+TEST(AlgorithmChoice, HierarchicalIsForcedAcrossHostsOnlyAndExactOnOne) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    Communicator model = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    for (size_t bytes : {size_t{64}, size_t{1} << 20, size_t{256} << 20}) {
+      EXPECT_NE(model.algorithmFor("allgather", bytes), "hierarchical");
+      EXPECT_NE(model.algorithmFor("reducescatter", bytes), "hierarchical");
+    }
+    o.algorithms = {{"allgather", "hierarchical"}, {"reducescatter", "hierarchical"}};
+    o.segmentBytes = 256;
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    EXPECT_EQ(comm.algorithmFor("allgather", 64), "hierarchical");
+    for (size_t count : {size_t{0}, size_t{1}, size_t{1000}}) {
+      std::vector<float> mine(count), all(count * size);
+      for (size_t j = 0; j < count; ++j) mine[j] = static_cast<float>(rank * 1000 + j);
+      comm.allgather(mine.data(), all.data(), count, DataType::kFloat32);
+      for (int r = 0; r < size; ++r) {
+        for (size_t j = 0; j < count; ++j) {
+          ASSERT_EQ(all[r * count + j], static_cast<float>(r * 1000 + j)) << r << " " << j;
+        }
+      }
+      std::vector<double> in(count * size), out(count);
+      for (size_t j = 0; j < in.size(); ++j) in[j] = static_cast<double>(j + rank);
+      comm.reduceScatter(in.data(), out.data(), count, DataType::kFloat64, ReduceOp::kAvg);
+      for (size_t j = 0; j < count; ++j) {
+        ASSERT_EQ(out[j], static_cast<double>(rank * count + j) + 1.0) << j;  // mean of +0,1,2
+      }
+    }
+  });
+}
+
 // The v-forms choose by their own names: forcing the equal-block collectives leaves them to the
 // model, which takes recursive doubling and halving for a few bytes on four ranks and the ring
 // for tens of MiB; ranks that force different ones get the named mismatch.
