@@ -197,6 +197,10 @@ void hierarchicalAllgather(const HostGrid& grid, const AllgatherArgs& args, size
                            size_t interSlice, const WaitContext& wait);
 void hierarchicalReduceScatter(const HostGrid& grid, const ReduceScatterArgs& args,
                                size_t intraSlice, size_t interSlice, const WaitContext& wait);
+// The reduce-scatter then the all-gather over N even chunks of the buffer: 2 (H-1)/H of the data
+// over a host's link.
+void hierarchicalAllreduce(const HostGrid& grid, const AllreduceArgs& args, size_t intraSlice,
+                           size_t interSlice, const WaitContext& wait);
 
 // Pipelined chain reduce towards the root along the ring (N-1 hops, one pass of the buffer per
 // link).

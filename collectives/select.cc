@@ -81,7 +81,8 @@
 //   reduce-scatter  hierarchical  ((H-2+k) + H (R-2+k)) a + (H-1)/H m b + (R-1)/R m (2 d + g)
 //                                 + (H-1)/n m g
 //
-// against the host-ordered ring's (n-1)/n m b on the host link.
+// against the host-ordered ring's (n-1)/n m b on the host link. The two-level all-reduce is the
+// sum of the two rows (2 (H-1)/H m b on the host link, against the ring's 2 (n-1)/n m b).
 //
 // b1 is the one-way rate (a rank that only sends or only receives; about b/2 on shared memory
 // and loopback, where both ends copy; also an exchange's lent messages, which each receiver
@@ -114,7 +115,8 @@ constexpr std::array<std::string_view, kCollectiveCount> kCollectiveNames = {
 
 // On a tie the first wins.
 constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRecursiveDoubling,
-                                              Algorithm::kRabenseifner, Algorithm::kRing};
+                                              Algorithm::kRabenseifner, Algorithm::kRing,
+                                              Algorithm::kHierarchical};
 // Two ranks: a tree and a chain of one slice cost the same in the model, and the tree's single
 // message is a little cheaper (measured), so it wins the tie.
 constexpr Algorithm kRootedAlgorithms[] = {Algorithm::kTree, Algorithm::kChain};
@@ -468,6 +470,8 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
           }
           return (2 * exchangeSlices + 2 * e) * a + (2 * (p - 1.0) / p * b + 2 * e * b1) * m +
                  ((p - 1.0) / p + e) * m * g;
+        case Algorithm::kHierarchical:  // the two-level reduce-scatter, then all-gather
+          return hierarchical(true) + hierarchical(false);
         default:
           break;
       }
@@ -680,6 +684,8 @@ AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t inlineB
       return {AllreduceAlgorithm::kRing};
     case Algorithm::kRabenseifner:
       return {AllreduceAlgorithm::kRabenseifner};
+    case Algorithm::kHierarchical:
+      return {AllreduceAlgorithm::kHierarchical};
     default:
       break;
   }

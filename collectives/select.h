@@ -55,9 +55,10 @@ enum class Algorithm : uint8_t {
   // way (the communicator's; never forced, not one of algorithmsOf()).
   kHeaderInline,
   kLinear,  // gather, scatter: the root exchanges each rank's block with that rank, N-1 messages
-  // All-gather, reduce-scatter across hosts: a ring per local index across the hosts and rings
-  // inside each host (hierarchical.cc), so a host's link carries (H-1)/H of the data. Priced
-  // only with H > 1 hosts of R > 1 ranks each; forced elsewhere, the host-ordered ring in effect.
+  // All-gather, reduce-scatter, all-reduce across hosts: a ring per local index across the hosts
+  // and rings inside each host (hierarchical.cc), so a host's link carries (H-1)/H of the data
+  // (twice for all-reduce). Priced only with H > 1 hosts of R > 1 ranks each; forced elsewhere,
+  // the host-ordered ring in effect.
   kHierarchical,
 };
 
@@ -127,6 +128,7 @@ enum class AllreduceAlgorithm {
   kRecursiveDoubling,  // small: log2(N) exchanges of the whole buffer
   kRabenseifner,       // medium: recursive halving then doubling
   kRing,               // large: reduce-scatter then all-gather, pipelined
+  kHierarchical,       // across hosts: the two-level reduce-scatter then all-gather
 };
 
 struct AllreduceChoice {

@@ -68,6 +68,8 @@ std::string Communicator::algorithmFor(std::string_view collective, size_t bytes
         return "rabenseifner";
       case collectives::AllreduceAlgorithm::kRing:
         return "ring";
+      case collectives::AllreduceAlgorithm::kHierarchical:
+        return "hierarchical";
     }
   }
   if (impl_->size() == 1) return "local_copy";
@@ -125,6 +127,8 @@ collectives::Algorithm algorithmOf(collectives::AllreduceAlgorithm algorithm) {
       return collectives::Algorithm::kRing;
     case collectives::AllreduceAlgorithm::kRabenseifner:
       return collectives::Algorithm::kRabenseifner;
+    case collectives::AllreduceAlgorithm::kHierarchical:
+      return collectives::Algorithm::kHierarchical;
     default:
       return collectives::Algorithm::kRecursiveDoubling;
   }
@@ -181,6 +185,13 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
         // Ranks dealt over hosts, so the first, largest halvings stay inside a host.
         collectives::rabenseifnerAllreduce(impl.hostSpread(), args, impl.sliceBytes({}), wait);
         return;
+      case AllreduceAlgorithm::kHierarchical: {
+        transport::WaitContext all;
+        const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
+        collectives::hierarchicalAllreduce(grid, args, impl.ringSliceBytes(grid.intra),
+                                           impl.ringSliceBytes(grid.inter), all);
+        return;
+      }
       case AllreduceAlgorithm::kRing: {
         // In host order, so that it enters and leaves each host once; rank order when the ranks
         // are placed by host already.

@@ -127,6 +127,10 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   bool doublesOverHeaders(collectives::Collective collective) const;
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
+  // The slice of a ring over `ring`'s next and previous links (a ring of one rank has none).
+  size_t ringSliceBytes(const collectives::Group& ring) const {
+    return ring.size == 1 ? sliceBytes({}) : sliceBytes({&ring.next(), &ring.prev()});
+  }
   // The pipeline segment: CommunicatorOptions::segmentBytes, else 0 (collectives' default,
   // 512 KiB) but kSharedCoresTcpSegmentBytes where every rank is on one host over TCP and ranks
   // share cores. The same on every rank.

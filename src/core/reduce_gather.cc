@@ -33,8 +33,7 @@ void checkOp(const char* name, int rank, DataType type, ReduceOp op) {
 }
 
 size_t slice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
-  if (group.size == 1) return impl.sliceBytes({});  // no ring (a level of one rank)
-  return impl.sliceBytes({&group.next(), &group.prev()});
+  return impl.ringSliceBytes(group);
 }
 
 // The blocks of `blockCount` elements by place on the host-ordered ring (host_ring.h): place p

@@ -1,6 +1,6 @@
-// The two-level all-gather and reduce-scatter (collectives/hierarchical.cc) on grids of thread
-// ranks that stand for hosts: H "hosts" of R ranks each, ranks placed by host (block) or dealt
-// over the hosts (cyclic), over shared-memory links between every pair. Every data type and
+// The two-level all-gather, reduce-scatter and all-reduce (collectives/hierarchical.cc) on grids of
+// thread ranks that stand for hosts: H "hosts" of R ranks each, ranks placed by host (block) or
+// dealt over the hosts (cyclic), over shared-memory links between every pair. Every data type and
 // reduction, counts from 0 up to many slices, in and out of place, against exact references.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -69,7 +69,7 @@ GridRank gridFor(const GridCase& c, int rank, std::span<transport::Link* const> 
 
 class HierarchicalTest : public ::testing::TestWithParam<GridCase> {};
 
-TEST_P(HierarchicalTest, AllgatherAndReduceScatterAreExact) {
+TEST_P(HierarchicalTest, AllgatherReduceScatterAndAllreduceAreExact) {
   const GridCase c = GetParam();
   const int n = c.hosts * c.perHost;
   shm::ShmDir dir;
@@ -120,6 +120,21 @@ TEST_P(HierarchicalTest, AllgatherAndReduceScatterAreExact) {
             }
             if (!inPlace) {
               ASSERT_EQ(out[count * es], std::byte{0x5a}) << "written past recv";
+            }
+            // All-reduce over n * count + 1 elements (chunks of two sizes, or empty ones).
+            const size_t total = n * count + (count % 2);
+            std::vector<std::byte> a = makeInput(type, total, rank, op);
+            std::vector<std::byte> b((total + 1) * es, std::byte{0x5a});
+            std::byte* result = inPlace ? a.data() : b.data();
+            collectives::hierarchicalAllreduce(
+                g.grid, {.send = a.data(), .recv = result, .count = total, .type = type, .op = op},
+                kIntraSlice, kInterSlice, wait);
+            for (size_t j = 0; j < total; ++j) {
+              ASSERT_EQ(loadValue(type, result, j), expectedAllreduce(type, op, n, j))
+                  << "all-reduce element " << j << " of " << total;
+            }
+            if (!inPlace) {
+              ASSERT_EQ(b[total * es], std::byte{0x5a}) << "written past the all-reduce";
             }
           }
         }

@@ -283,6 +283,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
        {"broadcast", "chain"},
        {"reduce", "chain"},
        {"allgather", "ring"},
+       {"reducescatter", "hierarchical"},  // one host: the host-ordered ring in effect
        {"alltoall", "pairwise"},
        {"allgatherv", "ring"},
        {"reducescatterv", "ring"}},

@@ -272,8 +272,11 @@ TEST(AlgorithmChoice, HierarchicalIsForcedAcrossHostsOnlyAndExactOnOne) {
     for (size_t bytes : {size_t{64}, size_t{1} << 20, size_t{256} << 20}) {
       EXPECT_NE(model.algorithmFor("allgather", bytes), "hierarchical");
       EXPECT_NE(model.algorithmFor("reducescatter", bytes), "hierarchical");
+      EXPECT_NE(model.algorithmFor("allreduce", bytes), "hierarchical");
     }
-    o.algorithms = {{"allgather", "hierarchical"}, {"reducescatter", "hierarchical"}};
+    o.algorithms = {{"allgather", "hierarchical"},
+                    {"reducescatter", "hierarchical"},
+                    {"allreduce", "hierarchical"}};
     o.segmentBytes = 256;
     Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
     EXPECT_EQ(comm.algorithmFor("allgather", 64), "hierarchical");
@@ -292,7 +295,13 @@ TEST(AlgorithmChoice, HierarchicalIsForcedAcrossHostsOnlyAndExactOnOne) {
       for (size_t j = 0; j < count; ++j) {
         ASSERT_EQ(out[j], static_cast<double>(rank * count + j) + 1.0) << j;  // mean of +0,1,2
       }
+      // All-reduce of count + 1 elements (uneven chunks), in place.
+      std::vector<int32_t> sum(count + 1);
+      for (size_t j = 0; j < sum.size(); ++j) sum[j] = static_cast<int32_t>(j * (rank + 1));
+      comm.allreduce(sum.data(), sum.data(), sum.size(), DataType::kInt32, ReduceOp::kSum);
+      for (size_t j = 0; j < sum.size(); ++j) ASSERT_EQ(sum[j], static_cast<int32_t>(6 * j)) << j;
     }
+    EXPECT_EQ(comm.algorithmFor("allreduce", 1 << 20), "hierarchical");
   });
 }
 
