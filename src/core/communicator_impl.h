@@ -421,6 +421,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   int gridLocal_ = 0;
   std::vector<transport::Link*> gridIntraLinks_, gridInterLinks_;
   collectives::HostGrid hostGrid_;
+  bool hostGridLinked_ = false;  // hostGrid_ built and its rings linked
   std::array<std::byte, OpHeader::kWireBytes> headerOut_{};
   // Reduced straight out of (as int64 or double): aligned like any allocation.
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};

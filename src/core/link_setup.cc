@@ -283,6 +283,9 @@ void CommunicatorImpl::refreshHostRing() {
 
 const collectives::HostGrid& CommunicatorImpl::linkedHostGrid(const transport::WaitContext& wait,
                                                               transport::WaitContext& all) {
+  all = wait;
+  all.links = activeLinks();
+  if (hostGridLinked_) return hostGrid_;
   const int hosts = modelHosts_;
   const int perHost = size_ / hosts;
   auto at = [&](int host, int local) { return ringOrder_[host * perHost + local]; };
@@ -305,7 +308,7 @@ const collectives::HostGrid& CommunicatorImpl::linkedHostGrid(const transport::W
   hostGrid_ = collectives::HostGrid{.intra = {gridLocal_, perHost, gridIntraLinks_},
                                     .inter = {gridHost_, hosts, gridInterLinks_},
                                     .ranks = ringOrder_};
-  all = wait;
+  hostGridLinked_ = true;  // its rings' links stay; later links (connectAllPeers) are not its
   all.links = activeLinks();
   return hostGrid_;
 }
