@@ -197,6 +197,11 @@ void hierarchicalAllgather(const HostGrid& grid, const AllgatherArgs& args, size
                            size_t interSlice, const WaitContext& wait);
 void hierarchicalReduceScatter(const HostGrid& grid, const ReduceScatterArgs& args,
                                size_t intraSlice, size_t interSlice, const WaitContext& wait);
+// The v-forms: blocks of any size per rank (args.blocks, by rank).
+void hierarchicalAllgatherv(const HostGrid& grid, const AllgathervArgs& args, size_t intraSlice,
+                            size_t interSlice, const WaitContext& wait);
+void hierarchicalReduceScatterv(const HostGrid& grid, const ReduceScattervArgs& args,
+                                size_t intraSlice, size_t interSlice, const WaitContext& wait);
 // The reduce-scatter then the all-gather over N even chunks of the buffer: 2 (H-1)/H of the data
 // over a host's link.
 void hierarchicalAllreduce(const HostGrid& grid, const AllreduceArgs& args, size_t intraSlice,

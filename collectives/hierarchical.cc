@@ -142,6 +142,21 @@ void hierarchicalReduceScatter(const HostGrid& grid, const ReduceScatterArgs& ar
                       interSlice, wait);
 }
 
+void hierarchicalAllgatherv(const HostGrid& grid, const AllgathervArgs& args, size_t intraSlice,
+                            size_t interSlice, const WaitContext& wait) {
+  const size_t es = elementSize(args.type);
+  const Piece own = blockOf(grid, args.blocks, grid.inter.rank, grid.intra.rank);
+  std::byte* at = args.recv + own.offset * es;
+  if (own.count > 0 && at != args.send) std::memmove(at, args.send, own.count * es);
+  allgatherInPlace(grid, args.recv, args.blocks, args.type, intraSlice, interSlice, wait);
+}
+
+void hierarchicalReduceScatterv(const HostGrid& grid, const ReduceScattervArgs& args,
+                                size_t intraSlice, size_t interSlice, const WaitContext& wait) {
+  reduceScatterBlocks(grid, args.send, args.recv, args.blocks, args.type, args.op, intraSlice,
+                      interSlice, wait);
+}
+
 void hierarchicalAllreduce(const HostGrid& grid, const AllreduceArgs& args, size_t intraSlice,
                            size_t interSlice, const WaitContext& wait) {
   if (args.count == 0) return;

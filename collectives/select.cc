@@ -124,7 +124,8 @@ constexpr Algorithm kAllgatherAlgorithms[] = {
     Algorithm::kRing, Algorithm::kBruck, Algorithm::kRecursiveDoubling, Algorithm::kHierarchical};
 constexpr Algorithm kReduceScatterAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveHalving,
                                                   Algorithm::kHierarchical};
-constexpr Algorithm kAllgathervAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveDoubling};
+constexpr Algorithm kAllgathervAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
+                                               Algorithm::kHierarchical};
 constexpr Algorithm kAllToAllAlgorithms[] = {Algorithm::kPairwise, Algorithm::kBruck};
 // Two and three ranks: the same messages either way, and the tree needs no extra links.
 constexpr Algorithm kGatherAlgorithms[] = {Algorithm::kTree, Algorithm::kLinear};
@@ -578,6 +579,11 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
   const bool gather = collective == Collective::kAllgatherv;
   if (!gather && collective != Collective::kReduceScatterv) {
     return std::numeric_limits<double>::infinity();
+  }
+  if (algorithm == Algorithm::kHierarchical) {
+    // As the equal blocks of the same total: a host's link carries about (H-1)/H of it.
+    return predictSeconds(gather ? Collective::kAllgather : Collective::kReduceScatter, algorithm,
+                          size, static_cast<size_t>(m), sliceBytes, model, hosts);
   }
   const double largest =
       static_cast<double>(*std::max_element(blockBytes.begin(), blockBytes.end()));

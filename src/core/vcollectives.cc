@@ -30,10 +30,6 @@ using Prepared = detail::PreparedCall;
 
 namespace {
 
-size_t ringSlice(detail::CommunicatorImpl& impl, const collectives::Group& group) {
-  return impl.sliceBytes({&group.next(), &group.prev()});
-}
-
 std::vector<size_t> copyOf(std::span<const size_t> values) {
   return {values.begin(), values.end()};
 }
@@ -92,7 +88,13 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
     if (algorithm == collectives::Algorithm::kRecursiveDoubling) {
       return collectives::recursiveDoublingAllgatherv(group, args, impl.sliceBytes({}), wait);
     }
-    collectives::ringAllgatherv(group, args, ringSlice(impl, group), wait);
+    if (algorithm == collectives::Algorithm::kHierarchical) {
+      transport::WaitContext all;
+      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
+      return collectives::hierarchicalAllgatherv(grid, args, impl.ringSliceBytes(grid.intra),
+                                                 impl.ringSliceBytes(grid.inter), all);
+    }
+    collectives::ringAllgatherv(group, args, impl.ringSliceBytes(group), wait);
   };
   return {header, body};
 }
@@ -153,7 +155,13 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
     if (algorithm == collectives::Algorithm::kRecursiveHalving) {
       return collectives::recursiveHalvingReduceScatterv(group, args, impl.sliceBytes({}), wait);
     }
-    collectives::ringReduceScatterv(group, args, ringSlice(impl, group), wait);
+    if (algorithm == collectives::Algorithm::kHierarchical) {
+      transport::WaitContext all;
+      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
+      return collectives::hierarchicalReduceScatterv(grid, args, impl.ringSliceBytes(grid.intra),
+                                                     impl.ringSliceBytes(grid.inter), all);
+    }
+    collectives::ringReduceScatterv(group, args, impl.ringSliceBytes(group), wait);
   };
   return {header, body};
 }

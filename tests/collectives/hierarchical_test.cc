@@ -69,7 +69,7 @@ GridRank gridFor(const GridCase& c, int rank, std::span<transport::Link* const> 
 
 class HierarchicalTest : public ::testing::TestWithParam<GridCase> {};
 
-TEST_P(HierarchicalTest, AllgatherReduceScatterAndAllreduceAreExact) {
+TEST_P(HierarchicalTest, AllgatherReduceScatterAllreduceAndVFormsAreExact) {
   const GridCase c = GetParam();
   const int n = c.hosts * c.perHost;
   shm::ShmDir dir;
@@ -135,6 +135,50 @@ TEST_P(HierarchicalTest, AllgatherReduceScatterAndAllreduceAreExact) {
             }
             if (!inPlace) {
               ASSERT_EQ(b[total * es], std::byte{0x5a}) << "written past the all-reduce";
+            }
+            // The v-forms: blocks of their own size per rank (some empty), placed with a gap of
+            // one element between them for the all-gather-v, packed for the reduce-scatter-v.
+            std::vector<collectives::Piece> gapped(static_cast<size_t>(n)), packed(gapped);
+            size_t gappedEnd = 0, packedEnd = 0;
+            for (int r = 0; r < n; ++r) {
+              const size_t c = count == 0 ? 0 : (static_cast<size_t>(r) * 7 + count) % (count + 3);
+              gapped[r] = {gappedEnd, c};
+              packed[r] = {packedEnd, c};
+              gappedEnd += c + 1;
+              packedEnd += c;
+            }
+            const collectives::Piece mine = packed[rank];
+            std::vector<std::byte> vin = makeInput(type, packedEnd, rank, op);
+            std::vector<std::byte> vout((mine.count + 1) * es, std::byte{0x5a});
+            std::byte* vinto = inPlace ? vin.data() + mine.offset * es : vout.data();
+            collectives::hierarchicalReduceScatterv(
+                g.grid,
+                {.send = vin.data(), .recv = vinto, .blocks = packed, .type = type, .op = op},
+                kIntraSlice, kInterSlice, wait);
+            for (size_t j = 0; j < mine.count; ++j) {
+              ASSERT_EQ(loadValue(type, vinto, j), expectedAllreduce(type, op, n, mine.offset + j))
+                  << "reduce-scatter-v element " << j;
+            }
+            if (op != ReduceOp::kSum) continue;
+            std::vector<std::byte> gathered((gappedEnd + 1) * es, std::byte{0x5a});
+            std::vector<std::byte> own = makeInput(type, gapped[rank].count, rank, ReduceOp::kSum);
+            std::byte* ownAt = gathered.data() + gapped[rank].offset * es;
+            if (inPlace) std::memcpy(ownAt, own.data(), gapped[rank].count * es);
+            collectives::hierarchicalAllgatherv(g.grid,
+                                                {.send = inPlace ? ownAt : own.data(),
+                                                 .recv = gathered.data(),
+                                                 .blocks = gapped,
+                                                 .type = type},
+                                                kIntraSlice, kInterSlice, wait);
+            for (int r = 0; r < n; ++r) {
+              for (size_t j = 0; j < gapped[r].count; ++j) {
+                ASSERT_EQ(loadValue(type, gathered.data() + gapped[r].offset * es, j),
+                          roundTo(type, static_cast<double>(inputValue(r, j, ReduceOp::kSum))))
+                    << "all-gather-v block " << r << " element " << j;
+              }
+              // The gap after each block is left alone.
+              ASSERT_EQ(gathered[(gapped[r].offset + gapped[r].count) * es], std::byte{0x5a})
+                  << "all-gather-v wrote into the gap after block " << r;
             }
           }
         }

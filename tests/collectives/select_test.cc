@@ -469,6 +469,14 @@ TEST(CostModel, AcrossHostsTwoLevelsCarryOnlyTheHostsShare) {
       1e-12);
   EXPECT_EQ(chooseAllreduce(0, 6, big, 256, slice, m, Algorithm::kAuto, 1).algorithm,
             AllreduceAlgorithm::kRing);
+  // The v-forms: as equal blocks of the same total.
+  const std::vector<size_t> blocks = {big / 8, big / 4, big / 8, big / 2};
+  for (Collective c : {Collective::kAllgatherv, Collective::kReduceScatterv}) {
+    EXPECT_EQ(chooseForBlocks(c, blocks, slice, m, Algorithm::kAuto, 2), Algorithm::kHierarchical)
+        << nameOf(c);
+    EXPECT_NE(chooseForBlocks(c, blocks, slice, m, Algorithm::kAuto, 1), Algorithm::kHierarchical)
+        << nameOf(c);
+  }
 }
 
 // The v-forms: a few bytes take recursive doubling (all-gather-v) and halving (reduce-scatter-v),

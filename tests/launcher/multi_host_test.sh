@@ -129,18 +129,19 @@ collectives)
         "$work/tree0.log" ||
         { cat "$work/tree0.log" >&2; fail "the halving is not on ranks dealt over hosts"; }
     fi
-    # All-gather, reduce-scatter and all-reduce in two levels (collectives/hierarchical.cc),
-    # forced, in several types and reductions; ringlet-bench checks every size.
+    # All-gather, reduce-scatter, all-reduce and the v-forms in two levels
+    # (collectives/hierarchical.cc), forced, in several types and reductions; ringlet-bench
+    # checks every size.
     for pair in "float32 sum" "float16 avg" "int32 max"; do
       read -r dtype redop <<<"$pair"
       emulate --hosts "$hosts" --timeout 60 -- "RINGLET_TIMEOUT=20 \
         $run_line -n $ranks --rank-order $order \"\$BIN/ringlet-bench\" \
-        --ops allgather,reducescatter,allreduce --algo hierarchical \
+        --ops allgather,reducescatter,allreduce,allgatherv,reducescatterv --algo hierarchical \
         -d $dtype -o $redop -b 8 -e 1M -f 16 -n 2 -w 1 >\"\$WORK/two\$EMU_NODE.log\" 2>&1" ||
         { cat "$work"/two*.log >&2; fail "the two-level schedules failed ($dtype $redop)"; }
       grep -q "Out of bounds values : 0 OK" "$work/two0.log" ||
         { cat "$work/two0.log" >&2; fail "the two-level schedules gave wrong data ($pair)"; }
-      for op in reducescatter allreduce; do
+      for op in reducescatter allreduce allgatherv; do
         grep -q "$op: algorithm hierarchical (forced)" "$work/two0.log" ||
           { cat "$work/two0.log" >&2; fail "the two-level $op was not the one run"; }
       done
