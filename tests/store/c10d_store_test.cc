@@ -395,6 +395,7 @@ class FakeTorch2Store {
     std::string in;
     bool validated = false;
     bool ignored = false;
+    bool broken = false;  // a reply could not be written (the client left): closed next
     std::vector<std::string> waitingFor;
   };
 
@@ -417,8 +418,15 @@ class FakeTorch2Store {
     }
   };
 
+  // As a server does, a client that left before its answer only loses its connection (the
+  // handshake's probes close theirs once they have read what they need).
   static void reply(Connection& c, const void* data, size_t n) {
-    net::writeFull(c.fd.get(), data, n, net::Clock::now() + 5s, "fake 2.x");
+    if (c.broken) return;
+    try {
+      net::writeFull(c.fd.get(), data, n, net::Clock::now() + 5s, "fake 2.x");
+    } catch (const Error&) {
+      c.broken = true;
+    }
   }
   static void replyU64(Connection& c, uint64_t v) { reply(c, &v, 8); }
   static void replyByte(Connection& c, uint8_t v) { reply(c, &v, 1); }
@@ -524,6 +532,7 @@ class FakeTorch2Store {
         connections_[i].in.append(buffer, static_cast<size_t>(got));
         closing[i] = !serve(connections_[i]);
       }
+      for (size_t i = 0; i < closing.size(); ++i) closing[i] = closing[i] || connections_[i].broken;
       for (size_t i = closing.size(); i-- > 0;) {
         if (closing[i]) connections_.erase(connections_.begin() + static_cast<ptrdiff_t>(i));
       }
