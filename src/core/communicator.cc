@@ -185,13 +185,8 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
         // Ranks dealt over hosts, so the first, largest halvings stay inside a host.
         collectives::rabenseifnerAllreduce(impl.hostSpread(), args, impl.sliceBytes({}), wait);
         return;
-      case AllreduceAlgorithm::kHierarchical: {
-        transport::WaitContext all;
-        const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
-        collectives::hierarchicalAllreduce(grid, args, impl.ringSliceBytes(grid.intra),
-                                           impl.ringSliceBytes(grid.inter), all);
-        return;
-      }
+      case AllreduceAlgorithm::kHierarchical:
+        return impl.runOnHostGrid(collectives::hierarchicalAllreduce, args, wait);
       case AllreduceAlgorithm::kRing: {
         // In host order, so that it enters and leaves each host once; rank order when the ranks
         // are placed by host already.

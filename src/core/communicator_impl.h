@@ -302,6 +302,16 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // needed yet, and returns `wait` over every link now active in `all`.
   const collectives::HostGrid& linkedHostGrid(const transport::WaitContext& wait,
                                               transport::WaitContext& all);
+  // Runs a two-level schedule (collectives/hierarchical.cc) on linkedHostGrid(), each level's
+  // ring with its own slice.
+  template <typename Args>
+  void runOnHostGrid(void (*schedule)(const collectives::HostGrid&, const Args&, size_t, size_t,
+                                      const transport::WaitContext&),
+                     const Args& args, const transport::WaitContext& wait) {
+    transport::WaitContext all;
+    const collectives::HostGrid& grid = linkedHostGrid(wait, all);
+    schedule(grid, args, ringSliceBytes(grid.intra), ringSliceBytes(grid.inter), all);
+  }
   // Every link of this communicator (grows when connectAllPeers adds some).
   std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.

@@ -173,10 +173,7 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
                                                      impl.headerCheck(wait));
     }
     if (algorithm == collectives::Algorithm::kHierarchical) {
-      transport::WaitContext all;
-      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
-      return collectives::hierarchicalAllgather(grid, args, slice(impl, grid.intra),
-                                                slice(impl, grid.inter), all);
+      return impl.runOnHostGrid(collectives::hierarchicalAllgather, args, wait);
     }
     if (impl.ringReordered()) {
       const collectives::Group& ring = impl.hostRing();
@@ -246,10 +243,7 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
       return collectives::recursiveHalvingReduceScatter(group, args, impl.sliceBytes({}), wait);
     }
     if (algorithm == collectives::Algorithm::kHierarchical) {
-      transport::WaitContext all;
-      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
-      return collectives::hierarchicalReduceScatter(grid, args, slice(impl, grid.intra),
-                                                    slice(impl, grid.inter), all);
+      return impl.runOnHostGrid(collectives::hierarchicalReduceScatter, args, wait);
     }
     if (impl.ringReordered()) {
       const collectives::Group& ring = impl.hostRing();

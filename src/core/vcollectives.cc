@@ -89,10 +89,7 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
       return collectives::recursiveDoublingAllgatherv(group, args, impl.sliceBytes({}), wait);
     }
     if (algorithm == collectives::Algorithm::kHierarchical) {
-      transport::WaitContext all;
-      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
-      return collectives::hierarchicalAllgatherv(grid, args, impl.ringSliceBytes(grid.intra),
-                                                 impl.ringSliceBytes(grid.inter), all);
+      return impl.runOnHostGrid(collectives::hierarchicalAllgatherv, args, wait);
     }
     collectives::ringAllgatherv(group, args, impl.ringSliceBytes(group), wait);
   };
@@ -156,10 +153,7 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
       return collectives::recursiveHalvingReduceScatterv(group, args, impl.sliceBytes({}), wait);
     }
     if (algorithm == collectives::Algorithm::kHierarchical) {
-      transport::WaitContext all;
-      const collectives::HostGrid& grid = impl.linkedHostGrid(wait, all);
-      return collectives::hierarchicalReduceScatterv(grid, args, impl.ringSliceBytes(grid.intra),
-                                                     impl.ringSliceBytes(grid.inter), all);
+      return impl.runOnHostGrid(collectives::hierarchicalReduceScatterv, args, wait);
     }
     collectives::ringReduceScatterv(group, args, impl.ringSliceBytes(group), wait);
   };
