@@ -424,9 +424,9 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     const double h = hosts;
     const double r = perHost;
     const double steps = (h - 2 + stepSlices) + h * (r - 2 + stepSlices);
-    // What the formula leaves out, measured on emulated hosts (docs/multi-host.md, 16 MiB at
-    // 1 Gbit/s): 2 x 2 ran at 1.02-1.05x the formula, 4 x 2 (eight ranks on two cores) at
-    // 1.12-1.2x, and still 4-8% ahead of the ring there.
+    // What the formula leaves out, on emulated hosts (docs/multi-host.md, 16 MiB at 1 Gbit/s):
+    // 2 x 2 ran at 1.03-1.09x the link's least time, 4 x 2 (eight ranks on two cores) at
+    // 1.16-1.23x, and still 0-13% ahead of the ring there.
     constexpr double kMargin = 1.05;
     const double inside = reduces ? (r - 1) / r * m * (2 * d + g) + (h - 1) / n * m * g
                                   : (r - 1) / r * m * (2 * d) + m / n * d;  // + own block
