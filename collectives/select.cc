@@ -332,6 +332,29 @@ Rates ratesFor(const CostModel& model, Collective collective, double m, double n
           .d = model.delta * scale};
 }
 
+// Two levels across hosts (hierarchical.cc): `hosts` hosts of `perHost` ranks each, `m` bytes,
+// `stepSlices` slices per ring step. Across: R rings of H ranks at once, one per local index,
+// sharing each host's link, which carries (H-1)/H m. Inside: H rings of R ranks (all-gather after
+// the rings across, reduce-scatter before them), priced as Rabenseifner's steps inside a host
+// are, a copy at each end (2 d a byte). Not priced (infinite) on one host, with one rank per
+// host, or an uneven spread (perHost < 2).
+double hierarchicalSeconds(bool reduces, const Rates& rates, int hosts, int perHost, double m,
+                           double stepSlices) {
+  if (perHost < 2) return std::numeric_limits<double>::infinity();
+  const double h = hosts;
+  const double r = perHost;
+  const double n = h * r;
+  const double steps = (h - 2 + stepSlices) + h * (r - 2 + stepSlices);
+  // What the formula leaves out, on emulated hosts (docs/multi-host.md, 16 MiB at 1 Gbit/s):
+  // 2 x 2 ran at 1.03-1.09x the link's least time, 4 x 2 (eight ranks on two cores) at
+  // 1.16-1.23x, and still 0-13% ahead of the ring there.
+  constexpr double kMargin = 1.05;
+  const double inside = reduces
+                            ? (r - 1) / r * m * (2 * rates.d + rates.g) + (h - 1) / n * m * rates.g
+                            : (r - 1) / r * m * (2 * rates.d) + m / n * rates.d;  // + own block
+  return kMargin * (steps * rates.a + (h - 1) / h * m * rates.b + inside);
+}
+
 // Gather and scatter, tree or linear (the table above), for blocks in relative order (the root's
 // first). `forwardOnPath`: the inner ranks' forwarding is priced as link bytes (b1) where it
 // otherwise costs a copy (d) beside the root's messages: a scatter whose ranks share cores
@@ -377,7 +400,8 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   }
   const double n = size;
   const double m = static_cast<double>(bytes);
-  const auto [a, b, b1, g, d] = ratesFor(model, collective, m, n);
+  const Rates rates = ratesFor(model, collective, m, n);
+  const auto [a, b, b1, g, d] = rates;
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
   // Slices of one ring step (1/n of the data), and of the whole buffer.
   const double stepSlices = std::max(1.0, std::ceil(m / n / slice));
@@ -410,28 +434,13 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   // hosts x 2 ranks, Bruck all-gather took 1.9x (block placement) and 1.15x (cyclic) the time
   // the ring then took (docs/multi-host.md).
   const double hostLinkShare = hosts > 1 ? n / hosts : 1.0;
+  const int perHost = hosts > 1 && size % hosts == 0 ? size / hosts : 0;
+  const double hierarchicalReduce = hierarchicalSeconds(true, rates, hosts, perHost, m, stepSlices);
+  const double hierarchicalGather =
+      hierarchicalSeconds(false, rates, hosts, perHost, m, stepSlices);
   // Whether an exchange's messages of a caller's `block` bytes are lent (Link::lend: the
   // receiver reads them, one copy each way at the one-way rate): where the links offer it
   // (directBytes, found by the same probe) and the messages are long enough.
-  // Two levels across hosts (hierarchical.cc): H hosts of R ranks each. Across: R rings of H
-  // ranks at once, one per local index, sharing each host's link, which carries (H-1)/H m.
-  // Inside: H rings of R ranks (all-gather after the rings across, reduce-scatter before them),
-  // priced as Rabenseifner's steps inside a host are, a copy at each end (2 d a byte). Not
-  // priced (infinite) on one host, with one rank per host, or an uneven spread.
-  const int perHost = hosts > 1 && size % hosts == 0 ? size / hosts : 0;
-  auto hierarchical = [&](bool reduces) {
-    if (perHost < 2) return std::numeric_limits<double>::infinity();
-    const double h = hosts;
-    const double r = perHost;
-    const double steps = (h - 2 + stepSlices) + h * (r - 2 + stepSlices);
-    // What the formula leaves out, on emulated hosts (docs/multi-host.md, 16 MiB at 1 Gbit/s):
-    // 2 x 2 ran at 1.03-1.09x the link's least time, 4 x 2 (eight ranks on two cores) at
-    // 1.16-1.23x, and still 0-13% ahead of the ring there.
-    constexpr double kMargin = 1.05;
-    const double inside = reduces ? (r - 1) / r * m * (2 * d + g) + (h - 1) / n * m * g
-                                  : (r - 1) / r * m * (2 * d) + m / n * d;  // + own block
-    return kMargin * (steps * a + (h - 1) / h * m * b + inside);
-  };
   auto lends = [&](double block) {
     return model.directBytes > 0 &&
            std::min(block, slice) >= static_cast<double>(transport::Link::kLendMinBytes);
@@ -472,7 +481,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
           return (2 * exchangeSlices + 2 * e) * a + (2 * (p - 1.0) / p * b + 2 * e * b1) * m +
                  ((p - 1.0) / p + e) * m * g;
         case Algorithm::kHierarchical:  // the two-level reduce-scatter, then all-gather
-          return hierarchical(true) + hierarchical(false);
+          return hierarchicalReduce + hierarchicalGather;
         default:
           break;
       }
@@ -508,7 +517,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kBruck) {
         return bruckSlices * a + (n - 1) / n * m * b * hostLinkShare + m / n * d;
       }
-      if (algorithm == Algorithm::kHierarchical) return hierarchical(false);
+      if (algorithm == Algorithm::kHierarchical) return hierarchicalGather;
       if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
         // The first round's own block is lent (one copy each way, read by the receiver: b1).
         // Not where ranks share cores: a lender waits in its flush for a reader that may not
@@ -532,7 +541,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * (b * hostLinkShare + g + d) +
                e * ((1 + 1 / n) * m * b1 + m * g + m / n * d);
       }
-      if (algorithm == Algorithm::kHierarchical) return hierarchical(true);
+      if (algorithm == Algorithm::kHierarchical) return hierarchicalReduce;
       break;
     case Collective::kAllToAll:
       if (algorithm == Algorithm::kPairwise) {
