@@ -4,7 +4,8 @@
 #      sets TORCHELASTIC_USE_AGENT_STORE=True; every rank must use that store;
 #   2. c10d rendezvous (what --standalone uses, here on a free port rather than its fixed 29400):
 #      the workers' MASTER_PORT is free and rank 0 hosts ringlet's store there;
-#   3. two "nodes" on this host: two torchrun commands, --nnodes 2, one rank each.
+#   3. two "nodes" on this host: two torchrun commands, --nnodes 2, one rank each;
+#   4. --max_restarts; 5. the job secret kept out of the agent's store (RINGLET_JOB_SECRET_FILE).
 # Exits 77 (skipped) when /usr/bin/python3 cannot run torch.distributed.run.
 # Usage: torchrun_test.sh RINGLET_BENCH
 set -u
@@ -111,3 +112,44 @@ torchrun --nproc_per_node=2 --master_addr=127.0.0.1 --master_port="$port" --max_
 expect_in_log "exitcode: 5" "restart (the first attempt's failure)"
 expect_in_log "allreduce" "restart (the second attempt's bench)"
 echo "ok: torchrun --max_restarts, the second attempt under keys of its own"
+
+# 5. The job secret under torchrun. The agent's TCPStore authenticates nobody, so without
+#    RINGLET_JOB_SECRET(_FILE) rank 0 shares a fresh secret through it (the weak mode); with
+#    RINGLET_JOB_SECRET_FILE the secret must never enter it. Rank 0, once its bench is done and
+#    while the agent's store still serves, asks that store as any client could (torch's own
+#    TCPStore client) whether the communicator's peer record and its secret are there.
+cat >"$work/probe.sh" <<SH
+#!/usr/bin/env bash
+"$bench" ${bench_args[*]} || exit \$?
+[ "\$RANK" = 0 ] || exit 0
+exec "$python" - <<'PY'
+import datetime, os
+import torch.distributed as dist
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                      timeout=datetime.timedelta(seconds=20))
+prefix = "ringlet/attempt_0/ringlet/comm1/"
+def present(key):  # torch 1.13's Python TCPStore has no check(): a short wait says it
+    try:
+        store.wait([prefix + key], datetime.timedelta(seconds=2))
+        return "present"
+    except RuntimeError:
+        return "absent"
+print("probe: peer record", present("info/0"))
+print("probe: secret", present("secret"))
+PY
+SH
+chmod +x "$work/probe.sh"
+port=$(free_port)
+torchrun --nproc_per_node=2 --master_addr=127.0.0.1 --master_port="$port" --no_python \
+  "$work/probe.sh" || fail "no secret: torchrun exited $?"
+expect_in_log "probe: peer record present" "no secret (the probe finds the communicator's keys)"
+expect_in_log "probe: secret present" "no secret (rank 0 shares one through the agent's store)"
+umask 077
+"$python" -c "import secrets; print(secrets.token_hex(32))" >"$work/secret"
+port=$(free_port)
+RINGLET_JOB_SECRET_FILE="$work/secret" torchrun --nproc_per_node=2 --master_addr=127.0.0.1 \
+  --master_port="$port" --no_python "$work/probe.sh" || fail "secret file: torchrun exited $?"
+expect_in_log "probe: peer record present" "secret file (the probe finds the communicator's keys)"
+expect_in_log "probe: secret absent" "secret file (the secret entered the agent's store)"
+grep -q "no job secret given" "$work/log" && fail "secret file: a rank made a secret of its own"
+echo "ok: under torchrun a secret file keeps the secret out of the agent's store"
