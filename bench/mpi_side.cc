@@ -24,25 +24,27 @@ bool envSet(const char* name) {
   return value != nullptr && *value != '\0';
 }
 
-// A port that is free on 127.0.0.1 right now (the kernel picks it).
+// A port that is free on every address of this host right now (the kernel picks it).
 int pickFreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw IoError(fmt::format("socket() for a free port: {}", std::strerror(errno)));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = 0;
   socklen_t len = sizeof(addr);
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   const int err = errno;
   ::close(fd);
-  if (!ok)
-    throw IoError(fmt::format("binding 127.0.0.1:0 for a free port: {}", std::strerror(err)));
+  if (!ok) throw IoError(fmt::format("binding 0.0.0.0:0 for a free port: {}", std::strerror(err)));
   return ntohs(addr.sin_port);
 }
 
-// Shares MASTER_ADDR/MASTER_PORT from rank 0 when the user set neither (one host only).
+// Rank 0 picks a free port for ringlet's store and shares it, where the user set no
+// MASTER_PORT (nor RINGLET_STORE_ADDR); MASTER_ADDR defaults to 127.0.0.1 on one host. Across
+// hosts only the user knows which of rank 0's addresses the others reach: MASTER_ADDR is theirs
+// to set (mpirun -x MASTER_ADDR=...), as the README says.
 void publishRendezvous() {
   if (envSet("RINGLET_STORE_ADDR") || (envSet("MASTER_ADDR") && envSet("MASTER_PORT"))) return;
   int localSize = 0;
@@ -50,9 +52,10 @@ void publishRendezvous() {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
   MPI_Comm_size(local, &localSize);
   MPI_Comm_free(&local);
-  if (localSize != size()) {
+  if (localSize != size() && !envSet("MASTER_ADDR")) {
     throw InvalidArgument(
-        "ranks span several hosts: set MASTER_ADDR and MASTER_PORT (mpirun -x) for ringlet");
+        "ranks span several hosts: set MASTER_ADDR to an address of rank 0's host that every "
+        "host reaches (mpirun -x MASTER_ADDR=...)");
   }
   int port = rank() == 0 ? pickFreePort() : 0;
   MPI_Bcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD);

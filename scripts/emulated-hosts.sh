@@ -9,7 +9,8 @@
 # emuhost<i> (every host resolves every emuhost<j>: /etc/netns/<prefix>h<i>/hosts); the hosts meet on a bridge inside a namespace of its own (<prefix>sw, port p<i> for
 # host i), so nothing is added to the machine's own network and two runs never collide. CMD is a
 # shell command run by `sh -c` on every host at once, with EMU_NODE (i), EMU_HOSTS (M),
-# EMU_ADDR (its address) and EMU_MASTER_ADDR (host 0's) in its environment.
+# EMU_ADDR (its address), EMU_MASTER_ADDR (host 0's) and EMU_NS_PREFIX in its environment. For
+# mpirun across these hosts, run it on host 0 with scripts/emulated-rsh.sh as its launch agent.
 #
 #   --rate RATE    limit both ends of every link with tbf (e.g. 1gbit; burst 256kb, latency 20ms)
 #   --flow-rate RATE  also police every TCP flow a host sends to RATE (e.g. 250mbit): packets over
@@ -38,7 +39,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) timeout_s="$2"; shift 2 ;;
     --control) control="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "emulated-hosts: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -138,7 +139,7 @@ done
 for ((i = 0; i < hosts; i++)); do
   # setsid: each host's command leads a process group that cleanup() can stop as a whole.
   EMU_NODE=$i EMU_HOSTS=$hosts EMU_ADDR="10.231.0.$((i + 1))" EMU_MASTER_ADDR=10.231.0.1 \
-    EMU_COMMAND="$command_text" EMU_HOSTNAME="emuhost$i" \
+    EMU_COMMAND="$command_text" EMU_HOSTNAME="emuhost$i" EMU_NS_PREFIX="$prefix" \
     setsid timeout -k 5 "$timeout_s" ip netns exec "${prefix}h$i" unshare --uts \
     sh -c 'hostname "$EMU_HOSTNAME" && exec sh -c "$EMU_COMMAND"' &
   pids+=($!)

@@ -133,7 +133,8 @@ void readMaster(LauncherEnvironment& env) {
     if (env.localSize < env.size) {
       throw InvalidArgument(fmt::format(
           "{} is not set and the {} job spans several hosts ({} ranks, {} on this host): set "
-          "{} to rank 0's address and {} to a free port",
+          "{} to an address of rank 0's host that every host reaches (and {} where the port "
+          "derived from the job id is taken)",
           kMasterAddr, env.source, env.size, env.localSize, kMasterAddr, kMasterPort));
     }
     env.masterAddr = "127.0.0.1";

@@ -14,6 +14,9 @@
 #   multi_host_test.sh BIN_DIR kill-host     host 2's ranks SIGKILLed mid-run: the same
 #   multi_host_test.sh BIN_DIR slurm         ranks started as srun starts them (SLURM_* only, no
 #       MASTER_ADDR): the first host of SLURM_NODELIST hosts the store
+#   multi_host_test.sh BIN_DIR mpirun        Open MPI's mpirun on host 0 launching 2 hosts x 2 ranks
+#       (scripts/emulated-rsh.sh as its ssh): ringlet-bench --vs-mpi, a program without MPI, and
+#       the refusals without a secret and without MASTER_ADDR
 #   multi_host_test.sh BIN_DIR trace         RINGLET_TRACE on 2 hosts x 2 ranks: the clock offsets
 #       measured at creation, and ringlet-trace merge placing the other host's ranks by them
 set -u
@@ -229,6 +232,64 @@ slurm)
   grep -q "world size 4, bootstrap slurm" "$work/task0.log" || fail "not a world of 4 from slurm"
   grep -q "rank 0 -> rank 2: tcp" "$work/task0.log" || fail "no tcp link between the hosts"
   echo "ok: slurm across hosts"
+  ;;
+mpirun)
+  # Open MPI's own launch across hosts: mpirun on host 0 starts its daemon on host 1 through
+  # scripts/emulated-rsh.sh (ssh's part), 2 hosts x 2 ranks, with only what the README asks for
+  # (-x MASTER_ADDR, -x RINGLET_JOB_SECRET; no MASTER_PORT).
+  command -v mpirun >/dev/null || { echo "skipped: no mpirun (apt-get install openmpi-bin)"; exit 77; }
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RSH="$here/../../scripts/emulated-rsh.sh"
+  mpi_line='[ "$EMU_NODE" = 0 ] || exit 0; RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO timeout -k 5 50 \
+    mpirun --mca plm_rsh_agent "$RSH" -H emuhost0:2,emuhost1:2 -np 4 -x MASTER_ADDR=emuhost0 \
+    -x RINGLET_TIMEOUT -x RINGLET_DEBUG'
+  # 1. ringlet-bench beside Open MPI's own calls (MPI_Init, then ringlet's store on a port rank 0
+  #    picked and broadcast), every value checked.
+  emulate --hosts 2 --timeout 60 -- "$mpi_line -x RINGLET_JOB_SECRET \"\$BIN/ringlet-bench\" \
+    --ops allreduce,allgather,broadcast,alltoall -b 8 -e 32K -f 8 -n 2 -w 1 --vs-mpi \
+    >\"\$WORK/host0.log\" 2>&1"
+  status=$?
+  cat "$work/host0.log"
+  (( status == 0 )) || fail "mpirun with ringlet-bench exited with status $status"
+  grep -q "world size 4, bootstrap openmpi" "$work/host0.log" || fail "not a world of 4 from mpirun"
+  grep -q "Out of bounds values : 0 OK" "$work/host0.log" || fail "ringlet-bench found wrong data"
+  grep -q "^# vs MPI: Open MPI" "$work/host0.log" || fail "Open MPI's calls did not run beside"
+  grep -q "\[emuhost1:[0-9]*\] rank 2 -> rank 0: tcp" "$work/host0.log" ||
+    fail "rank 2 did not run on emuhost1 with a tcp link to rank 0"
+  grep -q "\[emuhost0:[0-9]*\] rank 0 -> rank 1: shm" "$work/host0.log" ||
+    fail "ranks 0 and 1 did not share emuhost0 over shared memory"
+  echo "ok: mpirun across hosts, ringlet-bench beside Open MPI"
+  # 2. A program without MPI: the library alone reads Open MPI's variables and derives the
+  #    store's port from the job id.
+  emulate --hosts 2 --timeout 60 -- "$mpi_line -x RINGLET_JOB_SECRET \
+    \"\$BIN/ringlet-teach-allreduce\" 30000 >\"\$WORK/host0.log\" 2>&1"
+  status=$?
+  cat "$work/host0.log"
+  (( status == 0 )) || fail "mpirun with ringlet-teach-allreduce exited with status $status"
+  [[ $(grep -c "the teaching ring agrees with the library" "$work/host0.log") == 4 ]] ||
+    fail "not every rank's teaching ring matched the library's all-reduce"
+  grep -q "rank 0 of 4 (openmpi) hosts the store on emuhost0:" "$work/host0.log" ||
+    fail "rank 0 did not host the store on emuhost0"
+  echo "ok: mpirun across hosts, a program without MPI"
+  # 3. No secret: an address off loopback and no RINGLET_JOB_SECRET is refused by name, and
+  #    mpirun ends.
+  emulate --hosts 2 --timeout 60 -- "unset RINGLET_JOB_SECRET; $mpi_line \
+    \"\$BIN/ringlet-teach-allreduce\" 30000 >\"\$WORK/host0.log\" 2>&1"
+  status=$?
+  cat "$work/host0.log"
+  (( status != 0 && status != 124 )) || fail "mpirun without a secret exited with status $status"
+  # (mpirun stops the other ranks once one exits non-zero: not every rank may get to say it.)
+  grep -q "^ringlet: MASTER_ADDR=emuhost0 is not a loopback address and no job secret is set" \
+    "$work/host0.log" || fail "no rank named the missing secret"
+  echo "ok: mpirun across hosts without a secret is refused by name"
+  # 4. No MASTER_ADDR: Open MPI says the job spans hosts, and no rank guesses an address.
+  emulate --hosts 2 --timeout 60 -- "${mpi_line/-x MASTER_ADDR=emuhost0/} -x RINGLET_JOB_SECRET \
+    \"\$BIN/ringlet-teach-allreduce\" 30000 >\"\$WORK/host0.log\" 2>&1"
+  status=$?
+  cat "$work/host0.log"
+  (( status != 0 && status != 124 )) || fail "mpirun without MASTER_ADDR exited with status $status"
+  grep -q "^ringlet: MASTER_ADDR is not set and the openmpi job spans several hosts (4 ranks, 2 on \
+this host)" "$work/host0.log" || fail "no rank named the missing MASTER_ADDR"
+  echo "ok: mpirun across hosts without MASTER_ADDR is refused by name"
   ;;
 trace)
   # The emulated hosts share one kernel, so one monotonic clock: every measured offset to rank
