@@ -169,15 +169,17 @@ void scatterv(const Group& group, const ScattervArgs& args, RootedSchedule sched
               const std::function<void()>& afterFirstSend = {});
 
 // Ring reduce-scatter (N-1 steps): rank r ends with block r reduced over all ranks.
+// `afterFirstSend`: as sendSliced's `afterFirst`, for two ranks (before the first receive where
+// nothing is sent); also for the v-form.
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,
-                       const WaitContext& wait);
+                       const WaitContext& wait, const std::function<void()>& afterFirstSend = {});
 // Ring all-gather (N-1 steps): every rank ends with every rank's block, in rank order.
 void ringAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
                    const WaitContext& wait);
 // The v-forms of both: blocks of any size travel the same ring, pipelined in slices; an empty
 // block costs no message.
 void ringReduceScatterv(const Group& group, const ReduceScattervArgs& args, size_t sliceBytes,
-                        const WaitContext& wait);
+                        const WaitContext& wait, const std::function<void()>& afterFirstSend = {});
 void ringAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,
                     const WaitContext& wait);
 // Ranks on H hosts of R ranks each, as one rank sees them (hierarchical.cc): `ranks` lists the
@@ -304,7 +306,8 @@ void recursiveDoublingAllgather(const Group& group, const AllgatherArgs& args, s
 void recursiveHalvingReduceScatterv(const Group& group, const ReduceScattervArgs& args,
                                     size_t sliceBytes, const WaitContext& wait);
 void recursiveDoublingAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,
-                                 const WaitContext& wait);
+                                 const WaitContext& wait,
+                                 const std::function<void()>& afterFirstSend = {});
 
 // Bruck all-gather and all-to-all (any N): ceil(log2 N) rounds with ranks +- 2^k, then a local
 // rotation. Few messages: small blocks.

@@ -312,11 +312,12 @@ void recursiveDoublingAllgather(const Group& group, const AllgatherArgs& args, s
 }
 
 void recursiveDoublingAllgatherv(const Group& group, const AllgathervArgs& args, size_t sliceBytes,
-                                 const WaitContext& wait) {
+                                 const WaitContext& wait,
+                                 const std::function<void()>& afterFirstSend) {
   const FoldedOwnBlocks layout(args.blocks);
   doublingAllgather(
       group, layout, [&](int b) { return args.blocks[b].offset; }, args.send, args.recv, args.type,
-      sliceBytes, wait, true);
+      sliceBytes, wait, true, &afterFirstSend);
 }
 
 }  // namespace ringlet::collectives

@@ -29,6 +29,7 @@ LinkPrims::LinkPrims(Link& prev, Link& next, const std::byte* input, std::byte* 
 void LinkPrims::send(const Piece& p) {
   trace::StepScope scope(wait_.trace, [&] { return traced("send", p, true, false, false); });
   sendFrom(next_, input(p), bytes(p), wait_);
+  settleFirstSend();
 }
 
 // A reduction's result for the next rank goes into memory of this rank's own first, then is
@@ -45,6 +46,7 @@ void LinkPrims::send(const Piece& p) {
 void LinkPrims::recvReduceSend(const Piece& p) {
   trace::StepScope scope(wait_.trace,
                          [&] { return traced("recvReduceSend", p, true, true, true); });
+  settleFirstSend();
   const std::byte* in = prev_.recv(bytes(p), wait_);
   std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
   if (out == output(p) || p.count == 0) {
@@ -62,6 +64,7 @@ void LinkPrims::recvReduceSend(const Piece& p) {
 void LinkPrims::recvReduceCopySend(const Piece& p) {
   trace::StepScope scope(wait_.trace,
                          [&] { return traced("recvReduceCopySend", p, true, true, true); });
+  settleFirstSend();
   const std::byte* in = prev_.recv(bytes(p), wait_);
   if (next_.sharesMemory() && streaming_) {
     // One pass: the result goes to the next rank's slot and to the output (non-temporal
@@ -80,6 +83,7 @@ void LinkPrims::recvReduceCopySend(const Piece& p) {
 
 void LinkPrims::recvCopySend(const Piece& p) {
   trace::StepScope scope(wait_.trace, [&] { return traced("recvCopySend", p, true, true, false); });
+  settleFirstSend();
   if (prev_.sharesMemory()) {
     // Read the incoming slot once, into the output and the next rank's slot.
     const std::byte* in = prev_.recv(bytes(p), wait_);
@@ -96,6 +100,7 @@ void LinkPrims::recvCopySend(const Piece& p) {
 
 void LinkPrims::recv(const Piece& p) {
   trace::StepScope scope(wait_.trace, [&] { return traced("recv", p, false, true, false); });
+  settleFirstSend();
   if (prev_.sharesMemory()) {
     copyOut(output(p), prev_.recv(bytes(p), wait_), bytes(p));
     prev_.release();
@@ -107,6 +112,7 @@ void LinkPrims::recv(const Piece& p) {
 void LinkPrims::recvReduceCopy(const Piece& p) {
   trace::StepScope scope(wait_.trace,
                          [&] { return traced("recvReduceCopy", p, false, true, true); });
+  settleFirstSend();
   const std::byte* in = prev_.recv(bytes(p), wait_);
   std::byte* out = finalOutput(p);
   if (streaming_) {

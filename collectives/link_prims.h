@@ -17,7 +17,9 @@
 // written with non-temporal stores, since nothing reads it again during the call.
 
 #include <cstddef>
+#include <functional>
 #include <span>
+#include <utility>
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
@@ -82,6 +84,13 @@ class LinkPrims {
     finalFirst_ = first;
   }
 
+  // A two-rank call whose ranks send before they check the peer's call header
+  // (OpHeader::earlyData): `hook` (when set) runs once, right after the first message to the
+  // next rank, or before the first receive where none went first. `hook` outlives the calls.
+  void afterFirstSend(const std::function<void()>& hook) {
+    afterFirstSend_ = hook ? &hook : nullptr;
+  }
+
   // Trace mode: the pieces are slices of `slice` elements of `chunks` even chunks of `count`
   // (RingPieces), so that each traced step names its chunk and slice.
   void traceChunks(size_t count, int chunks, size_t slice);
@@ -98,6 +107,10 @@ class LinkPrims {
                                    : finalOutput_ + (p.offset - finalFirst_) * elementBytes_;
   }
   void copyOut(std::byte* dst, const std::byte* src, size_t n) const;
+  // Runs afterFirstSend's hook if it has not run: after a send, before a receive.
+  void settleFirstSend() {
+    if (afterFirstSend_ != nullptr) (*std::exchange(afterFirstSend_, nullptr))();
+  }
   // The trace record of primitive `name` on `p`.
   trace::Step traced(const char* name, const Piece& p, bool sends, bool receives,
                      bool reduces) const;
@@ -112,7 +125,8 @@ class LinkPrims {
   const int divisor_;
   const bool streaming_;
   const WaitContext& wait_;
-  std::byte* finalOutput_ = nullptr;  // finalOutputAt()
+  std::byte* finalOutput_ = nullptr;                       // finalOutputAt()
+  const std::function<void()>* afterFirstSend_ = nullptr;  // afterFirstSend()
   size_t finalFirst_ = 0;
   size_t traceCount_ = 0;  // traceChunks(); 0: the pieces are not ring chunks
   int traceParts_ = 0;

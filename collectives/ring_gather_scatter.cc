@@ -50,7 +50,7 @@ void traceLayout(LinkPrims& prims, const BlockPieces& piece) {
 template <typename Pieces>
 void reduceScatterRing(const Group& group, const std::byte* send, std::byte* recv, Piece own,
                        size_t extent, DataType type, ReduceOp op, const Pieces& piece,
-                       const WaitContext& wait) {
+                       const WaitContext& wait, const std::function<void()>& afterFirstSend) {
   const size_t elementBytes = elementSize(type);
   // Partial sums of the other ranks' blocks pass through memory of the whole size (over TCP a
   // send leaves from it); this rank's block is reduced straight into recv (which may be this
@@ -61,6 +61,7 @@ void reduceScatterRing(const Group& group, const std::byte* send, std::byte* rec
   LinkPrims prims(group.prev(), group.next(), send, partial, elementBytes, type, op, group.size,
                   /*streaming=*/false, wait);
   prims.finalOutputAt(recv, own.offset);
+  prims.afterFirstSend(afterFirstSend);
   traceLayout(prims, piece);
   ringReduceScatterSchedule(prims, group.rank, group.size, piece);
   group.next().flush(wait);
@@ -160,18 +161,18 @@ size_t extentOf(std::span<const Piece> blocks) {
 }  // namespace
 
 void ringReduceScatter(const Group& group, const ReduceScatterArgs& args, size_t sliceBytes,
-                       const WaitContext& wait) {
+                       const WaitContext& wait, const std::function<void()>& afterFirstSend) {
   const size_t total = args.recvCount * group.size;
   const RingPieces piece{total, group.size, sliceElements(sliceBytes, elementSize(args.type))};
   reduceScatterRing(group, args.send, args.recv, evenChunk(total, group.size, group.rank), total,
-                    args.type, args.op, piece, wait);
+                    args.type, args.op, piece, wait, afterFirstSend);
 }
 
 void ringReduceScatterv(const Group& group, const ReduceScattervArgs& args, size_t sliceBytes,
-                        const WaitContext& wait) {
+                        const WaitContext& wait, const std::function<void()>& afterFirstSend) {
   const BlockPieces piece{args.blocks, sliceElements(sliceBytes, elementSize(args.type))};
   reduceScatterRing(group, args.send, args.recv, args.blocks[group.rank], extentOf(args.blocks),
-                    args.type, args.op, piece, wait);
+                    args.type, args.op, piece, wait, afterFirstSend);
 }
 
 void ringAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,

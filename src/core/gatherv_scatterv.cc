@@ -163,6 +163,21 @@ void rootedVInHeaders(detail::CommunicatorImpl& impl, const collectives::Group& 
                       size_t element, int root, const transport::WaitContext& wait) {
   const int rank = group.rank;
   const Piece own = blocks[rank];
+  if (group.size == 2 && blocks[1 - root].count * element > OpHeader::kInlineBytes) {
+    // The non-root's block after the header: the sender sends it and returns.
+    const Piece theirs = blocks[1 - root];
+    const size_t bytes = theirs.count * element;
+    if (rank != root) {
+      if (gather) return collectives::sendFrom(group.next(), send, bytes, wait);
+      return group.prev().recvInto(recv, bytes, wait);
+    }
+    if (!gather) {
+      collectives::sendFrom(group.next(), send + theirs.offset * element, bytes, wait);
+      return copyBytes(recv, send + own.offset * element, own.count * element);
+    }
+    copyBytes(recv + own.offset * element, send, own.count * element);
+    return group.prev().recvInto(recv + theirs.offset * element, bytes, wait);
+  }
   if (group.size == 2) {
     if (rank != root && gather) return;  // sent its block with its header
     if (rank != root) return copyBytes(recv, impl.inlineFromPrev(), own.count * element);
@@ -242,13 +257,20 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
                       detail::chainRole(rank, size, gather ? (root + 1) % size : root));
   } else if (inHeaders && size == 2) {
     // Two ranks: the non-root's block rides in the header of the rank that sends it, which
-    // returns at once; the other rank takes it from there (as gather and scatter do).
+    // returns at once; the other rank takes it from there (as gather and scatter do). Past what
+    // a header holds it follows the header, which carries nothing.
     const size_t theirs = layout.blocks[1 - root].count * element;  // the non-root's block
     const bool sends = (rank == root) != gather;
-    const auto* out = static_cast<const std::byte*>(send);
-    if (!gather && rank == root) out += layout.blocks[1 - root].offset * element;
-    impl.inlineBlocks(header, sends ? out : nullptr, sends ? theirs : 0, sends ? 0 : theirs,
-                      sends ? PairRole::kSendsOnly : PairRole::kReceivesOnly);
+    const PairRole role = sends ? PairRole::kSendsOnly : PairRole::kReceivesOnly;
+    if (theirs > OpHeader::kInlineBytes) {
+      impl.inlineBlocks(header, nullptr, 0, 0, role);
+      impl.sendFirstOnTwoRanks(header, sends, theirs);
+    } else {
+      const auto* out = static_cast<const std::byte*>(send);
+      if (!gather && rank == root) out += layout.blocks[1 - root].offset * element;
+      impl.inlineBlocks(header, sends ? out : nullptr, sends ? theirs : 0, sends ? 0 : theirs,
+                        role);
+    }
   } else if (inHeaders && !header.selfChecked && gather) {
     // A chain from the rank after the root: place p's header carries the blocks of places 1..p
     // (a relay's in the scratch it fills in its body), the root's none.

@@ -205,6 +205,9 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
                                             : nullptr;
   const auto algorithm = impl.chooseFor(header, collectives::Collective::kReduceScatter,
                                         blockBytes * impl.size(), otherBlock);
+  // Past a header, the ring's one step on two ranks sends the peer's block at once.
+  if (algorithm == collectives::Algorithm::kRing)
+    impl.sendFirstOnTwoRanks(header, true, blockBytes);
   collectives::ReduceScatterArgs args{.send = static_cast<const std::byte*>(send),
                                       .recv = static_cast<std::byte*>(recv),
                                       .recvCount = recvCount,
@@ -254,9 +257,9 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
                                               .blocks = blocks,
                                               .type = args.type,
                                               .op = args.op},
-                                             slice(impl, ring), wait);
+                                             slice(impl, ring), wait, impl.headerCheck(wait));
     }
-    collectives::ringReduceScatter(group, args, slice(impl, group), wait);
+    collectives::ringReduceScatter(group, args, slice(impl, group), wait, impl.headerCheck(wait));
   };
   return {header, body};
 }

@@ -55,6 +55,9 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
     // Its own block out, the peer's in.
     impl.inlineBlocks(header, send, own.count * element, layout.blocks[1 - rank].count * element);
   }
+  // Two ranks, blocks past a header: the own block follows the header at once (as all-gather's).
+  impl.sendFirstOnTwoRanks(header, algorithm == collectives::Algorithm::kRecursiveDoubling,
+                           own.count * element);
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type,
                algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
@@ -86,7 +89,8 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
     const collectives::AllgathervArgs args{
         .send = send, .recv = recv, .blocks = blocks, .type = type};
     if (algorithm == collectives::Algorithm::kRecursiveDoubling) {
-      return collectives::recursiveDoublingAllgatherv(group, args, impl.sliceBytes({}), wait);
+      return collectives::recursiveDoublingAllgatherv(group, args, impl.sliceBytes({}), wait,
+                                                      impl.headerCheck(wait));
     }
     if (algorithm == collectives::Algorithm::kHierarchical) {
       return impl.runOnHostGrid(collectives::hierarchicalAllgatherv, args, wait);
@@ -123,6 +127,11 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
     impl.inlineBlocks(header, static_cast<const std::byte*>(send) + theirs.offset * element,
                       theirs.count * element, own.count * element);
   }
+  // Two ranks, blocks past a header: the ring's one step sends the peer's block at once.
+  if (impl.size() == 2) {
+    impl.sendFirstOnTwoRanks(header, algorithm == collectives::Algorithm::kRing,
+                             layout.blocks[1 - rank].count * element);
+  }
   auto body = [&impl, send = static_cast<const std::byte*>(send),
                recv = static_cast<std::byte*>(recv), blocks = std::move(layout.blocks), type, op,
                algorithm](const collectives::Group& group, const transport::WaitContext& wait) {
@@ -155,7 +164,8 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
     if (algorithm == collectives::Algorithm::kHierarchical) {
       return impl.runOnHostGrid(collectives::hierarchicalReduceScatterv, args, wait);
     }
-    collectives::ringReduceScatterv(group, args, impl.ringSliceBytes(group), wait);
+    collectives::ringReduceScatterv(group, args, impl.ringSliceBytes(group), wait,
+                                    impl.headerCheck(wait));
   };
   return {header, body};
 }
@@ -208,6 +218,9 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
       impl.inlineBlocks(header,
                         static_cast<const std::byte*>(send) + out.blocks[peer].offset * element,
                         mineOut * element, mineIn * element);
+    } else {
+      // The pairwise exchange's block follows the header at once (as all-to-all's).
+      impl.sendFirstOnTwoRanks(header, true, mineOut * element);
     }
   }
   auto body = [&impl, send = static_cast<const std::byte*>(send),
@@ -263,9 +276,10 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
       const std::vector<Piece> recvByPlace = impl.byRingPlace(args.recvBlocks);
       args.sendBlocks = sendByPlace;
       args.recvBlocks = recvByPlace;
-      return collectives::pairwiseAllToAllv(impl.hostRing(), args, impl.sliceBytes({}), all);
+      return collectives::pairwiseAllToAllv(impl.hostRing(), args, impl.sliceBytes({}), all,
+                                            impl.headerCheck(wait));
     }
-    collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all);
+    collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all, impl.headerCheck(wait));
   };
   return {header, body};
 }

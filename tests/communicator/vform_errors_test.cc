@@ -256,6 +256,75 @@ TEST(VFormErrors, CountsThatDifferFailWithMismatchNamingBothCalls) {
   });
 }
 
+// Two ranks, blocks past what a call header holds: all-gather-v, reduce-scatter-v and the equal
+// reduce-scatter send their data right after their header and check the peer's after that first
+// send (OpHeader::earlyData). A disagreement still fails both ranks, naming both calls, and
+// writes nothing into recv.
+TEST(VFormErrors, TwoRanksThatSendBeforeCheckingStillFailBothAndWriteNothing) {
+  constexpr size_t kScale = 1000;  // 4000-byte blocks
+  struct Case {
+    const char* name;
+    std::function<void(Communicator&, int, std::vector<float>&, std::vector<float>&)> call;
+    std::vector<std::string> parts;
+  };
+  const std::vector<size_t> even = {kScale, kScale};
+  const std::vector<size_t> skewed = {kScale / 2, kScale * 3 / 2};
+  const std::vector<Case> cases = {
+      {"reduce_scatterv with other counts",
+       [&](Communicator& comm, int rank, std::vector<float>& send, std::vector<float>& recv) {
+         comm.reduceScatterv(send.data(), recv.data(), rank == 0 ? even : skewed,
+                             DataType::kFloat32, ReduceOp::kSum);
+       },
+       {"reduce_scatterv(count=2000 in all over 2 ranks, float32, sum, counts #"}},
+      {"allgatherv with other counts",
+       [&](Communicator& comm, int rank, std::vector<float>& send, std::vector<float>& recv) {
+         comm.allgatherv(send.data(), recv.data(), rank == 0 ? even : skewed, DataType::kFloat32);
+       },
+       {"allgatherv(count=2000 in all over 2 ranks, float32, counts #"}},
+      {"reduce_scatter against all-gather",
+       [&](Communicator& comm, int rank, std::vector<float>& send, std::vector<float>& recv) {
+         if (rank == 0) {
+           comm.reduceScatter(send.data(), recv.data(), kScale, DataType::kFloat32, ReduceOp::kSum);
+         } else {
+           comm.allgather(send.data(), recv.data(), kScale, DataType::kFloat32);
+         }
+       },
+       {"reduce_scatter(count=1000 per rank", "allgather(count=1000 per rank"}},
+      {"allgatherv against reduce_scatterv",
+       [&](Communicator& comm, int rank, std::vector<float>& send, std::vector<float>& recv) {
+         if (rank == 0) {
+           comm.allgatherv(send.data(), recv.data(), even, DataType::kFloat32);
+         } else {
+           comm.reduceScatterv(send.data(), recv.data(), even, DataType::kFloat32, ReduceOp::kSum);
+         }
+       },
+       {"allgatherv(count=2000", "reduce_scatterv(count=2000"}},
+  };
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{} over {}", c.name, transport));
+      runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+        CommunicatorOptions o;
+        o.timeout = 60s;  // a failure must come from the peers' errors, never from this deadline
+        o.transport = transport;
+        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+        std::vector<float> send(2 * kScale, 1.0f), recv(2 * kScale, 0.0f);
+        try {
+          c.call(comm, rank, send, recv);
+          ADD_FAILURE() << "rank " << rank << ": expected an error";
+        } catch (const MismatchError& e) {
+          for (const std::string& part : c.parts) {
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+          }
+        } catch (const Error& e) {
+          ADD_FAILURE() << "rank " << rank << ": not a MismatchError: " << e.what();
+        }
+        EXPECT_EQ(recv, std::vector<float>(2 * kScale, 0.0f)) << "rank " << rank;
+      });
+    }
+  }
+}
+
 // Gather-v and scatter-v with rank 1's counts other than the rest (same total), for every root.
 // Blocks past the chain's 16 KiB (scale 1000): a round of headers and the tree; ranks 1 and 2
 // throw MismatchError naming both calls, the rest a PeerError; a rank whose only part is to send
@@ -369,12 +438,13 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
         {"scatterv(count=8 in all over 2 ranks, float32, root=0", "root=1"});
   });
   EXPECT_GE(mismatches.exchange(0), 1);
-  // Blocks too large for a header: the round of headers, where both ranks name both calls.
-  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+  // Blocks past a header, up to 16 KiB, follow it, and the sender returns as before.
+  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
     std::vector<float> send(400, 1.0f), recv(800, 0.0f);
     const std::vector<size_t> counts = {400, 400};
-    expectThrowWith<MismatchError>(
+    failsNowOrNext(
+        comm, rank,
         [&] {
           if (rank == 1) {
             comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
@@ -383,6 +453,22 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
           }
         },
         {"gatherv(count=800 in all over 2 ranks, float32, root=0", "gather(count=400 per rank"});
+  });
+  EXPECT_GE(mismatches.exchange(0), 1);
+  // Larger: the round of headers, where both ranks name both calls.
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm = makeComm(rank, size, store);
+    std::vector<float> send(8000, 1.0f), recv(16000, 0.0f);
+    const std::vector<size_t> counts = {8000, 8000};
+    expectThrowWith<MismatchError>(
+        [&] {
+          if (rank == 1) {
+            comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
+          } else {
+            comm.gather(send.data(), recv.data(), 8000, DataType::kFloat32, 0);
+          }
+        },
+        {"gatherv(count=16000 in all over 2 ranks, float32, root=0", "gather(count=8000 per rank"});
   });
 }
 
