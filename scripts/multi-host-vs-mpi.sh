@@ -18,7 +18,7 @@ set -euo pipefail
 build="${1:-$(dirname "$0")/../build}"
 out="${2:-$(dirname "$0")/../bench/results}"
 source "$(dirname "$0")/multi-host-common.sh"
-command -v mpirun >/dev/null || { echo "ringlet: no mpirun (apt-get install openmpi-bin)" >&2; exit 1; }
+need_packages "command -v mpirun" openmpi-bin
 rate="${RATE-1gbit}"
 hosts="${HOSTS:-2}"
 ranks="${RANKS:-2}"
