@@ -435,9 +435,10 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   // the ring then took (docs/multi-host.md).
   const double hostLinkShare = hosts > 1 ? n / hosts : 1.0;
   const int perHost = hosts > 1 && size % hosts == 0 ? size / hosts : 0;
-  const double hierarchicalReduce = hierarchicalSeconds(true, rates, hosts, perHost, m, stepSlices);
-  const double hierarchicalGather =
-      hierarchicalSeconds(false, rates, hosts, perHost, m, stepSlices);
+  // Two levels: priced only with hosts of perHost ranks each (hierarchicalSeconds).
+  auto twoLevels = [&](bool reduces) {
+    return hierarchicalSeconds(reduces, rates, hosts, perHost, m, stepSlices);
+  };
   // Whether an exchange's messages of a caller's `block` bytes are lent (Link::lend: the
   // receiver reads them, one copy each way at the one-way rate): where the links offer it
   // (directBytes, found by the same probe) and the messages are long enough.
@@ -481,7 +482,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
           return (2 * exchangeSlices + 2 * e) * a + (2 * (p - 1.0) / p * b + 2 * e * b1) * m +
                  ((p - 1.0) / p + e) * m * g;
         case Algorithm::kHierarchical:  // the two-level reduce-scatter, then all-gather
-          return hierarchicalReduce + hierarchicalGather;
+          return twoLevels(true) + twoLevels(false);
         default:
           break;
       }
@@ -517,7 +518,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kBruck) {
         return bruckSlices * a + (n - 1) / n * m * b * hostLinkShare + m / n * d;
       }
-      if (algorithm == Algorithm::kHierarchical) return hierarchicalGather;
+      if (algorithm == Algorithm::kHierarchical) return twoLevels(false);
       if (algorithm == Algorithm::kRecursiveDoubling) {  // ranks r ^ 2^k: across hosts as Bruck
         // The first round's own block is lent (one copy each way, read by the receiver: b1).
         // Not where ranks share cores: a lender waits in its flush for a reader that may not
@@ -541,7 +542,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * (b * hostLinkShare + g + d) +
                e * ((1 + 1 / n) * m * b1 + m * g + m / n * d);
       }
-      if (algorithm == Algorithm::kHierarchical) return hierarchicalReduce;
+      if (algorithm == Algorithm::kHierarchical) return twoLevels(true);
       break;
     case Collective::kAllToAll:
       if (algorithm == Algorithm::kPairwise) {

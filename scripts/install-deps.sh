@@ -5,15 +5,18 @@
 #                                      for the PyTorch backend (python/ringlet_torch) and its tests
 #   --fuzz                             also clang 14 and libFuzzer, for scripts/fuzz.sh and
 #                                      scripts/sanitize.sh
+#   --plots                            also matplotlib, for the benchmark scripts' PNGs
 set -euo pipefail
 
 with_torch="${RINGLET_WITH_TORCH:-0}"
 with_fuzz=0
+with_plots=0
 for arg in "$@"; do
   case "$arg" in
     --torch) with_torch=1 ;;
     --fuzz) with_fuzz=1 ;;
-    *) echo "ringlet: install-deps.sh: unknown option '$arg' (known: --torch, --fuzz)" >&2; exit 2 ;;
+    --plots) with_plots=1 ;;
+    *) echo "ringlet: install-deps.sh: unknown option '$arg' (known: --torch, --fuzz, --plots)" >&2; exit 2 ;;
   esac
 done
 
@@ -30,6 +33,9 @@ if [ "$with_torch" = "1" ]; then
 fi
 if [ "$with_fuzz" = "1" ]; then
   packages+=(clang-14 libfuzzer-14-dev)
+fi
+if [ "$with_plots" = "1" ]; then
+  packages+=(python3-matplotlib)
 fi
 
 missing=()

@@ -8,7 +8,7 @@
 # Environment: RATE (tbf rate of every link end, default 1gbit), BYTES (default 16M), ITERS
 # (timed all-reduce calls, default 5), ALGOS (default "auto ring": the cost model's choice, and the
 # ring forced). Writes OUT_DIR/multi-host-allreduce.{json,md,png}
-# (default bench/results/); installs python3-matplotlib for the PNG when it is missing.
+# (default bench/results/); matplotlib for the PNG comes from install-deps.sh --plots.
 set -euo pipefail
 build="${1:-$(dirname "$0")/../build}"
 out="${2:-$(dirname "$0")/../bench/results}"
@@ -17,7 +17,7 @@ bytes="${BYTES:-16M}"
 iters="${ITERS:-5}"
 algos="${ALGOS:-auto ring}"
 source "$(dirname "$0")/multi-host-common.sh"
-need_packages '/usr/bin/python3 -c "import matplotlib"' python3-matplotlib
+"$here/install-deps.sh" --plots
 export BYTES="$bytes" ITERS="$iters"
 
 # One TCP stream, host 0 -> host 1: what one link moves (the reference).

@@ -5,7 +5,7 @@
 #   source "$(dirname "$0")/multi-host-common.sh"    (after reading BUILD_DIR OUT_DIR into
 #                                                     build and out)
 # Sets here, emulate, work (exported as WORK), BIN; exports RINGLET_JOB_SECRET; defines
-# need_packages and python_streams.
+# python_streams.
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 emulate="$here/emulated-hosts.sh"
 work="$(mktemp -d /tmp/ringlet-emulated-bench.XXXXXX)"
@@ -16,22 +16,6 @@ mkdir -p "$out"
 build="$(cd "$build" && pwd)"  # absolute: the hosts' commands may run elsewhere
 out="$(cd "$out" && pwd)"
 export BIN="$build/bin" WORK="$work"
-
-# Installs the Debian packages named when the command beside each is missing:
-#   need_packages TEST PACKAGE [TEST PACKAGE ...]   (TEST: a shell command, e.g. "command -v mpirun")
-need_packages() {
-  local missing=()
-  while [[ $# -ge 2 ]]; do
-    eval "$1" >/dev/null 2>&1 || missing+=("$2")
-    shift 2
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  command -v apt-get >/dev/null 2>&1 ||
-    { echo "ringlet: missing ${missing[*]} and no apt-get to install them" >&2; exit 1; }
-  echo "installing ${missing[*]} ..." >&2
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-}
 
 # K Python TCP streams from host 0 to host 1 at once, 480 MiB over all of them: prints GB/s,
 # timed over the second half of the bytes (past a policer's burst and TCP's ramp).

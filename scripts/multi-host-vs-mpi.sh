@@ -18,7 +18,7 @@ set -euo pipefail
 build="${1:-$(dirname "$0")/../build}"
 out="${2:-$(dirname "$0")/../bench/results}"
 source "$(dirname "$0")/multi-host-common.sh"
-need_packages "command -v mpirun" openmpi-bin
+"$here/install-deps.sh"  # mpirun among the rest
 rate="${RATE-1gbit}"
 hosts="${HOSTS:-2}"
 ranks="${RANKS:-2}"

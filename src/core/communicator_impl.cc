@@ -772,9 +772,9 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
     // Gather-v and scatter-v move only the non-root's block (`first` is the root).
     const bool rooted = collective == collectives::Collective::kGatherv ||
                         collective == collectives::Collective::kScatterv;
-    const size_t moved = n == 2 ? blocks[1 - first].count * element : largest;
+    const size_t moved = rooted && n == 2 ? blocks[1 - first].count * element : largest;
     if (forced(collective) == collectives::Algorithm::kAuto && size_ == 2 &&
-        (rooted ? moved <= kChainPayloadBytes : largest <= OpHeader::kInlineBytes)) {
+        moved <= (rooted ? kChainPayloadBytes : OpHeader::kInlineBytes)) {
       // Two ranks: each block rides in a call header, one message each way (or one, rooted);
       // the prepare function says what this rank's header carries (inlineBlocks). The rooted
       // ones' block past a header follows it at once, and the sender returns, as gather's and

@@ -412,22 +412,28 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
       EXPECT_NE(std::string(e.what()).find("call #0"), std::string::npos) << e.what();
     }
   };
-  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store);
-    std::vector<float> send(4, 1.0f), recv(8, 0.0f);
-    const std::vector<size_t> counts = {4, 4};
-    failsNowOrNext(
-        comm, rank,
-        [&] {
-          if (rank == 1) {
-            comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
-          } else {
-            comm.gather(send.data(), recv.data(), 4, DataType::kFloat32, 0);
-          }
-        },
-        {"gatherv(count=8 in all over 2 ranks, float32, root=0", "gather(count=4 per rank"});
-  });
-  EXPECT_GE(mismatches.exchange(0), 1);
+  // Blocks in the header (4) and past it, up to 16 KiB, after it (400): either way the sender
+  // returns at once.
+  for (size_t count : {size_t{4}, size_t{400}}) {
+    SCOPED_TRACE(fmt::format("gatherv against gather, {} per rank", count));
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      Communicator comm = makeComm(rank, size, store);
+      std::vector<float> send(count, 1.0f), recv(2 * count, 0.0f);
+      const std::vector<size_t> counts = {count, count};
+      failsNowOrNext(
+          comm, rank,
+          [&] {
+            if (rank == 1) {
+              comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
+            } else {
+              comm.gather(send.data(), recv.data(), count, DataType::kFloat32, 0);
+            }
+          },
+          {fmt::format("gatherv(count={} in all over 2 ranks, float32, root=0", 2 * count),
+           fmt::format("gather(count={} per rank", count)});
+    });
+    EXPECT_GE(mismatches.exchange(0), 1);
+  }
   runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
     std::vector<float> send(8, 1.0f), recv(8, 0.0f);
@@ -436,23 +442,6 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
         comm, rank,
         [&] { comm.scatterv(send.data(), counts, recv.data(), DataType::kFloat32, rank); },
         {"scatterv(count=8 in all over 2 ranks, float32, root=0", "root=1"});
-  });
-  EXPECT_GE(mismatches.exchange(0), 1);
-  // Blocks past a header, up to 16 KiB, follow it, and the sender returns as before.
-  runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
-    Communicator comm = makeComm(rank, size, store);
-    std::vector<float> send(400, 1.0f), recv(800, 0.0f);
-    const std::vector<size_t> counts = {400, 400};
-    failsNowOrNext(
-        comm, rank,
-        [&] {
-          if (rank == 1) {
-            comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, 0);
-          } else {
-            comm.gather(send.data(), recv.data(), 400, DataType::kFloat32, 0);
-          }
-        },
-        {"gatherv(count=800 in all over 2 ranks, float32, root=0", "gather(count=400 per rank"});
   });
   EXPECT_GE(mismatches.exchange(0), 1);
   // Larger: the round of headers, where both ranks name both calls.
