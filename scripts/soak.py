@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Soak: many ringlet-run jobs of random collectives, some with a rank SIGKILLed mid-call.
 
-Each job: N = 2..5 ranks, shared memory or TCP, CALLS random collectives (operation, count,
-data type, reduction, root) from a seed (build/tests/soak_rank checks every element). In a
+Each job: N = 2..5 ranks, TCP or shared memory (RINGLET_SHM_DIRECT auto, 1 or 0), CALLS random
+collectives (operation, count, data type, reduction, root; the v-forms with uneven counts,
+sendrecv, two async calls at once) from a seed (build/tests/soak_rank checks every element). In a
 fraction of the jobs one rank SIGKILLs itself at a random point of a random call. Every job must
 end within its deadline either exact (every rank "ok") or, when a rank was killed, with every
 survivor reporting a named error (PeerError, TimeoutError, ...) on its own; and afterwards no
@@ -57,8 +58,11 @@ def main():
         kill_rank, kill_call = -1, -1
         if rng.random() < args.kill_fraction:
             kill_rank, kill_call = rng.randrange(n), rng.randrange(args.calls)
+        # Shared memory's three ways to move a message: the slots, lent messages and direct
+        # writes (1), or the host's measured choice (auto).
+        direct = rng.choice(["auto", "1", "0"]) if transport == "shm" else "auto"
         env = dict(os.environ, RINGLET_TRANSPORT=transport, RINGLET_SHM_DIR=shm_dir,
-                   RINGLET_TIMEOUT=str(args.timeout))
+                   RINGLET_TIMEOUT=str(args.timeout), RINGLET_SHM_DIRECT=direct)
         cmd = [run, "-n", str(n), "--grace", "2", rank_program, str(seed), str(args.calls),
                str(kill_rank), str(kill_call)]
         start = time.monotonic()
@@ -70,7 +74,8 @@ def main():
             continue
         took = time.monotonic() - start
         seconds.append(took)
-        what = f"job {job} (N={n} {transport} seed={seed} kill={kill_rank}@{kill_call})"
+        kind = transport if transport == "tcp" else f"shm direct={direct}"
+        what = f"job {job} (N={n} {kind} seed={seed} kill={kill_rank}@{kill_call})"
         ranks = {}
         for line in p.stdout.splitlines():
             m = re.match(r"^\[(\d+)\] soak: rank \d+ (.*)$", line)
@@ -123,7 +128,7 @@ def main():
         if problems:
             failures.append(what + ": " + "; ".join(problems))
         figures["jobs"] += 1
-        figures[f"N={n} {transport}"] += 1
+        figures[f"N={n} {kind}"] += 1
 
     # No rank process may outlive its job.
     stray = subprocess.run(["pgrep", "-f", rank_program], capture_output=True, text=True).stdout.split()

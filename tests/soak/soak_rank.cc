@@ -1,6 +1,8 @@
 // One rank of a soak run (scripts/soak.py): a seeded random sequence of collectives (operation,
 // count, data type, root) that every rank derives alike, each result checked element by element,
-// and optionally one rank that SIGKILLs itself at a random point of a given call.
+// and optionally one rank that SIGKILLs itself at a random point of a given call. The operations:
+// every collective, the v-forms with uneven counts (some blocks empty), sendrecv as a ring shift,
+// an all-reduce and a broadcast in flight at once (async), and a split whose halves all-reduce.
 //
 //   soak_rank SEED CALLS KILL_RANK KILL_CALL     (KILL_RANK -1: nobody dies)
 //
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -51,10 +54,21 @@ enum class Op {
   kScatter,
   kAllToAll,
   kBarrier,
+  kAllgatherv,
+  kReduceScatterv,
+  kGatherv,
+  kScatterv,
+  kAllToAllv,
+  kSendrecv,
+  kAsyncPair,
+  kSplit,
   kCount
 };
-const char* kOpNames[] = {"allreduce", "broadcast", "reduce",   "allgather", "reduceScatter",
-                          "gather",    "scatter",   "allToAll", "barrier"};
+const char* kOpNames[] = {"allreduce",      "broadcast", "reduce",   "allgather", "reduceScatter",
+                          "gather",         "scatter",   "allToAll", "barrier",   "allgatherv",
+                          "reduceScatterv", "gatherv",   "scatterv", "allToAllv", "sendrecv",
+                          "asyncPair",      "split"};
+static_assert(std::size(kOpNames) == static_cast<size_t>(Op::kCount));
 
 struct Call {
   Op op;
@@ -62,7 +76,28 @@ struct Call {
   DataType type;
   ReduceOp reduce;
   int root;
+  uint64_t shape;  // the v-forms' uneven counts derive from it, alike on every rank
 };
+
+// The v-forms' count for the pair (from, to) of a call: zero, a few, or around `count`, so
+// blocks differ between ranks, some empty.
+size_t unevenCount(const Call& call, int from, int to) {
+  const uint64_t h = (call.shape ^ (static_cast<uint64_t>(from) * 0x9e3779b97f4a7c15ULL) ^
+                      (static_cast<uint64_t>(to) * 0xc2b2ae3d27d4eb4fULL)) *
+                     0xff51afd7ed558ccdULL;
+  switch ((h >> 33) % 5) {
+    case 0:
+      return 0;
+    case 1:
+      return 1 + (h >> 40) % 7;
+    case 2:
+      return call.count / 2;
+    case 3:
+      return call.count + 3;
+    default:
+      return call.count;
+  }
+}
 
 int64_t combine(ReduceOp op, int64_t a, int64_t b) {
   switch (op) {
@@ -81,6 +116,27 @@ int64_t reduced(ReduceOp op, size_t j, int size, int c) {
   return acc;
 }
 
+// Blocks of a v-form in rank order: each rank's count and where its block starts.
+struct Blocks {
+  std::vector<size_t> counts, offsets;  // offsets: one more, the total last
+
+  template <typename CountOf>
+  Blocks(int size, CountOf countOf) : offsets{0} {
+    for (int r = 0; r < size; ++r) {
+      counts.push_back(countOf(r));
+      offsets.push_back(offsets.back() + counts.back());
+    }
+  }
+  size_t count(int r) const { return counts[static_cast<size_t>(r)]; }
+  size_t total() const { return offsets.back(); }
+  // The rank whose block holds element i.
+  int owner(size_t i) const {
+    int r = 0;
+    while (offsets[static_cast<size_t>(r) + 1] <= i) ++r;
+    return r;
+  }
+};
+
 struct Wrong {
   std::string what;
 };
@@ -88,7 +144,7 @@ struct Wrong {
 template <typename T>
 void runCall(Communicator& comm, const Call& call, int c) {
   const int rank = comm.rank(), size = comm.size();
-  const size_t n = call.count, all = n * static_cast<size_t>(size);
+  const size_t n = call.count, ranks = static_cast<size_t>(size), all = n * ranks;
   auto fill = [&](std::vector<T>& v, int r) {
     for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<T>(value(j, r, c));
   };
@@ -157,6 +213,100 @@ void runCall(Communicator& comm, const Call& call, int c) {
         return value(size_t(rank) * n + j, int(q), c);
       });
       break;
+    case Op::kAllgatherv:
+    case Op::kGatherv: {
+      const Blocks blocks(size, [&](int r) { return unevenCount(call, r, r); });
+      const bool gets = call.op == Op::kAllgatherv || rank == call.root;
+      send.resize(blocks.count(rank)), recv.resize(gets ? blocks.total() : 0), fill(send, rank);
+      if (call.op == Op::kAllgatherv) {
+        comm.allgatherv(send.data(), recv.data(), blocks.counts, call.type);
+      } else {
+        comm.gatherv(send.data(), gets ? recv.data() : nullptr, blocks.counts, call.type,
+                     call.root);
+      }
+      if (gets) {
+        check(recv, [&](size_t i) {
+          const int r = blocks.owner(i);
+          return value(i - blocks.offsets[size_t(r)], r, c);
+        });
+      }
+      break;
+    }
+    case Op::kReduceScatterv: {
+      const Blocks blocks(size, [&](int r) { return unevenCount(call, r, r); });
+      const size_t before = blocks.offsets[size_t(rank)];
+      send.resize(blocks.total()), recv.resize(blocks.count(rank)), fill(send, rank);
+      comm.reduceScatterv(send.data(), recv.data(), blocks.counts, call.type, call.reduce);
+      check(recv, [&](size_t j) { return reduced(call.reduce, before + j, size, c); });
+      break;
+    }
+    case Op::kScatterv: {
+      const Blocks blocks(size, [&](int r) { return unevenCount(call, r, r); });
+      const size_t before = blocks.offsets[size_t(rank)];
+      send.resize(rank == call.root ? blocks.total() : 0), recv.resize(blocks.count(rank));
+      if (rank == call.root) fill(send, call.root);
+      comm.scatterv(rank == call.root ? send.data() : nullptr, blocks.counts, recv.data(),
+                    call.type, call.root);
+      check(recv, [&](size_t j) { return value(before + j, call.root, c); });
+      break;
+    }
+    case Op::kAllToAllv: {
+      // Rank p's block for q holds value(q * 100003 + j, p, c).
+      const Blocks sends(size, [&](int q) { return unevenCount(call, rank, q); });
+      const Blocks recvs(size, [&](int q) { return unevenCount(call, q, rank); });
+      for (int q = 0; q < size; ++q) {
+        for (size_t j = 0; j < sends.count(q); ++j) {
+          send.push_back(static_cast<T>(value(size_t(q) * 100003 + j, rank, c)));
+        }
+      }
+      recv.resize(recvs.total());
+      comm.allToAllv(send.data(), sends.counts, recv.data(), recvs.counts, call.type);
+      check(recv, [&](size_t i) {
+        const int q = recvs.owner(i);
+        return value(size_t(rank) * 100003 + (i - recvs.offsets[size_t(q)]), q, c);
+      });
+      break;
+    }
+    case Op::kSendrecv: {
+      // A ring shift by 1..size-1 places (point-to-point to oneself is refused, as in
+      // torch.distributed): each rank sends to rank + shift, receives from rank - shift.
+      const int shift = 1 + call.root % std::max(size - 1, 1), dest = (rank + shift) % size,
+                source = (rank - shift + size) % size;
+      send.resize(n), recv.resize(n), fill(send, rank);
+      comm.sendrecv(send.data(), n, dest, recv.data(), n, source, call.type, c);
+      check(recv, [&](size_t j) { return value(j, source, c); });
+      break;
+    }
+    case Op::kAsyncPair: {
+      // Two collectives in flight at once: an all-reduce, then a broadcast, waited in reverse.
+      std::vector<T> bcast(n);
+      send.resize(n), recv.resize(n), fill(send, rank);
+      fill(bcast, rank == call.root ? call.root : rank + 100);
+      Work sum = comm.allreduceAsync(send.data(), recv.data(), n, call.type, call.reduce);
+      Work from = comm.broadcastAsync(bcast.data(), n, call.type, call.root);
+      from.wait();
+      sum.wait();
+      check(recv, [&](size_t j) { return reduced(call.reduce, j, size, c); });
+      check(bcast, [&](size_t j) { return value(j, call.root, c); });
+      break;
+    }
+    case Op::kSplit: {
+      // Two sub-communicators (even and odd ranks, ranked in reverse) each all-reduce, then
+      // end; the parent goes on.
+      std::optional<Communicator> sub = comm.split(rank % 2, size - rank);
+      const int subSize = sub->size();
+      send.resize(n), recv.resize(n), fill(send, rank);
+      sub->allreduce(send.data(), recv.data(), n, call.type, call.reduce);
+      check(recv, [&](size_t j) {
+        int64_t acc = value(j, rank % 2, c);
+        for (int r = rank % 2 + 2; r < size; r += 2)
+          acc = combine(call.reduce, acc, value(j, r, c));
+        return acc;
+      });
+      if (sub->rank() != (subSize - 1 - rank / 2))
+        throw Wrong{"split: rank " + std::to_string(sub->rank())};
+      break;
+    }
     default:
       comm.barrier();
       break;
@@ -191,9 +341,11 @@ int main(int argc, char** argv) {
       constexpr ReduceOp kReduces[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax};
       for (int c = 0; c < calls; ++c) {
         Call call{static_cast<Op>(random() % static_cast<int>(Op::kCount)),
-                  kCounts[random() % std::size(kCounts)], kTypes[random() % std::size(kTypes)],
+                  kCounts[random() % std::size(kCounts)],
+                  kTypes[random() % std::size(kTypes)],
                   kReduces[random() % std::size(kReduces)],
-                  static_cast<int>(random() % comm.size())};
+                  static_cast<int>(random() % comm.size()),
+                  random()};
         const auto delay = std::chrono::microseconds(random() % 3000);
         if (rank == killRank && c == killCall) {
           killScheduled = true;
