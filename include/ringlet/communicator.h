@@ -457,7 +457,10 @@ class Communicator {
   // communicator takes `options` or, when unset, this one's (its timeout also bounds connecting
   // it); the ranks of one color must agree on its transport (InvalidArgument on each of them
   // otherwise). No new rendezvous: it uses what this communicator learned about its peers and a
-  // key space of its own inside this one's store, and connects links of its own.
+  // key space of its own inside this one's store, and connects links of its own. While it
+  // connects them, a rank watches this communicator's links: a rank that fails in the split, or
+  // cannot connect the new links, fails this communicator (which tells its peers), and the ranks
+  // waiting for its links fail with it at once, not at their timeout.
   //
   // The result is independent of this communicator: its own call sequence, timeout, error state
   // and links, so it may be driven from another thread while this one (and its siblings) run

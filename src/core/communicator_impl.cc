@@ -73,7 +73,9 @@ CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
   jobId_ = std::move(lineage.jobId);
   secret_ = std::move(lineage.secret);
   rendezvousHost_ = std::move(lineage.rendezvousHost);
+  watchParent_ = std::move(lineage.watchParent);
   connectInitialLinks(deadline);
+  watchParent_ = nullptr;  // the parent is watched only while this is made
   forced_ = collectives::parseForced(options_.algorithms);
   oneHostTcp_ = oneHostOverTcp(options_.transport, infos_);
   if (options_.costModel) model_ = *options_.costModel;
@@ -98,16 +100,8 @@ void CommunicatorImpl::runBlocking(OpHeader& header, OpBody&& body) {
   if (asyncInFlight_.load(std::memory_order_acquire) == 0) {
     // No lock: its two locked instructions per call, each waiting for the stores still in the
     // core's buffer (the last message to a peer among them), cost 8-byte calls over shm about a
-    // tenth of their time. Only abort() from another thread needs to know that a call runs: a
-    // Dekker pair with it over inBlockingCall_ and broken_ (fences.h).
-    const bool outer = inBlockingCall_.load(std::memory_order_relaxed);
-    inBlockingCall_.store(true, std::memory_order_relaxed);
-    fences::light(asymmetricFences_);
-    struct Leave {
-      std::atomic<bool>& flag;
-      bool outer;
-      ~Leave() { flag.store(outer, std::memory_order_release); }
-    } leave{inBlockingCall_, outer};
+    // tenth of their time.
+    const OwnLinks own(*this);
     execute(header, body, callTimeout_);
     if (clockRecheckAfter(header)) [[unlikely]]
       measureClockOffsetAgain(false);
@@ -168,23 +162,26 @@ void CommunicatorImpl::workerLoop() {
   }
 }
 
+void CommunicatorImpl::throwIfBroken(std::string_view op, uint64_t seq) {
+  if (!broken_.load()) return;
+  std::string reason;
+  bool linksLeft = false;
+  {
+    std::lock_guard lock(brokenMutex_);
+    reason = brokenReason_;
+    linksLeft = !linksAborted_;
+  }
+  // abort() from another thread while the last call ran left the links to that call, which
+  // may have ended without a wait that saw the cancel: tell the peers now.
+  if (linksLeft) fail(rank_, reason);
+  throw AbortedError(
+      fmt::format("{} #{} on rank {}: the communicator is unusable after an earlier error: {}", op,
+                  seq, rank_, reason));
+}
+
 void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
                                std::chrono::milliseconds timeout) {
-  if (broken_.load()) {
-    std::string reason;
-    bool linksLeft = false;
-    {
-      std::lock_guard lock(brokenMutex_);
-      reason = brokenReason_;
-      linksLeft = !linksAborted_;
-    }
-    // abort() from another thread while the last call ran left the links to that call, which
-    // may have ended without a wait that saw the cancel: tell the peers now.
-    if (linksLeft) fail(rank_, reason);
-    throw AbortedError(
-        fmt::format("{} #{} on rank {}: the communicator is unusable after an earlier error: {}",
-                    header.name(), header.seq, rank_, reason));
-  }
+  throwIfBroken(header.name(), header.seq);
   const bool collective = isCollective(header.kind);
   if (!collective) {
     // First message between two ranks that no collective links: connect them now.
@@ -199,6 +196,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     if (!missing.empty()) {
       try {
         for (int peer : missing) announceLinkTo(peer);  // for a recv from any source there
+        const ConnectingFor connecting(*this, header.name(), header.seq);
         connectPeers(missing, Clock::now() + timeout);
       } catch (const std::exception& e) {
         fail(rank_, e.what());

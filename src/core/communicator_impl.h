@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/collectives.h"
@@ -64,6 +65,9 @@ struct Lineage {
   std::string jobId;
   std::string secret;
   std::string rendezvousHost;
+  // While the child connects its links: throws when the parent's links show a failure in the
+  // job (a rank that failed in the split will not connect; CommunicatorImpl::checkForFailure).
+  std::function<void(transport::Deadline)> watchParent;
 };
 
 // Whether some host runs more of these ranks than the CPUs they may share (PeerInfo::cpus, the
@@ -360,6 +364,18 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // Links `peers` (collective between this rank and each of them); used at creation and by the
   // first send/recv between two ranks that no collective links.
   void connectPeers(const std::vector<int>& peers, transport::Deadline deadline);
+  // TransportContext::checkJob while links connect: a split's child watches its parent's links
+  // (watchParent_), any other connect this communicator's own (for the call that connects).
+  void checkJobWhileConnecting(transport::Deadline deadline);
+  // Throws when this communicator has failed or was aborted, or when one of its links brings a
+  // peer's report of a failure (PeerError; the communicator then fails, telling its other
+  // peers), naming `op` #`seq`. A peer that closed its end or exited is not a failure here: it
+  // may have finished with this communicator. From the thread that owns the links: a call's, or the
+  // one that issues calls while none runs.
+  void checkForFailure(transport::Deadline deadline, std::string_view op, uint64_t seq);
+  // When this communicator has failed (or abort() was called): tells the peers if the links
+  // were left to this thread, and throws AbortedError naming `op` #`seq`.
+  void throwIfBroken(std::string_view op, uint64_t seq);
   // linksByPlace_ from linksByRank_ (after links were added).
   void refreshHostRing();
   transport::Transport& transportFor(size_t registryIndex);
@@ -402,6 +418,48 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   int64_t linkAnnouncementsSeen_ = 0;  // linkAnnounced(): the store's count when it last looked
   // By rank: how many connectPeers() calls (one inside another's wait) are linking it now.
   std::vector<int> connecting_;
+  // The issuing thread uses the links outside the queue (a blocking call with none queued, a
+  // split's child connecting while the parent's links are watched) for as long as this lives.
+  // Only abort() from another thread needs to know: a Dekker pair with it over inBlockingCall_
+  // and broken_ (fences.h).
+  class OwnLinks {
+   public:
+    explicit OwnLinks(CommunicatorImpl& impl)
+        : flag_(impl.inBlockingCall_), outer_(flag_.load(std::memory_order_relaxed)) {
+      flag_.store(true, std::memory_order_relaxed);
+      fences::light(impl.asymmetricFences_);
+    }
+    ~OwnLinks() { flag_.store(outer_, std::memory_order_release); }
+    OwnLinks(const OwnLinks&) = delete;
+    OwnLinks& operator=(const OwnLinks&) = delete;
+
+   private:
+    std::atomic<bool>& flag_;
+    bool outer_;
+  };
+  // The call that links peers now (checkJobWhileConnecting's errors name it), set by a
+  // ConnectingFor for as long as it lives.
+  std::string_view connectingOp_ = "create";
+  uint64_t connectingSeq_ = 0;
+  class ConnectingFor {
+   public:
+    ConnectingFor(CommunicatorImpl& impl, std::string_view op, uint64_t seq)
+        : impl_(impl),
+          op_(std::exchange(impl.connectingOp_, op)),
+          seq_(std::exchange(impl.connectingSeq_, seq)) {}
+    ~ConnectingFor() {
+      impl_.connectingOp_ = op_;
+      impl_.connectingSeq_ = seq_;
+    }
+    ConnectingFor(const ConnectingFor&) = delete;
+    ConnectingFor& operator=(const ConnectingFor&) = delete;
+
+   private:
+    CommunicatorImpl& impl_;
+    std::string_view op_;
+    uint64_t seq_;
+  };
+  std::function<void(transport::Deadline)> watchParent_;  // Lineage::watchParent, while created
   static constexpr auto kAnnouncementLookEvery = std::chrono::milliseconds(2);
   // whileWaiting(): when it last looked, and how often at most.
   transport::Clock::time_point nextSideLook_{};

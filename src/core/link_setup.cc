@@ -318,7 +318,36 @@ void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_ && linksByRank_[peer] == nullptr) missing.push_back(peer);
   }
-  if (!missing.empty()) connectPeers(missing, deadline);
+  if (missing.empty()) return;
+  const ConnectingFor connecting(*this, running_.name(), running_.seq);  // inside its body
+  connectPeers(missing, deadline);
+}
+
+void CommunicatorImpl::checkJobWhileConnecting(transport::Deadline deadline) {
+  if (watchParent_) return watchParent_(deadline);
+  checkForFailure(deadline, connectingOp_, connectingSeq_);
+}
+
+void CommunicatorImpl::checkForFailure(transport::Deadline deadline, std::string_view op,
+                                       uint64_t seq) {
+  throwIfBroken(op, seq);
+  const transport::WaitContext wait{.deadline = deadline,
+                                    .op = op,
+                                    .seq = seq,
+                                    .rank = rank_,
+                                    .links = activeLinks_,
+                                    .cancelled = &cancelled_};
+  for (transport::Link* link : activeLinks_) {
+    try {
+      link->checkPeerAlive(wait);
+    } catch (const PeerError& e) {
+      // A peer that closed its end or exited may be done with this communicator (a rank of
+      // another color, or one that finished its part): only a reported failure counts.
+      if (!e.aborted()) continue;
+      fail(e.peer(), e.what());
+      throw;
+    }
+  }
 }
 
 namespace {
@@ -400,6 +429,7 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,
         .whileConnecting = [this](transport::Deadline deadline) { linkAnnounced(deadline); },
+        .checkJob = [this](transport::Deadline deadline) { checkJobWhileConnecting(deadline); },
     });
   }
   return *slot;

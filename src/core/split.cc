@@ -25,6 +25,14 @@
 // that moment. NCCL makes the same choice by default (ncclCommSplit connects anew unless
 // splitShare asks to share). The cost, paid once per split: a listener per rank for tcp and a
 // segment per linked pair for shm.
+//
+// Failure while the child connects: the all-gather may end on some ranks and fail on others
+// (a rank killed after its record passed on), and a rank may fail to connect its child. The
+// others would wait for such a rank's links until the child's timeout; instead each watches the
+// parent's links while it connects (TransportContext::checkJob, CommunicatorImpl::checkForFailure)
+// and a rank whose child fails to connect fails the parent, which tells its peers: the failure
+// reaches every waiting rank within a slice of the wait (100 ms), passed on by each rank it
+// reaches, as any failure of the parent is.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -125,7 +133,27 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key,
   // Traced, the child writes files of its own (its ranks are numbered anew): the path gets
   // ".split<seq>-color<color>", the same on the child's ranks and unlike any sibling's.
   if (!options.trace.empty()) options.trace += fmt::format(".split{}-color{}", seq, color);
-  auto child = std::make_unique<CommunicatorImpl>(std::move(lineage), std::move(options));
+  // While the child connects, this rank watches the parent's links: a rank of its color that
+  // failed in the split (after its record had passed on) never connects, and its failure
+  // reaches here as an abort or a closed link. No async call on the parent is in flight after
+  // the split's: the issuing thread owns its links, as in a blocking call.
+  const char* call = dup ? "dup" : "split";
+  lineage.watchParent = [this, call, seq](transport::Deadline deadline) {
+    checkForFailure(deadline, call, seq);
+  };
+  std::unique_ptr<CommunicatorImpl> child;
+  {
+    const OwnLinks own(*this);
+    try {
+      child = std::make_unique<CommunicatorImpl>(std::move(lineage), std::move(options));
+    } catch (const std::exception& e) {
+      // The ranks of this color wait for this one's links: the parent fails, telling its peers,
+      // whose watches end those waits (and the other colors learn of it at their next call).
+      fail(rank_, fmt::format("{} #{} on rank {}: the new communicator failed to connect: {}", call,
+                              seq, rank_, e.what()));
+      throw;
+    }
+  }
   child->measureClockOffset();  // traced: against the child's rank 0, for its own files
   return child;
 }

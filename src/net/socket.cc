@@ -205,7 +205,8 @@ uint16_t unusedPort(const std::string& host) {
   return SocketAddress::local(probe.get()).port();
 }
 
-Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::string_view what) {
+Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::string_view what,
+              const std::function<void()>& betweenAttempts) {
   const SocketAddress address = SocketAddress::resolve(host, port);
   auto backoff = std::chrono::milliseconds(1);
   std::string lastError = "no attempt";
@@ -233,6 +234,7 @@ Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::st
     if (Clock::now() + backoff >= deadline) break;
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    if (betweenAttempts) betweenAttempts();
   }
   throw TimeoutError(
       fmt::format("could not connect to {} at {} before the deadline (last error: {})", what,

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -68,7 +69,9 @@ uint16_t unusedPort(const std::string& host);
 
 // Connects to host:port, retrying refused/unreachable attempts with backoff until the deadline.
 // The socket comes back nonblocking with TCP_NODELAY. Throws TimeoutError naming the address.
-Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::string_view what);
+// `betweenAttempts` (when set) runs after each pause between attempts; what it throws ends them.
+Fd connectTcp(const std::string& host, uint16_t port, Deadline deadline, std::string_view what,
+              const std::function<void()>& betweenAttempts = {});
 
 // Accepts one pending connection (nonblocking listener); returns an invalid Fd if none is ready.
 Fd acceptTcp(int listenFd);

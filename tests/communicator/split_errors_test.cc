@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <optional>
 
@@ -199,6 +200,30 @@ TEST(SplitThreads, ASplitThatARankNeverJoinsEndsAtTheTimeout) {
     } else {
       EXPECT_TRUE(rank0TimedOut.waitFor()) << "rank 0's split never ended";
     }
+  });
+}
+
+// A rank of a color that cannot make the new communicator's links (its listener cannot bind the
+// address its options name) fails the parent, and the other rank of the color, which watches
+// the parent's links while it waits for that rank to connect, fails at once with it instead of
+// at its own 60 s timeout. Both parents are unusable after.
+TEST(SplitThreads, ARankThatCannotConnectTheChildEndsTheOthersWait) {
+  runThreadRanks(2, [](int rank, int n, std::shared_ptr<Store> store) {
+    Communicator world = makeComm(rank, n, store, "tcp", 60s);
+    CommunicatorOptions o;
+    o.timeout = 60s;
+    o.transport = "tcp";
+    // TEST-NET-1 (RFC 5737): no interface of this host has it, so bind() fails; nothing is sent.
+    if (rank == 1) o.transportOptions["socket_addr"] = "192.0.2.1";
+    const auto start = std::chrono::steady_clock::now();
+    if (rank == 1) {
+      expectThrowWith<IoError>([&] { world.split(0, rank, o); }, {"192.0.2.1"});
+    } else {
+      expectThrowWith<PeerError>([&] { world.split(0, rank, o); },
+                                 {"rank 1 aborted", "split #0 on rank 1", "failed to connect"});
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "rank " << rank;
+    expectThrowWith<AbortedError>([&] { world.barrier(); }, {"unusable after an earlier error"});
   });
 }
 

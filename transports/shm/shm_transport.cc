@@ -41,10 +41,12 @@ std::chrono::milliseconds remaining(Deadline deadline) {
 }
 
 // Reads `key`, which `peer` sets, in short slices so that a peer that died during setup is
-// reported by name within a slice (~100 ms) instead of at the deadline.
+// reported by name within a slice (~100 ms) instead of at the deadline, as is a failure in the
+// job meanwhile (`checkJob`, TransportContext::checkJob).
 std::string getFromPeer(Store& store, const std::string& key, int rank, int peer,
                         const PeerWatch& watch, Deadline deadline,
-                        const std::function<void(Deadline)>& whileWaiting) {
+                        const std::function<void(Deadline)>& whileWaiting,
+                        const std::function<void(Deadline)>& checkJob) {
   // Short slices where the wait has side work (TransportContext::whileConnecting).
   const std::chrono::milliseconds kSlice{whileWaiting ? 20 : 100};
   for (;;) {
@@ -64,6 +66,7 @@ std::string getFromPeer(Store& store, const std::string& key, int rank, int peer
                                         peer, watch.describe(), rank, key));
     }
     if (whileWaiting) whileWaiting(deadline);
+    if (checkJob) checkJob(deadline);
   }
 }
 
@@ -155,7 +158,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
     if (peer > rank) continue;
     PeerWatch watch = watchPeer(peer);
     std::string value = getFromPeer(store, pairKey(peer, rank), rank, peer, watch, deadline,
-                                    context_.whileConnecting);
+                                    context_.whileConnecting, context_.checkJob);
     if (startsWith(value, kFallback)) {
       log::info("shm: rank {} reported {}; ranks {} and {} fall back to the next transport", peer,
                 value.substr(kFallback.size()), peer, rank);
@@ -192,7 +195,7 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
     if (peer < rank || !created[i].valid()) continue;
     PeerWatch watch = watchPeer(peer);
     std::string ack = getFromPeer(store, ackKey(rank, peer), rank, peer, watch, deadline,
-                                  context_.whileConnecting);
+                                  context_.whileConnecting, context_.checkJob);
     if (ack != kOk) {
       throw IoError(fmt::format("shm connect: rank {} could not map the segment {} of rank {}: {}",
                                 peer, created[i].path(), rank,

@@ -82,6 +82,11 @@ class TcpLink final : public Link {
   const std::byte* peekMessage(size_t* bytes) noexcept override;
   bool spinForMessage() noexcept override;
   void checkPeer(const WaitContext& wait) override;
+  // checkPeer() with a fresh read of the socket (checkPeer() may look at what this call read).
+  void checkPeerAlive(const WaitContext& wait) override {
+    readAheadFresh_ = false;
+    checkPeer(wait);
+  }
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
   void abort(int origin, std::string_view reason) override;
 

@@ -22,6 +22,24 @@ std::chrono::milliseconds remaining(Deadline deadline) {
   return std::max(left, std::chrono::milliseconds(1));
 }
 
+// How often a wait for a peer asks TransportContext::checkJob whether the job failed meanwhile.
+constexpr std::chrono::milliseconds kCheckJobEvery{100};
+
+// Reads `key`, which a peer sets, in slices, asking `checkJob` between them: a peer that failed
+// before it set the key never will.
+Bytes getChecking(Store& store, const std::string& key, Deadline deadline,
+                  const std::function<void(Deadline)>& checkJob) {
+  while (true) {
+    const auto left = remaining(deadline);
+    if (!checkJob || left <= kCheckJobEvery) return store.get(key, left);
+    try {
+      return store.get(key, kCheckJobEvery);
+    } catch (const TimeoutError&) {
+    }
+    checkJob(deadline);
+  }
+}
+
 }  // namespace
 
 TcpTransport::TcpTransport(TransportContext context, std::optional<Backoff> backoff)
@@ -134,12 +152,14 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
 
 std::vector<net::Fd> TcpTransport::connectTo(int peer, Deadline deadline) {
   const std::string key = fmt::format("addr/{}", peer);
-  const Bytes value = context_.store->get(key, remaining(deadline));
+  const Bytes value = getChecking(*context_.store, key, deadline, context_.checkJob);
   const std::string address(reinterpret_cast<const char*>(value.data()), value.size());
   const auto [host, port] = net::splitHostPort(address, key);
   std::vector<net::Fd> streams;
   for (int stream = 0; stream < identity_.streams; ++stream) {
-    net::Fd fd = net::connectTcp(host, port, deadline, fmt::format("rank {}", peer));
+    net::Fd fd = net::connectTcp(host, port, deadline, fmt::format("rank {}", peer), [&] {
+      if (context_.checkJob) context_.checkJob(deadline);
+    });
     connectorHandshake(fd.get(), identity_, peer, deadline, address, stream);
     streams.push_back(std::move(fd));
   }
@@ -165,6 +185,7 @@ std::map<int, std::vector<net::Fd>> TcpTransport::acceptFrom(std::vector<int> wa
     }
   };
   claim();
+  auto nextCheck = Clock::now() + kCheckJobEvery;
   while (!wanted.empty()) {
     std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
     auto wake = deadline;
@@ -175,7 +196,7 @@ std::map<int, std::vector<net::Fd>> TcpTransport::acceptFrom(std::vector<int> wa
     const auto slice =
         std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()) +
                        std::chrono::milliseconds(1),
-                   std::chrono::milliseconds(0), std::chrono::milliseconds(100));
+                   std::chrono::milliseconds(0), kCheckJobEvery);
     if (::poll(fds.data(), fds.size(), static_cast<int>(slice.count())) < 0 && errno != EINTR) {
       throw IoError(fmt::format("rank {}: poll on the tcp listener failed: {}", context_.rank,
                                 net::errorText(errno)));
@@ -186,6 +207,10 @@ std::map<int, std::vector<net::Fd>> TcpTransport::acceptFrom(std::vector<int> wa
       throw TimeoutError(fmt::format(
           "rank {}: tcp transport setup timed out waiting for rank(s) [{}] to connect to {}",
           context_.rank, fmt::join(wanted, ", "), listenAddress_));
+    }
+    if (!wanted.empty() && context_.checkJob && Clock::now() >= nextCheck) {
+      context_.checkJob(deadline);
+      nextCheck = Clock::now() + kCheckJobEvery;
     }
   }
   return result;
