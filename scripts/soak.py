@@ -49,12 +49,14 @@ def main():
     failures = []
     seconds = []
     detect = []  # wall time of the jobs with a kill
+    job_seeds = set()
     shm_dir = tempfile.mkdtemp(prefix="ringlet-soak-shm-")
     deadline = args.timeout + 15
     for job in range(args.jobs):
         n = rng.randint(2, 5)
         transport = rng.choice(["shm", "tcp"])
         seed = rng.getrandbits(48)
+        job_seeds.add(str(seed))
         kill_rank, kill_call = -1, -1
         if rng.random() < args.kill_fraction:
             kill_rank, kill_call = rng.randrange(n), rng.randrange(args.calls)
@@ -130,8 +132,17 @@ def main():
         figures["jobs"] += 1
         figures[f"N={n} {kind}"] += 1
 
-    # No rank process may outlive its job.
-    stray = subprocess.run(["pgrep", "-f", rank_program], capture_output=True, text=True).stdout.split()
+    # No rank process of this soak (its jobs' seeds; another soak may run beside it) may remain.
+    stray = []
+    for pid in subprocess.run(["pgrep", "-f", rank_program], capture_output=True,
+                              text=True).stdout.split():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile
+        if len(argv) > 1 and argv[1].decode(errors="replace") in job_seeds:
+            stray.append(pid)
     figures["stray rank processes"] = len(stray)
     shutil.rmtree(shm_dir, ignore_errors=True)
 
