@@ -195,6 +195,29 @@ TEST(TcpHandshake, ConnectorRefusesListenerWithoutSecret) {
   EXPECT_NE(error.find("does not hold the job secret"), std::string::npos) << error;
 }
 
+// A listener that closes without its greeting (its rank died as the connection came in) is a
+// PeerError naming that rank, not a failure of this one's own.
+TEST(TcpHandshake, ListenerThatClosesBeforeItsGreetingIsAPeerError) {
+  net::Fd listener = net::listenTcp("127.0.0.1", 0);
+  const std::string address = net::SocketAddress::local(listener.get()).toString();
+  std::thread closer([&] {
+    if (!net::waitFor(listener.get(), POLLIN, Clock::now() + 30s)) return;
+    net::Fd fd = net::acceptTcp(listener.get());  // and closed at once
+  });
+  net::Fd fd = connectRaw(address);
+  try {
+    connectorHandshake(fd.get(), HandshakeIdentity{"job", "secret", 1, 2}, 0, Clock::now() + 30s,
+                       address);
+    ADD_FAILURE() << "the handshake went on without a greeting";
+  } catch (const PeerError& e) {
+    EXPECT_EQ(e.peer(), 0);
+    EXPECT_NE(std::string(e.what()).find("rank 0 at " + address + " closed the connection"),
+              std::string::npos)
+        << e.what();
+  }
+  closer.join();
+}
+
 // Forwards one connection both ways between a client and `target`, until either side closes.
 void relayOnce(int listener, const std::string& target, std::atomic<bool>& used) {
   if (!net::waitFor(listener, POLLIN, Clock::now() + 10s)) return;

@@ -73,10 +73,11 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
   try {
     net::readFull(fd, hello, sizeof(hello), deadline, what);
   } catch (const IoError& e) {
-    throw IoError(
-        fmt::format("rank {}: rank {} at {} closed the connection before the handshake "
-                    "({})",
-                    self.rank, listenerRank, remote, e.what()));
+    // Every listener of the job greets at once: its process is gone (or its listener closed).
+    throw PeerError(listenerRank,
+                    fmt::format("rank {}: rank {} at {} closed the connection before the handshake "
+                                "({})",
+                                self.rank, listenerRank, remote, e.what()));
   }
   if (get32(hello) != kMagic || get16(hello + 4) != kProtocolVersion) {
     throw IoError(fmt::format(
