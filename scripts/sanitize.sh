@@ -57,7 +57,8 @@ run_asan() {
 # The tests whose code runs several threads at once in one process.
 tsan_tests=(tcp_store_server_test store_contract_test tcp_link_test shm_link_test
             ddp_synchronizer_test communicator_errors_test peer_failure_test collectives_test
-            split_test point_to_point_test any_source_test spawn_test wait_policy_test)
+            split_test split_errors_test point_to_point_test any_source_test spawn_test
+            wait_policy_test)
 run_tsan() {
   configure build-tsan -DRINGLET_SANITIZE=thread -DRINGLET_BUILD_BENCH=OFF \
     -DRINGLET_BUILD_EXAMPLES=OFF

@@ -365,11 +365,13 @@ struct TransportContext {
   // the ranks that asked this one for a link meanwhile (their connect waits for this rank, which
   // may itself wait in a connect for a rank that waits for them: sends around a cycle).
   std::function<void(Deadline deadline)> whileConnecting;
-  // Called now and then (at least every 100 ms) while connect() waits for a peer (may be empty):
-  // throws to end the wait when the job failed elsewhere meanwhile (an abort or a closed link
-  // of this communicator, or of the parent a split's child connects under), so that a peer that
-  // failed before it connected is not waited for until the deadline.
-  std::function<void(Deadline deadline)> checkJob;
+  // Called now and then (at least every 100 ms) while connect() waits for the peers
+  // `waitingFor` (may be empty): throws to end the wait when the job failed elsewhere meanwhile
+  // (an abort on a link of this communicator, or of the parent a split's child connects under,
+  // or one of those peers gone from such a link), so that a peer that failed before it
+  // connected is not waited for until the deadline.
+  using CheckJob = std::function<void(Deadline deadline, std::span<const int> waitingFor)>;
+  CheckJob checkJob;
 };
 
 class Transport {

@@ -67,7 +67,7 @@ struct Lineage {
   std::string rendezvousHost;
   // While the child connects its links: throws when the parent's links show a failure in the
   // job (a rank that failed in the split will not connect; CommunicatorImpl::checkForFailure).
-  std::function<void(transport::Deadline)> watchParent;
+  transport::TransportContext::CheckJob watchParent;
 };
 
 // Whether some host runs more of these ranks than the CPUs they may share (PeerInfo::cpus, the
@@ -366,13 +366,15 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   void connectPeers(const std::vector<int>& peers, transport::Deadline deadline);
   // TransportContext::checkJob while links connect: a split's child watches its parent's links
   // (watchParent_), any other connect this communicator's own (for the call that connects).
-  void checkJobWhileConnecting(transport::Deadline deadline);
+  void checkJobWhileConnecting(transport::Deadline deadline, std::span<const int> waitingFor);
   // Throws when this communicator has failed or was aborted, or when one of its links brings a
   // peer's report of a failure (PeerError; the communicator then fails, telling its other
-  // peers), naming `op` #`seq`. A peer that closed its end or exited is not a failure here: it
-  // may have finished with this communicator. From the thread that owns the links: a call's, or the
-  // one that issues calls while none runs.
-  void checkForFailure(transport::Deadline deadline, std::string_view op, uint64_t seq);
+  // peers), naming `op` #`seq`. A peer that closed its end or exited counts only among
+  // `waitingFor` (ranks of this communicator that a connect waits for); others may have
+  // finished with this communicator. From the thread that owns the links: a call's, or the one
+  // that issues calls while none runs.
+  void checkForFailure(transport::Deadline deadline, std::string_view op, uint64_t seq,
+                       std::span<const int> waitingFor);
   // When this communicator has failed (or abort() was called): tells the peers if the links
   // were left to this thread, and throws AbortedError naming `op` #`seq`.
   void throwIfBroken(std::string_view op, uint64_t seq);
@@ -459,7 +461,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
     std::string_view op_;
     uint64_t seq_;
   };
-  std::function<void(transport::Deadline)> watchParent_;  // Lineage::watchParent, while created
+  transport::TransportContext::CheckJob watchParent_;  // Lineage::watchParent, while created
   static constexpr auto kAnnouncementLookEvery = std::chrono::milliseconds(2);
   // whileWaiting(): when it last looked, and how often at most.
   transport::Clock::time_point nextSideLook_{};

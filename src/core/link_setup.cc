@@ -323,13 +323,14 @@ void CommunicatorImpl::connectAllPeers(transport::Deadline deadline) {
   connectPeers(missing, deadline);
 }
 
-void CommunicatorImpl::checkJobWhileConnecting(transport::Deadline deadline) {
-  if (watchParent_) return watchParent_(deadline);
-  checkForFailure(deadline, connectingOp_, connectingSeq_);
+void CommunicatorImpl::checkJobWhileConnecting(transport::Deadline deadline,
+                                               std::span<const int> waitingFor) {
+  if (watchParent_) return watchParent_(deadline, waitingFor);
+  checkForFailure(deadline, connectingOp_, connectingSeq_, waitingFor);
 }
 
 void CommunicatorImpl::checkForFailure(transport::Deadline deadline, std::string_view op,
-                                       uint64_t seq) {
+                                       uint64_t seq, std::span<const int> waitingFor) {
   throwIfBroken(op, seq);
   const transport::WaitContext wait{.deadline = deadline,
                                     .op = op,
@@ -342,8 +343,11 @@ void CommunicatorImpl::checkForFailure(transport::Deadline deadline, std::string
       link->checkPeerAlive(wait);
     } catch (const PeerError& e) {
       // A peer that closed its end or exited may be done with this communicator (a rank of
-      // another color, or one that finished its part): only a reported failure counts.
-      if (!e.aborted()) continue;
+      // another color, or one that finished its part), unless it is one this rank waits for:
+      // it cannot have finished without linking to this rank first.
+      const bool awaited =
+          std::find(waitingFor.begin(), waitingFor.end(), link->peer()) != waitingFor.end();
+      if (!e.aborted() && !awaited) continue;
       fail(e.peer(), e.what());
       throw;
     }
@@ -429,7 +433,10 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,
         .whileConnecting = [this](transport::Deadline deadline) { linkAnnounced(deadline); },
-        .checkJob = [this](transport::Deadline deadline) { checkJobWhileConnecting(deadline); },
+        .checkJob =
+            [this](transport::Deadline deadline, std::span<const int> waitingFor) {
+              checkJobWhileConnecting(deadline, waitingFor);
+            },
     });
   }
   return *slot;

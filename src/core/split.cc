@@ -135,11 +135,15 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key,
   if (!options.trace.empty()) options.trace += fmt::format(".split{}-color{}", seq, color);
   // While the child connects, this rank watches the parent's links: a rank of its color that
   // failed in the split (after its record had passed on) never connects, and its failure
-  // reaches here as an abort or a closed link. No async call on the parent is in flight after
-  // the split's: the issuing thread owns its links, as in a blocking call.
+  // reaches here as an abort, or as its own link closed when it is one this rank waits for. No
+  // async call on the parent is in flight after the split's: the issuing thread owns its links, as
+  // in a blocking call.
   const char* call = dup ? "dup" : "split";
-  lineage.watchParent = [this, call, seq](transport::Deadline deadline) {
-    checkForFailure(deadline, call, seq);
+  lineage.watchParent = [this, call, seq, members](transport::Deadline deadline,
+                                                   std::span<const int> waitingFor) {
+    std::vector<int> here;  // the child's ranks it waits for, as ranks of the parent
+    for (int r : waitingFor) here.push_back(members[static_cast<size_t>(r)]);
+    checkForFailure(deadline, call, seq, here);
   };
   std::unique_ptr<CommunicatorImpl> child;
   {

@@ -46,7 +46,7 @@ std::chrono::milliseconds remaining(Deadline deadline) {
 std::string getFromPeer(Store& store, const std::string& key, int rank, int peer,
                         const PeerWatch& watch, Deadline deadline,
                         const std::function<void(Deadline)>& whileWaiting,
-                        const std::function<void(Deadline)>& checkJob) {
+                        const TransportContext::CheckJob& checkJob) {
   // Short slices where the wait has side work (TransportContext::whileConnecting).
   const std::chrono::milliseconds kSlice{whileWaiting ? 20 : 100};
   for (;;) {
@@ -66,7 +66,7 @@ std::string getFromPeer(Store& store, const std::string& key, int rank, int peer
                                         peer, watch.describe(), rank, key));
     }
     if (whileWaiting) whileWaiting(deadline);
-    if (checkJob) checkJob(deadline);
+    if (checkJob) checkJob(deadline, std::span(&peer, 1));
   }
 }
 

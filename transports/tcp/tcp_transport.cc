@@ -25,10 +25,10 @@ std::chrono::milliseconds remaining(Deadline deadline) {
 // How often a wait for a peer asks TransportContext::checkJob whether the job failed meanwhile.
 constexpr std::chrono::milliseconds kCheckJobEvery{100};
 
-// Reads `key`, which a peer sets, in slices, asking `checkJob` between them: a peer that failed
+// Reads `key`, which `peer` sets, in slices, asking `checkJob` between them: a peer that failed
 // before it set the key never will.
-Bytes getChecking(Store& store, const std::string& key, Deadline deadline,
-                  const std::function<void(Deadline)>& checkJob) {
+Bytes getChecking(Store& store, const std::string& key, int peer, Deadline deadline,
+                  const TransportContext::CheckJob& checkJob) {
   while (true) {
     const auto left = remaining(deadline);
     if (!checkJob || left <= kCheckJobEvery) return store.get(key, left);
@@ -36,7 +36,7 @@ Bytes getChecking(Store& store, const std::string& key, Deadline deadline,
       return store.get(key, kCheckJobEvery);
     } catch (const TimeoutError&) {
     }
-    checkJob(deadline);
+    checkJob(deadline, std::span(&peer, 1));
   }
 }
 
@@ -152,13 +152,13 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
 
 std::vector<net::Fd> TcpTransport::connectTo(int peer, Deadline deadline) {
   const std::string key = fmt::format("addr/{}", peer);
-  const Bytes value = getChecking(*context_.store, key, deadline, context_.checkJob);
+  const Bytes value = getChecking(*context_.store, key, peer, deadline, context_.checkJob);
   const std::string address(reinterpret_cast<const char*>(value.data()), value.size());
   const auto [host, port] = net::splitHostPort(address, key);
   std::vector<net::Fd> streams;
   for (int stream = 0; stream < identity_.streams; ++stream) {
     net::Fd fd = net::connectTcp(host, port, deadline, fmt::format("rank {}", peer), [&] {
-      if (context_.checkJob) context_.checkJob(deadline);
+      if (context_.checkJob) context_.checkJob(deadline, std::span(&peer, 1));
     });
     connectorHandshake(fd.get(), identity_, peer, deadline, address, stream);
     streams.push_back(std::move(fd));
@@ -209,7 +209,7 @@ std::map<int, std::vector<net::Fd>> TcpTransport::acceptFrom(std::vector<int> wa
           context_.rank, fmt::join(wanted, ", "), listenAddress_));
     }
     if (!wanted.empty() && context_.checkJob && Clock::now() >= nextCheck) {
-      context_.checkJob(deadline);
+      context_.checkJob(deadline, wanted);
       nextCheck = Clock::now() + kCheckJobEvery;
     }
   }
