@@ -50,6 +50,7 @@ def main():
     seconds = []
     detect = []  # wall time of the jobs with a kill
     job_seeds = set()
+    examples = {}  # error type -> the first survivor's line with it
     shm_dir = tempfile.mkdtemp(prefix="ringlet-soak-shm-")
     deadline = args.timeout + 15
     for job in range(args.jobs):
@@ -94,6 +95,7 @@ def main():
             m = re.match(r"named error (\w+)", text)
             if m:
                 errors[m.group(1)] += 1
+                examples.setdefault(m.group(1), f"{what}: rank {r} {text}")
         # The killed rank says nothing; the launcher names it (ringlet-run prefers a rank killed
         # by a signal to a survivor that exited first).
         killed = kill_rank >= 0 and p.returncode != 0 and kill_rank not in ranks
@@ -153,6 +155,9 @@ def main():
         print(f"| {key} | {figures[key]} |")
     for key in sorted(errors):
         print(f"| survivor errors: {key} | {errors[key]} |")
+    # One example of each kind of error, for the figures' reader (is each the right kind?).
+    for key in sorted(examples):
+        print(f"example {key}: {examples[key][:400]}")
     if seconds:
         seconds.sort()
         print(f"| job seconds median / max | {seconds[len(seconds) // 2]:.2f} / {seconds[-1]:.2f} |")

@@ -96,6 +96,45 @@ TEST(ShmProcess, LentMessagesAreReadFromTheSendersMemory) {
       30s);
 }
 
+// A lender that dies before its message is read: the reader's process_vm_readv finds no process,
+// which is the lender's death (PeerError naming it), not a failure of the reader's own.
+TEST(ShmProcess, ALenderThatDiedBeforeItsMessageWasReadIsAPeerError) {
+  if (const std::string why = crossMemoryRefused(); !why.empty()) GTEST_SKIP() << why;
+  ShmDir dir;
+  const std::string job = uniqueJobId("shm-p-lent-dead");
+  constexpr size_t kBytes = 100 << 10;
+  runProcessRanksWithVictim(
+      2, /*mayDie=*/0,
+      [&](int rank, int size, std::shared_ptr<Store> store) {
+        Mesh mesh = connectMesh(rank, size, store, testOptions(dir.path(), 512 << 10), job);
+        Link& link = mesh.to(1 - rank);
+        // A first message lets the receiver probe that the lender's memory is its peer's.
+        if (rank == 0) {
+          std::byte hello{7};
+          link.send(&hello, 1, mesh.wait());
+          store->getString("probed");
+          std::vector<std::byte> out(kBytes, std::byte{3});
+          ASSERT_TRUE(link.lendsNow(kBytes));
+          link.lend(out.data(), kBytes, mesh.wait());
+          store->setString("lent", "1");
+          raise(SIGKILL);
+        }
+        std::byte hello{};
+        link.recvInto(&hello, 1, mesh.wait());
+        store->setString("probed", "1");
+        store->getString("lent");
+        std::this_thread::sleep_for(300ms);  // rank 0 is gone by now
+        try {
+          link.recv(kBytes, mesh.wait(30s));
+          ADD_FAILURE() << "read a lent message from a process that is gone";
+        } catch (const PeerError& e) {
+          EXPECT_EQ(e.peer(), 0);
+          EXPECT_NE(std::string(e.what()).find("exited"), std::string::npos) << e.what();
+        }
+      },
+      30s);
+}
+
 class ShmProcessMesh : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmProcessMesh, ManyMessagesEveryPair) {

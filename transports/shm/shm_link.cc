@@ -425,7 +425,11 @@ void ShmLink::readLent(uint64_t index, std::byte* dst, size_t bytes, const WaitC
     const ssize_t read = ::process_vm_readv(watch_.pid(), &local, 1, &remote, 1, 0);
     if (read != static_cast<ssize_t>(bytes)) {
       const int error = errno;
-      checkPeerFlags(WaitFor::kMessage, bytes, wait);  // an abort explains it better
+      checkPeerFlags(WaitFor::kMessage, bytes, wait);         // an abort explains it better
+      if ((read < 0 && error == ESRCH) || !watch_.alive()) {  // the lender's process is gone
+        throwPeerGone(fmt::format("({}) exited", watch_.describe()), WaitFor::kMessage, bytes,
+                      wait);
+      }
       throw IoError(fmt::format(
           "{}: could not read the {} bytes rank {} lent over shm at {:#x} in process {} ({})",
           wait.describe(), bytes, peer(), address, watch_.pid(),
