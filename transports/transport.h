@@ -374,6 +374,15 @@ struct TransportContext {
   CheckJob checkJob;
 };
 
+// Reads `key` from `store`, which a peer sets while connect() waits for it, in slices of `slice`,
+// calling `betweenSlices` after each slice that ended without the key (to check the peer and
+// the job, TransportContext::checkJob; it throws to end the wait). Without `betweenSlices` one
+// read waits until `deadline`. The store's TimeoutError at the deadline propagates, or one with
+// `onTimeout()`'s message where that is given.
+Bytes getWatching(Store& store, const std::string& key, Deadline deadline,
+                  std::chrono::milliseconds slice, const std::function<void()>& betweenSlices,
+                  const std::function<std::string()>& onTimeout = {});
+
 class Transport {
  public:
   virtual ~Transport() = default;

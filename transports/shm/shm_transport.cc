@@ -35,11 +35,6 @@ bool startsWith(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
-std::chrono::milliseconds remaining(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return std::max(left, std::chrono::milliseconds(1));
-}
-
 // Reads `key`, which `peer` sets, in short slices so that a peer that died during setup is
 // reported by name within a slice (~100 ms) instead of at the deadline, as is a failure in the
 // job meanwhile (`checkJob`, TransportContext::checkJob).
@@ -48,26 +43,23 @@ std::string getFromPeer(Store& store, const std::string& key, int rank, int peer
                         const std::function<void(Deadline)>& whileWaiting,
                         const TransportContext::CheckJob& checkJob) {
   // Short slices where the wait has side work (TransportContext::whileConnecting).
-  const std::chrono::milliseconds kSlice{whileWaiting ? 20 : 100};
-  for (;;) {
-    auto left = remaining(deadline);
-    try {
-      return store.getString(key, std::min(left, kSlice));
-    } catch (const TimeoutError&) {
-      if (left <= kSlice) {
-        throw TimeoutError(
-            fmt::format("shm connect on rank {} timed out waiting for rank {} to set '{}' in {}",
-                        rank, peer, key, store.describe()));
-      }
-    }
-    if (!watch.alive()) {
-      throw PeerError(peer, fmt::format("rank {} ({}) exited while rank {} waited for it to "
-                                        "set '{}' during shm setup",
-                                        peer, watch.describe(), rank, key));
-    }
-    if (whileWaiting) whileWaiting(deadline);
-    if (checkJob) checkJob(deadline, std::span(&peer, 1));
-  }
+  const std::chrono::milliseconds slice{whileWaiting ? 20 : 100};
+  const Bytes value = getWatching(
+      store, key, deadline, slice,
+      [&] {
+        if (!watch.alive()) {
+          throw PeerError(peer, fmt::format("rank {} ({}) exited while rank {} waited for it to "
+                                            "set '{}' during shm setup",
+                                            peer, watch.describe(), rank, key));
+        }
+        if (whileWaiting) whileWaiting(deadline);
+        if (checkJob) checkJob(deadline, std::span(&peer, 1));
+      },
+      [&] {
+        return fmt::format("shm connect on rank {} timed out waiting for rank {} to set '{}' in {}",
+                           rank, peer, key, store.describe());
+      });
+  return std::string(reinterpret_cast<const char*>(value.data()), value.size());
 }
 
 class ShmTransport final : public Transport {

@@ -17,28 +17,8 @@ namespace ringlet::transport::tcp {
 
 namespace {
 
-std::chrono::milliseconds remaining(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return std::max(left, std::chrono::milliseconds(1));
-}
-
 // How often a wait for a peer asks TransportContext::checkJob whether the job failed meanwhile.
 constexpr std::chrono::milliseconds kCheckJobEvery{100};
-
-// Reads `key`, which `peer` sets, in slices, asking `checkJob` between them: a peer that failed
-// before it set the key never will.
-Bytes getChecking(Store& store, const std::string& key, int peer, Deadline deadline,
-                  const TransportContext::CheckJob& checkJob) {
-  while (true) {
-    const auto left = remaining(deadline);
-    if (!checkJob || left <= kCheckJobEvery) return store.get(key, left);
-    try {
-      return store.get(key, kCheckJobEvery);
-    } catch (const TimeoutError&) {
-    }
-    checkJob(deadline, std::span(&peer, 1));
-  }
-}
 
 }  // namespace
 
@@ -152,7 +132,12 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
 
 std::vector<net::Fd> TcpTransport::connectTo(int peer, Deadline deadline) {
   const std::string key = fmt::format("addr/{}", peer);
-  const Bytes value = getChecking(*context_.store, key, peer, deadline, context_.checkJob);
+  // A peer that failed before it set the key never will: the wait asks checkJob between slices.
+  const Bytes value = getWatching(*context_.store, key, deadline, kCheckJobEvery,
+                                  context_.checkJob ? std::function<void()>([&] {
+                                    context_.checkJob(deadline, std::span(&peer, 1));
+                                  })
+                                                    : std::function<void()>());
   const std::string address(reinterpret_cast<const char*>(value.data()), value.size());
   const auto [host, port] = net::splitHostPort(address, key);
   std::vector<net::Fd> streams;

@@ -1,0 +1,29 @@
+#include "transports/transport.h"
+
+#include <algorithm>
+
+#include "ringlet/error.h"
+
+namespace ringlet::transport {
+
+Bytes getWatching(Store& store, const std::string& key, Deadline deadline,
+                  std::chrono::milliseconds slice, const std::function<void()>& betweenSlices,
+                  const std::function<std::string()>& onTimeout) {
+  for (;;) {
+    const auto left =
+        std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                 std::chrono::milliseconds(1));
+    const bool last = !betweenSlices || left <= slice;
+    try {
+      return store.get(key, last ? left : slice);
+    } catch (const TimeoutError&) {
+      if (last) {
+        if (!onTimeout) throw;
+        throw TimeoutError(onTimeout());
+      }
+    }
+    betweenSlices();
+  }
+}
+
+}  // namespace ringlet::transport
