@@ -34,7 +34,9 @@
 //               recursive halving   (X+2e) a + (p-1)/p m (b + g + d)  (sends copy, as
 //                                   Rabenseifner's) + e ((1 + 1/n) m b1 + m g + m/n d)  (the
 //                                   folded rank's input in and reduced, its block out; own block)
-//   all-to-all  pairwise            (n-1) (a + m/n b)     (b1 for b where the blocks are lent)
+//   all-to-all  pairwise            (n-1) (a + m/n b)     (b1 for b where the blocks are lent;
+//                                   a/R for a where R ranks share a core and every block goes
+//                                   out before the first wait: CostModel::allToAllLends)
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1 + f m d
 //                    linear         (n-1) a + ((n-1)/n m + min(m/n, s)) b1
@@ -548,7 +550,11 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kPairwise) {
         // Across hosts a host's link carries what its ranks send to other hosts.
         const double crossing = hosts > 1 ? n / hosts * (hosts - 1) / hosts : (n - 1) / n;
-        return (n - 1) * a + crossing * m * (lends(m / n) ? b1 : b);  // blocks lent: one copy
+        // All at once where ranks share cores (CostModel::allToAllLends): a message's alpha
+        // shared by the ranks of a core.
+        const bool allAtOnce = hosts <= 1 && n >= 3 && model.ranksShareCores && model.allToAllLends;
+        const double perMessage = allAtOnce ? a / std::max(model.ranksPerCore, 1.0) : a;
+        return (n - 1) * perMessage + crossing * m * (lends(m / n) ? b1 : b);  // lent: one copy
       }
       if (algorithm == Algorithm::kBruck) {
         return rounds * (a + m / 2 * b * hostLinkShare) + (2 + rounds) * m * d;

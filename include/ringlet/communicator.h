@@ -80,6 +80,17 @@ struct CostModel {
   // pipeline fill. Communicator::create sets it where every rank's ring links offer them; 0:
   // never (the slots' two copies).
   double directBytes = 0;
+  // Where ranks share cores, the most ranks per usable CPU on one host (3 ranks on 2 CPUs: 1.5);
+  // else 1.
+  double ranksPerCore = 1;
+  // Whether the links lend the all-to-all's blocks (Link::directBytes, the all-to-all-only lending
+  // where ranks outnumber cores included): the pairwise all-to-all of 3 or more ranks on one host
+  // then sends every block before it waits for any. Where ranks share cores its n - 1 messages
+  // then cost alpha / ranksPerCore each: alpha is measured with exchanges that each wait for the
+  // one before, and ranks that take turns on the cores for every one of them; 3-8 ranks on 2
+  // cores, 128 B-32 KiB: pairwise 0.5-0.9x Bruck's time, which 2-3 rounds at alpha had priced
+  // below pairwise's n - 1 messages at alpha.
+  bool allToAllLends = false;
 };
 
 // The algorithms of one collective, as CommunicatorOptions::algorithms names them.

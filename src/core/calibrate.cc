@@ -259,14 +259,25 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
       allToAllOnly
           ? 0.0
           : static_cast<double>(std::min(group.next().directBytes(), group.prev().directBytes()));
-  double values[9] = {line.alpha,         line.beta, gamma / bytes,
-                      copy / bytes,       oneWay,    memory.factor,
-                      -memory.cacheBytes,  // the max of its negation: the smallest
-                      line.smallFactor,   -direct};
+  // Whether the links lend the all-to-all's blocks (the same proxy; pairwise_alltoall.cc).
+  const auto lendsBlocks = [](const auto& link) {
+    return link.sharesMemory() && link.directBytes() > 0;
+  };
+  const bool allToAllLends = lendsBlocks(group.next()) && lendsBlocks(group.prev());
+  double values[10] = {line.alpha,
+                       line.beta,
+                       gamma / bytes,
+                       copy / bytes,
+                       oneWay,
+                       memory.factor,
+                       -memory.cacheBytes,  // the max of its negation: the smallest
+                       line.smallFactor,
+                       -direct,
+                       allToAllLends ? -1.0 : 0.0};  // -1 where every rank's links lend
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
-                                           .count = 9,
+                                           .count = 10,
                                            .type = DataType::kFloat64,
                                            .op = ReduceOp::kMax},
                                           wait);
@@ -278,7 +289,8 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
           .smallFactor = values[7],
           .memoryFactor = values[5],
           .cacheBytes = -values[6],
-          .directBytes = -values[8]};
+          .directBytes = -values[8],
+          .allToAllLends = values[9] < 0};
 }
 
 }  // namespace
@@ -380,6 +392,7 @@ void CommunicatorImpl::calibrate() {
         });
   });
   model_.ranksShareCores = shareCores;
+  model_.ranksPerCore = ranksPerCore(infos_);
   nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
   forgetChoices();  // any made during the measurement used the model before it
 }

@@ -73,6 +73,9 @@ struct Lineage {
 // Whether some host runs more of these ranks than the CPUs they may share (PeerInfo::cpus, the
 // most any of its ranks sees; a host where none is known counts as not shared).
 bool ranksShareCores(const std::vector<transport::PeerInfo>& infos);
+// The most ranks per usable CPU on one of their hosts where they share cores (CostModel::
+// ranksPerCore); 1 where no host runs more ranks than CPUs, or its CPUs are unknown.
+double ranksPerCore(const std::vector<transport::PeerInfo>& infos);
 // Whether every link is TCP alike on every rank: the transport forced to "tcp" (the same on every
 // rank) and every rank on one host.
 bool oneHostOverTcp(const std::string& transport, const std::vector<transport::PeerInfo>& infos);

@@ -87,18 +87,22 @@ PeerInfo decodeInfo(int rank, const std::string& text, std::string& transport) {
 
 }  // namespace
 
-bool ranksShareCores(const std::vector<PeerInfo>& infos) {
+double ranksPerCore(const std::vector<PeerInfo>& infos) {
   std::map<std::string, std::pair<int, int>> hosts;  // ranks, and the most CPUs one of them sees
   for (const PeerInfo& info : infos) {
     auto& [ranks, cpus] = hosts[info.hostId];
     ++ranks;
     cpus = std::max(cpus, info.cpus);
   }
-  return std::any_of(hosts.begin(), hosts.end(), [](const auto& host) {
-    const auto& [ranks, cpus] = host.second;
-    return cpus > 0 && ranks > cpus;
-  });
+  double most = 1;
+  for (const auto& [host, counts] : hosts) {
+    const auto& [ranks, cpus] = counts;
+    if (cpus > 0 && ranks > cpus) most = std::max(most, static_cast<double>(ranks) / cpus);
+  }
+  return most;
 }
+
+bool ranksShareCores(const std::vector<PeerInfo>& infos) { return ranksPerCore(infos) > 1; }
 
 bool oneHostOverTcp(const std::string& transport, const std::vector<PeerInfo>& infos) {
   return transport == "tcp" && std::all_of(infos.begin(), infos.end(), [&](const PeerInfo& info) {

@@ -65,6 +65,11 @@ void checkOptions(const CommunicatorOptions& options) {
           "CommunicatorOptions::costModel has memoryFactor {}: it must be a finite number >= 1",
           m->memoryFactor));
     }
+    if (!std::isfinite(m->ranksPerCore) || m->ranksPerCore < 1) {
+      throw InvalidArgument(fmt::format(
+          "CommunicatorOptions::costModel has ranksPerCore {}: it must be a finite number >= 1",
+          m->ranksPerCore));
+    }
     if (!(m->smallFactor > 0 && m->smallFactor <= 1)) {
       throw InvalidArgument(fmt::format(
           "CommunicatorOptions::costModel has smallFactor {}: it must be above 0 and at most 1",

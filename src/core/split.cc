@@ -129,6 +129,7 @@ std::unique_ptr<CommunicatorImpl> CommunicatorImpl::split(int color, int key,
   if (!options.costModel) {
     options.costModel = model_;
     options.costModel->ranksShareCores = ranksShareCores(lineage.infos);
+    options.costModel->ranksPerCore = ranksPerCore(lineage.infos);
   }
   // Traced, the child writes files of its own (its ranks are numbered anew): the path gets
   // ".split<seq>-color<color>", the same on the child's ranks and unlike any sibling's.

@@ -33,7 +33,9 @@ json modelReport(Bootstrap bootstrap) {
                      {"memory_factor", m.memoryFactor},
                      {"cache_bytes", m.cacheBytes},
                      {"direct_bytes", m.directBytes},
-                     {"ranks_share_cores", m.ranksShareCores}};
+                     {"ranks_share_cores", m.ranksShareCores},
+                     {"ranks_per_core", m.ranksPerCore},
+                     {"all_to_all_lends", m.allToAllLends}};
   json rows = json::array();
   for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 4) {
     json row;

@@ -133,7 +133,9 @@ json describe(const Communicator& comm) {
                   {"memory_factor", m.memoryFactor},
                   {"cache_bytes", m.cacheBytes},
                   {"direct_bytes", m.directBytes},
-                  {"ranks_share_cores", m.ranksShareCores}};
+                  {"ranks_share_cores", m.ranksShareCores},
+                  {"ranks_per_core", m.ranksPerCore},
+                  {"all_to_all_lends", m.allToAllLends}};
   return out;
 }
 

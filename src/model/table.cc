@@ -72,13 +72,16 @@ CostModel modelOf(const nlohmann::ordered_json& report) {
           .memoryFactor = m.value("memory_factor", 1.0),
           .cacheBytes = m.value("cache_bytes", 0.0),
           .ranksShareCores = m.value("ranks_share_cores", false),
-          .directBytes = m.value("direct_bytes", 0.0)};
+          .directBytes = m.value("direct_bytes", 0.0),
+          .ranksPerCore = m.value("ranks_per_core", 1.0),
+          .allToAllLends = m.value("all_to_all_lends", false)};
 }
 
 std::string extrapolate(const nlohmann::ordered_json& report, const TableOptions& options) {
   // Whether the measured job's ranks shared cores says nothing about the ranks extrapolated to.
   CostModel here = modelOf(report);
   here.ranksShareCores = false;
+  here.ranksPerCore = 1;
   if (options.linkAlpha.size() != 1 && options.linkAlpha.size() != options.gbits.size()) {
     throw InvalidArgument(
         fmt::format("--link-alpha gives {} values for {} links: give one for all, or one per link",

@@ -662,5 +662,35 @@ TEST(CostModel, SharedCoresPriceTheScatterTreesForwardingAsLinkBytes) {
   EXPECT_DOUBLE_EQ(predictSeconds(Collective::kScatter, Algorithm::kTree, 3, 3 << 20, slice, model),
                    own);
 }
+
+// Where ranks share cores and the links lend the all-to-all's blocks, every rank sends all its
+// blocks before it waits (pairwise_alltoall.cc): its n - 1 messages cost alpha shared by the
+// ranks of a core, where Bruck's rounds each wait for the one before. The model of 4 ranks on 2
+// cores (alpha 7 us, 2.97 GB/s, 53 GB/s memcpy): Bruck's 2 rounds priced below pairwise's 3
+// messages at alpha (8 KiB), pairwise once they go out at once; the same 4 ranks with cores of
+// their own, or links that do not lend: Bruck, as before.
+TEST(CostModel, SharedCoresPriceTheAllAtOnceAllToAllByTheCore) {
+  CostModel model{.alpha = 7e-6, .beta = 1 / 2.97e9, .gamma = 1 / 143e9, .delta = 1 / 53e9};
+  const size_t slice = 512 << 10;
+  const auto pick = [&](bool shared, bool lends, int ranks) {
+    model.ranksShareCores = shared;
+    model.ranksPerCore = shared ? ranks / 2.0 : 1.0;
+    model.allToAllLends = lends;
+    return choose(Collective::kAllToAll, ranks, 8 << 10, slice, model, Algorithm::kAuto);
+  };
+  EXPECT_EQ(pick(true, true, 4), Algorithm::kPairwise);
+  EXPECT_EQ(pick(true, false, 4), Algorithm::kBruck);
+  EXPECT_EQ(pick(false, true, 4), Algorithm::kBruck);
+  EXPECT_EQ(pick(true, true, 8), Algorithm::kPairwise);  // 7 messages at a/4 against 3 rounds
+  // The price itself: n - 1 messages at alpha / ranksPerCore.
+  pick(true, true, 4);
+  const double atOnce =
+      predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 4, 0, slice, model);
+  EXPECT_DOUBLE_EQ(atOnce, 3 * 7e-6 / 2);
+  // Two ranks have one message: nothing to send at once.
+  pick(true, true, 2);
+  EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 2, 0, slice, model),
+                   7e-6);
+}
 }  // namespace
 }  // namespace ringlet::collectives

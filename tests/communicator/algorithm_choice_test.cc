@@ -61,6 +61,13 @@ TEST(AlgorithmChoice, UnknownNamesAreRejectedByCreate) {
     o.algorithms.clear();
     o.costModel = CostModel{.alpha = -1};
     EXPECT_THROW(Communicator::create(Bootstrap::forThread(rank, size, store), o), InvalidArgument);
+    o.costModel = CostModel{.ranksPerCore = 0.5};
+    try {
+      Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      ADD_FAILURE() << "create accepted ranksPerCore 0.5";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("ranksPerCore 0.5"), std::string::npos) << e.what();
+    }
   });
 }
 
@@ -220,11 +227,13 @@ TEST(AlgorithmChoice, MeasuredModelIsTheSameOnEveryRank) {
         EXPECT_TRUE(std::isfinite(v) && v >= 0) << v;
       }
       EXPECT_GT(m.alpha, 0);
-      double mine[4] = {m.alpha, m.beta, m.gamma, m.delta};
-      std::vector<double> all(4 * size);
-      comm.allgather(mine, all.data(), 4, DataType::kFloat64);
+      EXPECT_GE(m.ranksPerCore, 1.0);
+      double mine[6] = {m.alpha, m.beta,         m.gamma,
+                        m.delta, m.ranksPerCore, m.allToAllLends ? 1.0 : 0.0};
+      std::vector<double> all(6 * size);
+      comm.allgather(mine, all.data(), 6, DataType::kFloat64);
       for (int r = 0; r < size; ++r) {
-        EXPECT_EQ(std::memcmp(all.data() + 4 * r, mine, sizeof mine), 0) << "rank " << r;
+        EXPECT_EQ(std::memcmp(all.data() + 6 * r, mine, sizeof mine), 0) << "rank " << r;
       }
       // The caller's calls are numbered from 0 (the measurement is not one of them): the
       // all-gather was #0, so this mismatch is #1.

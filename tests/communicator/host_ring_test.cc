@@ -100,6 +100,11 @@ TEST(RanksShareCores, CountsEachHostsRanksAgainstItsCpus) {
   EXPECT_FALSE(ranksShareCores(withCpus("AABBB", {8, 8, 3, 3, 3})));
   // Not known (0): not counted as shared.
   EXPECT_FALSE(ranksShareCores(withCpus("AAA", {0, 0, 0})));
+  // Ranks per core: the most crowded host's; 1 where none is crowded.
+  EXPECT_DOUBLE_EQ(ranksPerCore(withCpus("AA", {2, 2})), 1.0);
+  EXPECT_DOUBLE_EQ(ranksPerCore(withCpus("AAA", {2, 2, 2})), 1.5);
+  EXPECT_DOUBLE_EQ(ranksPerCore(withCpus("AABBBB", {1, 1, 2, 2, 2, 2})), 2.0);
+  EXPECT_DOUBLE_EQ(ranksPerCore(withCpus("AAA", {0, 0, 0})), 1.0);
 }
 
 // The larger default pipeline slice where ranks share cores applies only where every link is
