@@ -63,7 +63,10 @@ std::string renderModelText(const json& r) {
       1e-9 / std::max(m["gamma_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["delta_s_per_byte"].get<double>(), 1e-15), m["memory_factor"].get<double>(),
       m["cache_bytes"].get<double>() / (1 << 20),
-      m.value("ranks_share_cores", false) ? "; ranks share cores" : "",
+      m.value("ranks_share_cores", false)
+          ? fmt::format("; ranks share cores ({:.3g} per CPU{})", m.value("ranks_per_core", 1.0),
+                        m.value("all_to_all_lends", false) ? ", all-to-all blocks lent" : "")
+          : std::string(),
       m.value("direct_bytes", 0.0) > 0
           ? fmt::format("; tree broadcasts of up to {:g} KiB written in place",
                         m.value("direct_bytes", 0.0) / 1024)

@@ -93,6 +93,8 @@ TEST(Info, ModelIsMeasuredOnAJobAndChoosesPerSize) {
   EXPECT_EQ(report["choice"][0]["allreduce"], "header_doubling");  // 8 bytes ride in headers
   const bool shareCores = transport::Backoff::usableCpus() < 3;    // the ranks' count, inherited
   EXPECT_EQ(report["model"]["ranks_share_cores"], shareCores);
+  const double perCore = 3.0 / transport::Backoff::usableCpus();
+  EXPECT_DOUBLE_EQ(report["model"]["ranks_per_core"].get<double>(), shareCores ? perCore : 1.0);
   // Shared memory between the ranks (the default transport on one host): 512 KiB slices.
   EXPECT_EQ(report["segment_bytes"], 512u << 10);
   for (const auto& row : report["choice"]) {
