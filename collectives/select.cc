@@ -40,6 +40,8 @@
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1 + f m d
 //                    linear         (n-1) a + ((n-1)/n m + min(m/n, s)) b1
+//                                   (R ranks a core: a/R for a message before any wait, the
+//                                   tree's (depth - 1) forwarding hops a; rootedSeconds)
 //
 // The root's link carries every other block once either way, one way. The tree's inner ranks
 // take in their subtrees' blocks and send them on (f m bytes, f = 5/8 at n = 8, 0 at n <= 3):
@@ -100,6 +102,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -366,8 +369,16 @@ double hierarchicalSeconds(bool reduces, const Rates& rates, int hosts, int perH
 // price had put the other way once alpha passed 6 us. A gather's root takes the blocks in turn
 // either way, and the tree's hop overlaps its receives: tree 95-158 us (119), linear 122-151
 // (138) in the same runs; priced as before.
+// `ranksPerCore` (CostModel::ranksPerCore where ranks share cores, else 1): a message sent
+// before any wait (the linear root's n - 1, the tree root's ceil(log2 n), the leaves') costs
+// alpha / ranksPerCore, as the all-at-once all-to-all's do; a hop that forwards what it received
+// waits for it, a whole alpha. The tree's deepest rank is popcount(v) hops from the root. 2-core
+// VM, medians of 3 runs, forced: scatter at 4 ranks, 32-128 KiB, linear 15-18 us against the
+// tree's 22-38 (the tree chosen); at 8 ranks, 32 B-2 MiB, linear 38-155 against 61-229, gather
+// 512 KiB-8 MiB 93-475 against 158-1018; at 3 ranks the two are one shape (the root's two
+// messages) and priced alike (the tree, first, wins the tie).
 double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double slice,
-                     const Rates& rates, bool forwardOnPath) {
+                     const Rates& rates, bool forwardOnPath, double ranksPerCore) {
   const int n = static_cast<int>(blocks.size());
   double m = 0;
   double largest = 0;  // of the blocks that cross a link
@@ -376,16 +387,19 @@ double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double
     if (u > 0) largest = std::max(largest, static_cast<double>(blocks[u]));
   }
   const double linkBytes = m - static_cast<double>(blocks[0]) + std::min(largest, slice);
-  if (algorithm == Algorithm::kLinear) return (n - 1) * rates.a + linkBytes * rates.b1;
+  const double loose = rates.a / std::max(ranksPerCore, 1.0);  // a message before any wait
+  if (algorithm == Algorithm::kLinear) return (n - 1) * loose + linkBytes * rates.b1;
   if (algorithm != Algorithm::kTree) return std::numeric_limits<double>::infinity();
   // Relative rank v's subtree is v .. v + min(lowest bit of v, n - v) - 1; all but its own
-  // block pass through it.
+  // block pass through it. Its depth: popcount(v) hops from the root.
   double forwarded = 0;
+  int depth = 0;
   for (int v = 1; v < n; ++v) {
     const int last = v + std::min(v & -v, n - v);
     for (int u = v + 1; u < last; ++u) forwarded += static_cast<double>(blocks[u]);
+    depth = std::max(depth, std::popcount(static_cast<unsigned>(v)));
   }
-  return ceilLog2(n) * rates.a + linkBytes * rates.b1 +
+  return ceilLog2(n) * loose + (depth - 1) * (rates.a - loose) + linkBytes * rates.b1 +
          forwarded * (forwardOnPath ? rates.b1 : rates.d);
 }
 
@@ -564,7 +578,8 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     case Collective::kScatter: {
       const std::vector<size_t> blocks(static_cast<size_t>(size), bytes / size);
       return rootedSeconds(algorithm, blocks, slice, {a, b, b1, g, d},
-                           model.ranksShareCores && collective == Collective::kScatter);
+                           model.ranksShareCores && collective == Collective::kScatter,
+                           model.ranksShareCores ? model.ranksPerCore : 1.0);
     }
     case Collective::kBarrier:
       if (algorithm == Algorithm::kDissemination) return rounds * a;
@@ -590,7 +605,8 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
     return rootedSeconds(algorithm, blockBytes,
                          static_cast<double>(std::max<size_t>(sliceBytes, 1)),
                          ratesFor(model, collective, m, n),
-                         model.ranksShareCores && collective == Collective::kScatterv);
+                         model.ranksShareCores && collective == Collective::kScatterv,
+                         model.ranksShareCores ? model.ranksPerCore : 1.0);
   }
   const bool gather = collective == Collective::kAllgatherv;
   if (!gather && collective != Collective::kReduceScatterv) {

@@ -692,5 +692,30 @@ TEST(CostModel, SharedCoresPriceTheAllAtOnceAllToAllByTheCore) {
   EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, 2, 0, slice, model),
                    7e-6);
 }
+
+// The rooted calls where ranks share cores: the linear root's messages (and a gather's senders')
+// go out before any wait, alpha / R each; the tree's forwarding hops wait for their receive.
+// 8 ranks on 2 cores, 32 KiB: linear (7 a/4) where the tree was priced below it (3 a against 7 a);
+// with a core per rank, or R = 1, the tree as before. 3 ranks: the two are one shape, priced alike.
+TEST(CostModel, SharedCoresPriceTheLinearRootsMessagesByTheCore) {
+  CostModel model{.alpha = 7e-6, .beta = 1 / 2.97e9, .gamma = 1 / 143e9, .delta = 1 / 53e9};
+  const size_t slice = 512 << 10;
+  for (Collective c : {Collective::kScatter, Collective::kGather}) {
+    model.ranksShareCores = false;
+    model.ranksPerCore = 1;
+    EXPECT_EQ(choose(c, 8, 32 << 10, slice, model, Algorithm::kAuto), Algorithm::kTree);
+    model.ranksShareCores = true;
+    EXPECT_EQ(choose(c, 8, 32 << 10, slice, model, Algorithm::kAuto), Algorithm::kTree);
+    model.ranksPerCore = 4;
+    EXPECT_EQ(choose(c, 8, 32 << 10, slice, model, Algorithm::kAuto), Algorithm::kLinear);
+    EXPECT_NEAR(predictSeconds(c, Algorithm::kLinear, 8, 0, slice, model), 7 * 7e-6 / 4, 1e-15);
+    // The tree: the root's 3 messages at a/4, then 2 forwarding hops at a.
+    EXPECT_NEAR(predictSeconds(c, Algorithm::kTree, 8, 0, slice, model),
+                3 * 7e-6 / 4 + 2 * (7e-6 - 7e-6 / 4), 1e-15);
+    model.ranksPerCore = 1.5;
+    EXPECT_DOUBLE_EQ(predictSeconds(c, Algorithm::kTree, 3, 3 << 10, slice, model),
+                     predictSeconds(c, Algorithm::kLinear, 3, 3 << 10, slice, model));
+  }
+}
 }  // namespace
 }  // namespace ringlet::collectives
