@@ -81,7 +81,9 @@ struct CostModel {
   // never (the slots' two copies).
   double directBytes = 0;
   // Where ranks share cores, the most ranks per usable CPU on one host (3 ranks on 2 CPUs: 1.5);
-  // else 1.
+  // else 1. There a message sent before any wait (the linear gather's and scatter's, the tree
+  // root's, the all-at-once all-to-all's below) is priced at alpha / ranksPerCore; one that
+  // waits for a receive first (a forwarding hop, a ring step) at alpha.
   double ranksPerCore = 1;
   // Whether the links lend the all-to-all's blocks (Link::directBytes, the all-to-all-only lending
   // where ranks outnumber cores included): the pairwise all-to-all of 3 or more ranks on one host
