@@ -136,6 +136,12 @@ constexpr Algorithm kAllToAllAlgorithms[] = {Algorithm::kPairwise, Algorithm::kB
 constexpr Algorithm kGatherAlgorithms[] = {Algorithm::kTree, Algorithm::kLinear};
 constexpr Algorithm kBarrierAlgorithms[] = {Algorithm::kDissemination};
 
+// The ranks that share a CPU where the model says they do (CostModel::ranksPerCore), else 1: a
+// message sent before any wait costs alpha over this.
+double ranksPerCoreOf(const CostModel& model) {
+  return model.ranksShareCores ? std::max(model.ranksPerCore, 1.0) : 1.0;
+}
+
 int ceilLog2(int n) {
   int rounds = 0;
   while ((1 << rounds) < n) ++rounds;
@@ -387,7 +393,7 @@ double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double
     if (u > 0) largest = std::max(largest, static_cast<double>(blocks[u]));
   }
   const double linkBytes = m - static_cast<double>(blocks[0]) + std::min(largest, slice);
-  const double loose = rates.a / std::max(ranksPerCore, 1.0);  // a message before any wait
+  const double loose = rates.a / ranksPerCore;  // a message before any wait
   if (algorithm == Algorithm::kLinear) return (n - 1) * loose + linkBytes * rates.b1;
   if (algorithm != Algorithm::kTree) return std::numeric_limits<double>::infinity();
   // Relative rank v's subtree is v .. v + min(lowest bit of v, n - v) - 1; all but its own
@@ -566,8 +572,8 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         const double crossing = hosts > 1 ? n / hosts * (hosts - 1) / hosts : (n - 1) / n;
         // All at once where ranks share cores (CostModel::allToAllLends): a message's alpha
         // shared by the ranks of a core.
-        const bool allAtOnce = hosts <= 1 && n >= 3 && model.ranksShareCores && model.allToAllLends;
-        const double perMessage = allAtOnce ? a / std::max(model.ranksPerCore, 1.0) : a;
+        const bool allAtOnce = hosts <= 1 && n >= 3 && model.allToAllLends;
+        const double perMessage = allAtOnce ? a / ranksPerCoreOf(model) : a;
         return (n - 1) * perMessage + crossing * m * (lends(m / n) ? b1 : b);  // lent: one copy
       }
       if (algorithm == Algorithm::kBruck) {
@@ -579,7 +585,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       const std::vector<size_t> blocks(static_cast<size_t>(size), bytes / size);
       return rootedSeconds(algorithm, blocks, slice, {a, b, b1, g, d},
                            model.ranksShareCores && collective == Collective::kScatter,
-                           model.ranksShareCores ? model.ranksPerCore : 1.0);
+                           ranksPerCoreOf(model));
     }
     case Collective::kBarrier:
       if (algorithm == Algorithm::kDissemination) return rounds * a;
@@ -602,11 +608,10 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
   double m = 0;
   for (size_t c : blockBytes) m += static_cast<double>(c);
   if (collective == Collective::kGatherv || collective == Collective::kScatterv) {
-    return rootedSeconds(algorithm, blockBytes,
-                         static_cast<double>(std::max<size_t>(sliceBytes, 1)),
-                         ratesFor(model, collective, m, n),
-                         model.ranksShareCores && collective == Collective::kScatterv,
-                         model.ranksShareCores ? model.ranksPerCore : 1.0);
+    return rootedSeconds(
+        algorithm, blockBytes, static_cast<double>(std::max<size_t>(sliceBytes, 1)),
+        ratesFor(model, collective, m, n),
+        model.ranksShareCores && collective == Collective::kScatterv, ranksPerCoreOf(model));
   }
   const bool gather = collective == Collective::kAllgatherv;
   if (!gather && collective != Collective::kReduceScatterv) {

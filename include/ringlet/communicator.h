@@ -89,9 +89,10 @@ struct CostModel {
   // where ranks outnumber cores included): the pairwise all-to-all of 3 or more ranks on one host
   // then sends every block before it waits for any. Where ranks share cores its n - 1 messages
   // then cost alpha / ranksPerCore each: alpha is measured with exchanges that each wait for the
-  // one before, and ranks that take turns on the cores for every one of them; 3-8 ranks on 2
-  // cores, 128 B-32 KiB: pairwise 0.5-0.9x Bruck's time, which 2-3 rounds at alpha had priced
-  // below pairwise's n - 1 messages at alpha.
+  // one before, and ranks that take turns on the cores for every one of them. 3-8 ranks on 2
+  // cores, 120 B-32 KiB, two runs each: pairwise took 0.19-1.19x Bruck's time, under 1 at 41
+  // of 45 sizes (one more 4-rank run, in a slow state, 1.5-4.2x), where 2-3 rounds at alpha
+  // had priced Bruck below pairwise's n - 1 messages at alpha.
   bool allToAllLends = false;
 };
 

@@ -133,11 +133,9 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
 std::vector<net::Fd> TcpTransport::connectTo(int peer, Deadline deadline) {
   const std::string key = fmt::format("addr/{}", peer);
   // A peer that failed before it set the key never will: the wait asks checkJob between slices.
-  const Bytes value = getWatching(*context_.store, key, deadline, kCheckJobEvery,
-                                  context_.checkJob ? std::function<void()>([&] {
-                                    context_.checkJob(deadline, std::span(&peer, 1));
-                                  })
-                                                    : std::function<void()>());
+  const Bytes value = getWatching(*context_.store, key, deadline, kCheckJobEvery, [&] {
+    if (context_.checkJob) context_.checkJob(deadline, std::span(&peer, 1));
+  });
   const std::string address(reinterpret_cast<const char*>(value.data()), value.size());
   const auto [host, port] = net::splitHostPort(address, key);
   std::vector<net::Fd> streams;
