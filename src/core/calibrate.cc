@@ -308,7 +308,11 @@ ShiftLine fitShifts(Shift probe, Shift cached, Shift large) {
   ShiftLine line;
   line.alpha =
       std::clamp(probe.seconds - bytes(probe) * cachedBeta, 0.25 * probe.seconds, probe.seconds);
-  line.beta = std::max(large.seconds - line.alpha, 0.0) / bytes(large);
+  // A byte out of memory costs at least one in the caches. A large shift measured within alpha (a
+  // probe held back by a busy core) leaves no slope: its whole time per byte, never 0, since the
+  // choice divides by beta and prices every size with it.
+  line.beta = std::max(std::max(large.seconds - line.alpha, 0.0) / bytes(large), cachedBeta);
+  if (line.beta <= 0) line.beta = std::max(large.seconds, 1e-12) / bytes(large);
   line.smallFactor = line.beta > 0 ? std::clamp(cachedBeta / line.beta, 0.05, 1.0) : 1.0;
   return line;
 }

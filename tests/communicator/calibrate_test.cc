@@ -100,11 +100,23 @@ TEST(FitShifts, ADisorderlyMeasurementStaysWithinBounds) {
                    {.bytes = 1 << 20, .seconds = 200e-6});
   EXPECT_DOUBLE_EQ(line.alpha, 0.25e-6);
   EXPECT_DOUBLE_EQ(line.smallFactor, 1.0);  // cached dearer than large: at most 1
-  // A large shift faster than alpha: no negative beta.
+  // A large shift faster than alpha: beta at the cached rate, never below it.
   line = fitShifts({.bytes = 4 << 10, .seconds = 1e-6}, {.bytes = 128 << 10, .seconds = 2e-6},
                    {.bytes = 1 << 20, .seconds = 0.5e-6});
-  EXPECT_EQ(line.beta, 0.0);
+  EXPECT_DOUBLE_EQ(line.beta, 1e-6 / (124 << 10));
   EXPECT_EQ(line.smallFactor, 1.0);
+}
+
+TEST(FitShifts, BetaIsNeverZero) {
+  // Every shift within the disturbed probe's time (a busy core held the probe back): no slope
+  // anywhere, and beta the large shift's whole time per byte, where 0 would price every size
+  // at alpha alone.
+  const ShiftLine line =
+      fitShifts({.bytes = 4 << 10, .seconds = 5e-6}, {.bytes = 128 << 10, .seconds = 3e-6},
+                {.bytes = 1 << 20, .seconds = 2e-6});
+  EXPECT_DOUBLE_EQ(line.alpha, 5e-6);
+  EXPECT_DOUBLE_EQ(line.beta, 2e-6 / (1 << 20));
+  EXPECT_GT(line.smallFactor, 0);
 }
 
 constexpr double kMiB = 1 << 20;
