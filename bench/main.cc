@@ -47,6 +47,39 @@ CommunicatorOptions communicatorOptions(const Options& options) {
   return result;
 }
 
+// --vs-algos: the algorithms `op` can be forced to (none where it has one schedule only).
+std::vector<std::string> forcibleAlgorithms(BenchOp op) {
+  if (algorithmKey(op).empty() || op == BenchOp::kAllToAllv) return {};
+  for (const AlgorithmInfo& info : algorithms()) {
+    if (info.collective == algorithmKey(op) && info.algorithms.size() > 1) return info.algorithms;
+  }
+  return {};
+}
+
+// --vs-algos: dup()s of `comm` for one op, one choosing by the model and one per algorithm
+// forcing it. Collective: every rank makes them in the same order.
+struct OpComms {
+  std::vector<Communicator> comms;  // [0] automatic, then one per algorithm
+  AlgoComms view;
+};
+std::unique_ptr<OpComms> opComms(Communicator& comm, const CommunicatorOptions& base, BenchOp op) {
+  const std::vector<std::string> names = forcibleAlgorithms(op);
+  if (names.empty()) return nullptr;
+  auto result = std::make_unique<OpComms>();
+  result->comms.reserve(names.size() + 1);
+  result->comms.push_back(comm.dup(base));
+  for (const std::string& name : names) {
+    CommunicatorOptions forced = base;
+    forced.algorithms[std::string(algorithmKey(op))] = name;
+    result->comms.push_back(comm.dup(forced));
+  }
+  result->view.automatic = &result->comms[0];
+  for (size_t i = 0; i < names.size(); ++i) {
+    result->view.forced.emplace_back(names[i], &result->comms[i + 1]);
+  }
+  return result;
+}
+
 int runBenchmark(const Options& options) {
   const Bootstrap bootstrap = Bootstrap::fromEnvironment();
   if (options.vsMpi && (mpi::size() != bootstrap.size || mpi::rank() != bootstrap.rank)) {
@@ -93,8 +126,10 @@ int runBenchmark(const Options& options) {
         hasBandwidth(op) ? sweepSizes(options) : std::vector<size_t>{0};
     const std::string algorithm = algorithmOf(info.algorithms, op);
     const bool forced = algorithm != "auto" && algorithm != "-";
+    const std::unique_ptr<OpComms> algos =
+        options.vsAlgos ? opComms(comm, commOptions, op) : nullptr;
     for (size_t bytes : sizes) {
-      rows.push_back(runner.run(op, bytes));
+      rows.push_back(runner.run(op, bytes, algos ? &algos->view : nullptr));
       rows.back().algorithmForced = forced;
       if (printer) printRow(stdout, info, rows.back());
     }

@@ -211,6 +211,9 @@ std::optional<Options> parseOptions(int argc, char** argv) {
       ->check(CLI::IsMember({0, 1}));
   app.add_flag("--vs-mpi", options.vsMpi,
                "also time the matching MPI call on the same buffers (launch with mpirun)");
+  app.add_flag("--vs-algos", options.vsAlgos,
+               "also time each of an op's algorithms forced, taking turns with the automatic "
+               "choice (on communicators of their own alike); prints pick/best per size");
   std::string device = "host";
   app.add_option("--device", device,
                  "where the buffers live: host, or cuda (GPU local-rank mod GPUs; every op but "
@@ -263,6 +266,11 @@ std::optional<Options> parseOptions(int argc, char** argv) {
   }
   if (options.cuda && options.vsMpi) {
     throw InvalidArgument("--device cuda and --vs-mpi cannot be combined (MPI times host memory)");
+  }
+  if (options.cuda && options.vsAlgos) {
+    throw InvalidArgument(
+        "--device cuda and --vs-algos cannot be combined (the device path is chosen per call, "
+        "not forced per collective)");
   }
   if (options.cuda && options.async) {
     throw InvalidArgument(

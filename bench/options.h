@@ -33,7 +33,10 @@ struct Options {
   bool inPlace = false;  // also time the in-place form (extra columns)
   bool async = false;    // issue the timed iterations with the *Async calls, then wait for all
   bool vsMpi = false;    // time Open MPI's collectives next to ringlet's (MPI build only)
-  bool cuda = false;     // --device cuda: buffers in GPU memory (bench/device_side.h)
+  // --vs-algos: time every algorithm of each op forced, taking turns with the automatic choice
+  // (on dup()s of the communicator alike: bench/runner.h, AlgoComms).
+  bool vsAlgos = false;
+  bool cuda = false;  // --device cuda: buffers in GPU memory (bench/device_side.h)
   // --algo: CommunicatorOptions::algorithms entries to force (collective name -> algorithm).
   std::map<std::string, std::string> algorithms;
   // Test hook (--inject-wrong N): after each checked call, one receiving rank zeroes up to N

@@ -50,6 +50,7 @@ json configJson(const RunInfo& info) {
           {"inplace", o.inPlace},
           {"async", o.async},
           {"vs_mpi", o.vsMpi},
+          {"vs_algos", o.vsAlgos},
           {"mpi_library", info.mpiLibrary},
           {"device", o.cuda ? "cuda" : "host"},
           {"device_info", info.device}};
@@ -103,6 +104,14 @@ void writeJson(const std::string& path, const RunInfo& info, const std::vector<R
         r["mpi_note"] = row.mpiNote;
       }
     }
+    if (!row.algos.empty()) {
+      json algos = json::object();
+      for (const AlgoTiming& a : row.algos) algos[a.name] = timingJson(a.timing);
+      r["algos"] = std::move(algos);
+      const std::optional<double> pick = pickOverBest(row);
+      r["pick_over_best"] = pick ? json(*pick) : json(nullptr);
+      r["best_algorithm"] = bestAlgo(row)->name;
+    }
     results.push_back(std::move(r));
   }
   json doc = {{"tool", "ringlet-bench"},
@@ -121,7 +130,7 @@ void writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
          "time_us,algbw_gbs,busbw_gbs,wrong,"
          "inplace_time_us,inplace_algbw_gbs,inplace_busbw_gbs,inplace_wrong,"
          "mpi_time_us,mpi_algbw_gbs,mpi_busbw_gbs,mpi_wrong,ratio,copy_gbs,"
-         "algorithm,iters,warmup_iters,busbw_over_copy,algorithm_forced\n";
+         "algorithm,iters,warmup_iters,busbw_over_copy,algorithm_forced,algos_time_us\n";
   for (const Row& row : rows) {
     std::string ratio;
     if (row.mpi && row.outOfPlace.timeUs > 0) {
@@ -131,12 +140,17 @@ void writeCsv(const std::string& path, const RunInfo& info, const std::vector<Ro
     const std::string overCopy = row.copyGBs && *row.copyGBs > 0
                                      ? fmt::format("{:.4f}", row.outOfPlace.busbwGBs / *row.copyGBs)
                                      : std::string();
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op),
+    // --vs-algos: "name=time;name=time" (no commas: one CSV field).
+    std::string algos;
+    for (const AlgoTiming& a : row.algos) {
+      algos += fmt::format("{}{}={:.3f}", algos.empty() ? "" : ";", a.name, a.timing.timeUs);
+    }
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", toString(row.op),
                        row.bytes, row.count, toString(row.type),
                        row.redop ? toString(*row.redop) : std::string_view("none"), row.root,
                        info.worldSize, csvTiming(row.outOfPlace), csvTiming(row.inPlace),
                        csvTiming(row.mpi), ratio, copy, row.algorithm, row.outOfPlace.iters,
-                       row.outOfPlace.warmupIters, overCopy, row.algorithmForced ? 1 : 0);
+                       row.outOfPlace.warmupIters, overCopy, row.algorithmForced ? 1 : 0, algos);
   }
   finish(out, path);
 }

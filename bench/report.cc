@@ -17,6 +17,23 @@ std::string algorithmOf(const std::map<std::string, std::string>& algorithms, Be
   return it == algorithms.end() || it->second.empty() ? "auto" : it->second;
 }
 
+const AlgoTiming* bestAlgo(const Row& row) {
+  const AlgoTiming* best = nullptr;
+  for (const AlgoTiming& a : row.algos) {
+    if (best == nullptr || a.timing.timeUs < best->timing.timeUs) best = &a;
+  }
+  return best;
+}
+
+std::optional<double> pickOverBest(const Row& row) {
+  const AlgoTiming* best = bestAlgo(row);
+  if (best == nullptr || best->timing.timeUs <= 0) return std::nullopt;
+  for (const AlgoTiming& a : row.algos) {
+    if (a.name == row.algorithm) return a.timing.timeUs / best->timing.timeUs;
+  }
+  return std::nullopt;
+}
+
 int64_t totalWrong(const std::vector<Row>& rows) {
   int64_t wrong = 0;
   auto add = [&](const std::optional<Timing>& t) {
@@ -26,6 +43,7 @@ int64_t totalWrong(const std::vector<Row>& rows) {
     add(row.outOfPlace);
     add(row.inPlace);
     add(row.mpi);
+    for (const AlgoTiming& a : row.algos) add(a.timing);
   }
   return wrong;
 }

@@ -27,6 +27,12 @@ struct Timing {
   std::vector<double> roundsUs;
 };
 
+// --vs-algos: one algorithm forced, and its timing at the row's size.
+struct AlgoTiming {
+  std::string name;
+  Timing timing;
+};
+
 struct Row {
   BenchOp op = BenchOp::kAllreduce;
   size_t bytes = 0;
@@ -42,6 +48,9 @@ struct Row {
   std::optional<Timing> inPlace;  // --inplace 1, operations with an in-place form
   std::optional<Timing> mpi;      // --vs-mpi, when MPI has this operation
   std::string mpiNote;            // why mpi is empty under --vs-mpi ("n/a: ...")
+  // --vs-algos, ops with more than one algorithm: every algorithm forced, in algorithms() order,
+  // timed in turns with outOfPlace (the automatic choice, on a communicator alike).
+  std::vector<AlgoTiming> algos;
   // The copy reference, measured at each size in the same run (bytes / time): a memcpy of
   // `bytes` on every rank at once, the slowest rank's time (--device cuda: a device-to-device
   // cudaMemcpy on rank 0's GPU alone). Unset for barrier and empty sizes.
@@ -64,6 +73,12 @@ Timing makeTiming(BenchOp op, size_t bytes, int worldSize, double seconds, int64
 
 // The algorithm `op` runs with according to `algorithms` ("auto" when absent, "-" for sendrecv).
 std::string algorithmOf(const std::map<std::string, std::string>& algorithms, BenchOp op);
+
+// --vs-algos: the fastest forced algorithm (nullptr without any), and the forced time of the
+// row's algorithm (auto's pick) over the fastest's; nullopt where auto's pick cannot be forced
+// (a path of its own, e.g. "header_inline").
+const AlgoTiming* bestAlgo(const Row& row);
+std::optional<double> pickOverBest(const Row& row);
 
 // Sum of #wrong over every row and variant (unchecked rows count 0).
 int64_t totalWrong(const std::vector<Row>& rows);

@@ -69,7 +69,7 @@ void Runner::runOnce(Impl impl, BenchOp op, const CallArgs& a) {
   } else if (impl == Impl::kMpi) {
     mpi::run(op, a);
   } else {
-    callRinglet(comm_, op, a);
+    callRinglet(*ringlet_, op, a);
   }
 }
 
@@ -82,7 +82,8 @@ void Runner::agreeMax(Impl impl, double* values, int count) {
   if (impl == Impl::kMpi) {
     mpi::allreduceMax(values, count);
   } else {
-    comm_.allreduce(values, values, static_cast<size_t>(count), DataType::kFloat64, ReduceOp::kMax);
+    ringlet_->allreduce(values, values, static_cast<size_t>(count), DataType::kFloat64,
+                        ReduceOp::kMax);
   }
 }
 
@@ -93,7 +94,7 @@ void Runner::syncAfter(Impl impl) {
   if (impl == Impl::kMpi) {
     mpi::run(BenchOp::kBarrier, CallArgs{});
   } else {
-    comm_.barrier();
+    ringlet_->barrier();
   }
 }
 
@@ -147,7 +148,7 @@ Runner::Loop Runner::timeLoop(Impl impl, BenchOp op, const Shape& shape, bool in
   if (async) {
     std::vector<Work> works;
     works.reserve(static_cast<size_t>(loop.iters));
-    for (int i = 0; i < loop.iters; ++i) issueRinglet(comm_, op, a, works);
+    for (int i = 0; i < loop.iters; ++i) issueRinglet(*ringlet_, op, a, works);
     for (const Work& work : works) work.wait();
   } else {
     // Device: enqueue every iteration, then wait for the stream (nccl-tests' way).
@@ -204,14 +205,14 @@ std::string Runner::algorithmColumn(BenchOp op, const Shape& shape) const {
   const std::string_view key = algorithmKey(op);
   if (op == BenchOp::kAllToAllv) return n > 1 ? "pairwise" : "local_copy";  // its one schedule
   if (key.empty()) return "-";
-  if (!isVForm(op)) return comm_.algorithmFor(key, shape.bytes);
+  if (!isVForm(op)) return ringlet_->algorithmFor(key, shape.bytes);
   // The blocks as this row cuts them (the same on every rank), not even ones.
   std::vector<size_t> blockBytes = vCounts(op, shape, comm_.rank(), n);
   for (size_t& b : blockBytes) b *= elementSize(options_.type);
-  return comm_.algorithmFor(key, blockBytes, options_.root);
+  return ringlet_->algorithmFor(key, blockBytes, options_.root);
 }
 
-Row Runner::run(BenchOp op, size_t bytes) {
+Row Runner::run(BenchOp op, size_t bytes, const AlgoComms* algos) {
   const int n = comm_.size();
   const Shape shape = shapeOf(op, bytes, options_.type, n, options_.vblocks);
   Row row;
@@ -222,51 +223,77 @@ Row Runner::run(BenchOp op, size_t bytes) {
   if (reduces(op)) row.redop = options_.op;
   row.root = usesRoot(op) ? options_.root : -1;
 
-  // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI. Unused slots stay 0. With
-  // --rounds the slots take turns, round after round, so that a noisy stretch of the machine
-  // falls on all of them rather than on whichever ran then.
+  // Slots: 0 ringlet out-of-place, 1 ringlet in-place, 2 MPI, 3... the forced algorithms
+  // (--vs-algos). Unused slots stay 0. With --rounds the slots take turns, round after round, so
+  // that a noisy stretch of the machine falls on all of them rather than on whichever ran then.
+  constexpr int kForced = 3;
   const int rounds = options_.rounds;
   const bool inPlace = options_.inPlace && hasInPlace(op);
   const std::string mpiNote =
       options_.vsMpi ? mpi::unsupportedReason(op, options_.type, options_.op) : "";
   const bool mpiRuns = options_.vsMpi && mpiNote.empty();
   if (!mpiRuns) row.mpiNote = mpiNote;
-  Loop loops[3];                                 // iteration counts, summed over rounds
-  std::vector<double> seconds(3 * rounds, 0.0);  // [slot * rounds + round], per call
-  auto timeRound = [&](int slot, Impl impl, bool place, int round) {
+  Communicator* automatic = algos != nullptr ? algos->automatic : &comm_;
+  const size_t forced = algos != nullptr ? algos->forced.size() : 0;
+  const size_t slots = kForced + forced;
+  // The communicator of each ringlet slot (MPI's: unused).
+  std::vector<Communicator*> on(slots, automatic);
+  for (size_t i = 0; i < forced; ++i) on[kForced + i] = algos->forced[i].second;
+  std::vector<Loop> loops(slots);                    // iteration counts, summed over rounds
+  std::vector<double> seconds(slots * rounds, 0.0);  // [slot * rounds + round], per call
+  auto timeRound = [&](size_t slot, Impl impl, bool place, int round) {
+    ringlet_ = on[slot];
     const Loop loop = timeLoop(impl, op, shape, place);
     loops[slot].iters += loop.iters;
     loops[slot].warmupIters += loop.warmupIters;
     seconds[slot * rounds + round] = loop.seconds;
   };
+  struct Variant {
+    size_t slot;
+    Impl impl;
+    bool inPlace;
+  };
+  std::vector<Variant> variants = {{0, Impl::kRinglet, false}};
+  if (inPlace) variants.push_back({1, Impl::kRinglet, true});
+  if (mpiRuns) variants.push_back({2, Impl::kMpi, false});
+  for (size_t i = 0; i < forced; ++i) variants.push_back({kForced + i, Impl::kRinglet, false});
   for (int round = 0; round < rounds; ++round) {
-    timeRound(0, Impl::kRinglet, false, round);
-    if (round == 0) {
-      // After the calls: a device communicator chooses its path at its first one.
-      row.algorithm = device_ == nullptr ? algorithmColumn(op, shape)
-                                         : device_->algorithm(op, shape.bytes, [&](size_t chunk) {
-                                             Shape part = shape;
-                                             part.bytes = chunk;
-                                             return algorithmColumn(op, part);
-                                           });
+    // Each round starts one variant later: none always runs first, after the last size's
+    // check and copy or the last round's other calls.
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const Variant& v = variants[(k + static_cast<size_t>(round)) % variants.size()];
+      timeRound(v.slot, v.impl, v.inPlace, round);
+      if (round == 0 && v.slot == 0) {
+        // After the calls: a device communicator chooses its path at its first one.
+        row.algorithm = device_ == nullptr ? algorithmColumn(op, shape)
+                                           : device_->algorithm(op, shape.bytes, [&](size_t chunk) {
+                                               Shape part = shape;
+                                               part.bytes = chunk;
+                                               return algorithmColumn(op, part);
+                                             });
+      }
     }
-    if (inPlace) timeRound(1, Impl::kRinglet, true, round);
-    if (mpiRuns) timeRound(2, Impl::kMpi, false, round);
   }
-  int64_t wrong[3] = {0, 0, 0};
-  wrong[0] = check(Impl::kRinglet, op, shape, false);
-  if (inPlace) wrong[1] = check(Impl::kRinglet, op, shape, true);
-  if (mpiRuns) wrong[2] = check(Impl::kMpi, op, shape, false);
+  std::vector<int64_t> wrong(slots, 0);
+  auto checkSlot = [&](size_t slot, Impl impl, bool place) {
+    ringlet_ = on[slot];
+    wrong[slot] = check(impl, op, shape, place);
+  };
+  checkSlot(0, Impl::kRinglet, false);
+  if (inPlace) checkSlot(1, Impl::kRinglet, true);
+  if (mpiRuns) checkSlot(2, Impl::kMpi, false);
+  for (size_t i = 0; i < forced; ++i) checkSlot(kForced + i, Impl::kRinglet, false);
+  ringlet_ = &comm_;
   if (hasBandwidth(op) && row.bytes > 0) {
     const double copySeconds = timeCopy(row.bytes, loops[0].iters / rounds);
     if (copySeconds > 0) row.copyGBs = static_cast<double>(row.bytes) / copySeconds / 1e9;
   }
   comm_.allreduce(seconds.data(), seconds.data(), seconds.size(), DataType::kFloat64,
                   ReduceOp::kMax);
-  comm_.allreduce(wrong, wrong, 3, DataType::kInt64, ReduceOp::kSum);
+  comm_.allreduce(wrong.data(), wrong.data(), wrong.size(), DataType::kInt64, ReduceOp::kSum);
   const bool checked = options_.check && hasBandwidth(op);
-  auto timing = [&](int slot) {
-    const auto first = seconds.begin() + slot * rounds;
+  auto timing = [&](size_t slot) {
+    const auto first = seconds.begin() + static_cast<std::ptrdiff_t>(slot * rounds);
     std::vector<double> sorted(first, first + rounds);
     std::sort(sorted.begin(), sorted.end());
     const double median = (sorted[(rounds - 1) / 2] + sorted[rounds / 2]) / 2;
@@ -281,6 +308,9 @@ Row Runner::run(BenchOp op, size_t bytes) {
   row.outOfPlace = timing(0);
   if (inPlace) row.inPlace = timing(1);
   if (mpiRuns) row.mpi = timing(2);
+  for (size_t i = 0; i < forced; ++i) {
+    row.algos.push_back({.name = algos->forced[i].first, .timing = timing(kForced + i)});
+  }
   return row;
 }
 

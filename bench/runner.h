@@ -13,13 +13,18 @@
 //      or with --async all issued and then waited for;
 //   4. refill, run once more and count wrong elements.
 // With --rounds R, steps 2-3 run R times per variant, the variants taking turns (ringlet,
-// [in place], MPI, ringlet, ...), and each variant's median round is its time; step 4 follows
-// the last round. Then the copy reference: every rank memcpys `size` bytes at once (--device cuda:
-// rank 0's device-to-device copy). The per-rank averages are reduced to their max and the wrong
-// counts to their sum with ringlet all-reduces, outside the timed region.
+// [in place], MPI, then [in place], MPI, ringlet: each round starts one variant later), and
+// each variant's median round is its time; step 4 follows
+// the last round. With --vs-algos (AlgoComms) the ringlet variant runs on `automatic` and every
+// forced algorithm is one variant more, in the same turns, each checked as well. Then the copy
+// reference: every rank memcpys `size` bytes at once (--device cuda: rank 0's device-to-device
+// copy). The per-rank averages are reduced to their max and the wrong counts to their sum with
+// ringlet all-reduces, outside the timed region.
 
 #include <cstddef>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/device_side.h"
 #include "bench/ops.h"
@@ -30,14 +35,23 @@
 
 namespace ringlet::bench {
 
+// --vs-algos: the communicators one op runs on, dup()s of the bench's communicator made alike
+// (links of their own, the parent's cost model): `automatic` choosing by the model, and one per
+// algorithm of the op forcing it. The automatic variant runs on a dup too, so that no variant
+// has links warmed by the others' calls or made another way.
+struct AlgoComms {
+  Communicator* automatic = nullptr;
+  std::vector<std::pair<std::string, Communicator*>> forced;  // algorithm name, its communicator
+};
+
 class Runner {
  public:
   // Allocates two buffers of options.maxBytes each.
   // With options.cuda the collectives run on `device`'s buffers instead.
   Runner(Communicator& comm, const Options& options, device::DeviceSide* device = nullptr);
 
-  // One table row.
-  Row run(BenchOp op, size_t bytes);
+  // One table row; with `algos`, its per-algorithm timings too.
+  Row run(BenchOp op, size_t bytes, const AlgoComms* algos = nullptr);
 
  private:
   enum class Impl { kRinglet, kMpi };
@@ -67,6 +81,7 @@ class Runner {
   void fromDevice(const Shape& shape, bool inPlace);
 
   Communicator& comm_;
+  Communicator* ringlet_ = &comm_;  // what the ringlet variant being timed runs on
   Options options_;
   device::DeviceSide* device_;
   Workload work_;

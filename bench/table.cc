@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <string>
 
 namespace ringlet::bench {
@@ -51,6 +52,12 @@ void printRunHeader(std::FILE* out, const RunInfo& info) {
     forced += fmt::format("{}{} {}", forced.empty() ? "" : ", ", collective, algorithm);
   }
   printLine(out, fmt::format("# algorithms: {}", forced.empty() ? "auto" : forced));
+  if (o.vsAlgos) {
+    printLine(out,
+              "# vs algorithms: each op's algorithms forced, in turns with auto, on dup()s of the "
+              "communicator alike; pick/best: auto's pick forced over the fastest (* marks it); "
+              "auto/best: auto's own time over it");
+  }
   if (o.vsMpi) {
     printLine(out, fmt::format("# vs MPI: {} (ratio = MPI time / ringlet time; > 1: ringlet "
                                "faster)",
@@ -134,6 +141,24 @@ void printRow(std::FILE* out, const RunInfo& info, const Row& row) {
     }
   }
   printLine(out, line);
+  if (!row.algos.empty()) {
+    // --vs-algos: every algorithm forced in the same turns, the fastest starred, and the forced
+    // time of auto's pick over the fastest's.
+    const AlgoTiming* best = bestAlgo(row);
+    std::string forced;
+    for (const AlgoTiming& a : row.algos) {
+      forced += fmt::format("{}{} {:.2f}{}", forced.empty() ? "" : ", ", a.name, a.timing.timeUs,
+                            &a == best ? "*" : "");
+    }
+    const std::optional<double> pick = pickOverBest(row);
+    const double autoOverBest = best != nullptr && best->timing.timeUs > 0
+                                    ? row.outOfPlace.timeUs / best->timing.timeUs
+                                    : 0;
+    printLine(out,
+              fmt::format("#   forced (us): {}; auto picks {}: pick/best {}, auto/best {:.2f}",
+                          forced, row.algorithm,
+                          pick ? fmt::format("{:.2f}", *pick) : std::string("-"), autoOverBest));
+  }
   std::fflush(out);
 }
 

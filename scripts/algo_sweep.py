@@ -1,6 +1,10 @@
 """Tabulates scripts/algo-sweep.sh: per collective and size, each forced algorithm's time, the
 automatic choice and its time over the best forced time. Usage: algo_sweep.py DIR N OUT_PREFIX
 
+DIR holds either one `ringlet-bench --vs-algos` report per N (n<N>-turns.json: every algorithm
+forced in turns with auto, in one process, one cost model) or one report per algorithm and
+repeat (n<N>-<op>-<algo>-r<k>.json: separate runs, each with its own calibration).
+
 Two ratios: `auto/best` (the automatic run's time over the best forced run's) and `pick/best`
 (the forced run of the algorithm auto picked over the best forced run; "-" where auto picked a
 path that cannot be forced, e.g. the header-inline calls). Where auto picks the best algorithm,
@@ -15,6 +19,18 @@ import sys
 
 directory, ranks, prefix = sys.argv[1], sys.argv[2], sys.argv[3]
 samples = {}  # (op, algo) -> {size: ([time_us per run], algorithm)}
+turns = os.path.join(directory, f"n{ranks}-turns.json")
+if os.path.exists(turns):
+    doc = json.load(open(turns))
+    if doc["total_wrong"]:
+        sys.exit(f"ringlet: {turns}: {doc['total_wrong']} wrong elements")
+    for r in doc["results"]:
+        if "algos" not in r:
+            continue
+        samples.setdefault((r["op"], "auto"), {})[r["size"]] = (
+            [r["out_of_place"]["time_us"]], r["algorithm"])
+        for name, t in r["algos"].items():
+            samples.setdefault((r["op"], name), {})[r["size"]] = ([t["time_us"]], name)
 for path in glob.glob(os.path.join(directory, f"n{ranks}-*-r*.json")):
     _, op, rest = os.path.basename(path)[:-5].split("-", 2)
     algo = rest.rsplit("-r", 1)[0]
@@ -28,8 +44,10 @@ for path in glob.glob(os.path.join(directory, f"n{ranks}-*-r*.json")):
 runs = {key: {size: (statistics.median(t), a) for size, (t, a) in sizes.items()}
         for key, sizes in samples.items()}
 
+how = ("every algorithm forced in turns with auto in one process, the median of the rounds"
+       if os.path.exists(turns) else "separate runs, the median of the runs")
 lines = [f"# Automatic algorithm choice vs every forced algorithm, N={ranks}", "",
-         "time in us (out of place, max over ranks; median of the runs); `pick/best`: the forced "
+         f"time in us (out of place, max over ranks; {how}); `pick/best`: the forced "
          "run of auto's pick over the best forced run (`-`: a path that cannot be forced); the "
          "choice (pick/best, else auto/best) > 1.10 is marked with !", ""]
 summary = []

@@ -387,6 +387,91 @@ TEST(BenchCli, AlgoForcesAndNamesTheAlgorithm) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(BenchCli, VsAlgosTimesEveryAlgorithmInTurnsWithAuto) {
+  if (!launcherBuilt()) GTEST_SKIP() << kLauncher << " is not built";
+  const std::string dir = makeTempDir("ringlet-bench-vs-algos");
+  const std::string json = dir + "/algos.json";
+  const std::string csv = dir + "/algos.csv";
+  // The algorithms each collective has, as the library lists them.
+  const ProcessResult info = runProcess({kBinDir + "/ringlet-info", "--json"}, kEnv, kDeadline);
+  ASSERT_EQ(info.exitCode, 0) << describe(info);
+  const nlohmann::json listed = nlohmann::json::parse(info.out)["algorithms"];
+  const std::vector<std::string> args = {"--ops",
+                                         "allreduce,reduce,alltoallv,sendrecv",
+                                         "-b",
+                                         "4K",
+                                         "-e",
+                                         "64K",
+                                         "-f",
+                                         "16",
+                                         "-n",
+                                         "2",
+                                         "-w",
+                                         "1",
+                                         "--warmup-ms",
+                                         "1",
+                                         "--rounds",
+                                         "2",
+                                         "--vs-algos",
+                                         "--json",
+                                         json,
+                                         "--csv",
+                                         csv};
+  const ProcessResult r = runProcess(withLauncher(3, args), kEnv, kDeadline);
+  ASSERT_EQ(r.exitCode, 0) << describe(r);
+  EXPECT_NE(r.out.find("# vs algorithms:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#   forced (us): "), std::string::npos) << r.out;
+  auto sections = parseTable(r.out);
+  EXPECT_EQ(sections["allreduce"].size(), 2u) << r.out;  // the forced lines are comments
+  std::ifstream in(json);
+  ASSERT_TRUE(in) << "no JSON file at " << json;
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["config"]["vs_algos"], true);
+  int withAlgos = 0;
+  for (const nlohmann::json& record : doc["results"]) {
+    const std::string op = record["op"];
+    if (op == "alltoallv" || op == "sendrecv") {  // one schedule each: nothing to force
+      EXPECT_FALSE(record.contains("algos")) << record;
+      continue;
+    }
+    ASSERT_TRUE(record.contains("algos")) << record;
+    ++withAlgos;
+    const nlohmann::json& algos = record["algos"];
+    ASSERT_EQ(algos.size(), listed[op].size()) << record;
+    std::string best;
+    double bestUs = 0;
+    for (const std::string name : listed[op]) {
+      ASSERT_TRUE(algos.contains(name)) << op << " " << name;
+      const nlohmann::json& t = algos[name];
+      EXPECT_EQ(t["wrong"], 0) << op << " " << name;  // each forced algorithm is checked
+      EXPECT_EQ(t["rounds_us"].size(), 2u) << op << " " << name;
+      const double us = t["time_us"];
+      EXPECT_GT(us, 0.0) << op << " " << name;
+      if (best.empty() || us < bestUs) best = name, bestUs = us;
+    }
+    EXPECT_EQ(record["best_algorithm"], best) << record;
+    const std::string picked = record["algorithm"];
+    if (algos.contains(picked)) {
+      EXPECT_NEAR(record["pick_over_best"].get<double>(),
+                  algos[picked]["time_us"].get<double>() / bestUs, 1e-9)
+          << record;
+      EXPECT_GE(record["pick_over_best"].get<double>(), 1.0) << record;
+    } else {
+      EXPECT_TRUE(record["pick_over_best"].is_null()) << record;  // a path of its own
+    }
+  }
+  EXPECT_EQ(withAlgos, 4);  // allreduce and reduce at 4 KiB and 64 KiB
+  std::ifstream csvIn(csv);
+  std::string header, first;
+  std::getline(csvIn, header);
+  std::getline(csvIn, first);
+  EXPECT_NE(header.find(",algos_time_us"), std::string::npos) << header;
+  for (const std::string name : listed["allreduce"]) {
+    EXPECT_NE(first.find(name + "="), std::string::npos) << first;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(BenchCli, WorldOfOneEveryOp) {
   const ProcessResult r = runProcess(alone({"--ops", "all", "-b", "8", "-e", "1K", "-n", "2", "-w",
                                             "1", "--inplace", "1", "--warmup-ms", "1"}),

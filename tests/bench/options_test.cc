@@ -216,6 +216,9 @@ TEST(BenchOptions, CombinationsThatCannotWork) {
   EXPECT_NE(parseError({"--inject-wrong", "2", "--check", "0"}).find("--inject-wrong"),
             std::string::npos);
   EXPECT_EQ(parse({"--inject-wrong", "2"}).injectWrong, 2u);
+  EXPECT_NE(parseError({"--device", "cuda", "--vs-algos"}).find("--vs-algos"), std::string::npos);
+  EXPECT_TRUE(parse({"--vs-algos"}).vsAlgos);
+  EXPECT_FALSE(parse({}).vsAlgos);
 }
 
 }  // namespace
