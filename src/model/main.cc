@@ -160,7 +160,8 @@ int main(int argc, char** argv) {
                    "Batches of the cost model's measurement, times those of create()")
       ->check(CLI::Range(1, 1000));
   measureCmd->add_option("-c,--collectives", options.collectives,
-                         "Collectives (allreduce allgather reducescatter broadcast ...)");
+                         "Collectives: allreduce broadcast reduce allgather reducescatter alltoall "
+                         "gather scatter (default: allreduce allgather reducescatter broadcast)");
 
   CLI::App* tableCmd = app.add_subcommand(
       "table",
@@ -199,6 +200,7 @@ int main(int argc, char** argv) {
     if (measureCmd->parsed()) {
       options.minBytes = ringlet::model::parseBytes(minText, "--min");
       options.maxBytes = ringlet::model::parseBytes(maxText, "--max");
+      ringlet::model::checkMeasurable(options.collectives);  // before any rank starts
       ringlet::Bootstrap bootstrap = ringlet::Bootstrap::fromEnvironment();
       if (!underLauncher(bootstrap)) return relaunch(ranks, argc, argv);
       ringlet::CommunicatorOptions communicatorOptions =

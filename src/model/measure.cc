@@ -15,10 +15,21 @@ namespace {
 using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
+// The collectives `measure` times: every one with a choice of algorithms but the v-forms (whose
+// blocks the call would have to choose) and the barrier (no bytes).
+constexpr std::string_view kMeasured[] = {"allreduce",     "broadcast", "reduce", "allgather",
+                                          "reducescatter", "alltoall",  "gather", "scatter"};
+
+// Collectives whose size is n blocks of `count` elements (nccl-tests' total buffer).
+bool inBlocks(const std::string& collective) {
+  return collective == "allgather" || collective == "reducescatter" || collective == "alltoall" ||
+         collective == "gather" || collective == "scatter";
+}
+
 // nccl-tests' bus-bandwidth factor: the bytes each rank moves per byte of `bytes`.
 double busFactor(const std::string& collective, int n) {
   if (collective == "allreduce") return 2.0 * (n - 1) / n;
-  if (collective == "allgather" || collective == "reducescatter") return double(n - 1) / n;
+  if (inBlocks(collective)) return double(n - 1) / n;
   return 1.0;
 }
 
@@ -37,24 +48,33 @@ struct Call {
   Call(Communicator& c, std::string what, size_t bytes) : comm(c), collective(std::move(what)) {
     const size_t n = static_cast<size_t>(comm.size());
     const size_t elements = std::max<size_t>(bytes / sizeof(float), n);
-    const bool blocks = collective == "allgather" || collective == "reducescatter";
-    count = blocks ? elements / n : elements;
-    a.assign(blocks ? count * n : count, 1.0f);
+    count = inBlocks(collective) ? elements / n : elements;
+    a.assign(inBlocks(collective) ? count * n : count, 1.0f);
     b.assign(a.size(), 0.0f);
   }
   size_t bytes() const {
-    const bool blocks = collective == "allgather" || collective == "reducescatter";
-    return (blocks ? count * comm.size() : count) * sizeof(float);
+    return (inBlocks(collective) ? count * comm.size() : count) * sizeof(float);
   }
   void run() {
+    constexpr DataType kType = DataType::kFloat32;
     if (collective == "allreduce") {
-      comm.allreduce(a.data(), b.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      comm.allreduce(a.data(), b.data(), count, kType, ReduceOp::kSum);
+    } else if (collective == "broadcast") {
+      comm.broadcast(a.data(), count, kType, 0);
+    } else if (collective == "reduce") {
+      comm.reduce(a.data(), b.data(), count, kType, ReduceOp::kSum, 0);
     } else if (collective == "allgather") {
-      comm.allgather(a.data(), b.data(), count, DataType::kFloat32);
+      comm.allgather(a.data(), b.data(), count, kType);
     } else if (collective == "reducescatter") {
-      comm.reduceScatter(a.data(), b.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      comm.reduceScatter(a.data(), b.data(), count, kType, ReduceOp::kSum);
+    } else if (collective == "alltoall") {
+      comm.allToAll(a.data(), b.data(), count, kType);
+    } else if (collective == "gather") {
+      comm.gather(a.data(), b.data(), count, kType, 0);
+    } else if (collective == "scatter") {
+      comm.scatter(a.data(), b.data(), count, kType, 0);
     } else {
-      comm.broadcast(a.data(), count, DataType::kFloat32, 0);
+      throw InvalidArgument(fmt::format("ringlet-model cannot time '{}'", collective));
     }
   }
 };
@@ -139,7 +159,21 @@ json describe(const Communicator& comm) {
   return out;
 }
 
+void checkMeasurable(const std::vector<std::string>& collectives) {
+  for (const std::string& collective : collectives) {
+    if (std::find(std::begin(kMeasured), std::end(kMeasured), collective) != std::end(kMeasured)) {
+      continue;
+    }
+    std::string known;
+    for (std::string_view name : kMeasured)
+      known += fmt::format("{}{}", known.empty() ? "" : " ", name);
+    throw InvalidArgument(fmt::format(
+        "--collectives: '{}' is not one measure can time (it times: {})", collective, known));
+  }
+}
+
 json measure(Communicator& comm, const MeasureOptions& options) {
+  checkMeasurable(options.collectives);
   json rows = json::array();
   const CostModel model = comm.costModel();
   for (const auto& info : algorithms()) {

@@ -26,6 +26,10 @@ struct MeasureOptions {
   double warmSeconds = 0.02;
 };
 
+// Throws InvalidArgument naming a collective measure() cannot time (it times allreduce,
+// broadcast, reduce, allgather, reducescatter, alltoall, gather and scatter).
+void checkMeasurable(const std::vector<std::string>& collectives);
+
 // Collective over `comm`: times every algorithm of every collective in `options` at each size
 // (the max over ranks of the mean time per call in a batch; the median of the batches) and
 // predicts it with comm.costModel(). Every rank returns the same rows:

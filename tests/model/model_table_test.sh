@@ -99,4 +99,22 @@ echo '{"model": {"alpha_s": 1e-6, "beta_s_per_byte": 1e-10, "gamma_s_per_byte": 
 err=$("$bin/ringlet-model" predict "$tmp/no-algorithm.json" 2>&1) &&
   fail "a row without an algorithm was accepted"
 grep -q '^ringlet: a row of the report has no "algorithm"$' <<<"$err" || fail "unclear error: $err"
+# measure times the collectives it names, each under its own name: every algorithm of reduce and
+# gather (rows, and the calls the trace of its communicators records), no broadcast in their
+# place; a collective it cannot time is an error before any rank starts.
+mkdir -p "$tmp/trace"
+RINGLET_TRACE="$tmp/trace/t" "$bin/ringlet-model" measure -n 2 -c reduce gather -b 4K -e 4K -r 1 \
+  -o "$tmp/measured.json" > "$tmp/measured.txt" 2>&1 || fail "measure failed: $(cat "$tmp/measured.txt")"
+for row in "reduce +tree" "reduce +chain" "gather +tree" "gather +linear"; do
+  grep -Eq "^$row +" "$tmp/measured.txt" || fail "measure printed no '$row' row: $(cat "$tmp/measured.txt")"
+done
+grep -q "^broadcast " "$tmp/measured.txt" && fail "measure timed a broadcast it was not asked for"
+calls=$(cat "$tmp"/trace/t.split*.rank0.json | grep -o '"name":"[a-z]*"' | sort -u | tr '\n' ' ')
+[[ $calls == *'"name":"reduce"'* && $calls == *'"name":"gather"'* ]] ||
+  fail "the traces hold no reduce and gather calls: $calls"
+[[ $calls != *'"name":"broadcast"'* ]] || fail "a broadcast ran in measure's place: $calls"
+err=$("$bin/ringlet-model" measure -n 2 -c reduce allgatherv -b 4K -e 4K 2>&1) &&
+  fail "measure accepted allgatherv"
+grep -q "^ringlet: --collectives: 'allgatherv' is not one measure can time" <<<"$err" ||
+  fail "unclear error: $err"
 echo "ok"
