@@ -7,8 +7,7 @@
 //   round 2  2->0          [4 has no partner 6]
 //   round 3  4->0
 //
-// Leaves send their input as it is; inner ranks accumulate in scratch, the root in recv (with
-// non-temporal stores when the buffer is large: nothing reads it again during the call).
+// Leaves send their input as it is; inner ranks accumulate in scratch, the root in recv.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -47,10 +46,16 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
               .local = local,
               .type = args.type,
               .op = args.op,
-              // The root's result, from twice the usual size: at 8 MiB (N = 2, 3 alternating
-              // runs) non-temporal stores took 1.2-1.7x the chain's time (the buffers still fit
-              // this rank's share of the cache), as they did in the ring's (ring_allreduce.cc).
-              .streaming = v == 0 && bytes >= 2 * kernels::kStreamingBytes},
+              // Ordinary stores, also for the root's result past the cache. Non-temporal ones
+              // (from 16 MiB, as the ring's) took 1.2-1.7x the chain's time at 8 MiB, and on a
+              // 2-core AMD EPYC VM, every algorithm timed in turns (ringlet-bench --vs-algos,
+              // two alternating runs of each build), the tree at 32 MiB 3.5-5.4 ms with them
+              // against 2.5-3.0 without at N = 2, 6.3-9.6 against 5.6-6.3 at N = 3, 8.8-9.8
+              // against 7.1-7.7 at N = 4, and at 128 MiB 14.5-17.1 / 11.3-12.5, 46.9-49.6 /
+              // 26.3-34.2, 46.0-46.1 / 43.8-44.6 (the chain beside it, ordinary stores: 12.1-15.4,
+              // 24.1-27.8, 29.2-38.9). Where the root has more than one child it also reads the
+              // accumulator back in the next round, which non-temporal stores had sent to memory.
+              .streaming = false},
              sliceBytes, wait);
   }
   // The root.

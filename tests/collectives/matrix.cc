@@ -417,9 +417,9 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
     }
     allgatherCase(halving, DataType::kFloat32, 2200003 / size + 1, false);
     runVFormLargeCases(halving);
-    // The trees past kernels::kStreamingBytes: the root reduces (and a receiver copies) into its
-    // buffer with non-temporal stores, and the root's first child is reduced with its input
-    // straight into recv.
+    // The trees past kernels::kStreamingBytes: a broadcast's receiver copies into its buffer
+    // with non-temporal stores, and the reduce's root takes its first child's data reduced with
+    // its input straight into recv.
     o.transportOptions.erase("shm_bytes");
     Communicator trees = Communicator::create(bootstrap, o);
     const size_t past = 2200003;  // 8.8 MB of float32
