@@ -102,6 +102,7 @@ int runBenchmark(const Options& options) {
   info.mpiLibrary = options.vsMpi ? mpi::libraryVersion() : "";
   info.options = options;
   info.algorithms = commOptions.algorithms;
+  info.model = comm.costModel();
 
   std::unique_ptr<device::DeviceSide> deviceSide;
   if (options.cuda) {

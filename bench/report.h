@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/options.h"
+#include "ringlet/communicator.h"
 #include "ringlet/types.h"
 
 namespace ringlet::bench {
@@ -66,6 +67,9 @@ struct RunInfo {
   Options options;
   // The algorithm each collective runs with ("auto" unless --algo or RINGLET_ALGO forced one).
   std::map<std::string, std::string> algorithms;
+  // The cost model the automatic choice used (Communicator::costModel): with the JSON, a run's
+  // choices can be priced again offline.
+  CostModel model;
 };
 
 // busbw uses busFactor() (bench/ops.h).

@@ -427,6 +427,12 @@ TEST(BenchCli, VsAlgosTimesEveryAlgorithmInTurnsWithAuto) {
   ASSERT_TRUE(in) << "no JSON file at " << json;
   const nlohmann::json doc = nlohmann::json::parse(in);
   EXPECT_EQ(doc["config"]["vs_algos"], true);
+  // The model the choice was made with, measured on this job's links.
+  EXPECT_NE(r.out.find("# cost model: alpha "), std::string::npos) << r.out;
+  const nlohmann::json& model = doc["config"]["cost_model"];
+  EXPECT_GT(model["alpha_s"].get<double>(), 0.0) << model;
+  EXPECT_GT(model["beta_s_per_byte"].get<double>(), 0.0) << model;
+  EXPECT_GE(model["ranks_per_core"].get<double>(), 1.0) << model;
   int withAlgos = 0;
   for (const nlohmann::json& record : doc["results"]) {
     const std::string op = record["op"];
