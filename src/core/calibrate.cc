@@ -235,6 +235,13 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
           std::max(oneWay, std::max(stream - roundTrip, 0.0) / static_cast<double>(kLargeBytes));
     }
   }
+  // A rank that sat out (an odd last position) waits here for the pairs, where ranks share
+  // cores: its local measurements below (reduces, copies, the memory's cost) took a core from
+  // the pair. 3 ranks on a 2-core VM, 15 communicators each way in alternation: the one-way rate
+  // 4.6-22 GB/s without the wait (median 18.2, three under 13), 16.3-28.9 with it (median 24.2);
+  // the slow ones had put every broadcast and reduce from 32 KiB on the chain (1.1-1.6x the
+  // tree's time up to 8 MiB, ringlet-bench --vs-algos).
+  if (shareCores && n > 2) collectives::disseminationBarrier(group, 1, wait);
   const size_t floats = kLargeBytes / sizeof(float);
   const double reduce = medianSeconds(3 * effort, 1, [&] {
     kernels::reduce(in.data(), in.data(), out.data(), floats, DataType::kFloat32, ReduceOp::kSum);
