@@ -9,6 +9,7 @@
 
 #include "ringlet/error.h"
 #include "ringlet/version.h"
+#include "src/model/model_json.h"
 
 namespace ringlet::bench {
 namespace {
@@ -24,22 +25,6 @@ json timingJson(const Timing& t) {
   j["wrong"] = t.wrong < 0 ? json(nullptr) : json(t.wrong);
   if (!t.roundsUs.empty()) j["rounds_us"] = t.roundsUs;
   return j;
-}
-
-// Names as ringlet-info --model --json and ringlet-model reports spell them.
-json modelJson(const CostModel& m) {
-  return {{"alpha_s", m.alpha},
-          {"beta_s_per_byte", m.beta},
-          {"gamma_s_per_byte", m.gamma},
-          {"delta_s_per_byte", m.delta},
-          {"beta_one_way_s_per_byte", m.betaOneWay},
-          {"small_factor", m.smallFactor},
-          {"memory_factor", m.memoryFactor},
-          {"cache_bytes", m.cacheBytes},
-          {"direct_bytes", m.directBytes},
-          {"ranks_share_cores", m.ranksShareCores},
-          {"ranks_per_core", m.ranksPerCore},
-          {"all_to_all_lends", m.allToAllLends}};
 }
 
 json configJson(const RunInfo& info) {
@@ -67,7 +52,7 @@ json configJson(const RunInfo& info) {
           {"async", o.async},
           {"vs_mpi", o.vsMpi},
           {"vs_algos", o.vsAlgos},
-          {"cost_model", modelJson(info.model)},
+          {"cost_model", model::costModelJson<json>(info.model)},
           {"mpi_library", info.mpiLibrary},
           {"device", o.cuda ? "cuda" : "host"},
           {"device_info", info.device}};

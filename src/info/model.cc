@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ringlet/ringlet.h"
+#include "src/model/model_json.h"
 
 namespace ringlet::info {
 
@@ -24,18 +25,7 @@ json modelReport(Bootstrap bootstrap) {
   report["ranks"] = comm.size();
   report["links"] = comm.describeLinks();
   report["segment_bytes"] = comm.segmentBytes();
-  report["model"] = {{"alpha_s", m.alpha},
-                     {"beta_s_per_byte", m.beta},
-                     {"gamma_s_per_byte", m.gamma},
-                     {"delta_s_per_byte", m.delta},
-                     {"beta_one_way_s_per_byte", m.betaOneWay},
-                     {"small_factor", m.smallFactor},
-                     {"memory_factor", m.memoryFactor},
-                     {"cache_bytes", m.cacheBytes},
-                     {"direct_bytes", m.directBytes},
-                     {"ranks_share_cores", m.ranksShareCores},
-                     {"ranks_per_core", m.ranksPerCore},
-                     {"all_to_all_lends", m.allToAllLends}};
+  report["model"] = model::costModelJson<json>(m);
   json rows = json::array();
   for (size_t bytes = 8; bytes <= (size_t{256} << 20); bytes *= 4) {
     json row;

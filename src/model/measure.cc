@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "src/model/model_json.h"
 #include "src/model/table.h"
 
 namespace ringlet::model {
@@ -144,18 +145,7 @@ json describe(const Communicator& comm) {
   json out;
   out["ranks"] = comm.size();
   out["links"] = comm.describeLinks();
-  out["model"] = {{"alpha_s", m.alpha},
-                  {"beta_s_per_byte", m.beta},
-                  {"gamma_s_per_byte", m.gamma},
-                  {"delta_s_per_byte", m.delta},
-                  {"beta_one_way_s_per_byte", m.betaOneWay},
-                  {"small_factor", m.smallFactor},
-                  {"memory_factor", m.memoryFactor},
-                  {"cache_bytes", m.cacheBytes},
-                  {"direct_bytes", m.directBytes},
-                  {"ranks_share_cores", m.ranksShareCores},
-                  {"ranks_per_core", m.ranksPerCore},
-                  {"all_to_all_lends", m.allToAllLends}};
+  out["model"] = costModelJson<json>(m);
   return out;
 }
 

@@ -1,0 +1,28 @@
+#pragma once
+// The cost model's parameters as the JSON reports name them: ringlet-info --model --json,
+// ringlet-model measure -o, and ringlet-bench --json (config.cost_model). modelOf
+// (src/model/table.cc) reads them back.
+
+#include <nlohmann/json.hpp>
+
+#include "ringlet/communicator.h"
+
+namespace ringlet::model {
+
+template <typename Json = nlohmann::ordered_json>
+Json costModelJson(const CostModel& m) {
+  return {{"alpha_s", m.alpha},
+          {"beta_s_per_byte", m.beta},
+          {"gamma_s_per_byte", m.gamma},
+          {"delta_s_per_byte", m.delta},
+          {"beta_one_way_s_per_byte", m.betaOneWay},
+          {"small_factor", m.smallFactor},
+          {"memory_factor", m.memoryFactor},
+          {"cache_bytes", m.cacheBytes},
+          {"direct_bytes", m.directBytes},
+          {"ranks_share_cores", m.ranksShareCores},
+          {"ranks_per_core", m.ranksPerCore},
+          {"all_to_all_lends", m.allToAllLends}};
+}
+
+}  // namespace ringlet::model
