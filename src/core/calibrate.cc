@@ -320,7 +320,7 @@ ShiftLine fitShifts(Shift probe, Shift cached, Shift large) {
   // choice divides by beta and prices every size with it.
   line.beta = std::max(std::max(large.seconds - line.alpha, 0.0) / bytes(large), cachedBeta);
   if (line.beta <= 0) line.beta = std::max(large.seconds, 1e-12) / bytes(large);
-  line.smallFactor = line.beta > 0 ? std::clamp(cachedBeta / line.beta, 0.05, 1.0) : 1.0;
+  line.smallFactor = std::clamp(cachedBeta / line.beta, 0.05, 1.0);
   return line;
 }
 
