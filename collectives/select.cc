@@ -18,7 +18,8 @@
 //               rabenseifner        (2X+2e) a  + (2(p-1)/p + 2e) m b + ((p-1)/p + e) m g
 //                                   (recursive halving, then doubling: X slices each)
 //   broadcast   tree                ceil(log2 n) (a + (m+s) b1)
-//               chain               (n-2+k) (a + m/k c) + s b1        (c = (b+b1)/2; b1, n = 2)
+//               chain               (n-2+k) (a + m/k c) + s b1        (c = (b+b1)/2; b1, n = 2;
+//                                   past the cache c/S + b1 (1 - 1/S), S the link bytes' scale)
 //   reduce      tree                ceil(log2 n) (a + (m+s) b1 + m g)
 //               chain               (n-2+k) (a + m/k (c + g)) + s b1
 //   all-gather  ring                (n-1+k-1) a + (n-1)/n m b + m/n d       (own block)
@@ -528,7 +529,18 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         return rounds * (a + (m + (direct ? 0.0 : std::min(m, slice))) * b1 + m * reduce);
       }
       if (algorithm == Algorithm::kChain) {
-        const double link = size == 2 ? b1 : (b + b1) / 2;
+        // Past the cache only the callers' buffers come from memory (the first rank's input, each
+        // rank's output, an inner rank's input it reduces): what reaching memory adds to a
+        // one-way copy, b1 (1 - 1/S) at link scale S. The slices between the ranks stay in the
+        // cache, so the in-cache rate c (with the waits for a core where ranks share them) is not
+        // scaled: priced c S, the chain past the cache was dearer than the tree, which it beats.
+        // 2-core VM, 3 and 4 ranks, reduce 8 MiB -> 128 MiB, time per byte (each algorithm
+        // forced, in turns): the chain 1.01x and 1.10x, the tree 1.63x and 2.27x (what c S and
+        // the tree's b1 S priced, 1.63x and 2.18x); the tree was chosen at 128 MiB and took
+        // 1.44x and 1.90x the chain's time.
+        const double linkScale =
+            model.linkBytesInMemory ? memoryScale(model, workingSetBytes(collective, m, n)) : 1.0;
+        const double link = size == 2 ? b1 : (b + b1) / 2 / linkScale + b1 * (1 - 1 / linkScale);
         return (n - 2 + slices) * (a + m / slices * (link + reduce)) + std::min(m, slice) * b1;
       }
       break;
