@@ -103,6 +103,39 @@ TEST(CostModel, ByteCostsFollowTheCaches) {
       3 * predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, flat));
 }
 
+// Past the cache a chain's slices stay in it: its link bytes gain what memory adds to a one-way
+// copy, b1 (S - 1), not its own in-cache rate's share; the tree's rounds pay the whole scale.
+TEST(CostModel, PastTheCacheTheChainAddsOnlyAOneWayCopysMemoryCost) {
+  const CostModel flat{
+      .alpha = 0, .beta = 4e-10, .gamma = 1e-11, .delta = 1e-10, .betaOneWay = 1e-10};
+  CostModel scaled = flat;
+  scaled.memoryFactor = 2;  // reached at 8x the cache: 64 MiB is 64x
+  scaled.cacheBytes = 1 << 20;
+  const size_t big = size_t{64} << 20;
+  const size_t slice = 512 << 10;
+  const double m = static_cast<double>(big);
+  const double k = m / slice;  // the chain's slices
+  const int n = 4;
+  auto price = [&](Collective c, Algorithm a, const CostModel& model) {
+    return predictSeconds(c, a, n, big, slice, model);
+  };
+  for (Collective c : {Collective::kBroadcast, Collective::kReduce}) {
+    const double reduced = c == Collective::kReduce ? (n - 2 + k) / k * m * flat.gamma : 0.0;
+    // The chain: (n-2+k)/k m (c + g) + s b1 in the cache; past it b1 (S - 1) more on each link
+    // byte and on the fill, and the reduction's g S.
+    EXPECT_NEAR(price(c, Algorithm::kChain, scaled) - price(c, Algorithm::kChain, flat),
+                ((n - 2 + k) / k * m + slice) * flat.betaOneWay + reduced,
+                1e-9 * price(c, Algorithm::kChain, flat));
+    // The tree: every round's bytes twice as dear.
+    EXPECT_NEAR(price(c, Algorithm::kTree, scaled), 2 * price(c, Algorithm::kTree, flat),
+                1e-9 * price(c, Algorithm::kTree, flat));
+  }
+  // Two ranks: the chain is one way, and scales as the tree does.
+  EXPECT_NEAR(predictSeconds(Collective::kBroadcast, Algorithm::kChain, 2, big, slice, scaled),
+              2 * predictSeconds(Collective::kBroadcast, Algorithm::kChain, 2, big, slice, flat),
+              1e-9 * m * flat.betaOneWay);
+}
+
 TEST(CostModel, ABroadcastWrittenInPlaceIsOneCopy) {
   // A tree broadcast's receive that the sender writes in place (shm direct writes) costs its
   // bytes once one way, without the slice of pipeline fill a copy through the slots adds; past
