@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "bench/ops.h"
 #include "src/model/model_json.h"
 #include "src/model/table.h"
 
@@ -27,11 +29,13 @@ bool inBlocks(const std::string& collective) {
          collective == "gather" || collective == "scatter";
 }
 
-// nccl-tests' bus-bandwidth factor: the bytes each rank moves per byte of `bytes`.
+// nccl-tests' bus-bandwidth factor: the bytes each rank moves per byte of `bytes` (ringlet-bench's
+// table of them).
 double busFactor(const std::string& collective, int n) {
-  if (collective == "allreduce") return 2.0 * (n - 1) / n;
-  if (inBlocks(collective)) return double(n - 1) / n;
-  return 1.0;
+  const std::optional<bench::BenchOp> op = bench::opFromName(collective);
+  if (!op)
+    throw InvalidArgument(fmt::format("ringlet-model has no bus factor for '{}'", collective));
+  return bench::busFactor(*op, n);
 }
 
 double maxOverRanks(Communicator& comm, double value) {
