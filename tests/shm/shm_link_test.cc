@@ -2,6 +2,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -626,6 +629,41 @@ TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostItsShareOfTheSlotsTwo) {
   EXPECT_LT(measured.kernelSeconds, 1.0);
   EXPECT_GT(measured.slotsSeconds, 0);
   EXPECT_LT(measured.slotsSeconds, 1.0);
+}
+
+// The measurement stands for two ranks on two cores: its threads on two CPUs wherever the caller
+// may use two (left to the scheduler, two processes measuring at once under mpirun had each
+// process's threads on one CPU, and the slots' copies hit that core's cache), and the caller's
+// CPUs are its own again afterwards. On one CPU, both threads run there.
+TEST(KernelCopy, MeasuresOnTwoCpusAndGivesTheCallerItsCpusBack) {
+  cpu_set_t before;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(before), &before), 0);
+  const transport::shm::KernelCopy copy = transport::shm::measureKernelCopy();
+  cpu_set_t after;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
+  if (!copy.permitted) GTEST_SKIP() << "process_vm_readv is refused here";
+  if (!copy.measured) GTEST_SKIP() << "the reader thread got no core for a second";
+  if (CPU_COUNT(&before) >= 2) {
+    EXPECT_TRUE(copy.twoCpus);
+  }
+
+  int cpu = -1;
+  for (int c = 0; c < CPU_SETSIZE && cpu < 0; ++c) {
+    if (CPU_ISSET(c, &before)) cpu = c;
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+  const transport::shm::KernelCopy single = transport::shm::measureKernelCopy();
+  cpu_set_t still;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(still), &still), 0);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(before), &before), 0);
+  EXPECT_TRUE(CPU_EQUAL(&one, &still));
+  if (single.measured) {
+    EXPECT_FALSE(single.twoCpus);
+  }
 }
 
 TEST(ShmTransport, BadShmBytesIsInvalidArgument) {

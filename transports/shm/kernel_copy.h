@@ -7,9 +7,9 @@
 // sendrecv mostly 1.1-3.8x faster at 64 KiB-16 MiB (2, 4 ranks); on a 2-core AMD EPYC VM it made
 // them 1.1-2.5x slower (transports/shm/README.md, "When the kernel's copy pays"). So under
 // RINGLET_SHM_DIRECT=auto each process times both once, with two threads of its own standing
-// for the two ranks, and links between processes use the kernel's copy only where it takes at
-// most kShare of the slots' time: timed here it took 0.35-0.50 of it on that Xeon and 0.99-1.97
-// on that VM.
+// for the two ranks (on two CPUs where it may use two), and links between processes use the
+// kernel's copy only where it takes at most kShare of the slots' time: timed here it took 0.35-0.50
+// of it on that Xeon and 0.99-1.97 on that VM.
 #pragma once
 
 namespace ringlet::transport::shm {
@@ -17,6 +17,7 @@ namespace ringlet::transport::shm {
 struct KernelCopy {
   bool permitted = false;  // process_vm_readv of this process's own memory worked
   bool measured = false;   // both paths were timed (within kMeasureSeconds)
+  bool twoCpus = false;    // the reader ran on another CPU than the writer in every round
   // Medians of kProbeRounds, kProbeBytes that one thread wrote (once), read by another:
   double kernelSeconds = 0;  // the reader's process_vm_readv of them
   double slotsSeconds = 0;   // the writer's memcpy into a buffer and the reader's out of it
