@@ -45,12 +45,18 @@ class PinnedTo {
   bool pinned_ = false;
 };
 
-// A CPU this thread may run on other than `cpu`, or -1.
+// A CPU other than `cpu` for the reader: one this thread may run on, else (a process bound to one
+// core, as mpirun binds each rank of a small job, its peer on another) any other of the host's,
+// which the reader may still be refused (PinnedTo then leaves it where it is); -1: none.
 int anotherCpu(int cpu) {
   cpu_set_t allowed;
   if (cpu < 0 || pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0) return -1;
   for (int other = 0; other < CPU_SETSIZE; ++other) {
     if (other != cpu && CPU_ISSET(other, &allowed)) return other;
+  }
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int other = 0; other < std::min<long>(cpus, CPU_SETSIZE); ++other) {
+    if (other != cpu) return other;
   }
   return -1;
 }
@@ -84,8 +90,9 @@ KernelCopy measureKernelCopy() {
   // mpirun: the writer and the reader on one CPU in 32 of 32 rounds in each process, the slots'
   // copies then hitting that core's own cache, 16-22 us against the kernel's 16-19, "does not
   // pay"; on two CPUs 33-37 us against 15-21, as under ringlet-run, and lending made the 2-rank
-  // sendrecv, all-gather and all-to-all of 512 KiB-1 MiB 1.4-2.4x faster there). Where the
-  // process has one CPU, both run there, as its ranks would.
+  // sendrecv, all-gather and all-to-all of 512 KiB-1 MiB 1.4-2.4x faster there). A process
+  // bound to one core (mpirun's default for 2 ranks) measures with the reader on another of the
+  // host's CPUs where it may, as its peer runs; on a host of one CPU both run there.
   const int writerCpu = sched_getcpu();
   const int readerCpu = anotherCpu(writerCpu);
   const PinnedTo writerPinned(readerCpu >= 0 ? writerCpu : -1);
