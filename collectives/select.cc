@@ -332,6 +332,7 @@ namespace {
 // caches.
 struct Rates {
   double a, b, b1, g, d;
+  double linkScale;  // how much dearer b and b1 are than in the cache
 };
 
 Rates ratesFor(const CostModel& model, Collective collective, double m, double n) {
@@ -341,7 +342,8 @@ Rates ratesFor(const CostModel& model, Collective collective, double m, double n
           .b = model.beta * linkScale,
           .b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * linkScale,
           .g = model.gamma * scale,
-          .d = model.delta * scale};
+          .d = model.delta * scale,
+          .linkScale = linkScale};
 }
 
 // Two levels across hosts (hierarchical.cc): `hosts` hosts of `perHost` ranks each, `m` bytes,
@@ -424,7 +426,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   const double n = size;
   const double m = static_cast<double>(bytes);
   const Rates rates = ratesFor(model, collective, m, n);
-  const auto [a, b, b1, g, d] = rates;
+  const auto [a, b, b1, g, d, linkScale] = rates;
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
   // Slices of one ring step (1/n of the data), and of the whole buffer.
   const double stepSlices = std::max(1.0, std::ceil(m / n / slice));
@@ -538,8 +540,6 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         // forced, in turns): the chain 1.01x and 1.10x, the tree 1.63x and 2.27x (what c S and
         // the tree's b1 S priced, 1.63x and 2.18x); the tree was chosen at 128 MiB and took
         // 1.44x and 1.90x the chain's time.
-        const double linkScale =
-            model.linkBytesInMemory ? memoryScale(model, workingSetBytes(collective, m, n)) : 1.0;
         const double link = size == 2 ? b1 : (b + b1) / 2 / linkScale + b1 * (1 - 1 / linkScale);
         return (n - 2 + slices) * (a + m / slices * (link + reduce)) + std::min(m, slice) * b1;
       }
@@ -595,7 +595,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     case Collective::kGather:
     case Collective::kScatter: {
       const std::vector<size_t> blocks(static_cast<size_t>(size), bytes / size);
-      return rootedSeconds(algorithm, blocks, slice, {a, b, b1, g, d},
+      return rootedSeconds(algorithm, blocks, slice, rates,
                            model.ranksShareCores && collective == Collective::kScatter,
                            ranksPerCoreOf(model));
     }
@@ -638,7 +638,7 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
       static_cast<double>(*std::max_element(blockBytes.begin(), blockBytes.end()));
   const double smallest =
       static_cast<double>(*std::min_element(blockBytes.begin(), blockBytes.end()));
-  const auto [a, b, b1, g, d] = ratesFor(model, collective, m, n);
+  const auto [a, b, b1, g, d, linkScale] = ratesFor(model, collective, m, n);
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
   if (algorithm == Algorithm::kRing) {
     const double k = std::max(1.0, std::ceil(largest / slice));
