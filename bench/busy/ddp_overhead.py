@@ -12,7 +12,11 @@ synchronization, alternating, --repeats times:
 Threads per rank: 1 is what a user gets by default (ringlet-train: cores / ranks; torchrun sets
 OMP_NUM_THREADS=1), so the two ranks' compute fills both cores; 2 makes each rank's BLAS use
 every core (oversubscribed). Overhead = step time with sync / step time without - 1, from the
-medians; the table also gives min-max of the step times.
+medians; the table also gives min-max of the step times. The machine's speed can move between
+runs by more than the overhead (a step without synchronization took 141 ms in one run and 197 in
+the next, minutes apart), so each run's forward pass, which communicates nothing, is its own
+reference: "per forward" compares step / forward with and without synchronization (the medians
+of those ratios over the repeats).
 
 Writes OUT.json and OUT.md.
 """
@@ -37,19 +41,22 @@ def check(p, cmd):
 
 
 def trainer_step_ms(threads, steps, no_sync):
+    """The median step and forward pass in ms, over the logged windows after the first."""
     cmd = [RUN, "-n", "2", os.path.join(BUILD, "bin", "ringlet-train"), "--model", "bert",
            "--task", "cls", "--steps", str(steps), "--log-every", str(steps // 4),
            "--eval-every", str(steps * 10), "--threads", str(threads), "--no-progress",
-           "--csv", os.devnull]
+           "--csv", os.devnull, "--timing"]
     if no_sync:
         cmd.append("--no-sync")
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        cwd=tempfile.gettempdir(), timeout=900)
     check(p, cmd)
-    windows = [float(x) for x in re.findall(r"([0-9.]+) ms/step", p.stdout)]
-    if len(windows) < 2:
+    windows = [float(x) for x in re.findall(r"samples/s\s+([0-9.]+) ms/step", p.stdout)]
+    forwards = [float(x) for x in re.findall(r"ms/step: forward ([0-9.]+)", p.stdout)]
+    if len(windows) < 2 or len(forwards) != len(windows):
         sys.exit(f"ringlet: ddp overhead bench: no step times in:\n{p.stdout[-2000:]}")
-    return statistics.median(windows[1:])  # the first window holds the warm-up
+    # The first window holds the warm-up.
+    return statistics.median(windows[1:]), statistics.median(forwards[1:])
 
 
 def torch_step_ms(backend, threads, steps, no_sync, tmp):
@@ -62,7 +69,8 @@ def torch_step_ms(backend, threads, steps, no_sync, tmp):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                        timeout=900)
     check(p, cmd)
-    return json.load(open(out))["step_ms"]
+    result = json.load(open(out))
+    return result["step_ms"], result["forward_ms"]
 
 
 def main():
@@ -74,30 +82,37 @@ def main():
     a = p.parse_args()
     torch_ok = os.path.isdir(os.path.join(BUILD, "python", "ringlet_torch"))
     runs = {}
+    forwards = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.repeats):
             for threads in [int(t) for t in a.threads.split(",")]:
                 for no_sync in (False, True):
                     tag = "no sync" if no_sync else "sync"
                     key = f"ringlet-train threads={threads} {tag}"
-                    runs.setdefault(key, []).append(trainer_step_ms(threads, a.steps, no_sync))
-                    print(f"[{rep + 1}/{a.repeats}] {key}: {runs[key][-1]:.1f} ms", flush=True)
+                    step, forward = trainer_step_ms(threads, a.steps, no_sync)
+                    runs.setdefault(key, []).append(step)
+                    forwards.setdefault(key, []).append(forward)
+                    print(f"[{rep + 1}/{a.repeats}] {key}: {step:.1f} ms (forward {forward:.1f})",
+                          flush=True)
                     if not torch_ok:
                         continue
                     for backend in ("gloo", "ringlet"):
                         key = f"PyTorch DDP {backend} threads={threads} {tag}"
-                        runs.setdefault(key, []).append(
-                            torch_step_ms(backend, threads, a.steps, no_sync, tmp))
-                        print(f"[{rep + 1}/{a.repeats}] {key}: {runs[key][-1]:.1f} ms",
-                              flush=True)
+                        step, forward = torch_step_ms(backend, threads, a.steps, no_sync, tmp)
+                        runs.setdefault(key, []).append(step)
+                        forwards.setdefault(key, []).append(forward)
+                        print(f"[{rep + 1}/{a.repeats}] {key}: {step:.1f} ms (forward "
+                              f"{forward:.1f})", flush=True)
     with open(a.out + ".json", "w") as f:
-        json.dump({"cpus": os.cpu_count(), "repeats": a.repeats, "steps": a.steps, "runs": runs},
-                  f, indent=1)
+        json.dump({"cpus": os.cpu_count(), "repeats": a.repeats, "steps": a.steps, "runs": runs,
+                   "forward_ms": forwards}, f, indent=1)
     lines = ["# DDP step time with and without gradient synchronization", "",
              f"`bench/busy/ddp_overhead.py`, {a.repeats} repeats, {os.cpu_count()} CPUs, 2 ranks, "
-             "small BERT (batch 32 per rank). Step times in ms: median (min-max).", "",
-             "| trainer | threads/rank | with sync | no sync | overhead | max/median (sync) |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "small BERT (batch 32 per rank). Step times in ms: median (min-max). Per forward: "
+             "the median of step / forward with sync over that without, less 1.", "",
+             "| trainer | threads/rank | with sync | no sync | overhead | overhead per forward "
+             "| max/median (sync) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for key, values in runs.items():
         if not key.endswith(" sync") or key.endswith("no sync"):
             continue
@@ -105,9 +120,11 @@ def main():
         name, threads = base.rsplit(" threads=", 1)
         free = runs[base + " no sync"]
         m, f = statistics.median(values), statistics.median(free)
+        per = statistics.median(s / fw for s, fw in zip(values, forwards[key])) / statistics.median(
+            s / fw for s, fw in zip(free, forwards[base + " no sync"]))
         lines.append(f"| {name} | {threads} | {m:.1f} ({min(values):.1f}-{max(values):.1f}) | "
                      f"{f:.1f} ({min(free):.1f}-{max(free):.1f}) | {100 * (m / f - 1):+.1f}% | "
-                     f"{max(values) / m:.2f} |")
+                     f"{100 * (per - 1):+.1f}% | {max(values) / m:.2f} |")
     text = "\n".join(lines) + "\n"
     with open(a.out + ".md", "w") as f:
         f.write(text)
