@@ -221,7 +221,7 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
       // The chain with the data after each header: the root sends it and returns, each rank
       // after it takes it and (but the last) sends it on after its header (execute()).
       if (group.rank != root) group.prev().recvInto(data, bytes, wait);
-      if (detail::ringAfter(group.rank, group.size) != root) {
+      if (collectives::wrap(group.rank + 1, group.size) != root) {
         collectives::sendFrom(group.next(), data, bytes, wait);
       }
       return;

@@ -528,32 +528,31 @@ class CommunicatorImpl final : public transport::WaitSideWork {
     bool empty() const { return size_ == 0; }
     size_t size() const { return size_; }
     const OpHeader& front() const { return calls_[first_]; }
-    const OpHeader& back() const { return calls_[(first_ + size_ - 1) & mask_]; }
+    const OpHeader& back() const { return calls_[at(size_ - 1)]; }
     // Keeps the call's header, not its data (inlineData is cleared).
     void push_back(const OpHeader& header) {
       if (size_ == calls_.size()) grow();
-      OpHeader& kept = calls_[(first_ + size_) & mask_];
+      OpHeader& kept = calls_[at(size_)];
       kept = header;
       kept.inlineData = nullptr;
       ++size_;
     }
     void pop_front() {
-      first_ = (first_ + 1) & mask_;
+      first_ = at(1);
       --size_;
     }
     void clear() { size_ = 0; }
 
    private:
-    // A power of two, indexed by a mask: no division per call (chainRole's note, op.h).
+    // The ring's length is a power of two: the i-th call from the front by a mask, no division.
+    size_t at(size_t i) const { return (first_ + i) & (calls_.size() - 1); }
     void grow() {
       std::vector<OpHeader> bigger(std::max<size_t>(64, 2 * calls_.size()));
-      for (size_t i = 0; i < size_; ++i) bigger[i] = calls_[(first_ + i) & mask_];
+      for (size_t i = 0; i < size_; ++i) bigger[i] = calls_[at(i)];
       calls_ = std::move(bigger);
-      mask_ = calls_.size() - 1;
       first_ = 0;
     }
     std::vector<OpHeader> calls_;
-    size_t mask_ = 0;
     size_t first_ = 0;
     size_t size_ = 0;
   };

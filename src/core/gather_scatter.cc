@@ -63,8 +63,8 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
   // root sends its block and returns, each rank after it sends on the blocks that came and its
   // own, the root takes them all (on two ranks: one block, no relays).
   const int size = impl.size();
-  const int place = detail::ringDistance(root, impl.rank(), size);  // 1 starts the chain, 0 ends it
-  const auto role = detail::chainRole(impl.rank(), size, detail::ringAfter(root, size));
+  const int place = collectives::wrap(impl.rank() - root, size);  // 1 starts the chain, 0 ends it
+  const auto role = detail::chainRole(impl.rank(), size, collectives::wrap(root + 1, size));
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kGather, block * size,
                      role == PairRole::kRelays ? impl.inlineToNext() : send, role);
@@ -171,7 +171,7 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
       }
       const std::byte* in = group.prev().recv(all, wait);
       copyOwnBlock(in + group.rank * block, args.recv, block);
-      if (detail::ringAfter(group.rank, group.size) == args.root) return group.prev().release();
+      if (collectives::wrap(group.rank + 1, group.size) == args.root) return group.prev().release();
       std::byte* out = impl.chainScratch();
       std::memcpy(out, in, all);
       group.prev().release();

@@ -253,8 +253,9 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
   }
   if (payload) {
     // The header carries no data; a relay's goes on as soon as it has checked the previous one.
-    impl.inlineBlocks(header, nullptr, 0, 0,
-                      detail::chainRole(rank, size, gather ? detail::ringAfter(root, size) : root));
+    impl.inlineBlocks(
+        header, nullptr, 0, 0,
+        detail::chainRole(rank, size, gather ? collectives::wrap(root + 1, size) : root));
   } else if (inHeaders && size == 2) {
     // Two ranks: the non-root's block rides in the header of the rank that sends it, which
     // returns at once; the other rank takes it from there (as gather and scatter do). Past what
@@ -274,8 +275,8 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
   } else if (inHeaders && !header.selfChecked && gather) {
     // A chain from the rank after the root: place p's header carries the blocks of places 1..p
     // (a relay's in the scratch it fills in its body), the root's none.
-    const int place = detail::ringDistance(root, rank, size);
-    const PairRole role = detail::chainRole(rank, size, detail::ringAfter(root, size));
+    const int place = collectives::wrap(rank - root, size);
+    const PairRole role = detail::chainRole(rank, size, collectives::wrap(root + 1, size));
     const size_t upTo = chainBytes(layout.blocks, root, place == 0 ? size - 1 : place, element);
     const void* out = role == PairRole::kRelays ? impl.inlineToNext() : send;
     if (place == 0) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "collectives/chunking.h"
 #include "ringlet/types.h"
 
 namespace ringlet::detail {
@@ -88,20 +89,10 @@ enum class OpKind : uint8_t {
 // it) to the rank before that one, each rank between relaying what it received.
 enum class PairRole : uint8_t { kBoth, kSendsOnly, kReceivesOnly, kRelays };
 
-// The rank after `rank` on the ring of `size` ranks, and how far `to` comes after `from`: (rank +
-// 1) % size and (to - from + size) % size without the divisions, which a rooted 8-byte call's
-// own bookkeeping made several of (a profile of the two-rank broadcast over shared memory put 3%
-// of the receiver's samples on one; no gain stood out of the runs' spread).
-inline int ringAfter(int rank, int size) { return rank + 1 == size ? 0 : rank + 1; }
-inline int ringDistance(int from, int to, int size) {
-  const int d = to - from;
-  return d < 0 ? d + size : d;
-}
-
 // This rank's part in the chain of headers that rank `first` starts.
 inline PairRole chainRole(int rank, int size, int first) {
   if (rank == first) return PairRole::kSendsOnly;
-  return ringAfter(rank, size) == first ? PairRole::kReceivesOnly : PairRole::kRelays;
+  return collectives::wrap(rank + 1, size) == first ? PairRole::kReceivesOnly : PairRole::kRelays;
 }
 
 // OpHeader::tag of a kSplit header made by dup() (split() sends 0).

@@ -63,7 +63,7 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
   // Small data rides in the call headers, around the ring towards the root: the rank after the
   // root sends its data and returns, the ones after it relay a partial result (theirs reduced
   // with what came), the root reduces the last one with its own (on two ranks: no relays).
-  const auto role = detail::chainRole(rank, impl.size(), detail::ringAfter(root, impl.size()));
+  const auto role = detail::chainRole(rank, impl.size(), collectives::wrap(root + 1, impl.size()));
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kReduce, bytes,
                      role == PairRole::kRelays ? impl.inlineToNext() : send, role);
@@ -82,7 +82,7 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
     if (algorithm == collectives::Algorithm::kHeaderInline && bytes > OpHeader::kInlineBytes) {
       // The chain with the data after each header: the rank after the root sends its own, each
       // relay its own reduced with what came, the root ends it.
-      const bool starts = group.rank == detail::ringAfter(args.root, group.size);
+      const bool starts = group.rank == collectives::wrap(args.root + 1, group.size);
       if (starts) return collectives::sendFrom(group.next(), args.send, bytes, wait);
       const bool ends = group.rank == args.root;
       std::byte* out = ends ? args.recv : impl.chainScratch();
@@ -98,7 +98,7 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
       return collectives::sendFrom(group.next(), out, bytes, wait);
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
-      if (bytes == 0 || group.rank == detail::ringAfter(args.root, group.size))
+      if (bytes == 0 || group.rank == collectives::wrap(args.root + 1, group.size))
         return;  // sent its own
       // A relay passes on its data reduced with the partial result that came; the root ends it.
       std::byte* out = group.rank == args.root ? args.recv : impl.inlineToNext();

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "collectives/chunking.h"
 #include "ringlet/error.h"
 
 namespace ringlet::collectives {
@@ -134,6 +136,23 @@ TEST(CostModel, PastTheCacheTheChainAddsOnlyAOneWayCopysMemoryCost) {
   EXPECT_NEAR(predictSeconds(Collective::kBroadcast, Algorithm::kChain, 2, big, slice, scaled),
               2 * predictSeconds(Collective::kBroadcast, Algorithm::kChain, 2, big, slice, flat),
               1e-9 * m * flat.betaOneWay);
+}
+
+// wrap: the positive remainder, without a division for a value within a size of the range, and
+// with one for any other.
+TEST(Chunking, WrapIsThePositiveRemainderOfAnyValue) {
+  for (int size : {1, 2, 3, 4, 5, 8}) {
+    for (int value = -3 * size - 2; value <= 3 * size + 2; ++value) {
+      const int expected = ((value % size) + size) % size;
+      EXPECT_EQ(collectives::wrap(value, size), expected) << value << " mod " << size;
+    }
+  }
+  EXPECT_EQ(collectives::wrap(-1, 4), 3);
+  EXPECT_EQ(collectives::wrap(4, 4), 0);
+  EXPECT_EQ(collectives::wrap(std::numeric_limits<int>::min(), 7),
+            ((std::numeric_limits<int>::min() % 7) + 7) % 7);
+  EXPECT_EQ(collectives::wrap(std::numeric_limits<int>::max(), 7),
+            std::numeric_limits<int>::max() % 7);
 }
 
 TEST(CostModel, ABroadcastWrittenInPlaceIsOneCopy) {

@@ -23,16 +23,24 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The calling thread on `cpu` alone until destroyed, then on the CPUs it had (nothing when the
-// mask cannot be read or set: the threads then go where the scheduler puts them).
+// The calling thread on the first of `cpus` that it may be put on, alone, until destroyed, then
+// on the CPUs it had (nothing when none can be set: the threads then go where the scheduler puts
+// them).
 class PinnedTo {
  public:
-  explicit PinnedTo(int cpu) {
-    if (cpu < 0 || pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) return;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    pinned_ = pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0;
+  explicit PinnedTo(const std::vector<int>& cpus) {
+    if (cpus.empty() || pthread_getaffinity_np(pthread_self(), sizeof(saved_), &saved_) != 0) {
+      return;
+    }
+    for (int cpu : cpus) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0) {
+        pinned_ = true;
+        return;
+      }
+    }
   }
   ~PinnedTo() {
     if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof(saved_), &saved_);
@@ -45,20 +53,21 @@ class PinnedTo {
   bool pinned_ = false;
 };
 
-// A CPU other than `cpu` for the reader: one this thread may run on, else (a process bound to one
-// core, as mpirun binds each rank of a small job, its peer on another) any other of the host's,
-// which the reader may still be refused (PinnedTo then leaves it where it is); -1: none.
-int anotherCpu(int cpu) {
+// The CPUs other than `cpu` for the reader, in order of preference: those this thread may run
+// on, then (a process bound to one core, as mpirun binds each rank of a small job, its peer on
+// another) the host's others, of which the cpuset may refuse some (PinnedTo tries the next).
+std::vector<int> otherCpus(int cpu) {
+  std::vector<int> out;
   cpu_set_t allowed;
-  if (cpu < 0 || pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0) return -1;
-  for (int other = 0; other < CPU_SETSIZE; ++other) {
-    if (other != cpu && CPU_ISSET(other, &allowed)) return other;
+  if (cpu < 0 || pthread_getaffinity_np(pthread_self(), sizeof(allowed), &allowed) != 0) return out;
+  const long configured = std::min<long>(sysconf(_SC_NPROCESSORS_CONF), CPU_SETSIZE);
+  for (int other = 0; other < configured; ++other) {
+    if (other != cpu && CPU_ISSET(other, &allowed)) out.push_back(other);
   }
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  for (int other = 0; other < std::min<long>(cpus, CPU_SETSIZE); ++other) {
-    if (other != cpu) return other;
+  for (int other = 0; other < configured; ++other) {
+    if (other != cpu && !CPU_ISSET(other, &allowed)) out.push_back(other);
   }
-  return -1;
+  return out;
 }
 
 }  // namespace
@@ -94,8 +103,8 @@ KernelCopy measureKernelCopy() {
   // bound to one core (mpirun's default for 2 ranks) measures with the reader on another of the
   // host's CPUs where it may, as its peer runs; on a host of one CPU both run there.
   const int writerCpu = sched_getcpu();
-  const int readerCpu = anotherCpu(writerCpu);
-  const PinnedTo writerPinned(readerCpu >= 0 ? writerCpu : -1);
+  const std::vector<int> readerCpus = otherCpus(writerCpu);
+  const PinnedTo writerPinned(readerCpus.empty() ? std::vector<int>{} : std::vector{writerCpu});
   const Clock::time_point giveUp =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(KernelCopy::kMeasureSeconds));
@@ -112,10 +121,10 @@ KernelCopy measureKernelCopy() {
       std::this_thread::yield();
     }
   };
-  std::vector<int> writerCpus(2 * KernelCopy::kProbeRounds, -1);
-  std::vector<int> readerCpus(2 * KernelCopy::kProbeRounds, -1);
+  std::vector<int> writerRan(2 * KernelCopy::kProbeRounds, -1);
+  std::vector<int> readerRan(2 * KernelCopy::kProbeRounds, -1);
   std::thread reader([&] {
-    const PinnedTo readerPinned(readerCpu);
+    const PinnedTo readerPinned(readerCpus);
     for (int round = 0; round < 2 * KernelCopy::kProbeRounds; ++round) {
       if (!waitFor(1)) return;
       const Clock::time_point start = Clock::now();
@@ -128,7 +137,7 @@ KernelCopy measureKernelCopy() {
       }
       asm volatile("" : : "r"(target.data()) : "memory");  // the copy is not optimised away
       (round % 2 == 0 ? slots : kernel)[round / 2] += secondsSince(start);
-      readerCpus[round] = sched_getcpu();
+      readerRan[round] = sched_getcpu();
       turn.store(0, std::memory_order_release);
     }
   });
@@ -140,7 +149,7 @@ KernelCopy measureKernelCopy() {
       asm volatile("" : : "r"(slot.data()) : "memory");
       slots[round / 2] = secondsSince(start);
     }
-    writerCpus[round] = sched_getcpu();
+    writerRan[round] = sched_getcpu();
     turn.store(1, std::memory_order_release);
     done = waitFor(0);
   }
@@ -154,8 +163,8 @@ KernelCopy measureKernelCopy() {
   };
   result.measured = true;
   result.twoCpus = true;
-  for (size_t round = 0; round < writerCpus.size(); ++round) {
-    if (writerCpus[round] < 0 || writerCpus[round] == readerCpus[round]) result.twoCpus = false;
+  for (size_t round = 0; round < writerRan.size(); ++round) {
+    if (writerRan[round] < 0 || writerRan[round] == readerRan[round]) result.twoCpus = false;
   }
   result.kernelSeconds = median(kernel);
   result.slotsSeconds = median(slots);
