@@ -269,6 +269,17 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
       } else if (header.receivesOnly && size_ > 2) {
         sendAnswer(header, wait);
         checkHeader(wait);
+      } else if (header.receivesOnly) {
+        // Two ranks, the sender's header not here yet: this rank's first, so that a peer that
+        // disagrees names both calls. A sender that sent this call and left since (its end closed:
+        // over TCP the send is reset) takes no header; what it sent is still read below, and a
+        // peer that failed shows in that read (its abort, or the stream's end), as for the
+        // answers of takeWaitingHeader and sendAnswer.
+        try {
+          sendHeader(header, wait);
+        } catch (const PeerError&) {
+        }
+        if (!header.earlyData) checkHeader(wait);
       } else {
         sendHeader(header, wait);
         if (header.sendsOnly) {
