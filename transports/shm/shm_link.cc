@@ -214,6 +214,15 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
       sleeping->store(kYielding, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
+    // A peer that closed published its last messages before it said so: one may have come
+    // between the look that found nothing and this (a 4-rank barrier's last message, once in a
+    // fresh-clone run: "rank 3 closed its link while barrier #475 on rank 1 waited"). An abort
+    // is still reported first.
+    if (other_->state.load(std::memory_order_acquire) ==
+            static_cast<uint32_t>(EndpointState::kClosed) &&
+        ready()) {
+      return;
+    }
     checkPeerFlags(what, bytes, wait);
     const auto now = Clock::now();
     if (now < nextLiveness) return;
