@@ -41,6 +41,8 @@
 //               bruck               ceil(log2 n) (a + m/2 b) + (2 + ceil(log2 n)) m d
 //   gather, scatter  tree           ceil(log2 n) a + ((n-1)/n m + min(m/n, s)) b1 + f m d
 //                    linear         (n-1) a + ((n-1)/n m + min(m/n, s)) b1
+//                                   (a scatter's lent blocks, l bytes: l b1 / P in it, P of
+//                                   them read at once, as many as there are cores)
 //                                   (R ranks a core: a/R for a message before any wait, the
 //                                   tree's (depth - 1) forwarding hops a; rootedSeconds)
 //
@@ -384,20 +386,56 @@ double hierarchicalSeconds(bool reduces, const Rates& rates, int hosts, int perH
 // waits for it, a whole alpha. The tree's deepest rank is popcount(v) hops from the root. 2-core
 // VM, medians of 3 runs, forced: scatter at 4 ranks, 32-128 KiB, linear 15-18 us against the
 // tree's 22-38 (the tree chosen); at 8 ranks, 32 B-2 MiB, linear 38-155 against 61-229, gather
-// 512 KiB-8 MiB 93-475 against 158-1018; at 3 ranks the two are one shape (the root's two
-// messages) and priced alike (the tree, first, wins the tie).
+// 512 KiB-8 MiB 93-475 against 158-1018; at 3 ranks the two gathers are one shape (the root's
+// two messages) and priced alike (the tree, first, wins the tie).
+//
+// The linear scatter's root lends every block of at most `lentMaxBytes` (CostModel::directBytes)
+// to its rank at once (sendToEach), and those ranks read theirs at the same time, as many at
+// once as there are cores for them (`cores`), where the tree's root lends to one child after
+// another. Its lent bytes cost b1 divided by that many readers, fewer where the bytes come
+// from memory that the readers share (their scale past the cache). 3 ranks on 2 cores, 64 KiB-2
+// MiB, both priced alike before (the tree took the tie): linear 0.58-0.86x the tree's time, 5
+// rounds in turns (bench/results/scatter-lent-at-once-2026-11-30/).
+struct RootedShape {
+  bool forwardOnPath = false;
+  double ranksPerCore = 1;
+  double lentMaxBytes = 0;  // the scatter's; 0 for a gather
+  double cores = 1;
+};
+
+RootedShape rootedShape(const CostModel& model, bool scatter, int n) {
+  const double perCore = ranksPerCoreOf(model);
+  return {.forwardOnPath = model.ranksShareCores && scatter,
+          .ranksPerCore = perCore,
+          .lentMaxBytes = scatter ? model.directBytes : 0.0,
+          .cores = std::max(1.0, std::floor(n / perCore))};
+}
+
 double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double slice,
-                     const Rates& rates, bool forwardOnPath, double ranksPerCore) {
+                     const Rates& rates, const RootedShape& shape) {
   const int n = static_cast<int>(blocks.size());
   double m = 0;
   double largest = 0;  // of the blocks that cross a link
+  double lent = 0;     // the linear scatter's lent bytes, and their blocks
+  int lentBlocks = 0;
   for (int u = 0; u < n; ++u) {
-    m += static_cast<double>(blocks[u]);
-    if (u > 0) largest = std::max(largest, static_cast<double>(blocks[u]));
+    const auto bytes = static_cast<double>(blocks[u]);
+    m += bytes;
+    if (u == 0) continue;
+    largest = std::max(largest, bytes);
+    if (bytes <= shape.lentMaxBytes &&
+        std::min(bytes, slice) >= static_cast<double>(transport::Link::kLendMinBytes)) {
+      lent += bytes;
+      ++lentBlocks;
+    }
   }
   const double linkBytes = m - static_cast<double>(blocks[0]) + std::min(largest, slice);
-  const double loose = rates.a / ranksPerCore;  // a message before any wait
-  if (algorithm == Algorithm::kLinear) return (n - 1) * loose + linkBytes * rates.b1;
+  const double loose = rates.a / shape.ranksPerCore;  // a message before any wait
+  if (algorithm == Algorithm::kLinear) {
+    const double readers = std::min<double>(lentBlocks, shape.cores);
+    const double atOnce = std::clamp(readers / rates.linkScale, 1.0, std::max(readers, 1.0));
+    return (n - 1) * loose + (linkBytes - lent + lent / atOnce) * rates.b1;
+  }
   if (algorithm != Algorithm::kTree) return std::numeric_limits<double>::infinity();
   // Relative rank v's subtree is v .. v + min(lowest bit of v, n - v) - 1; all but its own
   // block pass through it. Its depth: popcount(v) hops from the root.
@@ -409,7 +447,7 @@ double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double
     depth = std::max(depth, std::popcount(static_cast<unsigned>(v)));
   }
   return ceilLog2(n) * loose + (depth - 1) * (rates.a - loose) + linkBytes * rates.b1 +
-         forwarded * (forwardOnPath ? rates.b1 : rates.d);
+         forwarded * (shape.forwardOnPath ? rates.b1 : rates.d);
 }
 
 }  // namespace
@@ -596,8 +634,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     case Collective::kScatter: {
       const std::vector<size_t> blocks(static_cast<size_t>(size), bytes / size);
       return rootedSeconds(algorithm, blocks, slice, rates,
-                           model.ranksShareCores && collective == Collective::kScatter,
-                           ranksPerCoreOf(model));
+                           rootedShape(model, collective == Collective::kScatter, size));
     }
     case Collective::kBarrier:
       if (algorithm == Algorithm::kDissemination) return rounds * a;
@@ -620,10 +657,10 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
   double m = 0;
   for (size_t c : blockBytes) m += static_cast<double>(c);
   if (collective == Collective::kGatherv || collective == Collective::kScatterv) {
-    return rootedSeconds(
-        algorithm, blockBytes, static_cast<double>(std::max<size_t>(sliceBytes, 1)),
-        ratesFor(model, collective, m, n),
-        model.ranksShareCores && collective == Collective::kScatterv, ranksPerCoreOf(model));
+    return rootedSeconds(algorithm, blockBytes,
+                         static_cast<double>(std::max<size_t>(sliceBytes, 1)),
+                         ratesFor(model, collective, m, n),
+                         rootedShape(model, collective == Collective::kScatterv, size));
   }
   const bool gather = collective == Collective::kAllgatherv;
   if (!gather && collective != Collective::kReduceScatterv) {
