@@ -307,6 +307,9 @@ double workingSetBytes(Collective collective, double m, double n) {
   return 0;
 }
 
+constexpr double kSmallLog2 = 18;       // 256 KiB: the small calibration shift's buffers
+constexpr double kCalibratedLog2 = 21;  // 2 MiB: the 1 MiB shift's
+
 }  // namespace
 
 // Past the cache the cost of a byte rises over three doublings of the working set, not one:
@@ -316,16 +319,31 @@ double workingSetBytes(Collective collective, double m, double n) {
 // against 48; a 16-core Xeon at N = 8: 16-27 against 19-29) and at most 1 more.
 double memoryScale(const CostModel& model, double workingSetBytes) {
   // (log2 working set, factor), piecewise linear between the points, flat outside.
-  constexpr double kSmall = 18;       // 256 KiB: the small calibration shift's buffers
-  constexpr double kCalibrated = 21;  // 2 MiB: the 1 MiB shift's
   const double x = std::log2(std::max(workingSetBytes, 1.0));
   auto between = [](double x, double x0, double y0, double x1, double y1) {
     return y0 + (y1 - y0) * std::clamp((x - x0) / (x1 - x0), 0.0, 1.0);
   };
-  if (x <= kCalibrated) return between(x, kSmall, model.smallFactor, kCalibrated, 1.0);
+  if (x <= kCalibratedLog2) return between(x, kSmallLog2, model.smallFactor, kCalibratedLog2, 1.0);
   if (model.cacheBytes <= 0) return 1;
-  const double cache = std::max(std::log2(model.cacheBytes), kCalibrated);
+  const double cache = std::max(std::log2(model.cacheBytes), kCalibratedLog2);
   return between(x, cache, 1.0, cache + kMemoryRampDoublings, model.memoryFactor);
+}
+
+// A link's byte past the cache rises less than a memcpy's: on a 2-core Xeon VM the 16 MiB shift
+// measured 1.01-1.26x the 1 MiB one where the memcpy factor was 2.2-2.3, and the collectives of
+// two ranks at 4-64 MiB took 1.0-2.0x (mostly 1.1-1.4x) their time per byte at 1 MiB; with the
+// memcpy's factor the model put them at 1.7-2.3x. Five reports of `ringlet-model measure -n 2`
+// predicted again both ways: 209 -> 234 of 300 points within 25%
+// (bench/results/link-memory-factor-2026-11-30/).
+double linkMemoryScale(const CostModel& model, double workingSetBytes) {
+  if (model.linkMemoryFactor <= 0) return memoryScale(model, workingSetBytes);
+  // Between the calibration's two shifts, 1 MiB (1) and kLinkFactorWorkingSetBytes
+  // (linkMemoryFactor), linear in log2 of the working set; flat past it, and below as the copies.
+  const double x = std::log2(std::max(workingSetBytes, 1.0));
+  if (x <= kCalibratedLog2) return memoryScale(model, workingSetBytes);
+  const double measured = std::log2(kLinkFactorWorkingSetBytes);
+  return 1 + (model.linkMemoryFactor - 1) *
+                 std::clamp((x - kCalibratedLog2) / (measured - kCalibratedLog2), 0.0, 1.0);
 }
 
 namespace {
@@ -338,8 +356,9 @@ struct Rates {
 };
 
 Rates ratesFor(const CostModel& model, Collective collective, double m, double n) {
-  const double scale = memoryScale(model, workingSetBytes(collective, m, n));
-  const double linkScale = model.linkBytesInMemory ? scale : 1.0;
+  const double workingSet = workingSetBytes(collective, m, n);
+  const double scale = memoryScale(model, workingSet);
+  const double linkScale = model.linkBytesInMemory ? linkMemoryScale(model, workingSet) : 1.0;
   return {.a = model.alpha,
           .b = model.beta * linkScale,
           .b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * linkScale,

@@ -103,11 +103,17 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
 double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
                               std::span<const size_t> blockBytes, size_t sliceBytes,
                               const CostModel& model, int hosts = 1);
-// What a byte costs, relative to the calibrated rates, when a rank's buffers span
-// `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes): memoryFactor is reached
-// kMemoryRampDoublings doublings past cacheBytes.
+// What a copied or reduced byte costs, relative to the calibrated rates, when a rank's buffers
+// span `workingSetBytes` (CostModel::smallFactor, memoryFactor, cacheBytes): memoryFactor is
+// reached kMemoryRampDoublings doublings past cacheBytes.
 inline constexpr double kMemoryRampDoublings = 3;
 double memoryScale(const CostModel& model, double workingSetBytes);
+// The same for a byte sent over a link: where linkMemoryFactor was measured (by a shift of
+// buffers of kLinkFactorWorkingSetBytes a rank), from 1 at the calibration's 1 MiB shift (a
+// working set of 2 MiB) to it there, linear in log2 of the working set, flat past it; below 2 MiB
+// and where linkMemoryFactor is 0, as memoryScale.
+inline constexpr double kLinkFactorWorkingSetBytes = double(size_t{32} << 20);
+double linkMemoryScale(const CostModel& model, double workingSetBytes);
 // The messages one after another of recursive doubling on `size` ranks: log2 p for the largest
 // power of two p <= size, and two more where size is not one (the ranks past p fold in first and
 // get the result last).

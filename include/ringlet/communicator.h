@@ -62,6 +62,11 @@ struct CostModel {
   double smallFactor = 1;
   double memoryFactor = 1;
   double cacheBytes = 0;
+  // What a link's byte costs past the cache, over its cost at 1 MiB (a shift of buffers that no
+  // cache holds, measured): beta and betaOneWay follow it where memoryFactor is a memcpy's, which
+  // rises further (a link byte is also waiting, signalling and the slot's copy, in the cache).
+  // 0: memoryFactor.
+  double linkMemoryFactor = 0;
   // Whether beta and betaOneWay follow those factors too: true where a link's bytes are copies
   // through this host's memory (shared memory, loopback TCP), false for a network link, whose
   // rate does not depend on where the buffers sit (gamma and delta still do).

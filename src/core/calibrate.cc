@@ -47,6 +47,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -61,6 +62,10 @@ namespace {
 
 using Seconds = std::chrono::duration<double>;
 constexpr size_t kLargeBytes = size_t{1} << 20;
+// The shift past the caches (CostModel::linkMemoryFactor): 32 MiB of send and receive buffer a
+// rank (collectives::kLinkFactorWorkingSetBytes), past a 2-core VM's 2-16 MiB knee and most
+// hosts' share of the last-level cache per rank.
+constexpr auto kPastCacheBytes = static_cast<size_t>(collectives::kLinkFactorWorkingSetBytes / 2);
 
 // Seconds on the steady clock (what a call takes), and in this thread's CPU time: there a memory
 // stall counts and a time slice spent waiting for the core does not (with four ranks on two
@@ -190,6 +195,59 @@ double probeShiftSeconds(const collectives::Group& group, size_t slice, int effo
       warmRuns(group));
 }
 
+// The link memory factors this process measured (CostModel::linkMemoryFactor), by the kind of
+// ring they were measured on: its links' transports, the ranks on this host, whether it crosses
+// hosts. Later communicators of the same kind reuse them where every rank kept one.
+struct PastCacheKey {
+  std::string next, prev;
+  int hostRanks;
+  bool crossesHosts;
+  auto operator<=>(const PastCacheKey&) const = default;
+};
+std::mutex gPastCacheMutex;
+std::map<PastCacheKey, double> gPastCacheFactors;
+
+PastCacheKey pastCacheKey(const collectives::Group& group, int hostRanks, bool crossesHosts) {
+  return {std::string(group.next().transportName()), std::string(group.prev().transportName()),
+          hostRanks, crossesHosts};
+}
+
+// This rank's time for a shift of kPastCacheBytes, or the factor kept from a ring like this one
+// where every rank of the ring has one (agreed by a max all-reduce of one flag, so that all
+// shift or none). The shift's 32 MiB of buffers and three timed shifts of 16 MiB add 30-50 ms
+// to a 2-core VM's first create() (ringlet-info --model -n 2: 0.26 s against 0.22).
+struct PastCacheShift {
+  double seconds = 0;  // 0: not shifted
+  double keptFactor = 0;
+};
+
+PastCacheShift pastCacheShift(const collectives::Group& group, size_t slice, int effort,
+                              int hostRanks, bool crossesHosts,
+                              const transport::WaitContext& wait) {
+  double kept = 0;
+  {
+    std::lock_guard lock(gPastCacheMutex);
+    const auto found = gPastCacheFactors.find(pastCacheKey(group, hostRanks, crossesHosts));
+    if (found != gPastCacheFactors.end()) kept = found->second;
+  }
+  double missing = kept > 0 ? 0 : 1;
+  collectives::recursiveDoublingAllreduce(group,
+                                          {.send = reinterpret_cast<std::byte*>(&missing),
+                                           .recv = reinterpret_cast<std::byte*>(&missing),
+                                           .count = 1,
+                                           .type = DataType::kFloat64,
+                                           .op = ReduceOp::kMax},
+                                          wait);
+  if (missing == 0) return {.keptFactor = kept};
+  // Written, so that every page is in memory before the first timed shift.
+  std::vector<std::byte> out(kPastCacheBytes, std::byte{1});
+  std::vector<std::byte> in(kPastCacheBytes);
+  return {.seconds = medianSeconds(
+              2 + effort, 1,
+              [&] { detail::shift(group, out.data(), in.data(), kPastCacheBytes, slice, wait); },
+              0)};
+}
+
 CostModel measure(const collectives::Group& group, size_t slice, int effort, int hostRanks,
                   bool crossesHosts, bool shareCores, const transport::WaitContext& wait) {
   std::vector<std::byte> out(kLargeBytes, std::byte{1});
@@ -205,6 +263,12 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
   const double cached = medianSeconds(
       4 * effort, 2, [&] { shift(kCachedBytes); }, warm);
+  // Past the caches, where ranks have cores of their own (where they share, a rank's shift
+  // waits for the core as much as for memory: 4 ranks on 2 cores measured 1.3-1.6 and moved four
+  // reports' points within 25% from 154 to 149 of 240; not measured there, memoryFactor's ramp).
+  const PastCacheShift past =
+      shareCores ? PastCacheShift{}
+                 : pastCacheShift(group, slice, effort, hostRanks, crossesHosts, wait);
   // One way: even ring positions send to the next, which answers; an odd last one sits out.
   // Across hosts the odd positions then do the same, so that the ring's crossings between hosts
   // are measured too (with several ranks per host, the even pairs may all share a host).
@@ -257,6 +321,10 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // On shared memory a received byte is reduced straight from the link's slot instead of being
   // copied out of it: what a reduction adds to a transfer is its cost over a copy's (fused).
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
+  const double linkMemory =
+      past.seconds > 0
+          ? std::max(1.0, std::max(past.seconds - line.alpha, 0.0) / kPastCacheBytes / line.beta)
+          : past.keptFactor;
   // Direct writes where this rank's ring links offer them (a proxy for all its links: on one
   // host every link is shared memory alike; across hosts some rank's ring link is TCP); none
   // where they lend for the all-to-all only (Link::lendsForAllToAllOnly).
@@ -271,7 +339,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
     return link.sharesMemory() && link.directBytes() > 0;
   };
   const bool allToAllLends = lendsBlocks(group.next()) && lendsBlocks(group.prev());
-  double values[10] = {line.alpha,
+  double values[11] = {line.alpha,
                        line.beta,
                        gamma / bytes,
                        copy / bytes,
@@ -280,14 +348,19 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
                        -memory.cacheBytes,  // the max of its negation: the smallest
                        line.smallFactor,
                        -direct,
-                       allToAllLends ? -1.0 : 0.0};  // -1 where every rank's links lend
+                       allToAllLends ? -1.0 : 0.0,  // -1 where every rank's links lend
+                       linkMemory};
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
-                                           .count = 10,
+                                           .count = 11,
                                            .type = DataType::kFloat64,
                                            .op = ReduceOp::kMax},
                                           wait);
+  if (values[10] > 0) {
+    std::lock_guard lock(gPastCacheMutex);
+    gPastCacheFactors[pastCacheKey(group, hostRanks, crossesHosts)] = values[10];
+  }
   return {.alpha = values[0],
           .beta = values[1],
           .gamma = values[2],
@@ -296,6 +369,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
           .smallFactor = values[7],
           .memoryFactor = values[5],
           .cacheBytes = -values[6],
+          .linkMemoryFactor = values[10],
           .directBytes = -values[8],
           .allToAllLends = values[9] < 0};
 }

@@ -34,6 +34,7 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
                                   .smallFactor = v[7],
                                   .memoryFactor = v[5],
                                   .cacheBytes = v[6],
+                                  .linkMemoryFactor = v[9],
                                   .directBytes = v[8]};
   }
   for (const auto& entry : transport::registry()) {
@@ -64,6 +65,13 @@ void checkOptions(const CommunicatorOptions& options) {
       throw InvalidArgument(fmt::format(
           "CommunicatorOptions::costModel has memoryFactor {}: it must be a finite number >= 1",
           m->memoryFactor));
+    }
+    if (!std::isfinite(m->linkMemoryFactor) ||
+        (m->linkMemoryFactor != 0 && m->linkMemoryFactor < 1)) {
+      throw InvalidArgument(fmt::format(
+          "CommunicatorOptions::costModel has linkMemoryFactor {}: it must be 0 (memoryFactor) "
+          "or a finite number >= 1",
+          m->linkMemoryFactor));
     }
     if (!std::isfinite(m->ranksPerCore) || m->ranksPerCore < 1) {
       throw InvalidArgument(fmt::format(

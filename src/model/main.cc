@@ -62,13 +62,17 @@ std::string text(const json& report) {
   std::string out = fmt::format(
       "cost model measured on {} ranks (links: {})\n  alpha {:.3g} us, beta {:.3g} GB/s ({:.3g} "
       "one way), gamma {:.3g} GB/s, delta {:.3g} GB/s; {:.2g}x slower past {:.3g} MiB of cache "
-      "per rank\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9}\n",
+      "per rank{}\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9}\n",
       report.value("ranks", 0), report.value("links", std::string("?")),
       m.value("alpha_s", 0.0) * 1e6, perSecond("beta_s_per_byte"),
       perSecond("beta_one_way_s_per_byte"), perSecond("gamma_s_per_byte"),
       perSecond("delta_s_per_byte"), m.value("memory_factor", 1.0),
-      m.value("cache_bytes", 0.0) / (1 << 20), "collective", "algorithm", "bytes", "measured us",
-      "predicted us", "error", "busbw GB/s");
+      m.value("cache_bytes", 0.0) / (1 << 20),
+      m.value("link_memory_factor", 0.0) > 0
+          ? fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank)",
+                        m.value("link_memory_factor", 0.0))
+          : std::string(),
+      "collective", "algorithm", "bytes", "measured us", "predicted us", "error", "busbw GB/s");
   if (!report.contains("rows")) return out;
   // The model's two measures: predictions within 25% of the measured time from 64 KiB up, and
   // per collective and size the algorithm predicted fastest (the automatic choice there) within

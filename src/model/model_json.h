@@ -18,6 +18,7 @@ Json costModelJson(const CostModel& m) {
           {"beta_one_way_s_per_byte", m.betaOneWay},
           {"small_factor", m.smallFactor},
           {"memory_factor", m.memoryFactor},
+          {"link_memory_factor", m.linkMemoryFactor},
           {"cache_bytes", m.cacheBytes},
           {"direct_bytes", m.directBytes},
           {"ranks_share_cores", m.ranksShareCores},

@@ -71,6 +71,7 @@ CostModel modelOf(const nlohmann::ordered_json& report) {
           .smallFactor = m.value("small_factor", 1.0),
           .memoryFactor = m.value("memory_factor", 1.0),
           .cacheBytes = m.value("cache_bytes", 0.0),
+          .linkMemoryFactor = m.value("link_memory_factor", 0.0),
           .ranksShareCores = m.value("ranks_share_cores", false),
           .directBytes = m.value("direct_bytes", 0.0),
           .ranksPerCore = m.value("ranks_per_core", 1.0),

@@ -105,6 +105,38 @@ TEST(CostModel, ByteCostsFollowTheCaches) {
       3 * predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, flat));
 }
 
+// A link's byte past the cache costs what the calibration's shift of 16 MiB buffers measured
+// (linkMemoryFactor), reached at its working set of 32 MiB from 1 at the 1 MiB shift's 2 MiB,
+// linear in log2 between them and flat past it; copies and reductions keep memoryFactor's ramp.
+TEST(CostModel, ALinksBytePastTheCacheCostsItsMeasuredFactor) {
+  CostModel model{.smallFactor = 0.5, .memoryFactor = 3, .cacheBytes = 4 << 20};
+  const double unmeasured[] = {64 << 10, 2 << 20, 8 << 20, 32 << 20, 1 << 30};
+  for (double bytes : unmeasured) {
+    EXPECT_DOUBLE_EQ(linkMemoryScale(model, bytes), memoryScale(model, bytes)) << bytes;
+  }
+  model.linkMemoryFactor = 1.5;
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 64 << 10), 0.5);  // the core's own caches, as copies
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 2 << 20), 1.0);
+  EXPECT_NEAR(linkMemoryScale(model, 8 << 20), 1.25, 1e-12);  // two of four doublings
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 32 << 20), 1.5);
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 1 << 30), 1.5);
+  EXPECT_DOUBLE_EQ(memoryScale(model, 1 << 30), 3.0);
+  // A 64 MiB ring all-reduce of link bytes only: 1.5 times the in-cache price; over a network
+  // link (linkBytesInMemory false) the in-cache price.
+  CostModel flat{.alpha = 0, .beta = 1e-10, .gamma = 0, .delta = 0};
+  CostModel scaled = flat;
+  scaled.memoryFactor = 3;
+  scaled.cacheBytes = 4 << 20;
+  scaled.linkMemoryFactor = 1.5;
+  const size_t big = size_t{64} << 20;
+  auto ring = [&](const CostModel& m) {
+    return predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, m);
+  };
+  EXPECT_DOUBLE_EQ(ring(scaled), 1.5 * ring(flat));
+  scaled.linkBytesInMemory = false;
+  EXPECT_DOUBLE_EQ(ring(scaled), ring(flat));
+}
+
 // Past the cache a chain's slices stay in it: its link bytes gain what memory adds to a one-way
 // copy, b1 (S - 1), not its own in-cache rate's share; the tree's rounds pay the whole scale.
 TEST(CostModel, PastTheCacheTheChainAddsOnlyAOneWayCopysMemoryCost) {

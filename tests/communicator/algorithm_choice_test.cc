@@ -68,6 +68,13 @@ TEST(AlgorithmChoice, UnknownNamesAreRejectedByCreate) {
     } catch (const InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("ranksPerCore 0.5"), std::string::npos) << e.what();
     }
+    o.costModel = CostModel{.linkMemoryFactor = 0.5};
+    try {
+      Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      ADD_FAILURE() << "create accepted linkMemoryFactor 0.5";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("linkMemoryFactor 0.5"), std::string::npos) << e.what();
+    }
   });
 }
 
@@ -82,6 +89,10 @@ TEST(AlgorithmChoice, EnvironmentVariablesAreParsedAndNamedWhenMalformed) {
   ASSERT_TRUE(o.costModel.has_value());
   EXPECT_DOUBLE_EQ(o.costModel->alpha, 3e-6);
   EXPECT_DOUBLE_EQ(o.costModel->delta, 4e-11);
+  EXPECT_DOUBLE_EQ(o.costModel->linkMemoryFactor, 0.0);  // unset: memoryFactor's
+  env.set("RINGLET_COST_MODEL", "alpha=3e-6,beta=1e-10,gamma=2e-10,delta=4e-11,linkmemory=1.5");
+  config::reloadEnvironment();
+  EXPECT_DOUBLE_EQ(CommunicatorOptions::fromEnvironment().costModel->linkMemoryFactor, 1.5);
   env.set("RINGLET_COST_MODEL", "alpha=3e-6,beta=1e-10,gamma=2e-10");
   try {
     config::reloadEnvironment();
@@ -228,12 +239,13 @@ TEST(AlgorithmChoice, MeasuredModelIsTheSameOnEveryRank) {
       }
       EXPECT_GT(m.alpha, 0);
       EXPECT_GE(m.ranksPerCore, 1.0);
-      double mine[6] = {m.alpha, m.beta,         m.gamma,
-                        m.delta, m.ranksPerCore, m.allToAllLends ? 1.0 : 0.0};
-      std::vector<double> all(6 * size);
-      comm.allgather(mine, all.data(), 6, DataType::kFloat64);
+      double mine[7] = {m.alpha,           m.beta,         m.gamma,
+                        m.delta,           m.ranksPerCore, m.allToAllLends ? 1.0 : 0.0,
+                        m.linkMemoryFactor};
+      std::vector<double> all(7 * size);
+      comm.allgather(mine, all.data(), 7, DataType::kFloat64);
       for (int r = 0; r < size; ++r) {
-        EXPECT_EQ(std::memcmp(all.data() + 6 * r, mine, sizeof mine), 0) << "rank " << r;
+        EXPECT_EQ(std::memcmp(all.data() + 7 * r, mine, sizeof mine), 0) << "rank " << r;
       }
       // The caller's calls are numbered from 0 (the measurement is not one of them): the
       // all-gather was #0, so this mismatch is #1.
@@ -247,6 +259,29 @@ TEST(AlgorithmChoice, MeasuredModelIsTheSameOnEveryRank) {
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("call #1"), std::string::npos) << e.what();
       }
+    });
+  }
+}
+
+// What a link's byte costs past the cache is measured by a shift of 16 MiB where ranks have
+// cores of their own (0 where they share: memoryFactor's ramp then), once per process and kind of
+// ring: a second communicator of the same kind keeps the first one's factor (measured again, it
+// would differ by the machine's noise).
+TEST(AlgorithmChoice, TheLinkMemoryFactorIsMeasuredOncePerKindOfRing) {
+  for (int ranks : {2, 3}) {
+    runThreadRanks(ranks, [](int rank, int size, std::shared_ptr<Store> store) {
+      CommunicatorOptions o = localOptions();
+      o.transport = "shm";
+      Communicator first = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      const CostModel m = first.costModel();
+      if (m.ranksShareCores) {
+        EXPECT_EQ(m.linkMemoryFactor, 0.0);
+      } else {
+        EXPECT_GE(m.linkMemoryFactor, 1.0);
+        EXPECT_TRUE(std::isfinite(m.linkMemoryFactor));
+      }
+      Communicator second = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      EXPECT_EQ(second.costModel().linkMemoryFactor, m.linkMemoryFactor);
     });
   }
 }

@@ -135,6 +135,8 @@ TEST(ConfigRanges, CostModelFactorsAreBounded) {
                     {"RINGLET_COST_MODEL", "'small=2'", "from 0.01 to 1"});
   expectCoreRejects("RINGLET_COST_MODEL", "alpha=0,beta=0,gamma=0,delta=0,cache=-1",
                     {"RINGLET_COST_MODEL", "'cache=-1'"});
+  expectCoreRejects("RINGLET_COST_MODEL", "alpha=0,beta=0,gamma=0,delta=0,linkmemory=0.9",
+                    {"RINGLET_COST_MODEL", "'linkmemory=0.9'", "from 1 to 1000"});
 }
 
 // 2^63 per direction made the segment size wrap to almost nothing (and the first write crashed).
