@@ -25,6 +25,8 @@
 //                 host), over one within the cache (once per process: the host's)
 //   cacheBytes    where a memcpy's time per byte starts to rise, from the same copy at halving
 //                 sizes (at most that share: sysfs gives the host's cache, and a VM gets less)
+//   linkMemoryFactor  a shift of 16 MiB buffers per byte over beta, where ranks have cores of
+//                 their own (once per process and kind of ring); 0 where they share cores
 //
 // Each is the median of a few batches: the fastest batch is the luckiest, and it made the model
 // up to twice too optimistic on a machine shared with others. Each rank measures, then all take
