@@ -738,7 +738,8 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
   } else if ((size_ > 2 || collective == Collective::kBroadcast ||
               collective == Collective::kReduce || collective == Collective::kGather ||
               collective == Collective::kScatter) &&
-             inlineMessageBytes(collective, bytes, size_) <= kChainPayloadBytes &&
+             inlineMessageBytes(collective, bytes, size_) <=
+                 (size_ == 2 ? twoRankPayloadBytes(collective) : kChainPayloadBytes) &&
              static_cast<unsigned>(size_ - 1) <=
                  1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
     // A small rooted call's data rides in the call headers along the ring (N-1 messages one
@@ -783,7 +784,7 @@ collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,
                         collective == collectives::Collective::kScatterv;
     const size_t moved = rooted && n == 2 ? blocks[1 - first].count * element : largest;
     if (forced(collective) == collectives::Algorithm::kAuto && size_ == 2 &&
-        moved <= (rooted ? kChainPayloadBytes : OpHeader::kInlineBytes)) {
+        moved <= (rooted ? twoRankPayloadBytes(collective) : OpHeader::kInlineBytes)) {
       // Two ranks: each block rides in a call header, one message each way (or one, rooted);
       // the prepare function says what this rank's header carries (inlineBlocks). The rooted
       // ones' block past a header follows it at once, and the sender returns, as gather's and

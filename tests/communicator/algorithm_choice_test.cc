@@ -286,6 +286,36 @@ TEST(AlgorithmChoice, TheLinkMemoryFactorIsMeasuredOncePerKindOfRing) {
   }
 }
 
+// On two ranks a small rooted call's data follows its header, but a broadcast's or a
+// scatter's message that the links lend (from 16 KiB, Link::kLendMinBytes) goes by the tree,
+// whose receiver reads it from the root's buffer; a reduce's and a gather's stay after the
+// header, as does everything where the links lend nothing (TCP) or ranks share cores.
+TEST(AlgorithmChoice, TwoRanksSendALentBroadcastOrScatterByTheTree) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    CostModel model{.alpha = 2e-6, .beta = 1e-10, .gamma = 1e-11, .delta = 5e-11};
+    for (double direct : {0.0, double(1 << 20)}) {
+      for (bool shared : {false, true}) {
+        model.directBytes = direct;
+        model.ranksShareCores = shared;
+        o.costModel = model;
+        Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+        const bool lent = direct > 0 && !shared;
+        const std::string tree = lent ? "tree" : "header_inline";
+        EXPECT_EQ(comm.algorithmFor("broadcast", 16384), tree) << direct << " " << shared;
+        EXPECT_EQ(comm.algorithmFor("broadcast", 16380), "header_inline");
+        EXPECT_EQ(comm.algorithmFor("scatter", 32768), tree);  // blocks of 16 KiB
+        const size_t blocks[] = {16384, 16384};
+        EXPECT_EQ(comm.algorithmFor("scatterv", blocks), tree);
+        EXPECT_EQ(comm.algorithmFor("scatter", 32760), "header_inline");
+        EXPECT_EQ(comm.algorithmFor("reduce", 16384), "header_inline");
+        EXPECT_EQ(comm.algorithmFor("gather", 32768), "header_inline");
+        EXPECT_EQ(comm.algorithmFor("gatherv", blocks), "header_inline");
+      }
+    }
+  });
+}
+
 TEST(AlgorithmChoice, RanksForcingDifferentAlgorithmsGetANamedMismatch) {
   for (size_t count : {size_t{4}, size_t{10000}}) {
     runThreadRanks(2, [count](int rank, int size, std::shared_ptr<Store> store) {
