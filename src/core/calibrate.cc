@@ -197,6 +197,19 @@ double probeShiftSeconds(const collectives::Group& group, size_t slice, int effo
       warmRuns(group));
 }
 
+// The largest of every rank's `value`, on every rank.
+double largestOnAnyRank(const collectives::Group& group, double value,
+                        const transport::WaitContext& wait) {
+  collectives::recursiveDoublingAllreduce(group,
+                                          {.send = reinterpret_cast<std::byte*>(&value),
+                                           .recv = reinterpret_cast<std::byte*>(&value),
+                                           .count = 1,
+                                           .type = DataType::kFloat64,
+                                           .op = ReduceOp::kMax},
+                                          wait);
+  return value;
+}
+
 // The link memory factors this process measured (CostModel::linkMemoryFactor), by the kind of
 // ring they were measured on: its links' transports, the ranks on this host, whether it crosses
 // hosts. Later communicators of the same kind reuse them where every rank kept one.
@@ -232,15 +245,7 @@ PastCacheShift pastCacheShift(const collectives::Group& group, size_t slice, int
     const auto found = gPastCacheFactors.find(pastCacheKey(group, hostRanks, crossesHosts));
     if (found != gPastCacheFactors.end()) kept = found->second;
   }
-  double missing = kept > 0 ? 0 : 1;
-  collectives::recursiveDoublingAllreduce(group,
-                                          {.send = reinterpret_cast<std::byte*>(&missing),
-                                           .recv = reinterpret_cast<std::byte*>(&missing),
-                                           .count = 1,
-                                           .type = DataType::kFloat64,
-                                           .op = ReduceOp::kMax},
-                                          wait);
-  if (missing == 0) return {.keptFactor = kept};
+  if (largestOnAnyRank(group, kept > 0 ? 0 : 1, wait) == 0) return {.keptFactor = kept};
   // Written, so that every page is in memory before the first timed shift.
   std::vector<std::byte> out(kPastCacheBytes, std::byte{1});
   std::vector<std::byte> in(kPastCacheBytes);
@@ -466,17 +471,7 @@ void CommunicatorImpl::calibrate() {
     const int effort = std::max(1, options_.calibrationEffort);
     model_ = steadyModel(
         [&] { return measure(ring, slice, effort, hostRanks, crossesHosts, shareCores, wait); },
-        [&] {
-          double seconds = probeShiftSeconds(ring, slice, effort, wait);
-          collectives::recursiveDoublingAllreduce(ring,
-                                                  {.send = reinterpret_cast<std::byte*>(&seconds),
-                                                   .recv = reinterpret_cast<std::byte*>(&seconds),
-                                                   .count = 1,
-                                                   .type = DataType::kFloat64,
-                                                   .op = ReduceOp::kMax},
-                                                  wait);
-          return seconds;
-        });
+        [&] { return largestOnAnyRank(ring, probeShiftSeconds(ring, slice, effort, wait), wait); });
   });
   model_.ranksShareCores = shareCores;
   model_.ranksPerCore = ranksPerCore(infos_);
