@@ -25,8 +25,8 @@
 //                 host), over one within the cache (once per process: the host's)
 //   cacheBytes    where a memcpy's time per byte starts to rise, from the same copy at halving
 //                 sizes (at most that share: sysfs gives the host's cache, and a VM gets less)
-//   linkMemoryFactor  a shift of 16 MiB buffers per byte over beta, where ranks have cores of
-//                 their own (once per process and kind of ring); 0 where they share cores
+//   linkMemoryFactor  a shift of 16 MiB buffers per byte over beta, on one host where ranks
+//                 have cores of their own (once per process and kind of ring); else 0
 //
 // Each is the median of a few batches: the fastest batch is the luckiest, and it made the model
 // up to twice too optimistic on a machine shared with others. Each rank measures, then all take
@@ -211,20 +211,19 @@ double largestOnAnyRank(const collectives::Group& group, double value,
 }
 
 // The link memory factors this process measured (CostModel::linkMemoryFactor), by the kind of
-// ring they were measured on: its links' transports, the ranks on this host, whether it crosses
-// hosts. Later communicators of the same kind reuse them where every rank kept one.
+// ring they were measured on: its links' transports and the ranks on this host. Later
+// communicators of the same kind reuse them where every rank kept one.
 struct PastCacheKey {
   std::string next, prev;
   int hostRanks;
-  bool crossesHosts;
   auto operator<=>(const PastCacheKey&) const = default;
 };
 std::mutex gPastCacheMutex;
 std::map<PastCacheKey, double> gPastCacheFactors;
 
-PastCacheKey pastCacheKey(const collectives::Group& group, int hostRanks, bool crossesHosts) {
+PastCacheKey pastCacheKey(const collectives::Group& group, int hostRanks) {
   return {std::string(group.next().transportName()), std::string(group.prev().transportName()),
-          hostRanks, crossesHosts};
+          hostRanks};
 }
 
 // This rank's time for a shift of kPastCacheBytes, or the factor kept from a ring like this one
@@ -237,12 +236,11 @@ struct PastCacheShift {
 };
 
 PastCacheShift pastCacheShift(const collectives::Group& group, size_t slice, int effort,
-                              int hostRanks, bool crossesHosts,
-                              const transport::WaitContext& wait) {
+                              int hostRanks, const transport::WaitContext& wait) {
   double kept = 0;
   {
     std::lock_guard lock(gPastCacheMutex);
-    const auto found = gPastCacheFactors.find(pastCacheKey(group, hostRanks, crossesHosts));
+    const auto found = gPastCacheFactors.find(pastCacheKey(group, hostRanks));
     if (found != gPastCacheFactors.end()) kept = found->second;
   }
   if (largestOnAnyRank(group, kept > 0 ? 0 : 1, wait) == 0) return {.keptFactor = kept};
@@ -270,12 +268,14 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
   const double cached = medianSeconds(
       4 * effort, 2, [&] { shift(kCachedBytes); }, warm);
-  // Past the caches, where ranks have cores of their own (where they share, a rank's shift
-  // waits for the core as much as for memory: 4 ranks on 2 cores measured 1.3-1.6 and moved four
-  // reports' points within 25% from 154 to 149 of 240; not measured there, memoryFactor's ramp).
-  const PastCacheShift past =
-      shareCores ? PastCacheShift{}
-                 : pastCacheShift(group, slice, effort, hostRanks, crossesHosts, wait);
+  // Past the caches, on one host where ranks have cores of their own. Not measured where they
+  // share cores (a rank's shift waits for the core as much as for memory: 4 ranks on 2 cores
+  // measured 1.3-1.6 and moved four reports' points within 25% from 154 to 149 of 240) nor across
+  // hosts (a network's rate does not follow the caches, and 16 MiB at 1 Gbit/s takes 134 ms a
+  // shift): memoryFactor's ramp there, as before.
+  const PastCacheShift past = shareCores || crossesHosts
+                                  ? PastCacheShift{}
+                                  : pastCacheShift(group, slice, effort, hostRanks, wait);
   // One way: even ring positions send to the next, which answers; an odd last one sits out.
   // Across hosts the odd positions then do the same, so that the ring's crossings between hosts
   // are measured too (with several ranks per host, the even pairs may all share a host).
@@ -366,7 +366,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
                                           wait);
   if (values[10] > 0) {
     std::lock_guard lock(gPastCacheMutex);
-    gPastCacheFactors[pastCacheKey(group, hostRanks, crossesHosts)] = values[10];
+    gPastCacheFactors[pastCacheKey(group, hostRanks)] = values[10];
   }
   return {.alpha = values[0],
           .beta = values[1],
