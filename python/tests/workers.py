@@ -309,6 +309,20 @@ def scenario_async():
         assert time.monotonic() < deadline, "an async all_reduce never completed by itself"
         time.sleep(0.001)
     check(t, torch.full((10,), float(n)), "polled all_reduce")
+    # After a run of blocking calls (each run by its caller) the group's thread is woken for no
+    # Work; an async one still completes by itself, polled or through its future.
+    for _ in range(40):
+        dist.all_reduce(torch.ones(2))
+    for how in ("polled", "future"):
+        t = torch.ones(10)
+        w = dist.all_reduce(t, async_op=True)
+        start = time.monotonic()
+        if how == "future":
+            w.get_future().wait()
+        while not w.is_completed():
+            assert time.monotonic() < start + 30, f"an async all_reduce after blocking ones ({how})"
+            time.sleep(0.0002)
+        check(t, torch.full((10,), float(n)), f"{how} all_reduce after blocking ones")
     # Async operations of every kind, waited in reverse order.
     outs = [torch.zeros(4) for _ in range(n)]
     ws = [dist.all_gather(outs, torch.full((4,), float(rank)), async_op=True),

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <numeric>
 #include <optional>
@@ -286,8 +287,9 @@ void Executor::enqueue(c10::intrusive_ptr<RingletWork> work) {
   {
     std::lock_guard lock(mu_);
     if (!stop_) {
-      queue_.push_back(std::move(work));
-      cv_.notify_one();
+      lastQueued_ = Clock::now();
+      queue_.push_back({std::move(work), lastQueued_});
+      if (!lazy_) cv_.notify_one();
       return;
     }
   }
@@ -297,7 +299,7 @@ void Executor::enqueue(c10::intrusive_ptr<RingletWork> work) {
 
 c10::intrusive_ptr<RingletWork> Executor::takeLocked() {
   if (running_ != nullptr || queue_.empty()) return {};
-  auto next = std::move(queue_.front());
+  auto next = std::move(queue_.front().work);
   queue_.pop_front();
   running_ = next.get();
   return next;
@@ -305,7 +307,14 @@ c10::intrusive_ptr<RingletWork> Executor::takeLocked() {
 
 void Executor::finishedLocked() {
   running_ = nullptr;
-  cv_.notify_all();
+  if (!queue_.empty()) cv_.notify_all();  // the group's thread waits for a Work to take
+}
+
+void Executor::ranOnWaiterLocked(bool waiter) {
+  byWaiters_ = (byWaiters_ << 1 | (waiter ? 1 : 0)) & 0xffff;
+  const bool was = lazy_;
+  lazy_ = waiter && std::popcount(byWaiters_) >= kLazyOf;
+  if (lazy_ && !was) cv_.notify_all();  // the group's thread waits untimed: now it must look
 }
 
 void Executor::runUntil(const RingletWork* work) {
@@ -313,6 +322,7 @@ void Executor::runUntil(const RingletWork* work) {
   while (!const_cast<RingletWork*>(work)->isCompleted()) {
     auto next = takeLocked();
     if (!next) return;  // another thread runs one; `work` runs there or on the group's thread
+    ranOnWaiterLocked(true);
     lock.unlock();
     next->run();
     next.reset();
@@ -324,12 +334,25 @@ void Executor::runUntil(const RingletWork* work) {
 void Executor::loop() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return (stop_ && queue_.empty()) || (!running_ && !queue_.empty()); });
+    const auto ready = [&] { return (stop_ && queue_.empty()) || (!running_ && !queue_.empty()); };
+    if (!lazy_) {
+      cv_.wait(lock, [&] { return ready() || lazy_; });
+      if (lazy_) continue;
+    } else if (!cv_.wait_for(lock, kLazyPoll, ready)) {
+      if (queue_.empty() && Clock::now() - lastQueued_ > kLazyQuiet) lazy_ = false;
+      continue;
+    }
+    if (lazy_ && !stop_ && !running_ && !queue_.empty() &&
+        Clock::now() < queue_.front().at + kLazyGrace) {
+      cv_.wait_until(lock, queue_.front().at + kLazyGrace);  // its caller may wait for it yet
+      continue;
+    }
     auto next = takeLocked();
     if (!next) {
       if (stop_ && queue_.empty()) return;
       continue;
     }
+    ranOnWaiterLocked(false);
     lock.unlock();
     next->run();
     next.reset();
