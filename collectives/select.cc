@@ -408,6 +408,13 @@ double hierarchicalSeconds(bool reduces, const Rates& rates, int hosts, int perH
 // 512 KiB-8 MiB 93-475 against 158-1018; at 3 ranks the two gathers are one shape (the root's
 // two messages) and priced alike (the tree, first, wins the tie).
 //
+// Whether a caller's block of `block` bytes, sent in messages of at most `slice`, is lent
+// (Link::lend: each message from kLendMinBytes) where the links lend blocks up to `maxBytes`.
+bool lentBlock(double block, double slice, double maxBytes) {
+  return block <= maxBytes &&
+         std::min(block, slice) >= static_cast<double>(transport::Link::kLendMinBytes);
+}
+
 // The linear scatter's root lends every block of at most `lentMaxBytes` (CostModel::directBytes)
 // to its rank at once (sendToEach), and those ranks read theirs at the same time, as many at
 // once as there are cores for them (`cores`), where the tree's root lends to one child after
@@ -442,8 +449,7 @@ double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double
     m += bytes;
     if (u == 0) continue;
     largest = std::max(largest, bytes);
-    if (bytes <= shape.lentMaxBytes &&
-        std::min(bytes, slice) >= static_cast<double>(transport::Link::kLendMinBytes)) {
+    if (lentBlock(bytes, slice, shape.lentMaxBytes)) {
       lent += bytes;
       ++lentBlocks;
     }
@@ -524,9 +530,10 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   // Whether an exchange's messages of a caller's `block` bytes are lent (Link::lend: the
   // receiver reads them, one copy each way at the one-way rate): where the links offer it
   // (directBytes, found by the same probe) and the messages are long enough.
+  // (The exchanges' and the all-to-all's lending takes any block size where the links lend.)
   auto lends = [&](double block) {
     return model.directBytes > 0 &&
-           std::min(block, slice) >= static_cast<double>(transport::Link::kLendMinBytes);
+           lentBlock(block, slice, std::numeric_limits<double>::infinity());
   };
   switch (collective) {
     case Collective::kAllreduce:
