@@ -9,7 +9,8 @@
 //                 8-byte shift took 0.19 us where the intercept of the 1-64 KiB times was about
 //                 0.5 (2 ranks, shared memory), and the model put every collective from 1 KiB to
 //                 64 KiB at 35-65% of its time
-//   beta          one byte over a link: the same shift with 1 MiB, less alpha, per byte
+//   beta          one byte over a link: the same shift with 1 MiB (four in a row a batch), less
+//                 alpha, per byte
 //   betaOneWay    one byte when ranks only send or only receive: pairs of ring neighbours, one
 //                 sends 1 MiB, the other answers with 8 bytes; less that 8-byte round trip
 //                 (across hosts both the even and the odd pairs, so a crossing is among them);
@@ -263,8 +264,16 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   const bool fused = group.next().sharesMemory() && group.prev().sharesMemory();
   const int warm = warmRuns(group);
   const double probe = probeShiftSeconds(group, slice, effort, wait);
+  // Four shifts a batch: a ring step follows the one before without waiting for the other
+  // ranks, as the shifts of a batch do, where a lone shift starts with whatever lead the ranks
+  // ended the last with. Most where ranks share cores: 4 ranks on 2 cores, 1 MiB, 16 lone
+  // shifts had medians of 440-625 us per rank (175-185 at the fastest, 0.6-7 ms at the
+  // slowest), batches of four 423-463 us a shift (363-413 to 530-1090), the forced ring
+  // all-reduce's step of 4 MiB about 440 us; beta from lone shifts came out 1.26-2.2 GB/s in
+  // eleven calibrations, where the value that put most of ringlet-model's all-reduce,
+  // all-gather and reduce-scatter points within 25% was 2.0-2.5 in each of ten reports.
   const double large = medianSeconds(
-      8 * effort, 1, [&] { shift(kLargeBytes); }, warm);
+      4 * effort, 4, [&] { shift(kLargeBytes); }, warm);
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches
   const double cached = medianSeconds(
       4 * effort, 2, [&] { shift(kCachedBytes); }, warm);
