@@ -254,35 +254,40 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     }
   } traceCall{trace_.get(), header, started, collective, recvSource_};
   try {
-    running_ = header;
-    if (collective && size_ > 1 && !header.selfChecked) {
+    // A call that moves no data runs as a sender-only call (movesNoData, emptyCall): no body.
+    std::optional<OpHeader> emptied;
+    const bool empty = collective && size_ > 1 && movesNoData(header);
+    if (empty) emptied.emplace(emptyCall(header));
+    const OpHeader& call = empty ? *emptied : header;
+    running_ = call;
+    if (collective && size_ > 1 && !call.selfChecked) {
       headerChecked_ = false;
-      if (header.relays) {
+      if (call.relays) {
         // The previous rank's header and data first: this rank sends on what it received (after
         // the body has taken it). A header that carries no data (the chain's data follows each
         // header past what one holds, or there is none) goes on at once, before the body sends
         // the data after it.
         checkHeader(wait);
-        if (header.inlineBytes == 0) sendHeader(header, wait);
-      } else if (header.receivesOnly && takeWaitingHeader(header, wait)) {
+        if (call.inlineBytes == 0) sendHeader(call, wait);
+      } else if (call.receivesOnly && takeWaitingHeader(call, wait)) {
         // The sender's header and data were here and matched: nothing to send.
-      } else if (header.receivesOnly && size_ > 2) {
-        sendAnswer(header, wait);
+      } else if (call.receivesOnly && size_ > 2) {
+        sendAnswer(call, wait);
         checkHeader(wait);
-      } else if (header.receivesOnly) {
+      } else if (call.receivesOnly) {
         // Two ranks, the sender's header not here yet: this rank's first, so that a peer that
         // disagrees names both calls. A sender that sent this call and left since (its end closed:
         // over TCP the send is reset) takes no header; what it sent is still read below, and a
         // peer that failed shows in that read (its abort, or the stream's end), as for the
         // answers of takeWaitingHeader and sendAnswer.
         try {
-          sendHeader(header, wait);
+          sendHeader(call, wait);
         } catch (const PeerError&) {
         }
-        if (!header.earlyData) checkHeader(wait);
+        if (!call.earlyData) checkHeader(wait);
       } else {
-        sendHeader(header, wait);
-        if (header.sendsOnly) {
+        sendHeader(call, wait);
+        if (call.sendsOnly) {
           // Nothing to read in this call: the peer's answer is read later. Those that have
           // arrived are read now; one is waited for only when too many calls are unsettled.
           // (The peer's answer to this call, when already here, waits for the next call, so
@@ -297,11 +302,11 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
             callsSinceLook_ = 0;
             settleArrived(wait);
           }
-          unchecked_.push_back(header);
+          unchecked_.push_back(call);
           while (unchecked_.size() > limit) readSettlingHeader(wait);
           headerChecked_ = true;
           if (look) prev.checkPeer(wait);  // a peer that failed (or disagreed) and aborted
-        } else if (!header.earlyData) {
+        } else if (!call.earlyData) {
           checkHeader(wait);
         }
       }
@@ -317,11 +322,11 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
         settleArrived(wait);
       }
     }
-    body(group_, wait);
+    if (!empty) body(group_, wait);
     if (!headerChecked_) checkHeader(wait);
-    if (header.relays && header.inlineBytes > 0) sendHeader(header, wait);
+    if (call.relays && call.inlineBytes > 0) sendHeader(call, wait);
     // The header left headerOut_ (an answer's own send flushed it).
-    if (collective && size_ > 1 && !(header.receivesOnly && size_ > 2)) group_.next().flush(wait);
+    if (collective && size_ > 1 && !(call.receivesOnly && size_ > 2)) group_.next().flush(wait);
   } catch (const TimeoutError& e) {
     // A collective that timed out while point-to-point messages waited for their recv: the
     // likely mistake is a rank that sent them and then did not enter this collective.
@@ -435,11 +440,18 @@ bool CommunicatorImpl::settlesUnchecked(const OpHeader& theirs, const WaitContex
   const OpHeader mine = unchecked_.front();
   unchecked_.pop_front();
   if (mine.sameCall(theirs)) return true;
-  throw MismatchError(
-      describeMismatch(wait.describe(), rank_, mine, group_.prev().peer(), theirs) +
-      fmt::format(" (call #{} returned on rank {} once its data was sent: a rank that only sends "
-                  "in a two-rank call reads its peer's call at a later one)",
-                  mine.seq, rank_));
+  const std::string why =
+      movesNoData(mine)
+          ? fmt::format(
+                " (call #{} moved no data and returned on rank {} once its header was "
+                "sent: such a call reads the previous rank's call at a later one)",
+                mine.seq, rank_)
+          : fmt::format(
+                " (call #{} returned on rank {} once its data was sent: a rank that only "
+                "sends in a two-rank call reads its peer's call at a later one)",
+                mine.seq, rank_);
+  throw MismatchError(describeMismatch(wait.describe(), rank_, mine, group_.prev().peer(), theirs) +
+                      why);
 }
 
 void CommunicatorImpl::readSettlingHeader(const WaitContext& wait) {

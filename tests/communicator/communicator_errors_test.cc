@@ -367,6 +367,117 @@ TEST(CommunicatorErrors, SmallRootedCallsRunAheadAndStayExact) {
   }
 }
 
+// Unrooted calls that move no data (every count zero) return once their header is sent, on
+// every rank: rank 0 makes forty of them before any other rank starts its first (a call that
+// waited for its peers would leave them all waiting here). The calls are still compared later,
+// between small all-reduces and all-gathers (header doubling on more than two ranks),
+// broadcasts and point-to-point messages that must not take those headers for their own.
+TEST(CommunicatorErrors, CallsThatMoveNoDataRunAheadAndStayChecked) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (int ranks : {2, 3, 4}) {
+      Event rankZeroAhead;
+      runThreadRanks(ranks, [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store, 10s, transport);
+        const std::vector<size_t> zeros(size, 0);
+        auto emptyCall = [&](int i) {
+          int64_t none = 0;
+          switch (i % 6) {
+            case 0:
+              return comm.allreduce(&none, 0, DataType::kInt64, ReduceOp::kSum);
+            case 1:
+              return comm.allgather(&none, &none, 0, DataType::kInt64);
+            case 2:
+              return comm.reduceScatter(&none, &none, 0, DataType::kInt64, ReduceOp::kMax);
+            case 3:
+              return comm.allToAll(&none, &none, 0, DataType::kInt64);
+            case 4:
+              return comm.allgatherv(&none, &none, zeros, DataType::kInt64);
+            default:
+              return comm.reduceScatterv(&none, &none, zeros, DataType::kInt64, ReduceOp::kSum);
+          }
+        };
+        if (rank == 0) {
+          for (int i = 0; i < 40; ++i) emptyCall(i);
+          rankZeroAhead.set();
+        } else {
+          ASSERT_TRUE(rankZeroAhead.waitFor(20s))
+              << transport << ", " << size << " ranks: rank 0's calls waited for the others";
+          for (int i = 0; i < 40; ++i) emptyCall(i);
+        }
+        for (int i = 0; i < 120; ++i) {
+          emptyCall(i);
+          if (i % 5 == 0) {
+            int64_t sum = rank + i;
+            comm.allreduce(&sum, 1, DataType::kInt64, ReduceOp::kSum);
+            ASSERT_EQ(sum, int64_t{size} * (size - 1) / 2 + int64_t{size} * i)
+                << transport << " call " << i;
+          }
+          if (i % 7 == 0) {
+            const int32_t mine = 10 * rank + i;
+            std::vector<int32_t> all(size, -1);
+            comm.allgather(&mine, all.data(), 1, DataType::kInt32);
+            for (int r = 0; r < size; ++r) ASSERT_EQ(all[r], 10 * r + i) << transport;
+          }
+          if (i % 9 == 0) {
+            const int root = (i / 9) % size;
+            int64_t value = rank == root ? 1000 + i : -1;
+            comm.broadcast(&value, 1, DataType::kInt64, root);
+            ASSERT_EQ(value, 1000 + i) << transport << " call " << i;
+          }
+          if (i % 11 == 0) {  // rank 0 -> 1 and size-1 -> 0: each from its ring's previous rank
+            int64_t got = -1;
+            const int64_t sent = 7 * i + rank;
+            if (rank == 0) {
+              comm.send(&sent, 1, DataType::kInt64, 1);
+              comm.recv(&got, 1, DataType::kInt64, size - 1);
+              ASSERT_EQ(got, 7 * i + size - 1) << transport;
+            } else if (rank == 1) {
+              comm.recv(&got, 1, DataType::kInt64, 0);
+              ASSERT_EQ(got, 7 * i) << transport;
+              if (size == 2) comm.send(&sent, 1, DataType::kInt64, 0);
+            } else if (rank == size - 1) {
+              comm.send(&sent, 1, DataType::kInt64, 0);
+            }
+          }
+        }
+        comm.barrier();
+      });
+    }
+  }
+}
+
+// One rank's all-gather moves no data where the others' do: those fail in the call, naming both
+// calls; the one that returned fails at its next call. Nobody waits for the timeout.
+TEST(CommunicatorErrors, ACallThatMovesNoDataWhereOthersDoFailsEveryRank) {
+  for (const char* transport : {"local", "shm", "tcp"}) {
+    for (int ranks : {2, 4}) {
+      std::atomic<int> mismatches{0};
+      runThreadRanks(ranks, [&](int rank, int size, std::shared_ptr<Store> store) {
+        Communicator comm = makeComm(rank, size, store, 10s, transport);
+        const bool odd = rank == size - 1;
+        std::vector<int32_t> mine(2, rank), all(2 * size, -1);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          comm.allgather(mine.data(), all.data(), odd ? 0 : 2, DataType::kInt32);
+          EXPECT_TRUE(odd) << transport << ": rank " << rank << " returned";
+          comm.barrier();
+          ADD_FAILURE() << transport << ": rank " << rank << " never heard of the disagreement";
+        } catch (const MismatchError& e) {
+          ++mismatches;
+          for (const char* part :
+               {"allgather(count=0 per rank, int32)", "allgather(count=2 per rank, int32)"}) {
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+          }
+        } catch (const PeerError& e) {
+          EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << transport;
+      });
+      EXPECT_GE(mismatches.load(), 1) << transport << ", " << ranks << " ranks";
+    }
+  }
+}
+
 // Two ranks, data past what a header holds: it follows the root's header, and a receiver whose
 // count differs names both calls before it reads any of it; the root hears of it later.
 TEST(CommunicatorErrors, TwoRankRootedDataAfterTheHeaderStillComparesCalls) {
