@@ -220,7 +220,8 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       pairwise && block > 0 && block <= detail::kCountsMessageData &&
       impl.forced(collectives::Collective::kAllToAll) == collectives::Algorithm::kAuto;
   if (direct) header.selfChecked = impl.allPeersLinkedBefore();
-  if (pairwise) impl.linksAllPeers();
+  // (One that moves no data runs no body, and links nothing: CommunicatorImpl::execute.)
+  if (pairwise && block > 0) impl.linksAllPeers();
   collectives::AllToAllArgs args{.send = static_cast<const std::byte*>(send),
                                  .recv = static_cast<std::byte*>(recv),
                                  .blockBytes = block};

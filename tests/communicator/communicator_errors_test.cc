@@ -478,6 +478,47 @@ TEST(CommunicatorErrors, ACallThatMovesNoDataWhereOthersDoFailsEveryRank) {
   }
 }
 
+// An all-to-all that moves no data runs no body: it links no peers (nor records that it did).
+// A disagreement right after it still fails every rank within seconds: rank 3 all-reduces where
+// the others all-to-all blocks of 40 bytes, which go pairwise with a core per rank (the model
+// given so) and link every peer inside the call (at 8 ranks the ring and the trees leave ranks 3
+// and 5 apart unlinked); those linking peers fail with the abort that reaches them there.
+TEST(CommunicatorErrors, AnEmptyAllToAllLeavesTheNextOneChecked) {
+  for (const char* transport : {"shm", "tcp"}) {
+    std::atomic<int> mismatches{0};
+    runThreadRanks(8, [&](int rank, int size, std::shared_ptr<Store> store) {
+      CommunicatorOptions o;
+      o.timeout = 10s;
+      o.transport = transport;
+      o.costModel = CostModel{};  // ranks with cores of their own
+      Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      int32_t none = 0;
+      std::vector<int32_t> mine(10 * size, rank), got(10 * size, -1);
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        // A rank this late may find the abort already here (its previous rank's).
+        comm.allToAll(&none, &none, 0, DataType::kInt32);
+        if (rank == 3) {
+          comm.allreduce(mine.data(), 1, DataType::kInt32, ReduceOp::kSum);
+        } else {
+          comm.allToAll(mine.data(), got.data(), 10, DataType::kInt32);
+        }
+        comm.barrier();
+        ADD_FAILURE() << transport << ": rank " << rank << " never heard of the disagreement";
+      } catch (const MismatchError& e) {
+        ++mismatches;
+        EXPECT_NE(std::string(e.what()).find("alltoall(count=10"), std::string::npos) << e.what();
+      } catch (const PeerError& e) {
+        EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+      } catch (const AbortedError& e) {
+        EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << transport << ": rank " << rank;
+    });
+    EXPECT_GE(mismatches.load(), 1) << transport;
+  }
+}
+
 // Two ranks, data past what a header holds: it follows the root's header, and a receiver whose
 // count differs names both calls before it reads any of it; the root hears of it later.
 TEST(CommunicatorErrors, TwoRankRootedDataAfterTheHeaderStillComparesCalls) {
