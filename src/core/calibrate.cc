@@ -271,7 +271,8 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // slowest), batches of four 423-463 us a shift (363-413 to 530-1090), the forced ring
   // all-reduce's step of 4 MiB about 440 us; beta from lone shifts came out 1.26-2.2 GB/s in
   // eleven calibrations, where the value that put most of ringlet-model's all-reduce,
-  // all-gather and reduce-scatter points within 25% was 2.0-2.5 in each of ten reports.
+  // all-gather and reduce-scatter points within 25% was 2.0-2.5 in each of thirteen reports
+  // (bench/results/beta-shift-batches-2026-11-30/).
   const double large = medianSeconds(
       4 * effort, 4, [&] { shift(kLargeBytes); }, warm);
   constexpr size_t kCachedBytes = 128 << 10;  // in the core's own caches

@@ -186,11 +186,12 @@ struct OpHeader {
 // rank (CommunicatorImpl::execute, emptyCall): its header goes to the next rank and it returns,
 // the previous rank's header read at a later call (Open MPI and NCCL return at once from a
 // zero-count call, and check nothing). Before, these took their round of headers (and the
-// all-to-all's and all-gather's exchanges of nothing): 4 ranks on 2 cores, 0.8 us a call against
-// 1.7-2.3 (all-gather, all-to-all); 2 ranks 0.15 against 0.22-0.28. Not the barrier, which is
-// its synchronisation; not all-to-all-v, whose count is what this rank sends (it may still
-// receive); not the rooted calls, whose root returns at once already and whose other ranks
-// skip their headers on two ranks (0.10 us a call there, 0.15 as sender-only calls).
+// all-to-all's and all-gather's exchanges of nothing): 3-4 ranks on 2 cores, 0.43-1.03 us a call
+// against 1.2-7.1; 2 ranks 0.16-0.44 against 0.26-0.45 (bench/results/zero-count-calls-*). Not
+// the barrier, which is its synchronisation; not all-to-all-v, whose count is what this rank
+// sends (it may still receive); not the rooted calls, whose root returns at once already and
+// whose other ranks skip their headers on two ranks (0.10 us a call there, 0.12-0.17 as
+// sender-only calls).
 inline bool movesNoData(const OpHeader& header) {
   if (header.count != 0 || header.memory != 0) return false;
   switch (header.kind) {
