@@ -21,7 +21,8 @@ struct Environment {
   std::string transport;               // RINGLET_TRANSPORT: auto or a built-in name
   std::optional<size_t> segmentBytes;  // RINGLET_SEGMENT_BYTES (e.g. 512K)
   std::string algorithms;              // RINGLET_ALGO: allreduce:ring,allgather:bruck
-  // RINGLET_COST_MODEL: alpha, beta, gamma, delta, and optionally oneway, memory, cache, small
+  // RINGLET_COST_MODEL: alpha, beta, gamma, delta, and optionally oneway, memory, cache, small,
+  // direct, linkmemory (parseCostModel's order)
   std::optional<std::array<double, 10>> costModel;
   std::string storeAddr;                  // RINGLET_STORE_ADDR host:port (launcher)
   std::string storeKind;                  // RINGLET_STORE: auto|ringlet|c10d

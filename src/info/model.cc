@@ -52,11 +52,7 @@ std::string renderModelText(const json& r) {
       1e-9 / std::max(m["beta_one_way_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["gamma_s_per_byte"].get<double>(), 1e-15),
       1e-9 / std::max(m["delta_s_per_byte"].get<double>(), 1e-15), m["memory_factor"].get<double>(),
-      m["cache_bytes"].get<double>() / (1 << 20),
-      m.value("link_memory_factor", 0.0) > 0
-          ? fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank)",
-                        m.value("link_memory_factor", 0.0))
-          : std::string(),
+      m["cache_bytes"].get<double>() / (1 << 20), model::linkMemoryNote(m),
       m.value("ranks_share_cores", false)
           ? fmt::format("; ranks share cores ({:.3g} per CPU{})", m.value("ranks_per_core", 1.0),
                         m.value("all_to_all_lends", false) ? ", all-to-all blocks lent" : "")

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "src/model/measure.h"
+#include "src/model/model_json.h"
 #include "src/model/table.h"
 
 namespace {
@@ -67,12 +68,8 @@ std::string text(const json& report) {
       m.value("alpha_s", 0.0) * 1e6, perSecond("beta_s_per_byte"),
       perSecond("beta_one_way_s_per_byte"), perSecond("gamma_s_per_byte"),
       perSecond("delta_s_per_byte"), m.value("memory_factor", 1.0),
-      m.value("cache_bytes", 0.0) / (1 << 20),
-      m.value("link_memory_factor", 0.0) > 0
-          ? fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank)",
-                        m.value("link_memory_factor", 0.0))
-          : std::string(),
-      "collective", "algorithm", "bytes", "measured us", "predicted us", "error", "busbw GB/s");
+      m.value("cache_bytes", 0.0) / (1 << 20), ringlet::model::linkMemoryNote(m), "collective",
+      "algorithm", "bytes", "measured us", "predicted us", "error", "busbw GB/s");
   if (!report.contains("rows")) return out;
   // The model's two measures: predictions within 25% of the measured time from 64 KiB up, and
   // per collective and size the algorithm predicted fastest (the automatic choice there) within

@@ -3,7 +3,10 @@
 // ringlet-model measure -o, and ringlet-bench --json (config.cost_model). modelOf
 // (src/model/table.cc) reads them back.
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "ringlet/communicator.h"
 
@@ -24,6 +27,17 @@ Json costModelJson(const CostModel& m) {
           {"ranks_share_cores", m.ranksShareCores},
           {"ranks_per_core", m.ranksPerCore},
           {"all_to_all_lends", m.allToAllLends}};
+}
+
+// " (a link's byte 1.3x at 32 MiB a rank)" where a report's model (`m`, as costModelJson writes
+// it) has a link memory factor, else empty: the text headers of ringlet-info --model and
+// ringlet-model. 32 MiB: the working set it is measured at
+// (collectives::kLinkFactorWorkingSetBytes).
+template <typename Json>
+std::string linkMemoryNote(const Json& m) {
+  const double factor = m.value("link_memory_factor", 0.0);
+  return factor > 0 ? fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank)", factor)
+                    : std::string();
 }
 
 }  // namespace ringlet::model
