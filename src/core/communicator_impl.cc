@@ -228,6 +228,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     Clock::time_point start;
     bool collective;
     int& recvSource;  // a recv that named no peer: whom it took from (-1: nobody); read once
+    bool movedNothing = false;  // ran no algorithm (movesNoData): recorded as "none"
     ~TraceCall() {
       if (recorder == nullptr) return;
       const size_t element = elementSize(header.type);
@@ -249,8 +250,9 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
       }
       recorder->collective(
           header.name().data(),
-          collectives::nameOf(static_cast<collectives::Algorithm>(header.algorithm)), header.seq,
-          header.count * element, start, Clock::now());
+          movedNothing ? std::string_view("none")
+                       : collectives::nameOf(static_cast<collectives::Algorithm>(header.algorithm)),
+          header.seq, header.count * element, start, Clock::now());
     }
   } traceCall{trace_.get(), header, started, collective, recvSource_};
   try {
@@ -259,6 +261,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     // on every call, 3% of a two-rank 8-byte gather's sender.)
     const bool empty = collective && size_ > 1 && movesNoData(header);
     if (empty) emptied_ = emptyCall(header);
+    traceCall.movedNothing = empty;
     const OpHeader& call = empty ? emptied_ : header;
     running_ = call;
     if (collective && size_ > 1 && !call.selfChecked) {

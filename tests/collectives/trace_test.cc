@@ -203,6 +203,31 @@ TEST(Trace, LogStepVFormStepsNameTheirBlockAndSlice) {
   std::filesystem::remove_all(dir);
 }
 
+// A call that moves no data runs no algorithm (its header goes to the next rank and it returns):
+// the trace names none, whichever one the model or the caller would have picked for it.
+TEST(Trace, ACallThatMovesNoDataNamesNoAlgorithm) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = traced(dir + "/empty");
+    o.algorithms = {{"allreduce", "ring"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<int32_t> a(4, rank);
+    comm.allreduce(a.data(), a.data(), 0, DataType::kInt32, ReduceOp::kSum);
+    comm.allreduce(std::span(a), ReduceOp::kSum);
+  });
+  for (int r = 0; r < 3; ++r) {
+    const json trace = readTrace(dir + "/empty.rank" + std::to_string(r) + ".json");
+    std::vector<std::string> algorithms;
+    for (const json& e : trace["traceEvents"]) {
+      if (e.value("cat", "") != "collective") continue;
+      if (e["name"].get<std::string>().rfind("allreduce", 0) != 0) continue;
+      algorithms.push_back(e["args"]["algorithm"].get<std::string>());
+    }
+    EXPECT_EQ(algorithms, (std::vector<std::string>{"none", "ring"})) << "rank " << r;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Trace, EveryCallIsRecordedWithItsAlgorithmAndStepsInsideIt) {
   const std::string dir = makeTempDir("ringlet-trace");
   runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
