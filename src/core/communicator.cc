@@ -142,7 +142,9 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("allreduce on rank {}: {}", impl.rank(), e.what()));
   }
-  OpHeader header{.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count};
+  Prepared prepared{.header = {.kind = OpKind::kAllreduce, .type = type, .op = op, .count = count},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   using collectives::AllreduceAlgorithm;
   const collectives::AllreduceChoice choice = impl.allreduceChoice(bytes);
   header.algorithm = static_cast<uint8_t>(algorithmOf(choice.algorithm));
@@ -196,7 +198,8 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
       }
     }
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t count, DataType type,
@@ -208,7 +211,10 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
                     "size {}",
                     impl.rank(), root, impl.size()));
   }
-  OpHeader header{.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count};
+  Prepared prepared{
+      .header = {.kind = OpKind::kBroadcast, .type = type, .root = root, .count = count},
+      .body = {}};
+  OpHeader& header = prepared.header;
   auto* data = static_cast<std::byte*>(buffer);
   // Small data rides in the call headers, around the ring from the root: the root only sends,
   // the rank before it only receives, the ones between relay (on two ranks there are none).
@@ -242,7 +248,8 @@ Prepared prepareBroadcast(detail::CommunicatorImpl& impl, void* buffer, size_t c
                                   impl.sliceBytes({&ring.next(), &ring.prev()}), wait);
     }
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 // Point-to-point: a header (what the sender sent, with its per-pair sequence number), then the
@@ -759,13 +766,15 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
   const uint64_t seq = isSend    ? impl.takeSendSeq(peer)
                        : anyLink ? impl.takeAnySourceSeq()
                                  : impl.takeRecvSeq(peer);
-  OpHeader header{.kind = isSend ? OpKind::kSend : OpKind::kRecv,
-                  .type = type,
-                  .root = anyLink ? kAnySource : peer,
-                  .tag = tag,
-                  .count = count,
-                  .seq = seq,
-                  .source = anyLink ? peer : -1};
+  Prepared prepared{.header = {.kind = isSend ? OpKind::kSend : OpKind::kRecv,
+                               .type = type,
+                               .root = anyLink ? kAnySource : peer,
+                               .tag = tag,
+                               .count = count,
+                               .seq = seq,
+                               .source = anyLink ? peer : -1},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   auto* buffer = static_cast<std::byte*>(data);
   const int self = impl.rank();
   auto body = [&impl, header, buffer, bytes, isSend, self, anyLink, lookOnly, source, within](
@@ -814,7 +823,8 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
     });
     if (source != nullptr) *source = header.root;
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 // Both at once: the same messages as a send() to `dest` and a recv() from `source`, each
@@ -848,14 +858,15 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
                           .tag = tag,
                           .count = recvCount,
                           .seq = impl.takeRecvSeq(source)};
-  OpHeader header{.kind = OpKind::kSendRecv,
-                  .type = type,
-                  .root = dest,
-                  .tag = tag,
-                  .count = sendCount,
-                  .seq = sent.seq,
-                  .source = source,
-                  .recvCount = recvCount};
+  Prepared prepared{.header = {.kind = OpKind::kSendRecv,
+                               .type = type,
+                               .root = dest,
+                               .tag = tag,
+                               .count = sendCount,
+                               .seq = sent.seq,
+                               .source = source,
+                               .recvCount = recvCount},
+                    .body = {}};
   auto body = [&impl, sent, expected, out, sendBytes, in, recvBytes, self](
                   const collectives::Group& group, const transport::WaitContext& wait) {
     transport::Link& next = group.link(sent.root);
@@ -899,15 +910,17 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
     }
     next.flush(wait);  // the header and the caller's buffer may go once this returns
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareBarrier() {
-  OpHeader header{.kind = OpKind::kBarrier};
+  Prepared prepared{.header = {.kind = OpKind::kBarrier}, .body = {}};
   auto body = [](const collectives::Group& group, const transport::WaitContext& wait) {
     if (group.size > 1) collectives::disseminationBarrier(group, 2, wait);
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 }  // namespace
@@ -957,12 +970,14 @@ namespace {
 Prepared prepareProbe(detail::CommunicatorImpl& impl, int peer, int tag, bool lookOnly,
                       MessageInfo* info) {
   const bool anyLink = receivesFromAny(lookOnly ? "tryProbe" : "probe", impl, peer, lookOnly);
-  OpHeader header{.kind = OpKind::kProbe,
-                  .type = DataType::kUInt8,
-                  .root = anyLink ? kAnySource : peer,
-                  .tag = tag,
-                  .seq = impl.takeAnySourceSeq(),
-                  .source = anyLink ? peer : -1};
+  Prepared prepared{.header = {.kind = OpKind::kProbe,
+                               .type = DataType::kUInt8,
+                               .root = anyLink ? kAnySource : peer,
+                               .tag = tag,
+                               .seq = impl.takeAnySourceSeq(),
+                               .source = anyLink ? peer : -1},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   const int self = impl.rank();
   auto body = [&impl, header, self, anyLink, lookOnly, info](
                   const collectives::Group& group, const transport::WaitContext& callWait) {
@@ -983,7 +998,8 @@ Prepared prepareProbe(detail::CommunicatorImpl& impl, int peer, int tag, bool lo
     *info =
         MessageInfo{.source = from, .count = probed.count, .type = probed.type, .tag = header.tag};
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 }  // namespace

@@ -58,7 +58,9 @@ size_t checkRooted(const char* name, detail::CommunicatorImpl& impl, const void*
 Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
                        DataType type, int root) {
   const size_t block = checkRooted("gather", impl, recv, "recv", send, "send", count, type, root);
-  OpHeader header{.kind = OpKind::kGather, .type = type, .root = root, .count = count};
+  Prepared prepared{.header = {.kind = OpKind::kGather, .type = type, .root = root, .count = count},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   // Small blocks ride in the call headers around the ring towards the root: the rank after the
   // root sends its block and returns, each rank after it sends on the blocks that came and its
   // own, the root takes them all (on two ranks: one block, no relays).
@@ -123,13 +125,16 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
     collectives::gather(group, args, schedule, impl.sliceBytes({}), impl.linkedFor(schedule, wait),
                         impl.headerCheck(wait));
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
                         DataType type, int root) {
   const size_t block = checkRooted("scatter", impl, send, "send", recv, "recv", count, type, root);
-  OpHeader header{.kind = OpKind::kScatter, .type = type, .root = root, .count = count};
+  Prepared prepared{
+      .header = {.kind = OpKind::kScatter, .type = type, .root = root, .count = count}, .body = {}};
+  OpHeader& header = prepared.header;
   // Small blocks ride in the call headers. Two ranks: the root's block for the other (the
   // other's header carries nothing it uses). More: every block, around the ring from the root,
   // each rank taking its own and sending them all on, the rank before the root answering.
@@ -189,7 +194,8 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
     collectives::scatter(group, args, schedule, impl.sliceBytes({}), impl.linkedFor(schedule, wait),
                          impl.headerCheck(wait));
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void* recv, size_t count,
@@ -201,7 +207,9 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
         fmt::format("alltoall on rank {}: {} x {} bytes overflows", rank, impl.size(), block));
   }
   detail::checkBuffers("alltoall", rank, send, recv, count * impl.size(), type);
-  OpHeader header{.kind = OpKind::kAllToAll, .type = type, .count = count};
+  Prepared prepared{.header = {.kind = OpKind::kAllToAll, .type = type, .count = count},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   // Two ranks: the block for the other rides in the header.
   const auto* otherBlock =
       impl.size() == 2 ? static_cast<const std::byte*>(send) + static_cast<size_t>(1 - rank) * block
@@ -300,7 +308,8 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
     }
     collectives::pairwiseAllToAll(group, a, impl.sliceBytes({}), all, impl.headerCheck(wait));
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 }  // namespace

@@ -223,12 +223,14 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
                                           "recvCounts", displs, type, root, /*allMayOverlap=*/false)
                            : checkRootedV("scatterv", impl, send, "send", recv, "recv", counts,
                                           "sendCounts", displs, type, root, /*allMayOverlap=*/true);
-  OpHeader header{.kind = kind,
-                  .type = type,
-                  .root = root,
-                  .count = layout.total,
-                  .countsHash = detail::hashCounts(counts),
-                  .ranks = impl.size()};
+  Prepared prepared{.header = {.kind = kind,
+                               .type = type,
+                               .root = root,
+                               .count = layout.total,
+                               .countsHash = detail::hashCounts(counts),
+                               .ranks = impl.size()},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   // Priced over the blocks in relative order (from the root's), as select.h wants them.
   const auto algorithm = impl.chooseForBlocks(
       header, gather ? collectives::Collective::kGatherv : collectives::Collective::kScatterv,
@@ -332,7 +334,8 @@ Prepared prepareRootedV(detail::CommunicatorImpl& impl, OpKind kind, const void*
         schedule, impl.sliceBytes({}), linked, impl.headerCheck(wait));
   };
   static_assert(sizeof(body) <= detail::OpBody::kInlineBytes, "the body would go to the heap");
-  return {header, std::move(body)};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 }  // namespace

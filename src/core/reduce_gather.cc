@@ -59,7 +59,10 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
     throw InvalidArgument(
         fmt::format("reduce on rank {}: send buffer is null but count is {}", rank, count));
   }
-  OpHeader header{.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count};
+  Prepared prepared{
+      .header = {.kind = OpKind::kReduce, .type = type, .op = op, .root = root, .count = count},
+      .body = {}};
+  OpHeader& header = prepared.header;
   // Small data rides in the call headers, around the ring towards the root: the rank after the
   // root sends its data and returns, the ones after it relay a partial result (theirs reduced
   // with what came), the root reduces the last one with its own (on two ranks: no relays).
@@ -121,7 +124,8 @@ Prepared prepareReduce(detail::CommunicatorImpl& impl, const void* send, void* r
     onRing.root = impl.ringPlaceOf(args.root);
     collectives::chainReduce(ring, onRing, slice(impl, ring), wait);
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void* recv,
@@ -134,7 +138,9 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
   }
   detail::checkRegions("allgather", rank, "send", send, blockBytes, "recv", recv,
                        blockBytes * impl.size(), blockBytes * rank);
-  OpHeader header{.kind = OpKind::kAllgather, .type = type, .count = sendCount};
+  Prepared prepared{.header = {.kind = OpKind::kAllgather, .type = type, .count = sendCount},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   const auto algorithm =
       impl.chooseFor(header, collectives::Collective::kAllgather, blockBytes * impl.size(), send);
   impl.sendFirstOnTwoRanks(header, algorithm == collectives::Algorithm::kRecursiveDoubling,
@@ -185,7 +191,8 @@ Prepared prepareAllgather(detail::CommunicatorImpl& impl, const void* send, void
     }
     collectives::ringAllgather(group, args, slice(impl, group), wait);
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, void* recv,
@@ -199,7 +206,10 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
   }
   detail::checkRegions("reduce_scatter", rank, "recv", recv, blockBytes, "send", send,
                        blockBytes * impl.size(), blockBytes * rank);
-  OpHeader header{.kind = OpKind::kReduceScatter, .type = type, .op = op, .count = recvCount};
+  Prepared prepared{
+      .header = {.kind = OpKind::kReduceScatter, .type = type, .op = op, .count = recvCount},
+      .body = {}};
+  OpHeader& header = prepared.header;
   // Two ranks: the other rank's block of send rides in the header.
   const auto* otherBlock = impl.size() == 2 ? static_cast<const std::byte*>(send) +
                                                   static_cast<size_t>(1 - rank) * blockBytes
@@ -262,7 +272,8 @@ Prepared prepareReduceScatter(detail::CommunicatorImpl& impl, const void* send, 
     }
     collectives::ringReduceScatter(group, args, slice(impl, group), wait, impl.headerCheck(wait));
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 }  // namespace

@@ -44,11 +44,13 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
   const Piece own = layout.blocks[rank];
   detail::checkRegions("allgatherv", rank, "send", send, own.count * element, "recv", recv,
                        layout.extent * element, own.offset * element);
-  OpHeader header{.kind = OpKind::kAllgatherv,
-                  .type = type,
-                  .count = layout.total,
-                  .countsHash = detail::hashCounts(recvCounts),
-                  .ranks = impl.size()};
+  Prepared prepared{.header = {.kind = OpKind::kAllgatherv,
+                               .type = type,
+                               .count = layout.total,
+                               .countsHash = detail::hashCounts(recvCounts),
+                               .ranks = impl.size()},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   const auto algorithm =
       impl.chooseForBlocks(header, collectives::Collective::kAllgatherv, layout.blocks, element);
   if (algorithm == collectives::Algorithm::kHeaderInline && impl.size() == 2) {
@@ -97,7 +99,8 @@ Prepared prepareAllgatherv(detail::CommunicatorImpl& impl, const void* send, voi
     }
     collectives::ringAllgatherv(group, args, impl.ringSliceBytes(group), wait);
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send, void* recv,
@@ -114,12 +117,14 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
   const Piece own = layout.blocks[rank];
   detail::checkRegions("reduce_scatterv", rank, "recv", recv, own.count * element, "send", send,
                        layout.total * element, own.offset * element);
-  OpHeader header{.kind = OpKind::kReduceScatterv,
-                  .type = type,
-                  .op = op,
-                  .count = layout.total,
-                  .countsHash = detail::hashCounts(recvCounts),
-                  .ranks = impl.size()};
+  Prepared prepared{.header = {.kind = OpKind::kReduceScatterv,
+                               .type = type,
+                               .op = op,
+                               .count = layout.total,
+                               .countsHash = detail::hashCounts(recvCounts),
+                               .ranks = impl.size()},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   const auto algorithm = impl.chooseForBlocks(header, collectives::Collective::kReduceScatterv,
                                               layout.blocks, element);
   if (algorithm == collectives::Algorithm::kHeaderInline && impl.size() == 2) {
@@ -167,7 +172,8 @@ Prepared prepareReduceScatterv(detail::CommunicatorImpl& impl, const void* send,
     collectives::ringReduceScatterv(group, args, impl.ringSliceBytes(group), wait,
                                     impl.headerCheck(wait));
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
@@ -191,8 +197,12 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
         "alltoallv on rank {}: recv buffer is null but recvCounts sum to {}", rank, in.total));
   }
   const size_t sendBytes = out.extent * element;
-  OpHeader header{
-      .kind = OpKind::kAllToAllv, .type = type, .count = out.total, .ranks = impl.size()};
+  Prepared prepared{.header = {.kind = OpKind::kAllToAllv,
+                               .type = type,
+                               .count = out.total,
+                               .ranks = impl.size()},
+                    .body = {}};
+  OpHeader& header = prepared.header;
   // Two ranks: the header carries a fingerprint of the pair's counts (what rank 0 sends rank 1,
   // and what rank 1 sends rank 0, as each rank sees them), so the round of headers itself finds
   // a disagreement and no round of counts follows; blocks of up to 256 bytes each way ride in
@@ -281,7 +291,8 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
     }
     collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all, impl.headerCheck(wait));
   };
-  return {header, body};
+  prepared.body = std::move(body);
+  return prepared;
 }
 
 }  // namespace
