@@ -50,10 +50,9 @@ inline collectives::RootedSchedule rootedSchedule(collectives::Algorithm algorit
 }
 
 // A checked call, ready to run: its header and its body. The prepare functions build the header
-// inside the PreparedCall they
-// return (by name): one built field by field and then copied out (`return {header, body}`) was
-// read back in 16-byte loads that waited for its own narrow stores, 64% of a two-rank 8-byte
-// gather's samples in Communicator::gather.
+// inside the PreparedCall they return (by name): one built field by field and then copied out
+// (`return {header, body}`) was read back in 16-byte loads that waited for its own narrow
+// stores, 64% of a two-rank 8-byte gather's samples in Communicator::gather.
 struct PreparedCall {
   OpHeader header;
   OpBody body;
