@@ -518,7 +518,6 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineIn_{};
   alignas(16) std::array<std::byte, OpHeader::kInlineBytes> inlineOut_{};
   OpHeader running_;  // header of the collective being executed
-  OpHeader emptied_;  // the header a call that moves no data sends instead of its own (execute)
   bool headerChecked_ = true;
   std::vector<std::byte> chainScratch_;
   // Sender-only calls (OpHeader::sendsOnly) whose peer header is still unread, oldest

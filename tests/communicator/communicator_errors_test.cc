@@ -479,7 +479,9 @@ TEST(CommunicatorErrors, ACallThatMovesNoDataWhereOthersDoFailsEveryRank) {
 }
 
 // An all-to-all that moves no data runs no body: it links no peers (nor records that it did).
-// A disagreement right after it still fails every rank within seconds: rank 3 all-reduces where
+// A disagreement right after it still fails every rank within seconds (no hang, no silent pass;
+// it also passed before the empty all-to-all stopped recording links it never made, so it
+// guards the outcome, not that change): rank 3 all-reduces where
 // the others all-to-all blocks of 40 bytes, which go pairwise with a core per rank (the model
 // given so) and link every peer inside the call (at 8 ranks the ring and the trees leave ranks 3
 // and 5 apart unlinked); those linking peers fail with the abort that reaches them there.
