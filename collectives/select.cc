@@ -32,9 +32,10 @@
 //                                   - m/n (b - b1) where the first round's block is lent (e = 0,
 //                                   ranks with cores of their own)
 //   reduce-sc.  ring                (n-1+k-1) a + (n-1)/n m (b + g)
-//               recursive halving   (X+2e) a + (p-1)/p m (b + g + d)  (sends copy, as
-//                                   Rabenseifner's) + e ((1 + 1/n) m b1 + m g + m/n d)  (the
-//                                   folded rank's input in and reduced, its block out; own block)
+//               recursive halving   (X+2e) a + (p-1)/p m (b + g) + ((p-1)/p - (1-e)/2) m d
+//                                   (the steps after the first send copies, as Rabenseifner's)
+//                                   + e ((1 + 1/n) m b1 + m g + m/n d)  (the folded rank's
+//                                   input in and reduced, its block out; own block)
 //   all-to-all  pairwise            (n-1) (a + m/n b)     (b1 for b where the blocks are lent;
 //                                   a/R for a where R ranks share a core and every block goes
 //                                   out before the first wait: CostModel::allToAllLends)
@@ -64,8 +65,8 @@
 //   all-gather-v      ring                (n-2+k) a + max(m - min c_r, (n-2+k)/k c) b + c d
 //                     recursive doubling  (X+2e) a + sum G_j b + c d + e ((F + m) b1 + m d)
 //   reduce-sc.-v      ring                (n-2+k) a + max(m - min c_r, (n-2+k)/k c) (b + g)
-//                     recursive halving   (X+2e) a + sum G_j (b + g + d)
-//                                         + e ((m + F) b1 + m g + c d)
+//                     recursive halving   (X+2e) a + sum G_j (b + g) + (sum G_j - (1-e) G_1) d
+//                                         + e ((m + F) b1 + m g + c d)   (G_1: the first step's)
 //
 // With even blocks the rings' rows are those of the equal-block collectives. One rank with all
 // m bytes in one slice makes the ring n-1 steps of (a + m b), against log2(p) for the others.
@@ -632,13 +633,18 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kRing) {
         return (n - 2 + stepSlices) * a + (n - 1) / n * m * (b + g);
       }
-      // Recursive halving: each step sends what the step before reduced into its work buffer,
-      // priced as a copy (d) that the ring's fused steps do not make. Dropping it, as
-      // Rabenseifner's was (2026-11-28), moved seven 2-core reports' within-25% counts by -1 to
-      // +2 of 60 and one choice the wrong way: kept.
+      // Recursive halving: each step after the first sends what the step before reduced into its
+      // work buffer, priced as a copy (d) that the ring's fused steps do not make; the first
+      // sends the caller's input, unless a folded rank's was reduced into it first (e). Dropping
+      // the copy, as Rabenseifner's was (2026-11-28), moved seven 2-core reports' within-25%
+      // counts by -1 to +2 of 60 and one choice the wrong way. Charged on the first step too, it
+      // put the two-rank halving (one step) at 1.1-1.2x its measured time (medians of 18
+      // reports, 256 KiB-16 MiB); without it there, 60 stored reports and 7 new ones: 2471 ->
+      // 2489 of 3964 points within 25%, the choice at 1302 -> 1303 of 1588 sizes.
       if (algorithm == Algorithm::kRecursiveHalving) {
-        return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * (b * hostLinkShare + g + d) +
-               e * ((1 + 1 / n) * m * b1 + m * g + m / n * d);
+        const double copied = (p - 1.0) / p * m - (e > 0 ? 0.0 : m / 2);
+        return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * (b * hostLinkShare + g) +
+               copied * d + e * ((1 + 1 / n) * m * b1 + m * g + m / n * d);
       }
       if (algorithm == Algorithm::kHierarchical) return twoLevels(true);
       break;
@@ -720,8 +726,9 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
     chunks[static_cast<size_t>(r % p)] += static_cast<double>(blockBytes[r]);
     if (r >= p) folded = std::max(folded, static_cast<double>(blockBytes[r]));
   }
-  double groups = 0;    // sum of G_j
-  double messages = 0;  // X
+  double groups = 0;     // sum of G_j
+  double messages = 0;   // X
+  double firstStep = 0;  // the halving's first step (mask p/2): from the caller's input
   for (int mask = 1; mask < p; mask <<= 1) {
     double largestGroup = 0;
     for (int first = 0; first < p; first += mask) {
@@ -731,6 +738,7 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
     }
     groups += largestGroup;
     messages += std::max(1.0, std::ceil(largestGroup / slice));
+    firstStep = largestGroup;
   }
   // Ranks r ^ 2^k lie on other hosts as Bruck's do (predictSeconds).
   const double hostLinkShare = hosts > 1 ? n / hosts : 1.0;
@@ -738,7 +746,9 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
     return (messages + 2 * e) * a + groups * b * hostLinkShare + largest * d +
            e * ((folded + m) * b1 + m * d);
   }
-  return (messages + 2 * e) * a + groups * (b * hostLinkShare + g + d) +
+  // Copies as the equal blocks' (predictSeconds): all but the first step's, unless folded.
+  const double copied = groups - (e > 0 ? 0.0 : firstStep);
+  return (messages + 2 * e) * a + groups * (b * hostLinkShare + g) + copied * d +
          e * ((m + folded) * b1 + m * g + largest * d);
 }
 

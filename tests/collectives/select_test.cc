@@ -368,6 +368,27 @@ TEST(CostModel, RecursiveHalvingAndDoublingCountTheirSteps) {
   copies.delta = 1e-10;
   EXPECT_GT(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 8, copies),
             seconds(Collective::kReduceScatter, Algorithm::kRing, 8, copies));
+  // The copies are what the steps after the first send out of the work buffer: none for two
+  // ranks (one step, from the caller's input), m/4 for four, 3m/8 for eight; a fold reduces the
+  // folded rank's input into the work buffer first, so there the first step's copy counts too.
+  const CostModel copiesOnly{.alpha = 0, .beta = 0, .gamma = 0, .delta = 1e-10};
+  const double m = static_cast<double>(bytes);
+  constexpr std::pair<int, double> kCopied[] = {{2, 0.0}, {4, 0.25}, {8, 0.375}};
+  for (auto [n, share] : kCopied) {
+    EXPECT_DOUBLE_EQ(
+        seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, n, copiesOnly),
+        share * m * 1e-10)
+        << n;
+    const std::vector<size_t> even(static_cast<size_t>(n), bytes / n);
+    EXPECT_DOUBLE_EQ(
+        predictSecondsOfBlocks(Collective::kReduceScatterv, Algorithm::kRecursiveHalving, even,
+                               512 << 10, copiesOnly),
+        share * m * 1e-10)
+        << n;
+  }
+  // Three ranks: the step (m/2) after the fold, plus the folded rank's block laid out (m/3).
+  EXPECT_DOUBLE_EQ(seconds(Collective::kReduceScatter, Algorithm::kRecursiveHalving, 3, copiesOnly),
+                   (0.5 + 1.0 / 3) * m * 1e-10);
   // A fold moves the folded rank's data in and out on top.
   EXPECT_GT(seconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, 6, bytesOnly),
             seconds(Collective::kAllgather, Algorithm::kRing, 6, bytesOnly));
