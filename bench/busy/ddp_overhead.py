@@ -33,6 +33,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 PY = "/usr/bin/python3"
 RUN = os.path.join(BUILD, "bin", "ringlet-run")
+BIND = "auto"  # ringlet-run --bind (main: --bind)
 
 
 def check(p, cmd):
@@ -42,7 +43,7 @@ def check(p, cmd):
 
 def trainer_step_ms(threads, steps, no_sync):
     """The median step and forward pass in ms, over the logged windows after the first."""
-    cmd = [RUN, "-n", "2", os.path.join(BUILD, "bin", "ringlet-train"), "--model", "bert",
+    cmd = [RUN, "-n", "2", "--bind", BIND, os.path.join(BUILD, "bin", "ringlet-train"), "--model", "bert",
            "--task", "cls", "--steps", str(steps), "--log-every", str(steps // 4),
            "--eval-every", str(steps * 10), "--threads", str(threads), "--no-progress",
            "--csv", os.devnull, "--timing"]
@@ -61,7 +62,7 @@ def trainer_step_ms(threads, steps, no_sync):
 
 def torch_step_ms(backend, threads, steps, no_sync, tmp):
     out = os.path.join(tmp, "ddp.json")
-    cmd = [RUN, "-n", "2", PY, os.path.join(ROOT, "bench", "torch", "ddp_bert.py"), "--backend",
+    cmd = [RUN, "-n", "2", "--bind", BIND, PY, os.path.join(ROOT, "bench", "torch", "ddp_bert.py"), "--backend",
            backend, "--threads", str(threads), "--steps", str(steps), "--json", out]
     if no_sync:
         cmd.append("--no-sync")
@@ -78,8 +79,12 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", default="1,2")
     p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--bind", default="auto", choices=["auto", "none", "cores"],
+                   help="ringlet-run --bind for every run (default: ringlet-run's own, auto)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "busy-ddp"))
     a = p.parse_args()
+    global BIND
+    BIND = a.bind
     torch_ok = os.path.isdir(os.path.join(BUILD, "python", "ringlet_torch"))
     runs = {}
     forwards = {}

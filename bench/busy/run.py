@@ -2,6 +2,7 @@
 
     /usr/bin/python3 bench/busy/run.py [--repeats 5] [--ranks 2,4] [--transports shm,tcp]
                                         [--waits adaptive,fixed] [--no-gloo] [--loads busy,idle]
+                                        [--binds auto,none]
                                         [--ops allreduce,...] [--sizes 8,64M]
                                         [--out bench/results/busy-cores]
 
@@ -14,7 +15,8 @@ phases of a shared machine hit them all alike:
     policy (RINGLET_WAIT);
   - bench/torch/allreduce_vs_gloo.py under ringlet-run: torch.distributed.all_reduce through
     the ringlet backend and through gloo in the same processes (needs the PyTorch backend);
-    with --gloo-bind also under ringlet-run --bind cores.
+    once per --binds mode of ringlet-run (default: auto, its own default, which pins ranks that
+    fit the cores; none leaves them to the scheduler, as torchrun does; --gloo-bind adds cores).
 With --loads idle (or busy,idle) the runs are made without the load (the regression check).
 --ops runs other collectives beside their Open MPI calls (ringlet-bench --ops; Gloo's run is
 all-reduce only), --sizes only the sizes named (default: 8 B and 64 KiB..64 MiB by 4x).
@@ -74,13 +76,13 @@ def mpi_run(n, transport, wait, load, min_ms, tmp, ops="allreduce", ranges=RANGE
 
 
 def gloo_run(n, transport, load, bind, tmp):
+    """bind: ringlet-run's --bind mode."""
     out = os.path.join(tmp, "g.json")
     env = dict(os.environ, RINGLET_TRANSPORT=transport, RINGLET_DEBUG="NONE",
                PYTHONPATH=os.path.join(BUILD, "python"))
     rows = []
     for lo, hi in (("8", "8"), ("64K", "64M")):
-        run([os.path.join(BUILD, "bin", "ringlet-run"), "-n", str(n)] +
-            (["--bind", "cores"] if bind else []) + [PY,
+        run([os.path.join(BUILD, "bin", "ringlet-run"), "-n", str(n), "--bind", bind] + [PY,
              os.path.join(ROOT, "bench", "torch", "allreduce_vs_gloo.py"), "--min-bytes", lo,
              "--max-bytes", hi, "--batches", "3", "--batch-ms", "60", "--json", out],
             env=env, load=load)
@@ -140,6 +142,8 @@ def main():
     p.add_argument("--min-time-ms", type=int, default=200)
     p.add_argument("--no-gloo", action="store_true")
     p.add_argument("--loads", default="busy", help="busy, idle, or busy,idle")
+    p.add_argument("--binds", default="auto",
+                   help="ringlet-run --bind modes of the Gloo comparison: auto, none, cores")
     p.add_argument("--gloo-bind", action="store_true",
                    help="also run the Gloo comparison with ringlet-run --bind cores (n <= CPUs)")
     p.add_argument("--ops", default="allreduce",
@@ -156,6 +160,9 @@ def main():
         if op not in OPS:
             sys.exit(f"ringlet: busy-cores bench: --ops: unknown collective {op!r} "
                      f"(one of {','.join(OPS)})")
+    for bind in a.binds.split(","):
+        if bind not in ("auto", "none", "cores"):
+            sys.exit(f"ringlet: busy-cores bench: --binds takes auto, none, cores, not {bind!r}")
     transports = a.transports.split(",")
     waits = a.waits.split(",")
     gloo = not a.no_gloo and os.path.isdir(os.path.join(BUILD, "python", "ringlet_torch"))
@@ -183,9 +190,11 @@ def main():
                                 mpi_run(n, t, w, load, a.min_time_ms, tmp, a.ops, ranges))
                             print(f"[{rep + 1}/{a.repeats}] {key}: {time.time() - t0:.0f} s",
                                   flush=True)
-                        binds = [False, True] if a.gloo_bind and n <= os.cpu_count() else [False]
+                        binds = a.binds.split(",")
+                        if a.gloo_bind and n <= os.cpu_count() and "cores" not in binds:
+                            binds.append("cores")
                         for bind in binds if gloo else []:
-                            key = f"gloo {tag} n{n} {t}" + (" bound" if bind else "")
+                            key = f"gloo {tag} n{n} {t} bind={bind}"
                             t0 = time.time()
                             runs.setdefault(key, []).append(gloo_run(n, t, load, bind, tmp))
                             print(f"[{rep + 1}/{a.repeats}] {key}: {time.time() - t0:.0f} s",

@@ -17,6 +17,7 @@
 #include "src/auth.h"
 #include "src/config.h"
 #include "src/info/topology.h"
+#include "src/launcher/binding.h"
 #include "src/launcher/guardian.h"
 #include "src/launcher/job_env.h"
 #include "src/launcher/node_job.h"
@@ -29,16 +30,18 @@
 namespace ringlet::launcher {
 namespace {
 
-// The CPUs each rank is pinned to: rank r gets usable core r mod (number of usable cores).
+// The CPUs each rank is pinned to (empty: not pinned); said on stderr where --bind was given.
 std::vector<std::vector<int>> planBinding(const LaunchOptions& options) {
   std::vector<std::vector<int>> plan(static_cast<size_t>(options.nproc));
   if (options.bind == BindMode::kNone) return plan;
-  std::vector<info::Core> cores = info::usableCores(info::discoverTopology());
+  const std::vector<RankBinding> bindings = launcher::planBinding(
+      options.bind, options.nproc, info::usableCores(info::discoverTopology()));
   for (int rank = 0; rank < options.nproc; ++rank) {
-    const info::Core& core = cores[static_cast<size_t>(rank) % cores.size()];
-    plan[static_cast<size_t>(rank)] = core.pus;
-    std::fprintf(stderr, "ringlet: rank %d bound to core %d (cpu %s)\n", rank, core.index,
-                 info::cpuListText(core.pus).c_str());
+    const RankBinding& binding = bindings[static_cast<size_t>(rank)];
+    plan[static_cast<size_t>(rank)] = binding.cpus;
+    if (options.bindGiven && !binding.cpus.empty()) {
+      std::fprintf(stderr, "%s\n", bindingLine(rank, binding).c_str());
+    }
   }
   return plan;
 }

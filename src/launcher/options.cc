@@ -76,7 +76,7 @@ ParseResult parseOptions(int argc, char** argv) {
   app.prefix_command();  // the first positional and everything after it belong to the program
 
   LaunchOptions options;
-  std::string bind = "none";
+  std::string bind = "auto";
   double timeoutSeconds = 0;
   double graceSeconds = 5;
   double heartbeatSeconds = 10;
@@ -103,7 +103,10 @@ ParseResult parseOptions(int argc, char** argv) {
                  "ranks I, I+M, I+2M, ...)");
   app.add_flag("--no-prefix", noPrefix,
                "Do not prefix output lines; ranks inherit stdout and stderr directly");
-  app.add_option("--bind", bind, "none | cores: pin rank r to core r mod (number of cores)");
+  app.add_option("--bind", bind,
+                 "auto (default): where this host's ranks fit its cores, each rank its own share "
+                 "of them (neighbouring cores, split evenly), else none | none: no pinning (as "
+                 "torchrun) | cores: rank r on core r mod (number of cores)");
   app.add_option("--timeout", timeoutSeconds,
                  "Whole-job wall-clock limit in seconds; on expiry every rank is stopped");
   app.add_option("--grace", graceSeconds,
@@ -194,12 +197,15 @@ ParseResult parseOptions(int argc, char** argv) {
   } else {
     return usageError(fmt::format("--rank-order '{}' is not one of: block, cyclic", rankOrder));
   }
-  if (bind == "none") {
+  options.bindGiven = app.count("--bind") > 0;
+  if (bind == "auto") {
+    options.bind = BindMode::kAuto;
+  } else if (bind == "none") {
     options.bind = BindMode::kNone;
   } else if (bind == "cores") {
     options.bind = BindMode::kCores;
   } else {
-    return usageError(fmt::format("--bind '{}' is not one of: none, cores", bind));
+    return usageError(fmt::format("--bind '{}' is not one of: auto, none, cores", bind));
   }
   if (app.count("--timeout") > 0) {
     if (!std::isfinite(timeoutSeconds) || timeoutSeconds <= 0 || timeoutSeconds > 1e7) {

@@ -9,7 +9,8 @@
 
 namespace ringlet::launcher {
 
-enum class BindMode { kNone, kCores };
+// --bind: how ranks are pinned to this host's cores (binding.h).
+enum class BindMode { kAuto, kNone, kCores };
 // How global ranks are dealt to nodes: node i holds ranks i*K .. i*K+K-1 (block, as torchrun) or
 // ranks i, i+M, i+2M, ... (cyclic).
 enum class RankOrder { kBlock, kCyclic };
@@ -22,7 +23,8 @@ struct LaunchOptions {
   std::string masterAddr = "127.0.0.1";  // where the rendezvous store listens
   uint16_t masterPort = 0;               // 0: any free port (one node); the store's port (several)
   bool prefixOutput = true;              // "[rank] " before every output line
-  BindMode bind = BindMode::kNone;
+  BindMode bind = BindMode::kAuto;
+  bool bindGiven = false;  // --bind on the command line: each rank's binding is said on stderr
   std::optional<std::chrono::milliseconds> timeout;  // whole-job wall-clock limit
   std::chrono::milliseconds grace{5000};             // SIGTERM -> SIGKILL
   // Several hosts: a node silent this long is taken for gone (--heartbeat-timeout).

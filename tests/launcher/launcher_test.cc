@@ -10,8 +10,10 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
+#include "src/info/topology.h"
 #include "src/launcher/options.h"
 #include "src/net/socket.h"
 #include "tests/launcher/tool_process.h"
@@ -493,6 +495,61 @@ TEST(Launcher, ProgramArgumentsThatLookLikeOptionsAreLeftAlone) {
   EXPECT_NE(r.err.find("ringlet: rank 0 (pid "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("exited with status 64; no other rank was running"), std::string::npos)
       << r.err;
+}
+
+// "0-2,5" -> {0, 1, 2, 5}
+std::set<int> cpuSet(const std::string& list) {
+  std::set<int> cpus;
+  std::stringstream in(list);
+  for (std::string part; std::getline(in, part, ',');) {
+    const size_t dash = part.find('-');
+    const int first = std::stoi(part.substr(0, dash));
+    const int last = dash == std::string::npos ? first : std::stoi(part.substr(dash + 1));
+    for (int cpu = first; cpu <= last; ++cpu) cpus.insert(cpu);
+  }
+  return cpus;
+}
+
+// Each rank's CPUs as the probe's "affinity" mode prints them ("[r] cpus=0-1").
+std::map<int, std::set<int>> affinities(const std::string& out) {
+  std::map<int, std::set<int>> found;
+  std::regex line(R"(^\[(\d+)\] cpus=(\S+)$)");
+  for (const auto& l : splitLines(out)) {
+    std::smatch m;
+    if (std::regex_match(l, m, line)) found[std::stoi(m[1])] = cpuSet(m[2]);
+  }
+  return found;
+}
+
+// By default (--bind auto) ranks that fit the host's cores get a share each, disjoint, and
+// say nothing about it; more ranks than cores are left unpinned, as --bind none leaves them.
+TEST(Launcher, DefaultBindingGivesRanksThatFitTheCoresDisjointShares) {
+  const int cores = static_cast<int>(info::usableCores(info::discoverTopology()).size());
+  ToolResult unpinned = runTool(run({"-n", "1", "--bind", "none", kProbe, "affinity"}));
+  ASSERT_EQ(unpinned.exitCode, 0) << unpinned.err;
+  const std::set<int> all = affinities(unpinned.out).at(0);
+
+  const int fit = std::min(cores, 2);
+  ToolResult r = runTool(run({"-n", std::to_string(fit), kProbe, "affinity"}));
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_EQ(r.err.find("bound to"), std::string::npos) << r.err;
+  const std::map<int, std::set<int>> shares = affinities(r.out);
+  ASSERT_EQ(shares.size(), static_cast<size_t>(fit)) << r.out;
+  std::set<int> covered;
+  for (const auto& [rank, cpus] : shares) {
+    EXPECT_FALSE(cpus.empty()) << rank;
+    for (int cpu : cpus) {
+      EXPECT_TRUE(all.count(cpu)) << "rank " << rank << " on cpu " << cpu;
+      EXPECT_TRUE(covered.insert(cpu).second) << "cpu " << cpu << " given twice";
+    }
+  }
+  EXPECT_EQ(covered, all);  // every core is some rank's
+
+  ToolResult over = runTool(run({"-n", std::to_string(cores + 1), kProbe, "affinity"}));
+  ASSERT_EQ(over.exitCode, 0) << over.err;
+  const std::map<int, std::set<int>> free = affinities(over.out);
+  ASSERT_EQ(free.size(), static_cast<size_t>(cores + 1)) << over.out;
+  for (const auto& [rank, cpus] : free) EXPECT_EQ(cpus, all) << rank;
 }
 
 TEST(Launcher, BindCoresPinsEachRankToTheCoreItReports) {
