@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace ringlet::launcher {
 
 std::vector<RankBinding> planBinding(BindMode mode, int ranks,
