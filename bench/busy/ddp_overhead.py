@@ -1,6 +1,7 @@
 """What gradient synchronization costs a DDP step when compute keeps every core busy.
 
     /usr/bin/python3 bench/busy/ddp_overhead.py [--repeats 5] [--threads 1,2] [--steps 60]
+                                                [--bind auto|none|cores]
                                                 [--out bench/results/busy-ddp]
 
 Two ranks on this host (ringlet-run -n 2) train the small BERT (hidden 128, 4 heads, FFN 512,
@@ -33,7 +34,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 PY = "/usr/bin/python3"
 RUN = os.path.join(BUILD, "bin", "ringlet-run")
-BIND = "auto"  # ringlet-run --bind (main: --bind)
+BIND = "auto"  # ringlet-run --bind of every run (set by --bind)
 
 
 def check(p, cmd):
@@ -43,8 +44,8 @@ def check(p, cmd):
 
 def trainer_step_ms(threads, steps, no_sync):
     """The median step and forward pass in ms, over the logged windows after the first."""
-    cmd = [RUN, "-n", "2", "--bind", BIND, os.path.join(BUILD, "bin", "ringlet-train"), "--model", "bert",
-           "--task", "cls", "--steps", str(steps), "--log-every", str(steps // 4),
+    cmd = [RUN, "-n", "2", "--bind", BIND, os.path.join(BUILD, "bin", "ringlet-train"),
+           "--model", "bert", "--task", "cls", "--steps", str(steps), "--log-every", str(steps // 4),
            "--eval-every", str(steps * 10), "--threads", str(threads), "--no-progress",
            "--csv", os.devnull, "--timing"]
     if no_sync:
@@ -62,8 +63,8 @@ def trainer_step_ms(threads, steps, no_sync):
 
 def torch_step_ms(backend, threads, steps, no_sync, tmp):
     out = os.path.join(tmp, "ddp.json")
-    cmd = [RUN, "-n", "2", "--bind", BIND, PY, os.path.join(ROOT, "bench", "torch", "ddp_bert.py"), "--backend",
-           backend, "--threads", str(threads), "--steps", str(steps), "--json", out]
+    cmd = [RUN, "-n", "2", "--bind", BIND, PY, os.path.join(ROOT, "bench", "torch", "ddp_bert.py"),
+           "--backend", backend, "--threads", str(threads), "--steps", str(steps), "--json", out]
     if no_sync:
         cmd.append("--no-sync")
     env = dict(os.environ, PYTHONPATH=os.path.join(BUILD, "python"))
@@ -112,7 +113,8 @@ def main():
         json.dump({"cpus": os.cpu_count(), "repeats": a.repeats, "steps": a.steps, "runs": runs,
                    "forward_ms": forwards}, f, indent=1)
     lines = ["# DDP step time with and without gradient synchronization", "",
-             f"`bench/busy/ddp_overhead.py`, {a.repeats} repeats, {os.cpu_count()} CPUs, 2 ranks, "
+             f"`bench/busy/ddp_overhead.py` (ringlet-run --bind {a.bind}), {a.repeats} repeats, "
+             f"{os.cpu_count()} CPUs, 2 ranks, "
              "small BERT (batch 32 per rank). Step times in ms: median (min-max). Per forward: "
              "the median of step / forward with sync over that without, less 1.", "",
              "| trainer | threads/rank | with sync | no sync | overhead | overhead per forward "

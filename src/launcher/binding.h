@@ -23,7 +23,7 @@ struct RankBinding {
 //           cores, split as evenly as they go (the first ranks take one more where they do not
 //           divide); where the ranks outnumber the cores, or one rank has them all, nobody.
 // Unpinned, two ranks on two busy cores could end up on one core and stay there: over TCP an
-// 8-byte dist.all_reduce then took 150-500 us a call for the whole run, against 28-45 us with
+// 8-byte dist.all_reduce then took 150-500 us a call for the whole run, against 26-52 us with
 // a core each (docs/busy-cores.md).
 std::vector<RankBinding> planBinding(BindMode mode, int ranks,
                                      const std::vector<info::Core>& usable);
