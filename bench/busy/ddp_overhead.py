@@ -34,7 +34,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 PY = "/usr/bin/python3"
 RUN = os.path.join(BUILD, "bin", "ringlet-run")
-BIND = "auto"  # ringlet-run --bind of every run (set by --bind)
 
 
 def check(p, cmd):
@@ -42,9 +41,9 @@ def check(p, cmd):
         sys.exit(f"ringlet: ddp overhead bench: {' '.join(cmd)} failed:\n{p.stdout[-3000:]}")
 
 
-def trainer_step_ms(threads, steps, no_sync):
+def trainer_step_ms(threads, steps, no_sync, bind):
     """The median step and forward pass in ms, over the logged windows after the first."""
-    cmd = [RUN, "-n", "2", "--bind", BIND, os.path.join(BUILD, "bin", "ringlet-train"),
+    cmd = [RUN, "-n", "2", "--bind", bind, os.path.join(BUILD, "bin", "ringlet-train"),
            "--model", "bert", "--task", "cls", "--steps", str(steps), "--log-every", str(steps // 4),
            "--eval-every", str(steps * 10), "--threads", str(threads), "--no-progress",
            "--csv", os.devnull, "--timing"]
@@ -61,9 +60,9 @@ def trainer_step_ms(threads, steps, no_sync):
     return statistics.median(windows[1:]), statistics.median(forwards[1:])
 
 
-def torch_step_ms(backend, threads, steps, no_sync, tmp):
+def torch_step_ms(backend, threads, steps, no_sync, bind, tmp):
     out = os.path.join(tmp, "ddp.json")
-    cmd = [RUN, "-n", "2", "--bind", BIND, PY, os.path.join(ROOT, "bench", "torch", "ddp_bert.py"),
+    cmd = [RUN, "-n", "2", "--bind", bind, PY, os.path.join(ROOT, "bench", "torch", "ddp_bert.py"),
            "--backend", backend, "--threads", str(threads), "--steps", str(steps), "--json", out]
     if no_sync:
         cmd.append("--no-sync")
@@ -84,8 +83,6 @@ def main():
                    help="ringlet-run --bind for every run (default: ringlet-run's own, auto)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "busy-ddp"))
     a = p.parse_args()
-    global BIND
-    BIND = a.bind
     torch_ok = os.path.isdir(os.path.join(BUILD, "python", "ringlet_torch"))
     runs = {}
     forwards = {}
@@ -95,7 +92,7 @@ def main():
                 for no_sync in (False, True):
                     tag = "no sync" if no_sync else "sync"
                     key = f"ringlet-train threads={threads} {tag}"
-                    step, forward = trainer_step_ms(threads, a.steps, no_sync)
+                    step, forward = trainer_step_ms(threads, a.steps, no_sync, a.bind)
                     runs.setdefault(key, []).append(step)
                     forwards.setdefault(key, []).append(forward)
                     print(f"[{rep + 1}/{a.repeats}] {key}: {step:.1f} ms (forward {forward:.1f})",
@@ -104,7 +101,7 @@ def main():
                         continue
                     for backend in ("gloo", "ringlet"):
                         key = f"PyTorch DDP {backend} threads={threads} {tag}"
-                        step, forward = torch_step_ms(backend, threads, a.steps, no_sync, tmp)
+                        step, forward = torch_step_ms(backend, threads, a.steps, no_sync, a.bind, tmp)
                         runs.setdefault(key, []).append(step)
                         forwards.setdefault(key, []).append(forward)
                         print(f"[{rep + 1}/{a.repeats}] {key}: {step:.1f} ms (forward "

@@ -16,7 +16,7 @@ phases of a shared machine hit them all alike:
   - bench/torch/allreduce_vs_gloo.py under ringlet-run: torch.distributed.all_reduce through
     the ringlet backend and through gloo in the same processes (needs the PyTorch backend);
     once per --binds mode of ringlet-run (default: auto, its own default, which pins ranks that
-    fit the cores; none leaves them to the scheduler, as torchrun does; --gloo-bind adds cores).
+    fit the cores; none leaves them to the scheduler, as torchrun does; cores: one core each).
 With --loads idle (or busy,idle) the runs are made without the load (the regression check).
 --ops runs other collectives beside their Open MPI calls (ringlet-bench --ops; Gloo's run is
 all-reduce only), --sizes only the sizes named (default: 8 B and 64 KiB..64 MiB by 4x).
@@ -144,8 +144,6 @@ def main():
     p.add_argument("--loads", default="busy", help="busy, idle, or busy,idle")
     p.add_argument("--binds", default="auto",
                    help="ringlet-run --bind modes of the Gloo comparison: auto, none, cores")
-    p.add_argument("--gloo-bind", action="store_true",
-                   help="also run the Gloo comparison with ringlet-run --bind cores (n <= CPUs)")
     p.add_argument("--ops", default="allreduce",
                    help="collectives beside their Open MPI calls (ringlet-bench --ops)")
     p.add_argument("--sizes", default="",
@@ -190,10 +188,7 @@ def main():
                                 mpi_run(n, t, w, load, a.min_time_ms, tmp, a.ops, ranges))
                             print(f"[{rep + 1}/{a.repeats}] {key}: {time.time() - t0:.0f} s",
                                   flush=True)
-                        binds = a.binds.split(",")
-                        if a.gloo_bind and n <= os.cpu_count() and "cores" not in binds:
-                            binds.append("cores")
-                        for bind in binds if gloo else []:
+                        for bind in a.binds.split(",") if gloo else []:
                             key = f"gloo {tag} n{n} {t} bind={bind}"
                             t0 = time.time()
                             runs.setdefault(key, []).append(gloo_run(n, t, load, bind, tmp))

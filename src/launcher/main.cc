@@ -31,11 +31,11 @@ namespace ringlet::launcher {
 namespace {
 
 // The CPUs each rank is pinned to (empty: not pinned); said on stderr where --bind was given.
-std::vector<std::vector<int>> planBinding(const LaunchOptions& options) {
+std::vector<std::vector<int>> pinnedCpus(const LaunchOptions& options) {
   std::vector<std::vector<int>> plan(static_cast<size_t>(options.nproc));
   if (options.bind == BindMode::kNone) return plan;
-  const std::vector<RankBinding> bindings = launcher::planBinding(
-      options.bind, options.nproc, info::usableCores(info::discoverTopology()));
+  const std::vector<RankBinding> bindings =
+      planBinding(options.bind, options.nproc, info::usableCores(info::discoverTopology()));
   for (int rank = 0; rank < options.nproc; ++rank) {
     const RankBinding& binding = bindings[static_cast<size_t>(rank)];
     plan[static_cast<size_t>(rank)] = binding.cpus;
@@ -181,7 +181,7 @@ int runJob(const LaunchOptions& options, const std::string& program,
 
 int launch(const LaunchOptions& options) {
   std::string program = resolveProgram(options.command.front());
-  std::vector<std::vector<int>> binding = planBinding(options);
+  std::vector<std::vector<int>> binding = pinnedCpus(options);
   Guardian guardian = Guardian::start();
   const auto started = std::chrono::steady_clock::now();
   int status = kExitOk;
