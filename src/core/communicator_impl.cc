@@ -262,6 +262,10 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     running_ = empty ? emptyCall(header) : header;
     traceCall.movedNothing = empty;
     const OpHeader& call = empty ? running_ : header;
+    // A two-rank call that only sends after one that did: a run of them (sendHeader).
+    const bool sendsOnlyOnTwo = collective && size_ == 2 && call.sendsOnly;
+    const bool inRun = sendsOnlyOnTwo && lastSentOnly_;
+    lastSentOnly_ = sendsOnlyOnTwo;
     if (collective && size_ > 1 && !call.selfChecked) {
       headerChecked_ = false;
       if (call.relays) {
@@ -288,7 +292,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
         }
         if (!call.earlyData) checkHeader(wait);
       } else {
-        sendHeader(call, wait);
+        sendHeader(call, wait, inRun);
         if (call.sendsOnly) {
           // Nothing to read in this call: the peer's answer is read later. Those that have
           // arrived are read now; one is waited for only when too many calls are unsettled.
@@ -394,7 +398,7 @@ size_t CommunicatorImpl::uncheckedLimit() const {
   return size_ == 2 && group_.prev().queueMessages() == 0 ? kMaxUncheckedUnbounded : kMaxUnchecked;
 }
 
-void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wait) {
+void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wait, bool inRun) {
   const size_t bytes = header.wireBytes();
   transport::Link& next = group_.next();
   // Straight into the transport's slot when it has one; else into headerOut_, which stays
@@ -402,9 +406,13 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
   std::byte* out = next.sendBuffer(bytes, headerOut_.data(), wait);
   header.encodeTo(out);
   skippedHeaders_ = 0;
-  // With earlyData the body's first send to the same link follows at once: pack them.
+  // With earlyData the body's first send to the same link follows at once: pack them. The
+  // header of a run of two-rank calls that only send (a root's small broadcasts) the link may
+  // pack with the next ones as they come (Link::sendInRun).
   if (header.earlyData) {
     next.sendMore(out, bytes, wait);
+  } else if (inRun) {
+    next.sendInRun(out, bytes, wait);
   } else {
     next.send(out, bytes, wait);
   }

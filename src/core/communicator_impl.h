@@ -403,7 +403,8 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   void refreshHostRing();
   transport::Transport& transportFor(size_t registryIndex);
   void execute(const OpHeader& header, const OpBody& body, std::chrono::milliseconds timeout);
-  void sendHeader(const OpHeader& header, const transport::WaitContext& wait);
+  // `inRun`: the call only sends and follows one that did, at two ranks (Link::sendInRun).
+  void sendHeader(const OpHeader& header, const transport::WaitContext& wait, bool inRun = false);
   // Reads the previous rank's header of the running call (after the answers to earlier
   // sender-only calls that come first) and throws MismatchError unless it is the same call;
   // keeps its inline data (inlineFromPrev()).
@@ -580,6 +581,8 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // costs the sender a read and the receiver a send: every 16th call against every 8th, 8-byte
   // rooted calls at N = 2 over shm 2-15% faster (gather 56-64 -> 48-51 ns).
   size_t skippedHeaders_ = 0;
+  // The last call was a two-rank collective in which this rank only sent (execute).
+  bool lastSentOnly_ = false;
   static constexpr size_t kConfirmEvery = 16;
 
   // Trace mode (CommunicatorOptions::trace): the calls and their steps; null when off.

@@ -102,6 +102,28 @@ TEST(TcpHostileStream, OversizedAbortFrameIsPeerError) {
   EXPECT_NE(error.find("abort frame of 4294967295 bytes"), std::string::npos) << error;
 }
 
+// NUDGE frames carry nothing: an empty one is passed over, one with a payload is a corrupt
+// stream, named. A DATA frame marked as sent in a run reads as any other.
+TEST(TcpHostileStream, NudgeFramesCarryNothing) {
+  Pair pair = makePair();
+  peerWrites(pair, {frame(kFrameNudge, 0), frame(kFrameData, 8 | kFrameInRunBit, "12345678"),
+                    frame(kFrameNudge, 5, "abcde")});
+  TcpLink link(0, 1, std::move(pair.ours), Backoff{});
+  Link* links[] = {&link};
+  const WaitContext wait = waitFor(links);
+  const std::byte* in = link.recv(8, wait);
+  EXPECT_EQ(std::memcmp(in, "12345678", 8), 0);
+  link.release();
+  std::string error = "no error";
+  try {
+    link.recv(8, wait);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("corrupt stream from rank 1: a nudge frame of 5 bytes"), std::string::npos)
+      << error;
+}
+
 // A good ABORT frame's reason reaches the error with control characters replaced.
 TEST(TcpHostileStream, AbortReasonIsShownWithoutControlCharacters) {
   Pair pair = makePair();

@@ -11,6 +11,7 @@
 #include "tests/support/event.h"
 #include "tests/support/ranks.h"
 #include "tests/tcp/tcp_test_util.h"
+#include "transports/tcp/tcp_link.h"
 
 namespace ringlet::transport::tcp::testing {
 namespace {
@@ -289,6 +290,63 @@ TEST_P(TcpLinkTest, PointToPointFramesArePassedOverAndHeld) {
       link.release();
     }
     link.flush(wait);
+  });
+}
+
+// A receive that waits sends its peer NUDGE frames (what Link::sendInRun left held in the peer's
+// kernel goes out when one arrives). The peer's every kind of read passes over them, at the head
+// of its stream and between its messages.
+TEST_P(TcpLinkTest, NudgesFromAWaitingReceiverArePassedOver) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
+    auto& link = dynamic_cast<TcpLink&>(e.to(0));
+    auto wait = makeWait(rank, e.raw, 30s);
+    const std::vector<size_t> sizes = {8, 300, size_t{64} << 10, 12};
+    std::vector<std::vector<std::byte>> out;
+    for (int m = 0; m < 4; ++m) out.push_back(pattern(rank, m, sizes[m]));
+    if (rank == 0) {
+      // Nudges go out while rank 1 sleeps, before rank 0's messages 0 and 1 ...
+      std::vector<std::byte> in(100);
+      link.recvInto(in.data(), in.size(), wait);
+      EXPECT_EQ(firstWrong(in.data(), 1, 0, in.size()), -1);
+      const size_t before = link.nudgesSent();
+      EXPECT_GT(before, 0u) << "a receive that waited 30 ms sent no nudge";
+      link.send(out[0].data(), sizes[0], wait);
+      link.sendInRun(out[1].data(), sizes[1], wait);
+      // ... and between messages 1 and 2.
+      link.recvInto(in.data(), in.size(), wait);
+      EXPECT_EQ(firstWrong(in.data(), 1, 1, in.size()), -1);
+      EXPECT_GT(link.nudgesSent(), before) << "the second wait sent no nudge";
+      link.send(out[2].data(), sizes[2], wait);
+      link.sendInRun(out[3].data(), sizes[3], wait);
+      link.flush(wait);
+    } else {
+      for (int m = 0; m < 2; ++m) {
+        std::this_thread::sleep_for(30ms);
+        const auto message = pattern(1, m, 100);
+        link.send(message.data(), message.size(), wait);
+      }
+      link.flush(wait);
+      link.checkPeer(wait);  // nudges at the head are no abort
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      while (!link.messageReady() && std::chrono::steady_clock::now() < deadline) link.pump();
+      size_t bytes = 0;
+      ASSERT_NE(link.peekMessage(&bytes), nullptr);
+      EXPECT_EQ(bytes, sizes[0]);
+      const std::byte* in = link.recv(sizes[0], wait);
+      EXPECT_EQ(firstWrong(in, 0, 0, sizes[0]), -1);
+      link.release();
+      in = link.recvAny(1000, &bytes, wait);
+      EXPECT_EQ(bytes, sizes[1]);
+      EXPECT_EQ(firstWrong(in, 0, 1, bytes), -1);
+      link.release();
+      std::vector<std::byte> large(sizes[2]);
+      link.recvInto(large.data(), large.size(), wait);  // past the nudges, straight into it
+      EXPECT_EQ(firstWrong(large.data(), 0, 2, sizes[2]), -1);
+      in = link.recv(sizes[3], wait);
+      EXPECT_EQ(firstWrong(in, 0, 3, sizes[3]), -1);
+      link.release();
+    }
   });
 }
 

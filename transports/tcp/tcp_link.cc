@@ -1,6 +1,10 @@
 // TcpLink: construction, failure, and the send side (queue, sendmsg, flush, abort).
 #include "transports/tcp/tcp_link.h"
 
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -8,6 +12,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <utility>
 
 #include "ringlet/error.h"
 #include "src/log.h"
@@ -75,7 +81,22 @@ TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backo
   if (!stripes_.empty()) description_ += fmt::format(" and {} more streams", stripes_.size());
 }
 
-TcpLink::~TcpLink() = default;  // fd_ closes the socket
+TcpLink::~TcpLink() {
+  if (!fd_.valid()) return;
+  // Before fd_ closes the socket: a close that finds unread bytes resets the connection and drops
+  // what is still unsent, which may be frames sendInRun() held back (a root's last small
+  // broadcasts) while the peer's nudges and answers wait unread. So the held frames go now, and
+  // what the peer sent that nobody will read is read, a bounded amount, so that the close ends
+  // the stream in order (the kernel sends on what is queued after it).
+  const int on = 1;
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  std::byte sink[4096];
+  for (int reads = 0; reads < 64; ++reads) {
+    const ssize_t n = ::recv(fd_.get(), sink, sizeof sink, MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+  }
+}
 
 void TcpLink::checkUsable() const {
   checkReadable();
@@ -119,7 +140,7 @@ void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view 
   while (end_ - at >= kFrameHeaderBytes) {
     const FrameHeader header = decodeFrameHeader(buffer_.data.get() + at);
     if (header.type != kFrameData && header.type != kFrameAbort &&
-        header.type != kFramePointToPoint) {
+        header.type != kFramePointToPoint && header.type != kFrameNudge) {
       break;
     }
     if (end_ - at - kFrameHeaderBytes < header.length) break;
@@ -165,6 +186,25 @@ std::byte* TcpLink::sendBuffer(size_t bytes, std::byte* scratch, const WaitConte
 }
 
 void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  sendFrame(data, bytes, wait, /*inRun=*/false);
+}
+
+void TcpLink::sendInRun(const std::byte* data, size_t bytes, const WaitContext& wait) {
+  sendFrame(data, bytes, wait, /*inRun=*/true);
+}
+
+void TcpLink::releaseIfNothingInFlight() noexcept {
+  int queued = 0;  // not acknowledged
+  int unsent = 0;
+  if (::ioctl(fd_.get(), SIOCOUTQ, &queued) != 0 || ::ioctl(fd_.get(), SIOCOUTQNSD, &unsent) != 0 ||
+      queued > unsent) {
+    return;
+  }
+  const int on = 1;  // pushes what is queued
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+void TcpLink::sendFrame(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun) {
   checkUsable();
   readAheadFresh_ = false;
   if (bytes > kMaxMessageBytes) {
@@ -172,6 +212,7 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
                                       wait.describe(), bytes, kMaxMessageBytes));
   }
   std::lock_guard lock(sendMutex_);
+  const bool afterRunFrame = std::exchange(lastFrameInRun_, inRun);
   const size_t head = sendHeadBytes(bytes);
   if (head < bytes) {
     queueParts(data, bytes);
@@ -180,11 +221,17 @@ void TcpLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
   size_t sent = 0;
   if (queue_.empty()) {
     // Eager: header and payload in one syscall; only a remainder is queued.
-    sent = writeNow(data, bytes, wait);
-    if (sent == kFrameHeaderBytes + head) return;
+    // Held back only behind a frame of the run, whose receiver acknowledges it at once
+    // (acknowledgeRun): a first frame's acknowledgement the peer may delay.
+    const bool holdBack = inRun && afterRunFrame && head == bytes && bytes <= kCopySendBytes;
+    sent = writeNow(data, bytes, wait, inRun, holdBack);
+    if (sent == kFrameHeaderBytes + head) {
+      if (holdBack) releaseIfNothingInFlight();
+      return;
+    }
   }
   Outgoing& out = queue_.emplace_back();
-  encodeFrameHeader(out.header, sendFrameType(), static_cast<uint32_t>(bytes));
+  encodeFrameHeader(out.header, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
   out.data = data;
   out.bytes = head;
   out.sent = sent;
@@ -229,29 +276,54 @@ void TcpLink::writeStripes(const WaitContext* wait) {
 }
 
 // Header (the whole message's length) and stream 0's payload: bytes or, striped, part 0.
-size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait) {
+size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun,
+                         bool holdBack) {
   const size_t head = sendHeadBytes(bytes);
+  const int more = holdBack ? MSG_MORE : 0;
   while (true) {
     ssize_t n;
     if (head <= kCopySendBytes) {
       // Small: one contiguous copy is cheaper than a scatter list.
       uint8_t frame[kFrameHeaderBytes + kCopySendBytes];
-      encodeFrameHeader(frame, sendFrameType(), static_cast<uint32_t>(bytes));
+      encodeFrameHeader(frame, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
       if (bytes > 0) std::memcpy(frame + kFrameHeaderBytes, data, bytes);
-      n = ::send(fd_.get(), frame, kFrameHeaderBytes + bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+      n = ::send(fd_.get(), frame, kFrameHeaderBytes + bytes, MSG_NOSIGNAL | MSG_DONTWAIT | more);
     } else {
       uint8_t header[kFrameHeaderBytes];
-      encodeFrameHeader(header, sendFrameType(), static_cast<uint32_t>(bytes));
+      encodeFrameHeader(header, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
       iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), head}};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = 2;
-      n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
     }
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     failConnection(errno, &wait, "sending");
+  }
+}
+
+void TcpLink::sendNudge() noexcept {
+  std::lock_guard lock(sendMutex_);
+  // A frame on its way goes out with the next write of the queue, which sends what the kernel
+  // holds too.
+  if (!queue_.empty() || sendFailure_ || failure_ || aborted_.load(std::memory_order_acquire)) {
+    return;
+  }
+  uint8_t frame[kFrameHeaderBytes];
+  encodeFrameHeader(frame, kFrameNudge, 0);
+  ssize_t n;
+  do {
+    n = ::send(fd_.get(), frame, kFrameHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return;  // a full socket (its bytes go out anyway) or a broken one (read later)
+  ++nudgesSent_;
+  if (static_cast<size_t>(n) < kFrameHeaderBytes) {
+    // The rest of the frame before anything else.
+    Outgoing& out = queue_.emplace_back();
+    std::memcpy(out.header, frame, kFrameHeaderBytes);
+    out.sent = static_cast<size_t>(n);
   }
 }
 

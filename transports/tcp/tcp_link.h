@@ -64,6 +64,16 @@ class TcpLink final : public Link {
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   // Queues without writing: the next send() writes both frames with one sendmsg.
   void sendMore(const std::byte* data, size_t bytes, const WaitContext& wait) override;
+  // send() of a frame marked as in a run (kFrameInRunBit). A small one written whole after
+  // another frame of the run goes with MSG_MORE: the kernel adds it to the segment it holds
+  // back and sends that when an acknowledgement of what is in flight comes, which the receiver
+  // sends at once after such frames (acknowledgeRun); with nothing in flight it goes at once
+  // (releaseIfNothingInFlight). A receive that still waits nudges (kNudgeAfter), and the kernel's
+  // own probe timer would send it in a fifth of a second. Why: 8-byte broadcasts at two ranks
+  // over loopback, a busy loop per core, left in a segment per 1.2 calls and took the sender's
+  // kernel 3.6 us a call, where Open MPI's runs of eager sends left in a segment per 6.5 calls
+  // and took 1.2 us (collectives/README.md, "Under CPU contention").
+  void sendInRun(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void flush(const WaitContext& wait) override;
 
   const std::byte* recv(size_t bytes, const WaitContext& wait) override;
@@ -89,6 +99,14 @@ class TcpLink final : public Link {
   }
   const std::byte* recvAny(size_t maxBytes, size_t* bytes, const WaitContext& wait) override;
   void abort(int origin, std::string_view reason) override;
+
+  // A wait for a message's frame that has gone on this long sends the peer a NUDGE frame, and
+  // again at doubling intervals up to kNudgeEveryMost: what sendInRun() left held in the peer's
+  // kernel goes out when it arrives.
+  static constexpr std::chrono::microseconds kNudgeAfter{50};
+  static constexpr std::chrono::milliseconds kNudgeEveryMost{5};
+  // NUDGE frames this link sent (tests).
+  size_t nudgesSent() const { return nudgesSent_; }
 
  private:
   // One queued message: its frame header and payload, and how much of both has left.
@@ -137,13 +155,26 @@ class TcpLink final : public Link {
   [[noreturn]] void failWith(const PeerError& error);
   // Waits in the wait engine (tcp_link_wait.h) until attempt() returns true; throws
   // TimeoutError naming what() at the deadline.
+  // `nudges`: the wait is for a message's frame (kNudgeAfter).
   template <typename Events, typename What, typename Attempt>
-  void waitUntil(const WaitContext& wait, const Events& events, const What& what,
-                 Attempt&& attempt);
+  void waitUntil(const WaitContext& wait, const Events& events, const What& what, Attempt&& attempt,
+                 bool nudges = false);
 
   // ---- send side (tcp_link.cc) ----
+  // send() and sendInRun(): `inRun` lets a small frame wait in the kernel (sendInRun).
+  void sendFrame(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun);
   // One nonblocking write of a whole frame (queue empty); returns the bytes that left.
-  size_t writeNow(const std::byte* data, size_t bytes, const WaitContext& wait);
+  // `inRun`: the header's kFrameInRunBit; `holdBack`: MSG_MORE.
+  size_t writeNow(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun,
+                  bool holdBack);
+  // After a frame written with MSG_MORE: where nothing the peer could acknowledge is in flight
+  // (every byte not acknowledged is unsent), no acknowledgement would release what the kernel
+  // holds: it goes now. Either an acknowledgement arrives after this look, and sends it, or the
+  // look sees none in flight.
+  void releaseIfNothingInFlight() noexcept;
+  // Writes a NUDGE frame where no frame is half-written; never throws (a broken connection
+  // shows at the link's next receive).
+  void sendNudge() noexcept;
   // Writes queued bytes until the socket would block. Call with sendMutex_ held.
   void writeQueued(const WaitContext* wait);
   bool hasQueued();
@@ -200,6 +231,13 @@ class TcpLink final : public Link {
   // Reads what has arrived while another link of the rank waits. Never throws: a closed or
   // broken connection only sets peerClosed_ (the link's own next call reports it).
   void readAheadQuietly() noexcept;
+  // After taking a frame sent by sendInRun() with nothing more buffered: acknowledges what
+  // arrived at once (TCP_QUICKACK), where the kernel might delay it (it does once this rank sent
+  // data of its own soon after receiving), so that what the sender holds back behind that frame
+  // goes out.
+  void acknowledgeRun() noexcept;
+  // Passes over the NUDGE frames at the head of the buffer.
+  void passNudges() noexcept;
   // A look's peekDataHeader(): holds the whole point-to-point frames at the head that a receive
   // passes over; true when a whole frame to show is next. Never throws (false where it would).
   bool passOverQuietly() noexcept;
@@ -214,6 +252,7 @@ class TcpLink final : public Link {
 
   std::mutex sendMutex_;  // guards queue_ against a concurrent abort()
   std::deque<Outgoing> queue_;
+  bool lastFrameInRun_ = false;  // the last data frame came from sendInRun()
 
   Buffer buffer_;
   size_t start_ = 0;  // next unread byte
@@ -226,6 +265,7 @@ class TcpLink final : public Link {
   Buffer assembled_;             // a striped message recv() returned
 
   bool peerClosed_ = false;  // readAheadQuietly() saw EOF or an error
+  size_t nudgesSent_ = 0;
   std::atomic<bool> aborted_{false};
   std::string abortReason_;
   // The first failure that leaves the stream unusable (a broken connection, or a wait that ended

@@ -1,4 +1,6 @@
 // TcpLink's receive side: the read-ahead buffer, recv/recvInto, ABORT frames.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -88,6 +90,14 @@ bool TcpLink::peekDataHeader(size_t bytes, const WaitContext& wait, bool exact) 
       if (buffered() < kFrameHeaderBytes) return false;
     }
     const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+    if (header.type == kFrameNudge) {
+      if (header.length != 0) {
+        throw IoError(fmt::format("{}: corrupt stream from rank {}: a nudge frame of {} bytes ({})",
+                                  wait.describe(), peer(), header.length, description_));
+      }
+      passNudges();
+      continue;
+    }
     if (header.type == kFramePointToPoint && passesPointToPoint()) {
       // Held whole for the point-to-point receive; then the frame after it. Its length is
       // checked before a buffer is sized for it.
@@ -142,22 +152,27 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
   release();
   size_t need = kFrameHeaderBytes + bytes;
   bool striped = false;
+  bool inRun = false;
   uint32_t type = kFrameData;
   auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
   auto what = [&] {
     return fmt::format("a {}{}-byte message from rank {}", exact ? "" : "at most ", bytes, peer());
   };
-  waitUntil(wait, events, what, [&] {
-    pumpSelf(wait);
-    if (!peekDataHeader(bytes, wait, exact)) return false;
-    const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
-    need = kFrameHeaderBytes + header.length;
-    type = header.type;
-    striped = stripedFrame(header.type, header.length);
-    if (striped) return true;
-    if (buffered() < need) fill(need, &wait);
-    return buffered() >= need;
-  });
+  waitUntil(
+      wait, events, what,
+      [&] {
+        pumpSelf(wait);
+        if (!peekDataHeader(bytes, wait, exact)) return false;
+        const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+        need = kFrameHeaderBytes + header.length;
+        type = header.type;
+        inRun = header.inRun;
+        striped = stripedFrame(header.type, header.length);
+        if (striped) return true;
+        if (buffered() < need) fill(need, &wait);
+        return buffered() >= need;
+      },
+      /*nudges=*/true);
   *length = need - kFrameHeaderBytes;
   lastChannel_ = type == kFramePointToPoint ? Channel::kPointToPoint : Channel::kCollective;
   if (striped) {
@@ -183,6 +198,7 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
   const std::byte* message = buffer_.data.get() + start_ + kFrameHeaderBytes;
   start_ += need;
   held_ = true;
+  if (inRun) acknowledgeRun();
   return message;
 }
 
@@ -197,11 +213,15 @@ void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
   release();
   auto events = [&] { return POLLIN | (hasQueued() ? POLLOUT : 0); };
   auto what = [&] { return fmt::format("a {}-byte message from rank {}", bytes, peer()); };
-  waitUntil(wait, events, what, [&] {
-    pumpSelf(wait);
-    return peekDataHeader(bytes, wait);
-  });
-  const uint32_t type = decodeFrameHeader(buffer_.data.get() + start_).type;
+  waitUntil(
+      wait, events, what,
+      [&] {
+        pumpSelf(wait);
+        return peekDataHeader(bytes, wait);
+      },
+      /*nudges=*/true);
+  const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+  const uint32_t type = header.type;
   lastChannel_ = type == kFramePointToPoint ? Channel::kPointToPoint : Channel::kCollective;
   start_ += kFrameHeaderBytes;
   if (stripedFrame(type, bytes)) {
@@ -222,6 +242,7 @@ void TcpLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
     }
   }
   if (start_ == end_) start_ = end_ = 0;
+  if (header.inRun) acknowledgeRun();
 }
 
 void TcpLink::receiveRest(std::byte* dst, size_t bytes, size_t& got, const WaitContext& wait) {
@@ -365,11 +386,30 @@ void TcpLink::readAhead(const WaitContext& wait) {
   for (Stripe& stripe : stripes_) readStripeAhead(stripe);
 }
 
+void TcpLink::acknowledgeRun() noexcept {
+  if (buffered() > 0) return;  // the last frame of the run read so far acknowledges
+  const int on = 1;
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_QUICKACK, &on, sizeof on);
+}
+
+void TcpLink::passNudges() noexcept {
+  while (buffered() >= kFrameHeaderBytes) {
+    const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+    if (header.type != kFrameNudge || header.length != 0) break;
+    start_ += kFrameHeaderBytes;
+  }
+  if (start_ == end_ && !held_) start_ = end_ = 0;
+}
+
 bool TcpLink::passOverQuietly() noexcept {
   for (;;) {
     if (buffered() < kFrameHeaderBytes) readAheadQuietly();
     if (buffered() < kFrameHeaderBytes) return false;
     const FrameHeader header = decodeFrameHeader(buffer_.data.get() + start_);
+    if (header.type == kFrameNudge && header.length == 0) {
+      passNudges();
+      continue;
+    }
     if (header.type != kFramePointToPoint || !passesPointToPoint()) return true;
     // Not read at all where it could not be held (the receive that follows says why).
     if (header.length > kMaxMessageBytes || !holdRoom(header.length)) return false;
@@ -408,8 +448,10 @@ bool TcpLink::messageReady() noexcept {
 
 bool TcpLink::messageArriving() noexcept {
   if (held_) return false;  // between recv() and release(): the caller is not asking yet
+  passNudges();
   if (buffered() > 0) return true;
-  // Bytes in the socket, not read: a message's frame comes first on the main stream.
+  // Bytes in the socket, not read: a message's frame comes first on the main stream (or a
+  // nudge: then a look finds nothing).
   int pending = 0;
   return ::ioctl(fd_.get(), FIONREAD, &pending) == 0 && pending > 0;
 }
@@ -443,6 +485,7 @@ void TcpLink::checkPeer(const WaitContext& wait) {
   if (held_) return;  // between recv() and release(): the caller reads on
   // A peek or wait of this call read the socket a moment ago: what it read is what counts.
   if (!readAheadFresh_) readAheadQuietly();
+  passNudges();
   if (buffered() >= kFrameHeaderBytes &&
       decodeFrameHeader(buffer_.data.get() + start_).type == kFrameAbort) {
     peekDataHeader(0, wait);  // throws the peer's abort once the frame is whole

@@ -10,7 +10,9 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <mutex>
 #include <span>
 
@@ -21,11 +23,24 @@ namespace ringlet::transport::tcp {
 
 template <typename Events, typename What, typename Attempt>
 void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const What& what,
-                        Attempt&& attempt) {
+                        Attempt&& attempt, bool nudges) {
+  // The first nudge kNudgeAfter past the spin (check() runs from there on), then at doubling
+  // intervals.
+  Deadline nextNudge{};
+  std::chrono::nanoseconds nudgeEvery = kNudgeAfter;
   waitFor(
       *this, wait, waiter_, /*slowWake=*/true, attempt,
       [&] {
         if (aborted_.load(std::memory_order_acquire)) checkUsable();
+        if (!nudges) return;
+        const Deadline now = Clock::now();
+        if (nextNudge == Deadline{}) {
+          nextNudge = now + nudgeEvery;
+        } else if (now >= nextNudge) {
+          sendNudge();
+          nudgeEvery = std::min<std::chrono::nanoseconds>(2 * nudgeEvery, kNudgeEveryMost);
+          nextNudge = now + nudgeEvery;
+        }
       },
       [&](std::chrono::nanoseconds slice, bool) {
         std::array<pollfd, kMaxStreams> own;

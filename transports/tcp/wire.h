@@ -29,7 +29,10 @@
 // Frames (stream 0, after the handshake, both directions): header = type u32 | length u32, then
 // `length` payload bytes. DATA carries one message of a collective, PTOP one point-to-point
 // message (transport::Channel; protocol version 4), never striped. ABORT carries origin i32 |
-// reason bytes and is the last frame on the connection.
+// reason bytes and is the last frame on the connection. NUDGE (protocol version 5) carries
+// nothing: a receiver that has waited a while for a message sends it so that the segment's
+// arrival makes the sender's kernel send what it holds back (TcpLink::sendInRun's MSG_MORE);
+// readers pass over it. A DATA frame's length may carry kFrameInRunBit (below).
 //
 // Striping: with S > 1 streams, a DATA message of at least S x kStripePartMinBytes is cut into S
 // parts (stripeOffset()); its header (length = the whole message) and part 0 go on stream 0, part
@@ -47,7 +50,7 @@
 namespace ringlet::transport::tcp {
 
 inline constexpr uint32_t kMagic = 0x4c474e52;  // "RNGL"
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxJobIdBytes = 256;
@@ -64,6 +67,7 @@ using Mac = std::array<uint8_t, kMacBytes>;
 inline constexpr uint32_t kFrameData = 0x41544144;          // "DATA"
 inline constexpr uint32_t kFrameAbort = 0x54524241;         // "ABRT"
 inline constexpr uint32_t kFramePointToPoint = 0x504f5450;  // "PTOP"
+inline constexpr uint32_t kFrameNudge = 0x4744554e;         // "NUDG"
 inline constexpr size_t kFrameHeaderBytes = 8;
 // recv() hands out messages aligned to this (the widest element a reduction reads): the
 // buffer is allocated at least this aligned, and so is the header before each message.
@@ -91,9 +95,16 @@ inline size_t stripeOffset(size_t bytes, size_t streams, size_t stream) {
   return std::min(bytes, stream * part);
 }
 
+// A DATA frame's length's top bit marks one sent by Link::sendInRun (protocol version 5): its
+// receiver acknowledges at once once it has read all it has of such frames (TcpLink), so that
+// what the sender holds back behind them goes out. Lengths are at most kMaxMessageBytes.
+inline constexpr uint32_t kFrameInRunBit = uint32_t{1} << 31;
+static_assert(kMaxMessageBytes < kFrameInRunBit);
+
 struct FrameHeader {
   uint32_t type = 0;
   uint32_t length = 0;
+  bool inRun = false;
 };
 
 inline void put16(uint8_t* p, uint16_t v) {
@@ -115,13 +126,16 @@ inline uint32_t get32(const uint8_t* p) {
   return le32toh(v);
 }
 
-inline void encodeFrameHeader(uint8_t* out, uint32_t type, uint32_t length) {
+inline void encodeFrameHeader(uint8_t* out, uint32_t type, uint32_t length, bool inRun = false) {
   put32(out, type);
-  put32(out + 4, length);
+  put32(out + 4, length | (inRun ? kFrameInRunBit : 0));
 }
 inline FrameHeader decodeFrameHeader(const std::byte* in) {
   const auto* p = reinterpret_cast<const uint8_t*>(in);
-  return FrameHeader{get32(p), get32(p + 4)};
+  const uint32_t type = get32(p);
+  const uint32_t length = get32(p + 4);
+  const bool inRun = type == kFrameData && (length & kFrameInRunBit) != 0;
+  return FrameHeader{type, inRun ? length & ~kFrameInRunBit : length, inRun};
 }
 
 }  // namespace ringlet::transport::tcp
