@@ -1,5 +1,5 @@
-// Fuzz target: the TCP link's receive side (frame headers, DATA and ABORT frames) fed a hostile
-// byte stream by its peer.
+// Fuzz target: the TCP link's receive side (frame headers, DATA, ABORT and NUDGE frames) fed a
+// hostile byte stream by its peer.
 //
 // Input: byte 0 = n - 1 (bits 0-1) and whether the peer closes both directions (bit 7; else
 // only its sending side), then n operations of 3 bytes each (kind, size u16; kind mod 4: recv,

@@ -6,7 +6,8 @@ import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA, ABRT = 0x41544144, 0x54524241
+DATA, ABRT, NUDG = 0x41544144, 0x54524241, 0x4744554E
+IN_RUN = 1 << 31  # a DATA length's top bit: sent in a run (protocol version 5)
 MAGIC, VERSION = 0x4C474E52, 1
 
 
@@ -36,6 +37,13 @@ seeds = {
         "abort-empty-on-send": receives((2, 0), (3, 8), close_both=True)
         + frame(DATA, b"12345678") + frame(ABRT, b""),
         "truncated": receives((1, 40000)) + frame(DATA, b"y" * 100, length=40000),
+        # Nudges are passed over; one with a payload is a corrupt stream.
+        "nudges": receives((0, 8), (2, 0), (1, 3)) + frame(NUDG, b"") + frame(DATA, b"12345678")
+        + frame(NUDG, b"") + frame(NUDG, b"") + frame(DATA, b"abc"),
+        "nudge-payload": receives((0, 8)) + frame(NUDG, b"abc"),
+        "data-in-run": receives((0, 8), (1, 4)) + frame(DATA, b"12345678", length=8 | IN_RUN)
+        + frame(DATA, b"wxyz", length=4 | IN_RUN),
+        "data-in-run-huge": receives((1, 8)) + frame(DATA, b"", length=0xFFFFFFFF),
     },
     "handshake": {
         "listener": b"\x00" + struct.pack("<IHHii", MAGIC, VERSION, 8, 2, 1) + b"fuzz-job" + bytes(32),
