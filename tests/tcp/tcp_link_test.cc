@@ -293,9 +293,10 @@ TEST_P(TcpLinkTest, PointToPointFramesArePassedOverAndHeld) {
   });
 }
 
-// A receive that waits sends its peer NUDGE frames (what Link::sendInRun left held in the peer's
-// kernel goes out when one arrives). The peer's every kind of read passes over them, at the head
-// of its stream and between its messages.
+// A receive that waits sends its peer NUDGE frames once that peer has sent frames of a run
+// (what Link::sendInRun left held in the peer's kernel goes out when one arrives), and none
+// before. The peer's every kind of read passes over them, at the head of its stream and between
+// its messages.
 TEST_P(TcpLinkTest, NudgesFromAWaitingReceiverArePassedOver) {
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store), othersOf(rank, size));
@@ -305,28 +306,39 @@ TEST_P(TcpLinkTest, NudgesFromAWaitingReceiverArePassedOver) {
     std::vector<std::vector<std::byte>> out;
     for (int m = 0; m < 4; ++m) out.push_back(pattern(rank, m, sizes[m]));
     if (rank == 0) {
-      // Nudges go out while rank 1 sleeps, before rank 0's messages 0 and 1 ...
+      // Rank 1 sleeps before each of its messages; its first is sent plainly, the others in a run.
       std::vector<std::byte> in(100);
       link.recvInto(in.data(), in.size(), wait);
       EXPECT_EQ(firstWrong(in.data(), 1, 0, in.size()), -1);
+      EXPECT_EQ(link.nudgesSent(), 0u) << "nudged a peer that sends no runs";
+      link.recvInto(in.data(), in.size(), wait);
+      EXPECT_EQ(firstWrong(in.data(), 1, 1, in.size()), -1);
+      EXPECT_EQ(link.nudgesSent(), 0u) << "nudged a peer that sends no runs";
+      // Nudges go out while rank 1 sleeps, before rank 0's messages 0 and 1 ...
+      link.recvInto(in.data(), in.size(), wait);
+      EXPECT_EQ(firstWrong(in.data(), 1, 2, in.size()), -1);
       const size_t before = link.nudgesSent();
       EXPECT_GT(before, 0u) << "a receive that waited 30 ms sent no nudge";
       link.send(out[0].data(), sizes[0], wait);
       link.sendInRun(out[1].data(), sizes[1], wait);
       // ... and between messages 1 and 2.
       link.recvInto(in.data(), in.size(), wait);
-      EXPECT_EQ(firstWrong(in.data(), 1, 1, in.size()), -1);
+      EXPECT_EQ(firstWrong(in.data(), 1, 3, in.size()), -1);
       EXPECT_GT(link.nudgesSent(), before) << "the second wait sent no nudge";
       link.send(out[2].data(), sizes[2], wait);
       link.sendInRun(out[3].data(), sizes[3], wait);
       link.flush(wait);
     } else {
-      for (int m = 0; m < 2; ++m) {
+      for (int m = 0; m < 4; ++m) {
         std::this_thread::sleep_for(30ms);
         const auto message = pattern(1, m, 100);
-        link.send(message.data(), message.size(), wait);
+        if (m == 0) {
+          link.send(message.data(), message.size(), wait);
+        } else {
+          link.sendInRun(message.data(), message.size(), wait);
+        }
+        link.flush(wait);
       }
-      link.flush(wait);
       link.checkPeer(wait);  // nudges at the head are no abort
       const auto deadline = std::chrono::steady_clock::now() + 10s;
       while (!link.messageReady() && std::chrono::steady_clock::now() < deadline) link.pump();

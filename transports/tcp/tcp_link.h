@@ -101,8 +101,8 @@ class TcpLink final : public Link {
   void abort(int origin, std::string_view reason) override;
 
   // A wait for a message's frame that has gone on this long sends the peer a NUDGE frame, and
-  // again at doubling intervals up to kNudgeEveryMost: what sendInRun() left held in the peer's
-  // kernel goes out when it arrives.
+  // again at doubling intervals up to kNudgeEveryMost, once the peer has sent frames of a run:
+  // what its sendInRun() left held in its kernel goes out when one arrives.
   static constexpr std::chrono::microseconds kNudgeAfter{50};
   static constexpr std::chrono::milliseconds kNudgeEveryMost{5};
   // NUDGE frames this link sent (tests).
@@ -266,6 +266,8 @@ class TcpLink final : public Link {
 
   bool peerClosed_ = false;  // readAheadQuietly() saw EOF or an error
   size_t nudgesSent_ = 0;
+  // This link took a frame sent by the peer's sendInRun(): its waits nudge (kNudgeAfter).
+  bool peerSendsRuns_ = false;
   std::atomic<bool> aborted_{false};
   std::string abortReason_;
   // The first failure that leaves the stream unusable (a broken connection, or a wait that ended

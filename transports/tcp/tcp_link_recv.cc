@@ -387,6 +387,7 @@ void TcpLink::readAhead(const WaitContext& wait) {
 }
 
 void TcpLink::acknowledgeRun() noexcept {
+  peerSendsRuns_ = true;
   if (buffered() > 0) return;  // the last frame of the run read so far acknowledges
   const int on = 1;
   ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_QUICKACK, &on, sizeof on);

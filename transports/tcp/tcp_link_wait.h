@@ -25,14 +25,14 @@ template <typename Events, typename What, typename Attempt>
 void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const What& what,
                         Attempt&& attempt, bool nudges) {
   // The first nudge kNudgeAfter past the spin (check() runs from there on), then at doubling
-  // intervals.
+  // intervals; only to a peer that sends runs (only those hold frames back).
   Deadline nextNudge{};
   std::chrono::nanoseconds nudgeEvery = kNudgeAfter;
   waitFor(
       *this, wait, waiter_, /*slowWake=*/true, attempt,
       [&] {
         if (aborted_.load(std::memory_order_acquire)) checkUsable();
-        if (!nudges) return;
+        if (!nudges || !peerSendsRuns_) return;
         const Deadline now = Clock::now();
         if (nextNudge == Deadline{}) {
           nextNudge = now + nudgeEvery;
