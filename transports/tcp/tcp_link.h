@@ -69,10 +69,10 @@ class TcpLink final : public Link {
   // back and sends that when an acknowledgement of what is in flight comes, which the receiver
   // sends at once after such frames (acknowledgeRun); with nothing in flight it goes at once
   // (releaseIfNothingInFlight). A receive that still waits nudges (kNudgeAfter), and the kernel's
-  // own probe timer would send it in a fifth of a second. Why: 8-byte broadcasts at two ranks
-  // over loopback, a busy loop per core, left in a segment per 1.2 calls and took the sender's
-  // kernel 3.6 us a call, where Open MPI's runs of eager sends left in a segment per 6.5 calls
-  // and took 1.2 us (collectives/README.md, "Under CPU contention").
+  // own probe timer would send it anyway (its floor is 200 ms by its constants). Why: 8-byte
+  // broadcasts at two ranks over loopback, a busy loop per core, left in a segment per 1.2 calls
+  // and took the sender's kernel 3.6 us a call, where Open MPI's runs of eager sends left in a
+  // segment per 6.5 calls and took 1.2 us (collectives/README.md, "Under CPU contention").
   void sendInRun(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void flush(const WaitContext& wait) override;
 
