@@ -623,8 +623,16 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         // Not where ranks share cores: a lender waits in its flush for a reader that may not
         // be running (N = 4 on 2 cores, two `--vs-mpi` rounds: priced so, recursive doubling
         // displaced the ring at 4-64 MiB and took 1.03-2.2x the ring's time in the build before).
-        const double lent =
-            e == 0 && !model.ranksShareCores && lends(m / n) ? m / n * (b1 - b) : 0.0;
+        // Of a block past directBytes (the size up to which the probe found lending pays), only
+        // that much is cheaper. With the whole block discounted, 30 two-rank reports had this
+        // all-gather at 4 and 64 MiB predicted mostly 20-55% under its time (median ratio to
+        // the ring measured 0.79 and 0.96, priced 0.52-0.61); capped, the 73 stored reports
+        // went from 2794 to 2830 of 4354 points within 25%, six new ones by 0 to +3 of 60
+        // each; no report's predicted fastest algorithm moved at any size
+        // (bench/results/lent-cap-2026-11-30/).
+        const double lent = e == 0 && !model.ranksShareCores && lends(m / n)
+                                ? std::min(m / n, model.directBytes) * (b1 - b)
+                                : 0.0;
         return (exchangeSlices + 2 * e) * a + (p - 1.0) / p * m * b * hostLinkShare + lent +
                m / n * d + e * ((1 / n + 1) * m * b1 + m * d);
       }
