@@ -4,7 +4,6 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -193,15 +192,18 @@ void TcpLink::sendInRun(const std::byte* data, size_t bytes, const WaitContext& 
   sendFrame(data, bytes, wait, /*inRun=*/true);
 }
 
-void TcpLink::releaseIfNothingInFlight() noexcept {
-  int queued = 0;  // not acknowledged
-  int unsent = 0;
-  if (::ioctl(fd_.get(), SIOCOUTQ, &queued) != 0 || ::ioctl(fd_.get(), SIOCOUTQNSD, &unsent) != 0 ||
-      queued > unsent) {
-    return;
-  }
-  const int on = 1;  // pushes what is queued
+void TcpLink::enterNagle() noexcept {
+  if (nagle_) return;
+  const int off = 0;
+  ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &off, sizeof off);
+  nagle_ = true;
+}
+
+void TcpLink::leaveNagle() noexcept {
+  if (!nagle_) return;
+  const int on = 1;  // also sends what the algorithm holds back
   ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  nagle_ = false;
 }
 
 void TcpLink::sendFrame(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun) {
@@ -223,12 +225,13 @@ void TcpLink::sendFrame(const std::byte* data, size_t bytes, const WaitContext& 
     // Eager: header and payload in one syscall; only a remainder is queued.
     // Held back only behind a frame of the run, whose receiver acknowledges it at once
     // (acknowledgeRun): a first frame's acknowledgement the peer may delay.
-    const bool holdBack = inRun && afterRunFrame && head == bytes && bytes <= kCopySendBytes;
-    sent = writeNow(data, bytes, wait, inRun, holdBack);
-    if (sent == kFrameHeaderBytes + head) {
-      if (holdBack) releaseIfNothingInFlight();
-      return;
+    if (inRun && afterRunFrame && head == bytes && bytes <= kCopySendBytes) {
+      enterNagle();
+    } else {
+      leaveNagle();
     }
+    sent = writeNow(data, bytes, wait, inRun);
+    if (sent == kFrameHeaderBytes + head) return;
   }
   Outgoing& out = queue_.emplace_back();
   encodeFrameHeader(out.header, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
@@ -276,10 +279,8 @@ void TcpLink::writeStripes(const WaitContext* wait) {
 }
 
 // Header (the whole message's length) and stream 0's payload: bytes or, striped, part 0.
-size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun,
-                         bool holdBack) {
+size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun) {
   const size_t head = sendHeadBytes(bytes);
-  const int more = holdBack ? MSG_MORE : 0;
   while (true) {
     ssize_t n;
     if (head <= kCopySendBytes) {
@@ -287,7 +288,7 @@ size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext&
       uint8_t frame[kFrameHeaderBytes + kCopySendBytes];
       encodeFrameHeader(frame, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
       if (bytes > 0) std::memcpy(frame + kFrameHeaderBytes, data, bytes);
-      n = ::send(fd_.get(), frame, kFrameHeaderBytes + bytes, MSG_NOSIGNAL | MSG_DONTWAIT | more);
+      n = ::send(fd_.get(), frame, kFrameHeaderBytes + bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
     } else {
       uint8_t header[kFrameHeaderBytes];
       encodeFrameHeader(header, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
@@ -295,7 +296,7 @@ size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext&
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = 2;
-      n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT | more);
+      n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
@@ -311,6 +312,7 @@ void TcpLink::sendNudge() noexcept {
   if (!queue_.empty() || sendFailure_ || failure_ || aborted_.load(std::memory_order_acquire)) {
     return;
   }
+  leaveNagle();
   uint8_t frame[kFrameHeaderBytes];
   encodeFrameHeader(frame, kFrameNudge, 0);
   ssize_t n;
@@ -328,6 +330,7 @@ void TcpLink::sendNudge() noexcept {
 }
 
 void TcpLink::writeQueued(const WaitContext* wait) {
+  leaveNagle();
   const int error = drainQueue(
       fd_.get(), queue_,
       [](Outgoing& out, iovec* iov) {
@@ -430,6 +433,7 @@ void TcpLink::abort(int origin, std::string_view reason) {
 // ABORT frame as payload), then sends the ABORT frame. Touches only the send side (another
 // thread may be reading). Called with sendMutex_ held.
 void TcpLink::sendAbortFrame(int origin, std::string_view reason) {
+  leaveNagle();
   reason = reason.substr(0, kMaxAbortReasonBytes);
   std::vector<uint8_t> frame(kFrameHeaderBytes + 4 + reason.size());
   encodeFrameHeader(frame.data(), kFrameAbort, static_cast<uint32_t>(4 + reason.size()));

@@ -65,14 +65,15 @@ class TcpLink final : public Link {
   // Queues without writing: the next send() writes both frames with one sendmsg.
   void sendMore(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   // send() of a frame marked as in a run (kFrameInRunBit). A small one written whole after
-  // another frame of the run goes with MSG_MORE: the kernel adds it to the segment it holds
-  // back and sends that when an acknowledgement of what is in flight comes, which the receiver
-  // sends at once after such frames (acknowledgeRun); with nothing in flight it goes at once
-  // (releaseIfNothingInFlight). A receive that still waits nudges (kNudgeAfter), and the kernel's
-  // own probe timer would send it anyway (its floor is 200 ms by its constants). Why: 8-byte
-  // broadcasts at two ranks over loopback, a busy loop per core, left in a segment per 1.2 calls
-  // and took the sender's kernel 3.6 us a call, where Open MPI's runs of eager sends left in a
-  // segment per 6.5 calls and took 1.2 us (collectives/README.md, "Under CPU contention").
+  // another frame of the run goes with Nagle's algorithm on (TCP_NODELAY off until a frame that
+  // is not one of them): while a small segment of the connection is unacknowledged, the kernel
+  // appends it to the segment it holds back, and sends that when the acknowledgement comes,
+  // which the receiver sends at once after such frames (acknowledgeRun); with nothing small in
+  // flight it goes at once. The kernel decides under the socket's lock, at no system call of
+  // ours. A receive that still waits nudges (kNudgeAfter). Why: 8-byte broadcasts at two ranks
+  // over loopback, a busy loop per core, left in a segment per 1.2 calls and took the sender's
+  // kernel 3.6 us a call, where Open MPI's runs of eager sends left in a segment per 6.5 calls
+  // and took 1.2 us (collectives/README.md, "Under CPU contention").
   void sendInRun(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void flush(const WaitContext& wait) override;
 
@@ -164,14 +165,13 @@ class TcpLink final : public Link {
   // send() and sendInRun(): `inRun` lets a small frame wait in the kernel (sendInRun).
   void sendFrame(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun);
   // One nonblocking write of a whole frame (queue empty); returns the bytes that left.
-  // `inRun`: the header's kFrameInRunBit; `holdBack`: MSG_MORE.
-  size_t writeNow(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun,
-                  bool holdBack);
-  // After a frame written with MSG_MORE: where nothing the peer could acknowledge is in flight
-  // (every byte not acknowledged is unsent), no acknowledgement would release what the kernel
-  // holds: it goes now. Either an acknowledgement arrives after this look, and sends it, or the
-  // look sees none in flight.
-  void releaseIfNothingInFlight() noexcept;
+  // `inRun`: the header's kFrameInRunBit.
+  size_t writeNow(const std::byte* data, size_t bytes, const WaitContext& wait, bool inRun);
+  // Nagle's algorithm on for the frames of a run (sendInRun), and off again (TCP_NODELAY, which
+  // also sends what it holds back) before any other write: each a system call only where the
+  // setting changes.
+  void enterNagle() noexcept;
+  void leaveNagle() noexcept;
   // Writes a NUDGE frame where no frame is half-written; never throws (a broken connection
   // shows at the link's next receive).
   void sendNudge() noexcept;
@@ -253,6 +253,7 @@ class TcpLink final : public Link {
   std::mutex sendMutex_;  // guards queue_ against a concurrent abort()
   std::deque<Outgoing> queue_;
   bool lastFrameInRun_ = false;  // the last data frame came from sendInRun()
+  bool nagle_ = false;           // TCP_NODELAY off (enterNagle)
 
   Buffer buffer_;
   size_t start_ = 0;  // next unread byte

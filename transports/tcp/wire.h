@@ -30,9 +30,10 @@
 // `length` payload bytes. DATA carries one message of a collective, PTOP one point-to-point
 // message (transport::Channel; protocol version 4), never striped. ABORT carries origin i32 |
 // reason bytes and is the last frame on the connection. NUDGE (protocol version 5) carries
-// nothing: a receiver that has waited a while for a message sends it so that the segment's
-// arrival makes the sender's kernel send what it holds back (TcpLink::sendInRun's MSG_MORE);
-// readers pass over it. A DATA frame's length may carry kFrameInRunBit (below).
+// nothing: a receiver that has waited a while for a message sends it so that the segment, which
+// acknowledges what has come, makes the sender's kernel send what Nagle's algorithm holds back
+// (TcpLink::sendInRun); readers pass over it. A DATA frame's length may carry kFrameInRunBit
+// (below).
 //
 // Striping: with S > 1 streams, a DATA message of at least S x kStripePartMinBytes is cut into S
 // parts (stripeOffset()); its header (length = the whole message) and part 0 go on stream 0, part
