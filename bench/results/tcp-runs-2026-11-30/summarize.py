@@ -3,8 +3,10 @@ import glob
 import json
 import os
 import statistics
+import sys
 
-here = os.path.dirname(os.path.abspath(__file__))
+# The runs of the directory given (default: this one's): its {idle,busy}-{before,after}-N.json.
+here = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 rows = {}
 for path in sorted(glob.glob(os.path.join(here, "*-*-*.json"))):
     load, build, _ = os.path.basename(path)[:-5].split("-")
