@@ -625,7 +625,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         // displaced the ring at 4-64 MiB and took 1.03-2.2x the ring's time in the build before).
         // Of a block past directBytes (the size up to which the probe found lending pays), only
         // that much is cheaper. With the whole block discounted, 30 two-rank reports had this
-        // all-gather at 4 and 64 MiB predicted mostly 20-55% under its time (median ratio to
+        // all-gather at 4 and 64 MiB predicted mostly 20-60% under its time (median ratio to
         // the ring measured 0.79 and 0.96, priced 0.52-0.61); capped, the 73 stored reports
         // went from 2794 to 2830 of 4354 points within 25%, six new ones by 0 to +3 of 60
         // each; no report's predicted fastest algorithm moved at any size

@@ -70,10 +70,12 @@ class TcpLink final : public Link {
   // appends it to the segment it holds back, and sends that when the acknowledgement comes,
   // which the receiver sends at once after such frames (acknowledgeRun); with nothing small in
   // flight it goes at once. The kernel decides under the socket's lock, at no system call of
-  // ours. A receive that still waits nudges (kNudgeAfter). Why: 8-byte broadcasts at two ranks
-  // over loopback, a busy loop per core, left in a segment per 1.2 calls and took the sender's
-  // kernel 3.6 us a call, where Open MPI's runs of eager sends left in a segment per 6.5 calls
-  // and took 1.2 us (collectives/README.md, "Under CPU contention").
+  // ours. A receive that still waits nudges (kNudgeAfter); without any acknowledgement the
+  // kernel's retransmission of the unacknowledged segment (200 ms at the least by its
+  // constants) would draw one. Why: 8-byte broadcasts at two ranks over loopback, a busy loop
+  // per core, left in a segment per 1.2 calls and took the sender's kernel 3.6 us a call, where
+  // Open MPI's runs of eager sends left in a segment per 6.5 calls and took 1.2 us
+  // (collectives/README.md, "Under CPU contention").
   void sendInRun(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   void flush(const WaitContext& wait) override;
 
