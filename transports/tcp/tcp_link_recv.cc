@@ -1,4 +1,5 @@
-// TcpLink's receive side: the read-ahead buffer, recv/recvInto, ABORT frames.
+// TcpLink's receive side: the read-ahead buffer, recv/recvInto, ABORT and NUDGE frames, the
+// immediate acknowledgement of a run's frames.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>

@@ -3,10 +3,11 @@
 # /tmp/oldlib) and after (Nagle's algorithm for the frames of a run), in turns; rooted 8-64 B
 # over TCP beside Open MPI, idle and under load, and the ping-pong patterns of
 # ../tcp-runs-2026-11-30/pingpong.cc (built as /tmp/pingpong). switch/ holds the first A/B, made
-# with a temporary switch between the two in one build.
+# with a temporary switch between the two in one build. The output directory is the first
+# argument, default this one (../tcp-quickack-2026-11-30 ran the same loop for its variant).
 cd /work/main
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 RINGLET_TRANSPORT=tcp
-out=bench/results/tcp-nagle-2026-11-30
+out=${1:-bench/results/tcp-nagle-2026-11-30}
 for round in 1 2 3; do
   for build in before after; do
     if [ $build = before ]; then lib=/tmp/oldlib; else lib=$PWD/build/lib; fi
