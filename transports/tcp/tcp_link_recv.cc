@@ -190,13 +190,16 @@ const std::byte* TcpLink::takeMessage(size_t bytes, bool exact, size_t* length,
   }
   // Frames follow each other in the stream, so after a message whose length is not a multiple
   // of 8 the next one starts misaligned; the caller reduces straight out of it (as int64 or
-  // double), so it must be aligned: move what is buffered to the start (nothing is held now).
-  if (start_ % kMessageAlignment != 0) {
-    std::memmove(buffer_.data.get(), buffer_.data.get() + start_, end_ - start_);
-    end_ -= start_;
-    start_ = 0;
+  // double), so it must be aligned: this frame moves back onto the boundary below it, over bytes
+  // already taken (nothing is held now). Moving everything buffered to the start instead copied
+  // the whole read-ahead for each message: a run of 4-byte scatters read ahead while this rank
+  // was off its core (1024 calls, 40 KB) cost a copy of it per call.
+  size_t at = start_;
+  if (at % kMessageAlignment != 0) {
+    at -= at % kMessageAlignment;
+    std::memmove(buffer_.data.get() + at, buffer_.data.get() + start_, need);
   }
-  const std::byte* message = buffer_.data.get() + start_ + kFrameHeaderBytes;
+  const std::byte* message = buffer_.data.get() + at + kFrameHeaderBytes;
   start_ += need;
   held_ = true;
   if (inRun) acknowledgeRun();
