@@ -7,10 +7,12 @@ repeat (n<N>-<op>-<algo>-r<k>.json: separate runs, each with its own calibration
 
 Two ratios: `auto/best` (the automatic run's time over the best forced run's) and `pick/best`
 (the forced run of the algorithm auto picked over the best forced run; "-" where auto picked a
-path that cannot be forced, e.g. the header-inline calls). Where auto picks the best algorithm,
-pick/best is 1 and auto/best is the spread between two runs of one algorithm: it came out
+path that cannot be forced, e.g. the header-inline calls, or "none" where no algorithm runs: a
+zero-count unrooted call, which every forced run takes the same way). Where auto picks the best
+algorithm, pick/best is 1 and auto/best is the spread between two runs of one algorithm: it came out
 0.90-1.18 at 3 and 4 ranks on 16 idle cores. The choice is judged by pick/best where there is
-one, else by auto/best; a choice over 1.10 is marked with !."""
+one, else by auto/best (not at all where it picked "none"); a choice over 1.10 is marked with
+!."""
 import glob
 import json
 import os
@@ -49,7 +51,8 @@ how = ("every algorithm forced in turns with auto in one process, the median of 
 lines = [f"# Automatic algorithm choice vs every forced algorithm, N={ranks}", "",
          f"time in us (out of place, max over ranks; {how}); `pick/best`: the forced "
          "run of auto's pick over the best forced run (`-`: a path that cannot be forced); the "
-         "choice (pick/best, else auto/best) > 1.10 is marked with !", ""]
+         "choice (pick/best, else auto/best; none where no algorithm runs) > 1.10 is marked "
+         "with !", ""]
 summary = []
 for op in sorted({op for op, _ in runs}):
     algos = sorted(a for o, a in runs if o == op and a != "auto")
@@ -65,10 +68,13 @@ for op in sorted({op for op, _ in runs}):
         ratio = auto_time / best if best > 0 else 1.0
         pick = forced.get(picked)
         pick_ratio = pick / best if pick is not None and best > 0 else None
-        choice = pick_ratio if pick_ratio is not None else ratio
+        # "none": the call runs no algorithm (a zero-count one passes its header on), and the
+        # forced runs took that same path: two runs of one path, no choice to judge.
+        choice = None if picked == "none" else pick_ratio if pick_ratio is not None else ratio
         worst = max(worst, ratio)
-        worst_choice = max(worst_choice, choice)
-        mark = " !" if choice > 1.10 else ""
+        if choice is not None:
+            worst_choice = max(worst_choice, choice)
+        mark = " !" if choice is not None and choice > 1.10 else ""
         cells = " | ".join(f"{forced[a]:.2f}" if forced[a] is not None else "" for a in algos)
         pick_cell = f"{pick_ratio:.2f}" if pick_ratio is not None else "-"
         lines.append(f"| {size} | {cells} | {picked} | {auto_time:.2f} | {ratio:.2f} | "

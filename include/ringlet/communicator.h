@@ -520,12 +520,16 @@ class Communicator {
   // nccl-tests sizes it (all-gather: the gathered buffer; reduce-scatter: the send buffer;
   // all-to-all: one rank's send buffer; "allgatherv", "reducescatterv", "gatherv", "scatterv":
   // the total, in blocks as even as it allows; a call with uneven blocks may choose otherwise).
+  // "none" where a host call runs none: an all-reduce, all-gather, reduce-scatter, all-to-all or
+  // their v-forms of zero bytes on more than one rank only passes its call header on (and checks
+  // the previous rank's at a later call), whatever algorithm is forced.
   // Throws InvalidArgument for an unknown collective.
   std::string algorithmFor(std::string_view collective, size_t bytes) const;
   // The algorithm a v-form call ("allgatherv", "reducescatterv", "gatherv", "scatterv") with
   // these blocks would use: blockBytes[r] is rank r's block in bytes (one per rank), `root` the
   // rooted forms' root. Throws InvalidArgument for another collective, a count of blocks other
-  // than size(), or a bad root. ("alltoallv" has one schedule: pairwise.)
+  // than size(), or a bad root; "none" where every block is empty (above). ("alltoallv" has one
+  // schedule: pairwise.)
   std::string algorithmFor(std::string_view collective, std::span<const size_t> blockBytes,
                            int root = 0) const;
 

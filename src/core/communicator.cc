@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,6 +46,28 @@ CostModel Communicator::costModel() const { return impl_->costModel(); }
 
 size_t Communicator::segmentBytes() const { return impl_->modelSliceBytes(); }
 
+namespace {
+
+// Whether a host call of `which` that moves `bytes` in all runs no algorithm on `ranks` ranks:
+// an unrooted one of zero count runs as a sender-only call (movesNoData), whatever is forced.
+bool runsNoAlgorithm(collectives::Collective which, size_t bytes, int ranks) {
+  using collectives::Collective;
+  if (bytes != 0 || ranks == 1) return false;
+  switch (which) {
+    case Collective::kAllreduce:
+    case Collective::kAllgather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll:
+    case Collective::kAllgatherv:
+    case Collective::kReduceScatterv:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 std::string Communicator::algorithmFor(std::string_view collective, size_t bytes) const {
   const auto which = collectives::collectiveNamed(collective);
   if (!which) {
@@ -53,6 +76,7 @@ std::string Communicator::algorithmFor(std::string_view collective, size_t bytes
     throw InvalidArgument(fmt::format("algorithmFor: '{}' is not a collective; known: {}",
                                       collective, fmt::join(names, ", ")));
   }
+  if (runsNoAlgorithm(*which, bytes, impl_->size())) return "none";
   if (*which == collectives::Collective::kAllreduce) {
     const auto choice = impl_->allreduceChoice(bytes);
     switch (choice.algorithm) {
@@ -97,6 +121,10 @@ std::string Communicator::algorithmFor(std::string_view collective,
                                       root, impl_->size()));
   }
   if (impl_->size() == 1) return "local_copy";
+  if (runsNoAlgorithm(*which, std::reduce(blockBytes.begin(), blockBytes.end(), size_t{0}),
+                      impl_->size())) {
+    return "none";
+  }
   std::vector<collectives::Piece> blocks;
   size_t offset = 0;
   for (size_t bytes : blockBytes) {

@@ -211,6 +211,7 @@ TEST(Trace, ACallThatMovesNoDataNamesNoAlgorithm) {
     CommunicatorOptions o = traced(dir + "/empty");
     o.algorithms = {{"allreduce", "ring"}};
     Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    EXPECT_EQ(comm.algorithmFor("allreduce", 0), "none");  // what the trace shows below
     std::vector<int32_t> a(4, rank);
     comm.allreduce(a.data(), a.data(), 0, DataType::kInt32, ReduceOp::kSum);
     comm.allreduce(std::span(a), ReduceOp::kSum);

@@ -111,6 +111,36 @@ TEST(AlgorithmChoice, EnvironmentVariablesAreParsedAndNamedWhenMalformed) {
   }
 }
 
+// An unrooted call of zero bytes runs no algorithm on more than one rank (its header goes on and it
+// returns), so algorithmFor names none for it, forced or not; the rooted calls and the barrier
+// keep theirs, and one rank copies.
+TEST(AlgorithmChoice, UnrootedCallsOfZeroBytesRunNoAlgorithm) {
+  runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o = localOptions();
+    o.algorithms = {{"allgather", "ring"}};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    for (const char* c :
+         {"allreduce", "allgather", "reducescatter", "alltoall", "allgatherv", "reducescatterv"}) {
+      EXPECT_EQ(comm.algorithmFor(c, 0), "none") << c;
+      EXPECT_NE(comm.algorithmFor(c, 3 * 64), "none") << c;
+    }
+    for (const char* c : {"broadcast", "reduce", "gather", "scatter", "gatherv", "scatterv"}) {
+      EXPECT_NE(comm.algorithmFor(c, 0), "none") << c;
+    }
+    const std::vector<size_t> empty(3, 0), one = {0, 8, 0};
+    EXPECT_EQ(comm.algorithmFor("allgatherv", empty), "none");
+    EXPECT_EQ(comm.algorithmFor("reducescatterv", empty), "none");
+    EXPECT_NE(comm.algorithmFor("allgatherv", one), "none");
+    EXPECT_NE(comm.algorithmFor("gatherv", empty, 1), "none");
+  });
+  runThreadRanks(1, [](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm =
+        Communicator::create(Bootstrap::forThread(rank, size, store), localOptions());
+    EXPECT_EQ(comm.algorithmFor("allreduce", 0), "local_copy");
+    EXPECT_EQ(comm.algorithmFor("allgather", 0), "local_copy");
+  });
+}
+
 // Two ranks: data that fits a call header rides in it for every collective unless an algorithm
 // is forced; the results are checked against what each rank sent.
 TEST(AlgorithmChoice, TwoRanksCarrySmallDataInTheCallHeader) {
