@@ -15,9 +15,12 @@ int main(int argc, char** argv) {
   int blocks = argc > 2 ? atoi(argv[2]) : 100;
   float x[2] = {1, 2}, y[4];
   auto call = [&] {
-    if (op == "broadcast") comm.broadcast(x, 2, DataType::kFloat32, 0);
-    else if (op == "scatter") comm.scatter(y, x, 1, DataType::kFloat32, 0);
-    else comm.reduce(x, y, 2, DataType::kFloat32, ReduceOp::kSum, 0);
+    if (op == "broadcast")
+      comm.broadcast(x, 2, DataType::kFloat32, 0);
+    else if (op == "scatter")
+      comm.scatter(y, x, 1, DataType::kFloat32, 0);
+    else
+      comm.reduce(x, y, 2, DataType::kFloat32, ReduceOp::kSum, 0);
   };
   for (int i = 0; i < 2000; ++i) call();
   comm.barrier();
@@ -33,7 +36,8 @@ int main(int argc, char** argv) {
       auto te = Clk::now();
       double d = std::chrono::duration<double, std::micro>(te - tc).count();
       w = std::max(w, d);
-      if (d > 3000) stalls.push_back({std::chrono::duration<double>(tc.time_since_epoch()).count(), d});
+      if (d > 3000)
+        stalls.push_back({std::chrono::duration<double>(tc.time_since_epoch()).count(), d});
     }
     per[b] = std::chrono::duration<double, std::micro>(Clk::now() - tb).count() / 2000;
     worst[b] = w;
@@ -42,7 +46,8 @@ int main(int argc, char** argv) {
   double total = std::chrono::duration<double, std::micro>(Clk::now() - t0).count();
   std::string s;
   for (int b = 0; b < blocks; ++b)
-    if (worst[b] > 5000) s += " [" + std::to_string(b) + ":" + std::to_string((int)worst[b]) + "us]";
+    if (worst[b] > 5000)
+      s += " [" + std::to_string(b) + ":" + std::to_string((int)worst[b]) + "us]";
   for (auto& [t, d] : stalls) std::printf("rank %d stall at %.6f for %.0f us\n", comm.rank(), t, d);
   std::printf("rank %d: %s %.2f us/call overall; blocks with a call > 5 ms:%s\n", comm.rank(),
               op.c_str(), total / (blocks * 2000.0), s.c_str());
