@@ -262,10 +262,21 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     running_ = empty ? emptyCall(header) : header;
     traceCall.movedNothing = empty;
     const OpHeader& call = empty ? running_ : header;
-    // A two-rank call that only sends after one that did: a run of them (sendHeader).
-    const bool sendsOnlyOnTwo = collective && size_ == 2 && call.sendsOnly;
-    const bool inRun = sendsOnlyOnTwo && lastSentOnly_;
-    lastSentOnly_ = sendsOnlyOnTwo;
+    // A call whose one send is a small frame to the next rank, after one alike: a run of them
+    // (sendHeader, Link::sendInRun). On two ranks a call that only sends. On more, a link of a
+    // small rooted call's chain of headers (the rank that starts it, a relay, the answer to the
+    // root) or a call that moves no data, after one of the same root. Over TCP each such frame
+    // had left as a segment of its own: 8-64 B broadcasts, reduces, gathers and scatters on 3-4
+    // ranks took 6-12 us a call idle, 2.2-6 as runs (bench/results/tcp-chain-runs-2026-11-30);
+    // where roots alternate every call, runs held a frame behind the last call's chain and slowed
+    // the next one (4 ranks, 17.3 -> 20.6 us a pair of broadcasts), so those go one by one.
+    const bool runs =
+        collective &&
+        (size_ == 2 ? call.sendsOnly
+                    : size_ > 2 && (call.sendsOnly || call.relays || call.receivesOnly));
+    const bool inRun = runs && lastInRun_ && (size_ == 2 || call.root == lastRunRoot_);
+    lastInRun_ = runs;
+    lastRunRoot_ = call.root;
     if (collective && size_ > 1 && !call.selfChecked) {
       headerChecked_ = false;
       if (call.relays) {
@@ -274,11 +285,11 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
         // header past what one holds, or there is none) goes on at once, before the body sends
         // the data after it.
         checkHeader(wait);
-        if (call.inlineBytes == 0) sendHeader(call, wait);
-      } else if (call.receivesOnly && takeWaitingHeader(call, wait)) {
+        if (call.inlineBytes == 0) sendHeader(call, wait, inRun);
+      } else if (call.receivesOnly && takeWaitingHeader(call, wait, inRun)) {
         // The sender's header and data were here and matched: nothing to send.
       } else if (call.receivesOnly && size_ > 2) {
-        sendAnswer(call, wait);
+        sendAnswer(call, wait, inRun);
         checkHeader(wait);
       } else if (call.receivesOnly) {
         // Two ranks, the sender's header not here yet: this rank's first, so that a peer that
@@ -330,7 +341,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     }
     if (!empty) body(group_, wait);
     if (!headerChecked_) checkHeader(wait);
-    if (call.relays && call.inlineBytes > 0) sendHeader(call, wait);
+    if (call.relays && call.inlineBytes > 0) sendHeader(call, wait, inRun);
     // The header left headerOut_ (an answer's own send flushed it).
     if (collective && size_ > 1 && !(call.receivesOnly && size_ > 2)) group_.next().flush(wait);
   } catch (const TimeoutError& e) {
@@ -418,9 +429,9 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
   }
 }
 
-void CommunicatorImpl::sendAnswer(const OpHeader& header, const WaitContext& wait) {
+void CommunicatorImpl::sendAnswer(const OpHeader& header, const WaitContext& wait, bool inRun) {
   try {
-    sendHeader(header, wait);
+    sendHeader(header, wait, inRun);
     group_.next().flush(wait);
   } catch (const PeerError&) {
     // More than two ranks: the answer goes to the rank that sent the chain's data, which returned
@@ -508,7 +519,8 @@ void CommunicatorImpl::settleArrived(const WaitContext& wait) {
   }
 }
 
-bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitContext& wait) {
+bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitContext& wait,
+                                         bool inRun) {
   transport::Link& prev = group_.prev();
   if (!prev.canPeek()) return false;
   // A short wait (the link's spin, if spinning pays here) before this rank's own header goes:
@@ -535,7 +547,7 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
     // of the chain (the next rank) reads an answer to every call, so that a call that checks its
     // own headers can wait for all of them first (execute).
     if (size_ > 2) {
-      sendAnswer(header, wait);
+      sendAnswer(header, wait, inRun);
     } else if (++skippedHeaders_ >= kConfirmEvery) {
       try {
         sendHeader(header, wait);

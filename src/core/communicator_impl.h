@@ -403,15 +403,17 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   void refreshHostRing();
   transport::Transport& transportFor(size_t registryIndex);
   void execute(const OpHeader& header, const OpBody& body, std::chrono::milliseconds timeout);
-  // `inRun`: the call only sends and follows one that did, at two ranks (Link::sendInRun).
+  // `inRun`: the header is a frame of a run of calls that each send one (execute), which the
+  // link may hold back to pack with the next ones (Link::sendInRun).
   void sendHeader(const OpHeader& header, const transport::WaitContext& wait, bool inRun = false);
   // Reads the previous rank's header of the running call (after the answers to earlier
   // sender-only calls that come first) and throws MismatchError unless it is the same call;
   // keeps its inline data (inlineFromPrev()).
   void readRunningHeader(const transport::WaitContext& wait);
   // More than two ranks: this rank's header to the next rank, the sender of a chain of headers it
-  // ended (receivesOnly), sent and flushed; a next rank that has closed its links is no error.
-  void sendAnswer(const OpHeader& header, const transport::WaitContext& wait);
+  // ended (receivesOnly), sent (`inRun`: as sendHeader) and flushed; a next rank that has closed
+  // its links is no error.
+  void sendAnswer(const OpHeader& header, const transport::WaitContext& wait, bool inRun = false);
   // Reads the next message from the peer, waiting for it: a header that settles unchecked_.
   void readSettlingHeader(const transport::WaitContext& wait);
   // Reads, without waiting, the peer's headers that have arrived for unchecked_; stops at
@@ -419,8 +421,10 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   void settleArrived(const transport::WaitContext& wait);
   // A receive-only two-rank call (OpHeader::receivesOnly): when the sender's header and data are
   // already here and are this call's, takes them and returns true, sending no header (but every
-  // kConfirmEvery calls). Else false, leaving the message in place for the usual exchange.
-  bool takeWaitingHeader(const OpHeader& header, const transport::WaitContext& wait);
+  // kConfirmEvery calls; on more ranks it answers every call, `inRun` as sendHeader). Else false,
+  // leaving the message in place for the usual exchange.
+  bool takeWaitingHeader(const OpHeader& header, const transport::WaitContext& wait,
+                         bool inRun = false);
 
   void fail(int origin, const std::string& reason);
   void workerLoop();
@@ -581,8 +585,9 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // costs the sender a read and the receiver a send: every 16th call against every 8th, 8-byte
   // rooted calls at N = 2 over shm 2-15% faster (gather 56-64 -> 48-51 ns).
   size_t skippedHeaders_ = 0;
-  // The last call was a two-rank collective in which this rank only sent (execute).
-  bool lastSentOnly_ = false;
+  // The last call's one send could be a frame of a run, and that call's root (execute).
+  bool lastInRun_ = false;
+  int lastRunRoot_ = -1;
   static constexpr size_t kConfirmEvery = 16;
 
   // Trace mode (CommunicatorOptions::trace): the calls and their steps; null when off.

@@ -110,6 +110,8 @@ class TcpLink final : public Link {
   static constexpr std::chrono::milliseconds kNudgeEveryMost{5};
   // NUDGE frames this link sent (tests).
   size_t nudgesSent() const { return nudgesSent_; }
+  // Whether this link has taken a frame the peer sent by sendInRun() (tests).
+  bool peerSendsRuns() const { return peerSendsRuns_; }
 
  private:
   // One queued message: its frame header and payload, and how much of both has left.
