@@ -143,10 +143,11 @@ class Link {
     send(data, bytes, wait);
   }
   // Like send(), for the call header of a two-rank call in which this rank only sends (a root's
-  // small broadcast) right after another such call: more may follow at once, and a transport
-  // may hold it back while its earlier messages are unacknowledged, so that a run of them
-  // leaves in a few packets (TcpLink: Nagle's algorithm, released by the peer's acknowledgement,
-  // which it sends at once for such messages). Default: send().
+  // small broadcast) right after another such call, or a rank's one frame of a small rooted
+  // call's chain on more ranks right after a call of the same root: more may follow at once, and
+  // a transport may hold it back while its earlier messages are unacknowledged, so that a run of
+  // them leaves in a few packets (TcpLink: Nagle's algorithm, released by the peer's
+  // acknowledgement, which it sends at once for such messages). Default: send().
   virtual void sendInRun(const std::byte* data, size_t bytes, const WaitContext& wait) {
     send(data, bytes, wait);
   }
