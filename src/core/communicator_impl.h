@@ -129,10 +129,17 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // where N is not a power of two p: three against two at N = 3); past that a round of headers
   // and the model's choice win (16 cores, N = 3, 24-120 B: all-gather over headers 0.88-1.12 us,
   // the ring 0.66-0.71; reduce-scatter 0.90-1.21, recursive halving 0.71-0.77;
-  // bench/results/algo-sweep-n3-16core*.md).
+  // bench/results/algo-sweep-n3-16core*.md). Where ranks share cores and the doubling takes
+  // more messages than the ring (N = 3), up to kLongDoublingBytes: past it the ring or recursive
+  // doubling after a round of headers (2 cores, N = 3, in turns, two runs: all-gather,
+  // reduce-scatter and their v-forms over headers at 8-16 KiB 1.09-1.57x the fastest forced
+  // algorithm's time, at 1-2 KiB 0.87-1.35, mostly within 1.10; bench/results/
+  // header-doubling-n3-2026-11-30/).
+  static constexpr size_t kLongDoublingBytes = size_t{2} << 10;
   size_t headerDoublingBytes() const {
-    if (model_.ranksShareCores) return kChainPayloadBytes;
-    return collectives::doublingSteps(size_) <= size_ - 1 ? OpHeader::kInlineBytes : 0;
+    const bool moreMessages = collectives::doublingSteps(size_) > size_ - 1;
+    if (model_.ranksShareCores) return moreMessages ? kLongDoublingBytes : kChainPayloadBytes;
+    return moreMessages ? 0 : OpHeader::kInlineBytes;
   }
   bool doublesOverHeaders(collectives::Collective collective) const;
   // On two ranks, the largest message a small rooted call sends right after its header:

@@ -686,15 +686,21 @@ TEST(CommunicatorErrors, SmallRootedCallsOnMoreRanksPassAlongTheRing) {
           EXPECT_NE(comm.algorithmFor(c, 32768), "header_inline") << n << c;
         }
         // The unrooted ones check their own headers (every message is one, by recursive
-        // doubling; where ranks share cores past 256 bytes, up to 16 KiB, the data follows each);
+        // doubling; where ranks share cores past 256 bytes, up to 16 KiB (2 KiB on 3 ranks), the
+        // data follows each);
         // all-to-all's messages carry the N x N matrix of blocks, up to 256 bytes. With a core
         // per rank not on 3 ranks, where the doubling takes three messages one after another
         // and a ring two.
         const bool shared = comm.costModel().ranksShareCores;
         for (const char* c : {"allgather", "reducescatter", "alltoall"}) {
           EXPECT_EQ(comm.algorithmFor(c, 32) == "header_inline", shared || n != 3) << n << c;
-          EXPECT_EQ(comm.algorithmFor(c, 4096) == "header_inline",
+          // Past 2 KiB at 3 ranks (three messages by doubling, two by the ring) not even where
+          // ranks share cores.
+          EXPECT_EQ(comm.algorithmFor(c, 2040) == "header_inline",
                     shared && std::string(c) != "alltoall")
+              << n << c;
+          EXPECT_EQ(comm.algorithmFor(c, 4096) == "header_inline",
+                    shared && n != 3 && std::string(c) != "alltoall")
               << n << c;
           EXPECT_NE(comm.algorithmFor(c, 32768), "header_inline") << n << c;
         }
