@@ -194,9 +194,10 @@ TEST(VFormErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
 // the headers of recursive doubling (scale 1): rank 1 and its partners name both calls, the rest
 // get a PeerError.
 TEST(VFormErrors, CountsThatDifferFailWithMismatchNamingBothCalls) {
-  // x1 and x100 (up to 16 KiB in all): recursive doubling over headers, every rank reads a
-  // partner's header; x1000: a round of headers first, in which rank 0 reads rank 2's (which
-  // agrees) and learns of the disagreement from the abort.
+  // x1 (where ranks share cores: on 3 ranks up to 2 KiB in all): recursive doubling over
+  // headers, every rank reads a partner's header; x1000 (x100 too, 2400 bytes, and x1 with a
+  // core per rank): a round of headers first, in which rank 0 reads rank 2's (which agrees) and
+  // learns of the disagreement from the abort.
   for (size_t scale : {size_t{1}, size_t{100}, size_t{1000}}) {
     SCOPED_TRACE(fmt::format("blocks x{}", scale));
     runThreadRanks(3, [scale](int rank, int size, std::shared_ptr<Store> store) {
