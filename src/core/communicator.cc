@@ -49,7 +49,9 @@ size_t Communicator::segmentBytes() const { return impl_->modelSliceBytes(); }
 namespace {
 
 // Whether a host call of `which` that moves `bytes` in all runs no algorithm on `ranks` ranks:
-// an unrooted one of zero count runs as a sender-only call (movesNoData), whatever is forced.
+// an unrooted one of zero count runs as a sender-only call (movesNoData, whose list of OpKinds
+// this one of Collectives must match: Trace.AlgorithmForNamesNoneForTheZeroCountCallsThatRunNone
+// runs every such call and compares), whatever is forced.
 bool runsNoAlgorithm(collectives::Collective which, size_t bytes, int ranks) {
   using collectives::Collective;
   if (bytes != 0 || ranks == 1) return false;

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -225,6 +227,72 @@ TEST(Trace, ACallThatMovesNoDataNamesNoAlgorithm) {
       algorithms.push_back(e["args"]["algorithm"].get<std::string>());
     }
     EXPECT_EQ(algorithms, (std::vector<std::string>{"none", "ring"})) << "rank " << r;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// algorithmFor(c, 0) names "none" exactly for the zero-count calls that run none (the trace's
+// word for what ran): its list of collectives and the core's (movesNoData) must agree.
+TEST(Trace, AlgorithmForNamesNoneForTheZeroCountCallsThatRunNone) {
+  const std::string dir = makeTempDir("ringlet-trace");
+  // algorithmFor's name, the trace's, and the zero-count call.
+  struct Case {
+    const char* collective;
+    const char* traced;
+    std::function<void(Communicator&, int32_t*)> call;
+  };
+  const std::vector<size_t> zeros(3, 0);
+  const std::vector<Case> cases = {
+      {"allreduce", "allreduce",
+       [](Communicator& c, int32_t* a) { c.allreduce(a, a, 0, DataType::kInt32, ReduceOp::kSum); }},
+      {"allgather", "allgather",
+       [](Communicator& c, int32_t* a) { c.allgather(a, a + 4, 0, DataType::kInt32); }},
+      {"reducescatter", "reduce_scatter",
+       [](Communicator& c, int32_t* a) {
+         c.reduceScatter(a, a + 4, 0, DataType::kInt32, ReduceOp::kSum);
+       }},
+      {"alltoall", "alltoall",
+       [](Communicator& c, int32_t* a) { c.allToAll(a, a + 4, 0, DataType::kInt32); }},
+      {"allgatherv", "allgatherv",
+       [&](Communicator& c, int32_t* a) { c.allgatherv(a, a + 4, zeros, DataType::kInt32); }},
+      {"reducescatterv", "reduce_scatterv",
+       [&](Communicator& c, int32_t* a) {
+         c.reduceScatterv(a, a + 4, zeros, DataType::kInt32, ReduceOp::kSum);
+       }},
+      {"broadcast", "broadcast",
+       [](Communicator& c, int32_t* a) { c.broadcast(a, 0, DataType::kInt32, 0); }},
+      {"reduce", "reduce",
+       [](Communicator& c, int32_t* a) {
+         c.reduce(a, a + 4, 0, DataType::kInt32, ReduceOp::kSum, 0);
+       }},
+      {"gather", "gather",
+       [](Communicator& c, int32_t* a) { c.gather(a, a + 4, 0, DataType::kInt32, 0); }},
+      {"scatter", "scatter",
+       [](Communicator& c, int32_t* a) { c.scatter(a, a + 4, 0, DataType::kInt32, 0); }},
+  };
+  std::vector<std::string> said(cases.size());
+  runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+    Communicator comm =
+        Communicator::create(Bootstrap::forThread(rank, size, store), traced(dir + "/zero"));
+    std::vector<int32_t> a(8, rank);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (rank == 0) said[i] = comm.algorithmFor(cases[i].collective, 0);
+      cases[i].call(comm, a.data());
+    }
+    comm.barrier();
+  });
+  const json trace = readTrace(dir + "/zero.rank0.json");
+  std::map<std::string, std::string> ran;  // traced name -> algorithm
+  for (const json& e : trace["traceEvents"]) {
+    if (e.value("cat", "") != "collective") continue;
+    ran[e["name"].get<std::string>()] = e["args"]["algorithm"].get<std::string>();
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto it = ran.find(cases[i].traced);
+    ASSERT_NE(it, ran.end()) << cases[i].traced << " not in the trace";
+    const std::string& ranAs = it->second;
+    EXPECT_EQ(said[i] == "none", ranAs == "none")
+        << cases[i].collective << ": algorithmFor says " << said[i] << ", the call ran " << ranAs;
   }
   std::filesystem::remove_all(dir);
 }

@@ -1,7 +1,6 @@
 // TcpLink: construction, failure, and the send side (queue, sendmsg, flush, abort).
 #include "transports/tcp/tcp_link.h"
 
-#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
