@@ -3,7 +3,9 @@
 # --vs-algos times each collective's algorithms forced and the cost model's choice in turns (-r
 # rounds per size, each starting one variant later, on dup()s of one communicator: one
 # calibration, one model), and scripts/algo_sweep.py tabulates per size the auto time over the
-# best forced time. Writes bench/results/algo-sweep-n<N>.{md,json}.
+# best forced time. Writes bench/results/algo-sweep-n<N>.{md,json} (the md ends with the counts:
+# forcible picks within 1.10 of the fastest, and how far two timings of one algorithm in the same
+# turns stray from each other) and the bench's report, algo-sweep-n<N>-bench.json.gz.
 #
 # --separate-runs: one ringlet-bench run per algorithm and repeat instead (RINGLET_ALGO via
 # --algo), each configuration -r times, interleaved (each repeat in an order rotated by one);
@@ -50,6 +52,9 @@ for n in $ranks; do
       --ops "${ops// /,}" --vs-algos --rounds "$repeats" -b 8 -e "$maxbytes" -f 4 -n auto \
       --min-time-ms "$min_time_ms" -w 3 -c 1 --json "$tmp/n$n-turns.json" >/dev/null
     /usr/bin/python3 scripts/algo_sweep.py "$tmp" "$n" "$out/algo-sweep-n$n$suffix"
+    # The bench's own report, so that the tables can be made again (algo_sweep.py DIR N PREFIX
+    # with it unpacked as DIR/nN-turns.json).
+    gzip -9c "$tmp/n$n-turns.json" >"$out/algo-sweep-n$n$suffix-bench.json.gz"
     continue
   fi
   for op in $ops; do

@@ -54,6 +54,8 @@ lines = [f"# Automatic algorithm choice vs every forced algorithm, N={ranks}", "
          "choice (pick/best, else auto/best; none where no algorithm runs) > 1.10 is marked "
          "with !", ""]
 summary = []
+judged = []  # (op, size, pick/best) where auto's pick can be forced
+same = []  # auto's own time over its pick's forced time: one algorithm timed twice in turns
 for op in sorted({op for op, _ in runs}):
     algos = sorted(a for o, a in runs if o == op and a != "auto")
     lines += [f"## {op}", "",
@@ -71,6 +73,9 @@ for op in sorted({op for op, _ in runs}):
         # "none": the call runs no algorithm (a zero-count one passes its header on), and the
         # forced runs took that same path: two runs of one path, no choice to judge.
         choice = None if picked == "none" else pick_ratio if pick_ratio is not None else ratio
+        if picked != "none" and pick_ratio is not None:
+            judged.append((op, size, pick_ratio))
+            same.append(auto_time / pick)
         worst = max(worst, ratio)
         if choice is not None:
             worst_choice = max(worst_choice, choice)
@@ -83,6 +88,22 @@ for op in sorted({op for op, _ in runs}):
     lines.append("")
 lines += ["## worst per collective: the choice (pick/best, else auto/best) and auto/best", ""] + [
     f"- {s['op']}: {s['worst_choice']:.2f}, {s['worst_auto_over_best']:.2f}" for s in summary]
+# The count the target asks for, and how far two timings of one algorithm in the same turns
+# (auto running its pick, and the pick forced) stray from each other: where they differ by more
+# than 10%, a pick/best just over 1.10 says no more than the runs' own spread.
+within = [j for j in judged if j[2] <= 1.10]
+spread = sorted(abs(x - 1) for x in same)
+apart = sum(1 for x in spread if x > 0.10)
+counts = {"forcible_picks": len(judged), "within_10_percent": len(within),
+          "same_algorithm_apart_over_10_percent": apart,
+          "same_algorithm_median_spread": statistics.median(spread) if spread else 0.0}
+lines += ["", "## counts", "",
+          f"- forcible picks within 1.10 of the fastest forced: {len(within)} of {len(judged)}",
+          "- misses: " + ("; ".join(f"{op} {size} {r:.2f}" for op, size, r in judged if r > 1.10)
+                          or "none"),
+          f"- one algorithm timed twice in the same turns (auto's run of its pick, and the pick "
+          f"forced): apart by more than 10% at {apart} of {len(spread)} sizes, median "
+          f"{counts['same_algorithm_median_spread']:.1%} apart"]
 open(prefix + ".md", "w").write("\n".join(lines) + "\n")
-json.dump({"ranks": int(ranks), "summary": summary}, open(prefix + ".json", "w"), indent=1)
+json.dump({"ranks": int(ranks), "summary": summary, "counts": counts}, open(prefix + ".json", "w"), indent=1)
 print("\n".join(lines))

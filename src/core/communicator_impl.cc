@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -54,6 +55,7 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
   connectInitialLinks(deadline);
   forced_ = collectives::parseForced(options_.algorithms);
   oneHostTcp_ = oneHostOverTcp(options_.transport, infos_);
+  unboundedRing_ = everyLinkUnbounded(options_.transport, infos_);
   if (options_.costModel) model_ = *options_.costModel;
   if (!options_.trace.empty()) {
     trace_ = std::make_unique<trace::Recorder>(options_.trace, rank_, size_, self_.hostId);
@@ -78,6 +80,7 @@ CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
   watchParent_ = nullptr;  // the parent is watched only while this is made
   forced_ = collectives::parseForced(options_.algorithms);
   oneHostTcp_ = oneHostOverTcp(options_.transport, infos_);
+  unboundedRing_ = everyLinkUnbounded(options_.transport, infos_);
   if (options_.costModel) model_ = *options_.costModel;
   if (!options_.trace.empty()) {  // split() gave the child a path of its own
     trace_ = std::make_unique<trace::Recorder>(options_.trace, rank_, size_, self_.hostId);
@@ -274,6 +277,12 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
         collective &&
         (size_ == 2 ? call.sendsOnly
                     : size_ > 2 && (call.sendsOnly || call.relays || call.receivesOnly));
+    // An answer owed to the root of earlier chain calls goes first, unless this call is one more
+    // of them (which answers, or owes, in its turn).
+    if (owedAnswer_ &&
+        !(collective && call.receivesOnly && size_ > 2 && call.root == owedAnswer_->root)) {
+      sendOwedAnswer(wait);
+    }
     const bool inRun = runs && lastInRun_ && (size_ == 2 || call.root == lastRunRoot_);
     lastInRun_ = runs;
     lastRunRoot_ = call.root;
@@ -312,7 +321,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
           // Over TCP each look is a read of the socket, half of such a call's system calls:
           // there every kLookEvery-th call looks (and the calls before a wait for an answer).
           transport::Link& prev = group_.prev();
-          const size_t limit = uncheckedLimit();
+          const size_t limit = uncheckedLimit(call);
           const bool look = !prev.looksCostSystemCalls() || ++callsSinceLook_ >= kLookEvery ||
                             unchecked_.size() >= limit;
           if (look) {
@@ -403,10 +412,21 @@ std::string CommunicatorImpl::describeHeldPointToPoint() {
   return out;
 }
 
-size_t CommunicatorImpl::uncheckedLimit() const {
+size_t CommunicatorImpl::uncheckedLimit(const OpHeader& call) const {
+  if (group_.prev().queueMessages() != 0) return kMaxUnchecked;
   // At two ranks the answers come from the one peer that the sender writes to, and a sender
   // waiting for room on that link reads ahead what the peer sends (TcpLink::flush): no cycle.
-  return size_ == 2 && group_.prev().queueMessages() == 0 ? kMaxUncheckedUnbounded : kMaxUnchecked;
+  if (size_ == 2) return kMaxUncheckedUnbounded;
+  if (!unboundedRing_) return kMaxUnchecked;
+  // More: the calls' frames pass every link of the ring, and a rank whose send waits for room
+  // reads ahead only from the rank it sends to, so a ring of full links could wait on itself.
+  // Links of unbounded queues fill only their sockets' buffers: the frames in flight stay far
+  // below those, kUnsettledChainBytes (a frame as its fields and the most data a chain carries
+  // for the call; never fewer calls than kMaxUnchecked, as on any link).
+  const size_t payload = std::min(kChainPayloadBytes,
+                                  static_cast<size_t>(call.count) * elementSize(call.type) * size_);
+  return std::clamp(kUnsettledChainBytes / (OpHeader::kFieldBytes + payload), kMaxUnchecked,
+                    kMaxUncheckedUnbounded);
 }
 
 void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wait, bool inRun) {
@@ -417,6 +437,7 @@ void CommunicatorImpl::sendHeader(const OpHeader& header, const WaitContext& wai
   std::byte* out = next.sendBuffer(bytes, headerOut_.data(), wait);
   header.encodeTo(out);
   skippedHeaders_ = 0;
+  owedAnswer_.reset();  // this header, numbered at or past the owed call, settles it
   // With earlyData the body's first send to the same link follows at once: pack them. The
   // header of a run of two-rank calls that only send (a root's small broadcasts) the link may
   // pack with the next ones as they come (Link::sendInRun).
@@ -438,6 +459,11 @@ void CommunicatorImpl::sendAnswer(const OpHeader& header, const WaitContext& wai
     // once it had sent it and may have closed its links since (its last call). Nobody waits for
     // the answer then; a peer that aborted instead fails this rank's next call on that link.
   }
+}
+
+void CommunicatorImpl::sendOwedAnswer(const WaitContext& wait) {
+  const OpHeader owed = *owedAnswer_;
+  sendAnswer(owed, wait);
 }
 
 void CommunicatorImpl::checkHeader(const WaitContext& wait) {
@@ -547,7 +573,13 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
     // of the chain (the next rank) reads an answer to every call, so that a call that checks its
     // own headers can wait for all of them first (execute).
     if (size_ > 2) {
-      sendAnswer(header, wait, inRun);
+      // Every kConfirmEvery-th call, or where the answer could not be peeked at the root's end.
+      if (++skippedHeaders_ >= kConfirmEvery || !group_.next().canPeek() ||
+          std::getenv("XNOSKIP")) {
+        sendAnswer(header, wait, inRun);
+      } else {
+        owedAnswer_ = header;
+      }
     } else if (++skippedHeaders_ >= kConfirmEvery) {
       try {
         sendHeader(header, wait);

@@ -82,6 +82,11 @@ double ranksPerCore(const std::vector<transport::PeerInfo>& infos);
 // Whether every link is TCP alike on every rank: the transport forced to "tcp" (the same on every
 // rank) and every rank on one host.
 bool oneHostOverTcp(const std::string& transport, const std::vector<transport::PeerInfo>& infos);
+// Whether every link queues without a bound in messages on every rank (TcpLink, the local
+// transport's): the transport forced to "tcp" or "local" (the same on every rank), or chosen per
+// pair with every rank on a host of its own (TCP between hosts).
+bool everyLinkUnbounded(const std::string& transport,
+                        const std::vector<transport::PeerInfo>& infos);
 
 class CommunicatorImpl final : public transport::WaitSideWork {
  public:
@@ -346,6 +351,10 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   }
   // Every link of this communicator (grows when connectAllPeers adds some).
   std::span<transport::Link* const> activeLinks() const { return activeLinks_; }
+  // This rank's sender-only calls still unanswered, and whether it owes the root of earlier chain
+  // calls an answer (owedAnswer_): what tests look at.
+  size_t unsettledCalls() const { return unchecked_.size(); }
+  bool owesAnswer() const { return owedAnswer_.has_value(); }
   // Sequence numbers of point-to-point calls, per peer, taken when a call is issued.
   uint64_t takeSendSeq(int peer) { return sendSeq_[peer]++; }
   uint64_t takeRecvSeq(int peer) { return recvSeq_[peer]++; }
@@ -533,19 +542,27 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   bool headerChecked_ = true;
   std::vector<std::byte> chainScratch_;
   // Sender-only calls (OpHeader::sendsOnly) whose peer header is still unread, oldest
-  // first. At most uncheckedLimit(): past that a call waits for the oldest (flow control). It
+  // first. At most uncheckedLimit(call): past that a call waits for the oldest (flow control). It
   // must stay below every link's capacity in messages (shm: 64 cells): then the answers of one
   // rank's unsettled calls always fit in their link, and on more than two ranks a chain of
   // headers around the ring (every link of the cycle holding at most kMaxUnchecked calls)
   // cannot fill all of them and wait on itself (with 200 it does, over shm).
   static constexpr size_t kMaxUnchecked = 48;
   // Two ranks over a link whose queue has no bound in messages (TCP: the sockets' buffers and a
-  // read-ahead that grows; the local transport's queue): the sender may run this far ahead.
+  // read-ahead that grows; the local transport's queue): the sender may run this far ahead
+  // (more ranks: kUnsettledChainBytes as well).
   // Under load the receiver is off its core for a time slice now and then (a few ms, hundreds
   // of 8-byte calls); at 48 the sender stopped too, so it ran only while both had a core
   // (8-byte broadcast over TCP, a busy loop per core: 11-13 us a call against 8-10).
   static constexpr size_t kMaxUncheckedUnbounded = 1024;
-  size_t uncheckedLimit() const;
+  // More than two ranks over such links (everyLinkUnbounded), where the frames of a root's
+  // unsettled calls pass around the ring: their bytes at most this (uncheckedLimit), far below
+  // any socket's buffers (Linux's smallest default maximum, 208 KiB a direction). Under load the
+  // root had stopped at kMaxUnchecked calls whenever a rank of its chain was off its core: 8-byte
+  // broadcasts over TCP on 4 ranks, a busy loop per core, 20-44 us a call; with 1024 6.2-8.0.
+  static constexpr size_t kUnsettledChainBytes = size_t{128} << 10;
+  // The most sender-only calls left unsettled before `call` waits for the oldest.
+  size_t uncheckedLimit(const OpHeader& call) const;
   // A sender-only call over a link whose looks cost a system call looks for answers and at the
   // peer every kLookEvery-th call (execute).
   static constexpr int kLookEvery = 8;
@@ -592,6 +609,15 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // costs the sender a read and the receiver a send: every 16th call against every 8th, 8-byte
   // rooted calls at N = 2 over shm 2-15% faster (gather 56-64 -> 48-51 ns).
   size_t skippedHeaders_ = 0;
+  // More than two ranks: the end of a chain of headers that found the chain waiting and matching
+  // answers it too only every kConfirmEvery-th call (takeWaitingHeader), as two ranks do; the
+  // last call it left unanswered is owed to the chain's root, the next rank. It goes before
+  // anything else this rank sends there (execute, sendOwedAnswer): the root of a call that
+  // checks its own headers first reads the answers to all of its chain calls, and an answer
+  // numbered s settles every call before s. A rank's call passes only after every rank's check
+  // of it, so the one answer stands for the calls it skipped.
+  std::optional<OpHeader> owedAnswer_;
+  void sendOwedAnswer(const transport::WaitContext& wait);
   // The last call's one send could be a frame of a run, and that call's root (execute).
   bool lastInRun_ = false;
   int lastRunRoot_ = -1;
@@ -618,6 +644,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   uint64_t nextSeq_ = 0;
   bool allPeersLinked_ = false;    // allPeersLinkedBefore()
   bool oneHostTcp_ = false;        // every rank on this one host, the transport forced to TCP
+  bool unboundedRing_ = false;     // everyLinkUnbounded()
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;
   std::vector<uint64_t> incomingSeq_;  // per peer: the next message's number off its link

@@ -110,6 +110,16 @@ bool oneHostOverTcp(const std::string& transport, const std::vector<PeerInfo>& i
          });
 }
 
+bool everyLinkUnbounded(const std::string& transport, const std::vector<PeerInfo>& infos) {
+  if (transport == "tcp" || transport == "local") return true;
+  if (transport != "auto") return false;
+  std::set<std::string> hosts;
+  for (const PeerInfo& info : infos) {
+    if (!hosts.insert(info.hostId).second) return false;
+  }
+  return true;
+}
+
 namespace {
 
 // The peers the algorithms talk to: ring and dissemination neighbours (rank +- 2^k),
