@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -570,12 +569,11 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
     unchecked_.clear();  // all before this call, which the peer has passed
     headerChecked_ = true;
     // Two ranks: the sender learns from a later header that this call passed. More: the sender
-    // of the chain (the next rank) reads an answer to every call, so that a call that checks its
-    // own headers can wait for all of them first (execute).
+    // of the chain (the next rank) reads an answer every kConfirmEvery calls, and one that this
+    // rank owes it before anything else this rank sends it (owedAnswer_, execute), so that a
+    // call that checks its own headers can wait for all of them first.
     if (size_ > 2) {
-      // Every kConfirmEvery-th call, or where the answer could not be peeked at the root's end.
-      if (++skippedHeaders_ >= kConfirmEvery || !group_.next().canPeek() ||
-          std::getenv("XNOSKIP")) {
+      if (++skippedHeaders_ >= kConfirmEvery) {
         sendAnswer(header, wait, inRun);
       } else {
         owedAnswer_ = header;
