@@ -2,6 +2,7 @@
 // receiving rank (which sees stalls) and the root, plus the slowest single call per block.
 #include <ringlet/bootstrap.h>
 #include <ringlet/communicator.h>
+#include <sys/resource.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   comm.barrier();
   std::vector<double> per(blocks), worst(blocks);
   std::vector<std::pair<double, double>> stalls;
+  rusage r0{};
+  getrusage(RUSAGE_SELF, &r0);
   auto t0 = Clk::now();
   for (int b = 0; b < blocks; ++b) {
     auto tb = Clk::now();
@@ -49,6 +52,15 @@ int main(int argc, char** argv) {
     if (worst[b] > 5000)
       s += " [" + std::to_string(b) + ":" + std::to_string((int)worst[b]) + "us]";
   for (auto& [t, d] : stalls) std::printf("rank %d stall at %.6f for %.0f us\n", comm.rank(), t, d);
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("rank %d cpu %.2f us/call vcsw %.3f ivcsw %.3f /call\n", comm.rank(),
+              ((ru.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1e6 + ru.ru_utime.tv_usec -
+               r0.ru_utime.tv_usec + (ru.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1e6 +
+               ru.ru_stime.tv_usec - r0.ru_stime.tv_usec) /
+                  (blocks * 2000.0),
+              (ru.ru_nvcsw - r0.ru_nvcsw) / (blocks * 2000.0),
+              (ru.ru_nivcsw - r0.ru_nivcsw) / (blocks * 2000.0));
   std::printf("rank %d: %s %.2f us/call overall; blocks with a call > 5 ms:%s\n", comm.rank(),
               op.c_str(), total / (blocks * 2000.0), s.c_str());
 }

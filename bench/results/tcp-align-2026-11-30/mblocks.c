@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank;
@@ -33,6 +34,15 @@ int main(int argc, char** argv) {
     if (pass)
       printf("rank %d: MPI %s %.2f us/call; %d calls > 3 ms (%.0f ms), worst %.1f ms\n", rank, op,
              (MPI_Wtime() - t0) / n * 1e6, stalls, stalled * 1e3, worst * 1e3);
+  }
+  {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("rank %d cpu %.2f us/call vcsw %.3f ivcsw %.3f /call\n", rank,
+           (ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1e6 +
+            ru.ru_stime.tv_usec) /
+               (1.1 * n),
+           ru.ru_nvcsw / (1.1 * n), ru.ru_nivcsw / (1.1 * n));
   }
   MPI_Finalize();
 }
