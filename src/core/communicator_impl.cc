@@ -576,7 +576,11 @@ bool CommunicatorImpl::takeWaitingHeader(const OpHeader& header, const WaitConte
       if (++skippedHeaders_ >= kConfirmEvery) {
         sendAnswer(header, wait, inRun);
       } else {
+        // Its fields only: the inline data lies in the caller's memory, gone once the call
+        // returns (an answer's data is never read; the root compares the fields).
         owedAnswer_ = header;
+        owedAnswer_->inlineData = nullptr;
+        owedAnswer_->inlineBytes = 0;
       }
     } else if (++skippedHeaders_ >= kConfirmEvery) {
       try {
