@@ -105,5 +105,6 @@ lines += ["", "## counts", "",
           f"forced): apart by more than 10% at {apart} of {len(spread)} sizes, median "
           f"{counts['same_algorithm_median_spread']:.1%} apart"]
 open(prefix + ".md", "w").write("\n".join(lines) + "\n")
-json.dump({"ranks": int(ranks), "summary": summary, "counts": counts}, open(prefix + ".json", "w"), indent=1)
+json.dump({"ranks": int(ranks), "summary": summary, "counts": counts}, open(prefix + ".json", "w"),
+          indent=1)
 print("\n".join(lines))

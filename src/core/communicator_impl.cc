@@ -280,7 +280,7 @@ void CommunicatorImpl::execute(const OpHeader& header, const OpBody& body,
     // of them (which answers, or owes, in its turn).
     if (owedAnswer_ &&
         !(collective && call.receivesOnly && size_ > 2 && call.root == owedAnswer_->root)) {
-      sendOwedAnswer(wait);
+      sendAnswer(*std::exchange(owedAnswer_, std::nullopt), wait);
     }
     const bool inRun = runs && lastInRun_ && (size_ == 2 || call.root == lastRunRoot_);
     lastInRun_ = runs;
@@ -458,11 +458,6 @@ void CommunicatorImpl::sendAnswer(const OpHeader& header, const WaitContext& wai
     // once it had sent it and may have closed its links since (its last call). Nobody waits for
     // the answer then; a peer that aborted instead fails this rank's next call on that link.
   }
-}
-
-void CommunicatorImpl::sendOwedAnswer(const WaitContext& wait) {
-  const OpHeader owed = *owedAnswer_;
-  sendAnswer(owed, wait);
 }
 
 void CommunicatorImpl::checkHeader(const WaitContext& wait) {

@@ -612,12 +612,11 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // More than two ranks: the end of a chain of headers that found the chain waiting and matching
   // answers it too only every kConfirmEvery-th call (takeWaitingHeader), as two ranks do; the
   // last call it left unanswered is owed to the chain's root, the next rank. It goes before
-  // anything else this rank sends there (execute, sendOwedAnswer): the root of a call that
+  // anything else this rank sends there (execute): the root of a call that
   // checks its own headers first reads the answers to all of its chain calls, and an answer
   // numbered s settles every call before s. A rank's call passes only after every rank's check
   // of it, so the one answer stands for the calls it skipped.
   std::optional<OpHeader> owedAnswer_;
-  void sendOwedAnswer(const transport::WaitContext& wait);
   // The last call's one send could be a frame of a run, and that call's root (execute).
   bool lastInRun_ = false;
   int lastRunRoot_ = -1;

@@ -81,11 +81,12 @@ TEST(ChainRuns, AlternatingRootsSendFramesOneByOne) {
 }
 
 // The end of a chain that finds each call's chain waiting and matching answers only every 16th
-// call (CommunicatorImpl::owedAnswer_): the rank before the root (3 of 4) starts its calls
-// after the others have made theirs, so that all of them wait for it. It owes the root an
-// answer after them, and sends it before anything else: the root's unsettled calls are settled
-// by the call after (an all-reduce, which checks its own headers and reads the answers first).
-TEST(ChainRuns, TheEndOfAChainAnswersEvery16thCall) {
+// call, and owes the root the last one it skipped (CommunicatorImpl::owedAnswer_): the rank before
+// the root (3 of 4) starts its calls after the others have made theirs, so that all of them wait
+// for it. It owes the root an answer after them, and sends it before anything else: the root's
+// unsettled calls are settled by the call after (an all-reduce, which checks its own headers and
+// reads the answers first).
+TEST(ChainRuns, TheEndOfAChainOwesOneAnswerForTheCallsItFoundWaiting) {
   for (const char* transport : {"tcp", "shm", "local"}) {
     runThreadRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
       CommunicatorOptions o;
