@@ -366,6 +366,9 @@ struct TransportContext {
   int ranksOnHost = 1;
   // CommunicatorOptions::wait == "adaptive": links adapt their waits (progress.h, Waiter).
   bool adaptiveWait = true;
+  // How long a link being closed waits at most for its peer to take what it sent
+  // (CommunicatorOptions::timeout).
+  std::chrono::milliseconds closeTimeout = std::chrono::seconds(30);
   std::vector<PeerInfo> peers;  // indexed by rank, including this one
   // Host of the rendezvous store; a multi-host job listens on the interface that routes there.
   // Empty when unknown (in-process store, file store).

@@ -444,6 +444,7 @@ transport::Transport& CommunicatorImpl::transportFor(size_t index) {
         .settings = options_.transportOptions,
         .ranksOnHost = ranksOnHost(),
         .adaptiveWait = options_.wait == "adaptive",
+        .closeTimeout = options_.timeout,
         .peers = infos_,
         .rendezvousHost = rendezvousHost_,
         .whileConnecting = [this](transport::Deadline deadline) { linkAnnounced(deadline); },

@@ -4,10 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "ringlet/error.h"
+#include "src/net/socket.h"
 #include "tests/support/event.h"
 #include "tests/support/ranks.h"
 #include "tests/tcp/tcp_test_util.h"
@@ -688,6 +692,76 @@ TEST_P(TcpLinkTest, ClosedPeerIsPeerError) {
           << what;
     }
   });
+}
+
+// What a reader that comes late gets of a stream whose sender closed its link after sending more
+// than the reader's socket buffer holds: the messages in order, then the error that ended it.
+// The reader answers every 16th message, as the end of a chain of small rooted calls does.
+struct LateRead {
+  int whole = 0;      // messages that arrived whole and right
+  std::string error;  // what ended the stream: the peer's end, or its reset
+};
+
+LateRead readLateFromAClosedLink(std::chrono::milliseconds closeTimeout) {
+  net::Fd listener = net::listenTcp("127.0.0.1", 0);
+  const int small = 16 << 10;  // accepted sockets take the listener's buffer size
+  EXPECT_EQ(::setsockopt(listener.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+  const uint16_t port = net::SocketAddress::local(listener.get()).port();
+  net::Fd sending = net::connectTcp("127.0.0.1", port, Clock::now() + 10s, "the test's listener");
+  EXPECT_TRUE(net::waitFor(listener.get(), POLLIN, Clock::now() + 10s));
+  net::Fd receiving = net::acceptTcp(listener.get());
+  if (!receiving.valid()) return {0, "no connection accepted"};
+  net::setNonBlocking(receiving.get());
+
+  constexpr int kMessages = 64;
+  constexpr size_t kBytes = 32 << 10;  // 2 MiB in all: far past the reader's buffer
+  std::vector<std::vector<std::byte>> out;
+  for (int m = 0; m < kMessages; ++m) out.push_back(pattern(0, m, kBytes));
+  auto closing = std::make_unique<TcpLink>(0, 1, std::move(sending), Backoff{}, closeTimeout);
+  TcpLink reader(1, 0, std::move(receiving), Backoff{});
+  const std::vector<Link*> senderLinks{closing.get()};
+  const std::vector<Link*> readerLinks{&reader};
+  std::thread sender([&] {
+    auto wait = makeWait(0, senderLinks);
+    for (int m = 0; m < kMessages; ++m) closing->send(out[m].data(), kBytes, wait);
+    closing->flush(wait);  // all in the kernel; the reader's buffer holds a few KiB of it
+    closing.reset();
+  });
+  std::this_thread::sleep_for(100ms);  // the reader comes late
+  LateRead got;
+  try {
+    auto wait = makeWait(1, readerLinks);
+    std::vector<std::byte> in(kBytes);
+    const uint64_t answer = 42;
+    for (int m = 0; m <= kMessages; ++m) {  // one more than sent: the stream's end
+      reader.recvInto(in.data(), kBytes, wait);
+      if (firstWrong(in.data(), 0, m, kBytes) != -1) break;
+      ++got.whole;
+      if (m % 16 == 0) {
+        reader.send(reinterpret_cast<const std::byte*>(&answer), sizeof answer, wait);
+        reader.flush(wait);
+      }
+    }
+  } catch (const Error& error) {
+    got.error = error.what();
+  }
+  sender.join();
+  return got;
+}
+
+// A link closed while its kernel still holds bytes that the peer has not taken waits for the
+// peer's kernel to take them; the peer, which answers as it reads, gets the whole stream and
+// then its end. Closed at once (a close timeout of 0, as before), the socket is reset by the
+// first answer, and the rest of the stream is lost ("rank 0 reset the connection").
+TEST(TcpLinkClose, AClosedLinkWaitsForItsPeerToTakeWhatItSent) {
+  const LateRead waited = readLateFromAClosedLink(10s);
+  EXPECT_EQ(waited.whole, 64) << waited.error;
+  EXPECT_NE(waited.error.find("rank 0 closed the connection while receiving"), std::string::npos)
+      << waited.error;
+
+  const LateRead atOnce = readLateFromAClosedLink(0s);
+  EXPECT_LT(atOnce.whole, 64) << "the reset lost nothing: the test shows nothing";
+  EXPECT_NE(atOnce.error.find("rank 0 reset the connection"), std::string::npos) << atOnce.error;
 }
 
 // A peer that aborts with a large message half sent (more than the socket buffers hold, striped

@@ -1,8 +1,11 @@
 // TcpLink: construction, failure, and the send side (queue, sendmsg, flush, abort).
 #include "transports/tcp/tcp_link.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -60,10 +63,54 @@ int drainQueue(int fd, Queue& queue, Unsent unsent, Total total) {
   }
   return 0;
 }
+// How long a closing link waits for its peer to take what it sent before it says so.
+constexpr std::chrono::seconds kCloseQuietly{1};
+
+// Reads and drops what waits in `fd`, at most `reads` reads. False once the peer's end is closed
+// or the connection failed (nothing more will come).
+bool dropReadable(int fd, int reads) {
+  std::byte sink[4096];
+  while (reads-- > 0) {
+    const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  return true;
+}
+
+// Bytes sent on `fd` that the peer's kernel has not acknowledged yet (0 where unknown).
+int unacknowledgedBytes(int fd) {
+  int bytes = 0;
+  if (::ioctl(fd, SIOCOUTQ, &bytes) != 0) return 0;
+  return bytes;
+}
+
+// Waits until the peer's kernel has acknowledged every byte sent on `fd`, reading and dropping
+// what arrives meanwhile, until `deadline`. Returns the bytes still unacknowledged (0: all
+// taken, or the connection is over and nothing more can go).
+int awaitTaken(int fd, std::chrono::steady_clock::time_point deadline) {
+  std::chrono::milliseconds nap{1};
+  while (true) {
+    if (!dropReadable(fd, 256)) return 0;
+    const int left = unacknowledgedBytes(fd);
+    const auto now = std::chrono::steady_clock::now();
+    if (left == 0 || now >= deadline) return left;
+    // POLLIN: the peer's bytes (dropped above) and its end; acknowledgements do not wake poll.
+    pollfd p{fd, POLLIN, 0};
+    const auto wait = std::min<std::chrono::milliseconds>(
+        nap, std::chrono::ceil<std::chrono::milliseconds>(deadline - now));
+    if (::poll(&p, 1, static_cast<int>(wait.count())) > 0 && (p.revents & (POLLERR | POLLNVAL))) {
+      return 0;
+    }
+    nap = std::min(nap * 2, std::chrono::milliseconds{20});
+  }
+}
 }  // namespace
 
-TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff)
-    : Link(peer), rank_(rank), waiter_(backoff) {
+TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff,
+                 std::chrono::milliseconds closeTimeout)
+    : Link(peer), rank_(rank), closeTimeout_(closeTimeout), waiter_(backoff) {
   if (streams.empty() || streams.size() > kMaxStreams) {
     throw InvalidArgument(fmt::format("tcp link to rank {}: {} streams (1 to {} allowed)", peer,
                                       streams.size(), kMaxStreams));
@@ -81,18 +128,44 @@ TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backo
 
 TcpLink::~TcpLink() {
   if (!fd_.valid()) return;
-  // Before fd_ closes the socket: a close that finds unread bytes resets the connection and drops
+  // Before the sockets close: a close that finds unread bytes resets the connection and drops
   // what is still unsent, which may be frames sendInRun() held back (a root's last small
   // broadcasts) while the peer's nudges and answers wait unread. So the held frames go now, and
-  // what the peer sent that nobody will read is read, a bounded amount, so that the close ends
-  // the stream in order (the kernel sends on what is queued after it).
+  // what the peer sent that nobody will read is read, so that the close ends the stream in order
+  // (the kernel sends on what is queued after it). And a closed socket that still holds unsent
+  // bytes is reset by the next byte that reaches it: a peer that reads this side's last calls
+  // late answers some of them as it goes, and lost the rest of the stream (under load, where
+  // loopback's delivery waits for a core, even calls its socket buffer would hold). So the close
+  // waits until the peer's kernel has taken every byte: it acknowledges what it holds at once,
+  // however late its reader comes; a peer that holds more than its buffer unread is waited for
+  // until closeTimeout_.
   const int on = 1;
   ::setsockopt(fd_.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  std::byte sink[4096];
-  for (int reads = 0; reads < 64; ++reads) {
-    const ssize_t n = ::recv(fd_.get(), sink, sizeof sink, MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+  const bool failed =
+      aborted_.load(std::memory_order_acquire) || failure_ != nullptr || sendFailure_ != nullptr;
+  if (failed) {
+    dropReadable(fd_.get(), 64);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + closeTimeout_;
+  auto awaitAll = [&](std::chrono::steady_clock::time_point until) {
+    size_t left = static_cast<size_t>(awaitTaken(fd_.get(), until));
+    for (Stripe& stripe : stripes_) left += static_cast<size_t>(awaitTaken(stripe.fd.get(), until));
+    return left;
+  };
+  size_t left = awaitAll(std::min(deadline, std::chrono::steady_clock::now() + kCloseQuietly));
+  if (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    log::warn(
+        "rank {}: closing the tcp link to rank {}: waiting up to {} ms for it to take the {} "
+        "bytes sent to it that it has not read",
+        rank_, peer(), closeTimeout_.count(), left);
+    left = awaitAll(deadline);
+  }
+  if (left > 0) {
+    log::warn(
+        "rank {}: closing the tcp link to rank {} with {} bytes sent to it that it has not "
+        "taken within {} ms: they are lost",
+        rank_, peer(), left, closeTimeout_.count());
   }
 }
 

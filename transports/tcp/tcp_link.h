@@ -48,12 +48,24 @@ namespace ringlet::transport::tcp {
 // (ringlet-bench under mpirun), with no change for 2 ranks.
 class TcpLink final : public Link {
  public:
+  // How long the destructor waits at most for the peer's kernel to take what this side sent
+  // (below), unless told otherwise (TransportContext::closeTimeout).
+  static constexpr std::chrono::milliseconds kCloseTimeout{30000};
+
   // `streams` are connected, handshaken, nonblocking, with TCP_NODELAY and large buffers;
   // streams[0] carries the frames.
-  TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff);
+  TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff,
+          std::chrono::milliseconds closeTimeout = kCloseTimeout);
   // One stream.
-  TcpLink(int rank, int peer, net::Fd fd, Backoff backoff)
-      : TcpLink(rank, peer, oneStream(std::move(fd)), backoff) {}
+  TcpLink(int rank, int peer, net::Fd fd, Backoff backoff,
+          std::chrono::milliseconds closeTimeout = kCloseTimeout)
+      : TcpLink(rank, peer, oneStream(std::move(fd)), backoff, closeTimeout) {}
+  // Closes the sockets once the peer's kernel holds every byte this side sent (it may still
+  // read them long after), reading and dropping what the peer sends meanwhile, for at most
+  // `closeTimeout`; at once where the link failed or was aborted. A socket closed with bytes
+  // still unsent is reset by the first byte the peer sends to it after (an answer to a call it
+  // reads late), and the rest of the stream is lost to the peer (transports/tcp/README.md,
+  // "Closing").
   ~TcpLink() override;
 
   std::string_view transportName() const override { return "tcp"; }
@@ -249,6 +261,7 @@ class TcpLink final : public Link {
   void readAhead(const WaitContext& wait);
 
   const int rank_;
+  const std::chrono::milliseconds closeTimeout_;
   net::Fd fd_;                   // stream 0
   std::vector<Stripe> stripes_;  // streams 1..
   Waiter waiter_;

@@ -116,14 +116,15 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
       higher.push_back(peers[i]);
       continue;
     }
-    links[i] =
-        std::make_unique<TcpLink>(context_.rank, peers[i], connectTo(peers[i], deadline), backoff_);
+    links[i] = std::make_unique<TcpLink>(context_.rank, peers[i], connectTo(peers[i], deadline),
+                                         backoff_, context_.closeTimeout);
   }
   std::map<int, std::vector<net::Fd>> accepted = acceptFrom(higher, deadline);
   for (size_t i = 0; i < peers.size(); ++i) {
     if (peers[i] > context_.rank) {
-      links[i] = std::make_unique<TcpLink>(context_.rank, peers[i],
-                                           std::move(accepted.at(peers[i])), backoff_);
+      links[i] =
+          std::make_unique<TcpLink>(context_.rank, peers[i], std::move(accepted.at(peers[i])),
+                                    backoff_, context_.closeTimeout);
     }
     log::debug("rank {}: {}", context_.rank, links[i]->describe());
   }
