@@ -114,6 +114,21 @@ std::string text(const json& report) {
         "predicted fastest within 10% of the fastest measured at {} of {} collective sizes\n",
         close, judged, chosenWell, sizes);
   }
+  if (report.contains("gauge") && report.at("gauge").contains("start_s")) {
+    // How far the run's own timings moved while it ran (gauge(), measure.h).
+    const json& g = report.at("gauge");
+    const double start = g.value("start_s", 0.0);
+    const double end = g.value("end_s", 0.0);
+    const double ratio = start > 0 ? end / start : 0.0;
+    out += fmt::format(
+        "the run's gauge ({} {} of {} bytes, timed before every row and after them): {:.1f} us, "
+        "then {:.1f} us ({:.2f}x){}\n",
+        g.value("collective", std::string()), g.value("algorithm", std::string()),
+        g.value("bytes", size_t{0}), start * 1e6, end * 1e6, ratio,
+        ratio >= 0.8 && ratio <= 1.25
+            ? ""
+            : ": the machine's speed moved more than the 25% the predictions are judged by");
+  }
   return out;
 }
 
@@ -211,7 +226,8 @@ int main(int argc, char** argv) {
           ringlet::Communicator::create(std::move(bootstrap), communicatorOptions);
       json report = ringlet::model::describe(comm);
       report["calibration_effort"] = effort;
-      report["rows"] = ringlet::model::measure(comm, options);
+      report["gauge"] = ringlet::model::gauge(
+          comm, options, [&] { report["rows"] = ringlet::model::measure(comm, options); });
       if (comm.rank() != 0) return 0;
       if (!out.empty()) writeReport(report, out);
       fmt::print("{}", text(report));

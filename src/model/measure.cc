@@ -206,6 +206,44 @@ json measure(Communicator& comm, const MeasureOptions& options) {
   return rows;
 }
 
+json gauge(Communicator& comm, const MeasureOptions& options,
+           const std::function<void()>& timeRows) {
+  checkMeasurable(options.collectives);
+  const CostModel model = comm.costModel();
+  // The sweep's size nearest 1 MiB (by ratio): large enough that bytes, not alpha, set its time.
+  size_t bytes = options.minBytes;
+  for (size_t b = options.minBytes; b <= options.maxBytes;
+       b *= static_cast<size_t>(options.factor)) {
+    const auto ratio = [](size_t x) {
+      return std::abs(std::log2(static_cast<double>(x) / (1 << 20)));
+    };
+    if (ratio(b) < ratio(bytes)) bytes = b;
+  }
+  for (const auto& info : algorithms()) {
+    if (info.collective != options.collectives.front()) continue;
+    for (const std::string& algorithm : info.algorithms) {
+      if (!std::isfinite(predictSeconds(model, info.collective, algorithm, comm.size(), bytes))) {
+        continue;
+      }
+      CommunicatorOptions forced = CommunicatorOptions::fromEnvironment();
+      forced.costModel = model;
+      forced.algorithms = {{info.collective, algorithm}};
+      Communicator sub = comm.dup(forced);
+      Call call(sub, info.collective, bytes);
+      const double start = timeCall(sub, call, options).median;
+      timeRows();
+      const double end = timeCall(sub, call, options).median;
+      return {{"collective", info.collective},
+              {"algorithm", algorithm},
+              {"bytes", call.bytes()},
+              {"start_s", start},
+              {"end_s", end}};
+    }
+  }
+  timeRows();
+  return json::object();
+}
+
 json repredict(const json& report) {
   const CostModel model = modelOf(report);
   if (!report.contains("ranks") || !report.at("ranks").is_number_integer() ||

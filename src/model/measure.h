@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,16 @@ void checkMeasurable(const std::vector<std::string>& collectives);
 //   {collective, algorithm, bytes, measured_s (median), fastest_s, predicted_s, busbw_gbps,
 //    terms: the prediction per unit of alpha, beta, gamma, delta (the model is linear in them)}
 nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options);
+
+// How steady the machine stayed over a run of measure(): one row (the first collective's first
+// algorithm, at the size of the sweep nearest 1 MiB) timed before every other row and again after
+// all of them, as measure() times it:
+//   {collective, algorithm, bytes, start_s, end_s}
+// A model calibrated at the start is judged by its predictions within 25% of the measured times;
+// where this row's two timings differ by more than that, so may the run's other timings from what
+// the same calibration would have met. `timeRows` runs measure() (or anything) between the two.
+nlohmann::ordered_json gauge(Communicator& comm, const MeasureOptions& options,
+                             const std::function<void()>& timeRows);
 
 // A report of measure() (with describe()'s header) predicted again with this build's formulas:
 // every row's predicted_s and terms, from the report's own model. For trying a change of the
