@@ -89,7 +89,7 @@ void LinkPrims::recvCopySend(const Piece& p) {
     const std::byte* in = prev_.recv(bytes(p), wait_);
     std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
     copyOut(output(p), in, bytes(p));
-    if (out != output(p) && bytes(p) > 0) std::memcpy(out, in, bytes(p));
+    if (out != output(p) && bytes(p) > 0) kernels::copy(out, in, bytes(p));
     prev_.release();
     next_.send(out, bytes(p), wait_);
     return;
@@ -148,14 +148,14 @@ void LinkPrims::copyOut(std::byte* dst, const std::byte* src, size_t n) const {
   if (streaming_) {
     streamCopy(dst, src, n);
   } else if (n > 0) {
-    std::memcpy(dst, src, n);
+    kernels::copy(dst, src, n);
   }
 }
 
 void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait) {
   // The transport never writes through `scratch`; it only hands it back.
   std::byte* out = link.sendBuffer(bytes, const_cast<std::byte*>(data), wait);
-  if (out != data && bytes > 0) std::memcpy(out, data, bytes);
+  if (out != data && bytes > 0) kernels::copy(out, data, bytes);
   link.send(out, bytes, wait);
 }
 

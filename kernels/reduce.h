@@ -27,6 +27,15 @@ void reduceStreaming(void* stream, void* copy, const void* a, const void* b, siz
 // memcpy with non-temporal stores into `dst` (x86-64; a plain memcpy elsewhere).
 void streamCopy(void* dst, const void* src, size_t bytes);
 
+// memcpy for the data path (a caller's buffer to or from a transport slot): memcpy where dst and
+// src lie alike within 64 bytes, else a loop of 16-byte loads and stores (x86-64; memcpy
+// elsewhere). glibc's memcpy copies from 2 KiB up to its non-temporal threshold with `rep movsb`,
+// which on an AMD EPYC (Zen) VM ran at 2.2-2.9 GB/s for some offsets of dst against src (8, 16,
+// 1 bytes; 0, 32, 48 and -16 at 36-50) where this loop ran at 27-45: a caller's std::vector of
+// 64 KiB or more starts 16 bytes into its pages, a slot at a page
+// (bench/results/copy-alignment-2026-12-01/).
+void copy(void* dst, const void* src, size_t bytes);
+
 // Collectives whose buffers are at least this large stream their final results.
 inline constexpr size_t kStreamingBytes = size_t{8} << 20;
 

@@ -45,6 +45,33 @@ void streamCopy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
+void copy(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  constexpr size_t kLoopFrom = 256;  // below: memcpy's own small-size paths
+  const auto apart = reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src);
+  if (bytes < kLoopFrom || apart % 64 == 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  auto* d = static_cast<std::byte*>(dst);
+  auto* s = static_cast<const std::byte*>(src);
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), x0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), x1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), x2);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), x3);
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
 void reduceStreaming(void* stream, void* copy, const void* a, const void* b, size_t count,
                      DataType type, ReduceOp op, int divisor) {
   // Reduce a cache-sized tile at a time into L1, then write it where it goes.

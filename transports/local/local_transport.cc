@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 #include "transports/progress.h"
 #include "transports/transport.h"
@@ -97,7 +98,7 @@ class LocalLink final : public Link {
   void release() override { current_.clear(); }
   void recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) override {
     const std::byte* data = recv(bytes, wait);
-    if (bytes > 0) std::memcpy(dst, data, bytes);
+    if (bytes > 0) kernels::copy(dst, data, bytes);
     release();
   }
 

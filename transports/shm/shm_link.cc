@@ -10,6 +10,7 @@
 #include <random>
 #include <utility>
 
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 #include "transports/shm/tsan_sync.h"
 
@@ -349,7 +350,7 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     if (overlaps) {
       std::memmove(claimed, data, bytes);
     } else {
-      std::memcpy(claimed, data, bytes);
+      kernels::copy(claimed, data, bytes);
     }
   }
   uint64_t word = (uint64_t{static_cast<uint32_t>(outHead_ + 1)} << 32) | bytes;
@@ -426,7 +427,7 @@ void ShmLink::readLent(uint64_t index, std::byte* dst, size_t bytes, const WaitC
     checkPeerFlags(WaitFor::kMessage, bytes, wait);
     const auto* lent = reinterpret_cast<const std::byte*>(address);
     tsan::acquire(lent);
-    std::memcpy(dst, lent, bytes);
+    kernels::copy(dst, lent, bytes);
     tsan::release(lent);  // read before the lender's flush() returns
   } else {
     iovec local{.iov_base = dst, .iov_len = bytes};
@@ -639,7 +640,7 @@ void ShmLink::recvInto(std::byte* dst, size_t bytes, const WaitContext& wait) {
   if (takenLent_) {
     readLent(inNext_ - 1, dst, bytes, wait);  // one copy, from the sender's memory
   } else if (bytes > 0 && data != dst) {
-    std::memcpy(dst, data, bytes);  // else written there (expect())
+    kernels::copy(dst, data, bytes);  // else written there (expect())
   }
   release();
 }
