@@ -55,7 +55,7 @@ void copyOwnBlock(std::byte* dst, const std::byte* src, size_t bytes, size_t res
   if (resultBytes >= 2 * kernels::kStreamingBytes) {
     kernels::streamCopy(dst, src, bytes);
   } else {
-    std::memcpy(dst, src, bytes);
+    kernels::copy(dst, src, bytes);
   }
 }
 

@@ -13,6 +13,30 @@
 
 namespace ringlet::kernels {
 
+#if defined(__x86_64__)
+namespace {
+// Copies 64 bytes at a time, 16-byte loads, stores streamed (non-temporal, into a 16-byte aligned
+// `d`) or ordinary; returns the bytes copied (a multiple of 64).
+template <bool kStream>
+size_t copy64s(std::byte* d, const std::byte* s, size_t bytes) {
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    __m128i x[4];
+    for (int k = 0; k < 4; ++k)
+      x[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16 * k));
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (kStream) {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16 * k), x[k]);
+      } else {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16 * k), x[k]);
+      }
+    }
+  }
+  return i;
+}
+}  // namespace
+#endif
+
 void streamCopy(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)
   auto* d = static_cast<std::byte*>(dst);
@@ -23,17 +47,7 @@ void streamCopy(void* dst, const void* src, size_t bytes) {
   d += head;
   s += head;
   bytes -= head;
-  size_t i = 0;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), x0);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), x1);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), x2);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), x3);
-  }
+  size_t i = copy64s<true>(d, s, bytes);
   for (; i + 16 <= bytes; i += 16) {
     _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
@@ -55,17 +69,7 @@ void copy(void* dst, const void* src, size_t bytes) {
   }
   auto* d = static_cast<std::byte*>(dst);
   auto* s = static_cast<const std::byte*>(src);
-  size_t i = 0;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    const __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    const __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    const __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), x0);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), x1);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), x2);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), x3);
-  }
+  const size_t i = copy64s<false>(d, s, bytes);
   std::memcpy(d + i, s + i, bytes - i);
 #else
   std::memcpy(dst, src, bytes);
