@@ -14,6 +14,7 @@
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
+#include "kernels/reduce.h"
 
 namespace ringlet::collectives {
 void bruckAllgather(const Group& group, const AllgatherArgs& args, size_t sliceBytes,
@@ -58,7 +59,7 @@ void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceByt
   const size_t block = args.blockBytes;
   std::byte* tmp = scratchBytes(0, block * n);
   for (int i = 0; i < n && block > 0; ++i) {
-    std::memcpy(tmp + i * block, args.send + wrap(r + i, n) * block, block);
+    kernels::copy(tmp + i * block, args.send + wrap(r + i, n) * block, block);
   }
   std::byte* packed = scratchBytes(1, block * n);
   std::byte* unpacked = scratchBytes(2, block * n);
@@ -66,7 +67,7 @@ void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceByt
     size_t bytes = 0;
     for (int i = dist; i < n && block > 0; ++i) {
       if (i & dist) {
-        std::memcpy(packed + bytes, tmp + i * block, block);
+        kernels::copy(packed + bytes, tmp + i * block, block);
         bytes += block;
       }
     }
@@ -80,13 +81,13 @@ void bruckAllToAll(const Group& group, const AllToAllArgs& args, size_t sliceByt
     bytes = 0;
     for (int i = dist; i < n && block > 0; ++i) {
       if (i & dist) {
-        std::memcpy(tmp + i * block, unpacked + bytes, block);
+        kernels::copy(tmp + i * block, unpacked + bytes, block);
         bytes += block;
       }
     }
   }
   for (int j = 0; j < n && block > 0; ++j) {
-    std::memcpy(args.recv + j * block, tmp + wrap(r - j, n) * block, block);
+    kernels::copy(args.recv + j * block, tmp + wrap(r - j, n) * block, block);
   }
 }
 

@@ -79,7 +79,8 @@ void gatherBlocks(const Layout& layout, Where&& where, const std::byte* caller, 
                   Order order, size_t es) {
   for (int b = 0; b < layout.blocks; ++b) {
     const size_t bytes = layout.countOf(b) * es;
-    if (bytes > 0) std::memcpy(out + placeOf(layout, order, b) * es, caller + where(b) * es, bytes);
+    if (bytes > 0)
+      kernels::copy(out + placeOf(layout, order, b) * es, caller + where(b) * es, bytes);
   }
 }
 
@@ -89,7 +90,8 @@ void scatterBlocks(const Layout& layout, Where&& where, const std::byte* in, std
                    Order order, size_t es) {
   for (int b = 0; b < layout.blocks; ++b) {
     const size_t bytes = layout.countOf(b) * es;
-    if (bytes > 0) std::memcpy(caller + where(b) * es, in + placeOf(layout, order, b) * es, bytes);
+    if (bytes > 0)
+      kernels::copy(caller + where(b) * es, in + placeOf(layout, order, b) * es, bytes);
   }
 }
 
@@ -131,7 +133,7 @@ void halvingReduceScatter(const Group& group, const Layout& layout, Where&& wher
   const int p = layout.p;
   if (total == 0) return;
   if (n == 1) {
-    if (recv != send + where(r) * es && own > 0) std::memcpy(recv, send + where(r) * es, own);
+    if (recv != send + where(r) * es && own > 0) kernels::copy(recv, send + where(r) * es, own);
     return;
   }
   const Traces<Layout> traces(layout, nameBlocks && wait.trace != nullptr, es, sliceBytes);
@@ -197,7 +199,7 @@ void halvingReduceScatter(const Group& group, const Layout& layout, Where&& wher
   if (r < n - p) {  // chunk r holds block r, then the folded partner's block r+p
     sendSliced(group.link(r + p), work + layout.offsetOf(r + p) * es, layout.countOf(r + p) * es,
                sliceBytes, wait, traces.foldedOrNull(), layout.offsetOf(r + p));
-    if (own > 0) std::memcpy(recv, work + layout.offsetOf(r) * es, own);
+    if (own > 0) kernels::copy(recv, work + layout.offsetOf(r) * es, own);
   }
   if (op == ReduceOp::kAvg) kernels::finishAverage(recv, layout.countOf(r), type, n);
 }

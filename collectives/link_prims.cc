@@ -55,7 +55,7 @@ void LinkPrims::recvReduceSend(const Piece& p) {
   } else {
     std::byte* staged = scratchBytes(kStagingSlot, bytes(p));
     reduce(staged, input(p), in, p.count, type_, op_);
-    std::memcpy(out, staged, bytes(p));
+    kernels::copy(out, staged, bytes(p));
   }
   next_.send(out, bytes(p), wait_);
   prev_.release();

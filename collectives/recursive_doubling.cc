@@ -126,7 +126,7 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     sendTo(link, args.send);
     link.flush(wait);
     const std::byte* in = receive(link);
-    if (bytes > 0) std::memcpy(args.recv, in, bytes);
+    if (bytes > 0) kernels::copy(args.recv, in, bytes);
     link.release();
     return;
   }
@@ -147,11 +147,12 @@ void recursiveDoublingAllreduce(const Group& group, const AllreduceArgs& args,
     // The first exchange (no fold) must not write the buffer it sends: in place, start from a copy.
     if (!foldIn && stages % 2 == 1 && args.send == args.recv) {
       std::byte* copy = scratchBytes(1, bytes);
-      std::memcpy(copy, args.send, bytes);
+      kernels::copy(copy, args.send, bytes);
       current = copy;
     }
   }
-  if (stages == 0 && args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+  if (stages == 0 && args.recv != args.send && bytes > 0)
+    kernels::copy(args.recv, args.send, bytes);
   auto into = [&](int stage) { return (stages - 1 - stage) % 2 == 0 ? args.recv : other; };
 
   // A sliced stage: out = current op incoming, each slice reduced as it arrives while this

@@ -47,6 +47,7 @@
 
 #include "collectives/chunking.h"
 #include "collectives/collectives.h"
+#include "kernels/reduce.h"
 
 namespace ringlet::collectives {
 namespace {
@@ -76,7 +77,7 @@ struct EqualBlocks {
   void copy(std::byte* all, std::byte* packed, bool toAll, int first, int last) const {
     for (int u = first; u < last; ++u, packed += block) {
       std::byte* ranked = all + static_cast<size_t>((root + u) % n) * block;
-      std::memcpy(toAll ? ranked : packed, toAll ? packed : ranked, block);
+      kernels::copy(toAll ? ranked : packed, toAll ? packed : ranked, block);
     }
   }
 };
@@ -121,7 +122,7 @@ struct OwnBlocks {
       const size_t size = b.count * element;
       if (size == 0) continue;
       std::byte* placed = all + b.offset * element;
-      std::memcpy(toAll ? placed : packed, toAll ? packed : placed, size);
+      kernels::copy(toAll ? placed : packed, toAll ? packed : placed, size);
       packed += size;
     }
   }
@@ -170,7 +171,7 @@ void gatherTree(const Group& group, const std::byte* send, std::byte* recv, cons
   }
   // This rank's subtree, packed in relative order.
   std::byte* held = scratchBytes(0, subtree);
-  if (mineBytes > 0) std::memcpy(held, send, mineBytes);
+  if (mineBytes > 0) kernels::copy(held, send, mineBytes);
   for (int mask = 1; mask < (v & -v) && v + mask < n; mask <<= 1) {
     const int first = v + mask;
     const size_t bytes = blocks.bytes(first, std::min(first + mask, n));
@@ -240,7 +241,7 @@ void scatterTree(const Group& group, const std::byte* send, std::byte* recv, con
     sendSliced(group.link(wrap(group.rank + mask, n)), held + blocks.bytes(v, first), bytes,
                sliceBytes, wait);
   }
-  if (mineBytes > 0) std::memcpy(recv, held, mineBytes);
+  if (mineBytes > 0) kernels::copy(recv, held, mineBytes);
 }
 
 template <typename Blocks>

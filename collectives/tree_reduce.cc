@@ -59,7 +59,7 @@ void treeReduce(const Group& group, const ReduceArgs& args, size_t sliceBytes,
              sliceBytes, wait);
   }
   // The root.
-  if (held != args.recv && bytes > 0) std::memcpy(args.recv, held, bytes);
+  if (held != args.recv && bytes > 0) kernels::copy(args.recv, held, bytes);
   if (args.op == ReduceOp::kAvg) kernels::finishAverage(args.recv, args.count, args.type, n);
 }
 

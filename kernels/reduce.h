@@ -7,6 +7,8 @@
 // Vectorised; the x86-64 build picks AVX-512 / AVX2 / SSE code at run time.
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "ringlet/types.h"
 
@@ -34,7 +36,16 @@ void streamCopy(void* dst, const void* src, size_t bytes);
 // 1 bytes; 0, 32, 48 and -16 at 36-50) where this loop ran at 27-45: a caller's std::vector of
 // 64 KiB or more starts 16 bytes into its pages, a slot at a page
 // (bench/results/copy-alignment-2026-12-01/).
-void copy(void* dst, const void* src, size_t bytes);
+void copyLoop(void* dst, const void* src, size_t bytes);  // the loop alone
+inline void copy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kLoopFrom = 256;  // below: memcpy's own small-size paths (inlined)
+  const auto apart = reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src);
+  if (bytes < kLoopFrom || apart % 64 == 0) {
+    std::memcpy(dst, src, bytes);
+  } else {
+    copyLoop(dst, src, bytes);
+  }
+}
 
 // Collectives whose buffers are at least this large stream their final results.
 inline constexpr size_t kStreamingBytes = size_t{8} << 20;

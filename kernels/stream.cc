@@ -59,14 +59,8 @@ void streamCopy(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
-void copy(void* dst, const void* src, size_t bytes) {
+void copyLoop(void* dst, const void* src, size_t bytes) {
 #if defined(__x86_64__)
-  constexpr size_t kLoopFrom = 256;  // below: memcpy's own small-size paths
-  const auto apart = reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src);
-  if (bytes < kLoopFrom || apart % 64 == 0) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
   auto* d = static_cast<std::byte*>(dst);
   auto* s = static_cast<const std::byte*>(src);
   const size_t i = copy64s<false>(d, s, bytes);

@@ -199,7 +199,7 @@ Prepared prepareAllreduce(detail::CommunicatorImpl& impl, const void* send, void
                                            const transport::WaitContext& wait) {
     switch (choice.algorithm) {
       case AllreduceAlgorithm::kLocalCopy:
-        if (args.recv != args.send && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+        if (args.recv != args.send && bytes > 0) kernels::copy(args.recv, args.send, bytes);
         return;
       case AllreduceAlgorithm::kInlineExchange:  // the peer's data came with its header
         kernels::reduce(args.recv, args.send, impl.inlineFromPrev(), args.count, args.type,
@@ -414,7 +414,7 @@ class PointToPointIn {
           "where its slice of {} bytes was expected",
           wait.describe(), link_.peer(), got, bytes));
     }
-    if (bytes > 0) std::memcpy(dst, held.front().data(), bytes);
+    if (bytes > 0) kernels::copy(dst, held.front().data(), bytes);
     link_.dropHeldPointToPoint();
   }
   // Whether the next message has begun to arrive (Link::messageArriving).
@@ -476,7 +476,7 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, PointToPointIn& lin
     if (!sameShape(it->header)) {
       throw mismatch(fmt::format("{} (message #{})", it->header.describeCall(), it->header.seq));
     }
-    if (bytes > 0) std::memcpy(data, it->data.data(), bytes);
+    if (bytes > 0) kernels::copy(data, it->data.data(), bytes);
     impl.stashedBytes() -= it->data.size();
     stash.erase(it);
     return Arrival::kWhole;

@@ -11,6 +11,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/select.h"
+#include "kernels/reduce.h"
 #include "ringlet/communicator.h"
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
@@ -94,14 +95,14 @@ Prepared prepareGather(detail::CommunicatorImpl& impl, const void* send, void* r
       if (place == 0) {
         copyOwnBlock(args.send, args.recv + args.root * block, block);
         for (int p = 1; p < n; ++p) {  // the blocks of places 1..n-1, in that order
-          std::memcpy(args.recv + ((args.root + p) % n) * block, in + (p - 1) * block, block);
+          kernels::copy(args.recv + ((args.root + p) % n) * block, in + (p - 1) * block, block);
         }
         return group.prev().release();
       }
       std::byte* out = impl.chainScratch();
-      std::memcpy(out, in, came);
+      kernels::copy(out, in, came);
       group.prev().release();
-      std::memcpy(out + came, args.send, block);
+      kernels::copy(out + came, args.send, block);
       return collectives::sendFrom(group.next(), out, came + block, wait);
     }
     if (algorithm == collectives::Algorithm::kHeaderInline) {
@@ -178,7 +179,7 @@ Prepared prepareScatter(detail::CommunicatorImpl& impl, const void* send, void* 
       copyOwnBlock(in + group.rank * block, args.recv, block);
       if (collectives::wrap(group.rank + 1, group.size) == args.root) return group.prev().release();
       std::byte* out = impl.chainScratch();
-      std::memcpy(out, in, all);
+      kernels::copy(out, in, all);
       group.prev().release();
       return collectives::sendFrom(group.next(), out, all, wait);
     }
@@ -264,11 +265,11 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
     collectives::AllToAllArgs a = args;
     if (a.send == a.recv && bytes > 0) {  // in place: send from a copy
       copy = std::make_unique_for_overwrite<std::byte[]>(bytes);
-      std::memcpy(copy.get(), a.send, bytes);
+      kernels::copy(copy.get(), a.send, bytes);
       a.send = copy.get();
     }
     if (group.size == 1) {
-      if (a.recv != a.send && bytes > 0) std::memcpy(a.recv, a.send, bytes);
+      if (a.recv != a.send && bytes > 0) kernels::copy(a.recv, a.send, bytes);
       return;
     }
     // Every rank reaches this call (its header was checked in a round of headers, or every rank

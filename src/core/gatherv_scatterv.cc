@@ -10,6 +10,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/select.h"
+#include "kernels/reduce.h"
 #include "ringlet/communicator.h"
 #include "ringlet/error.h"
 #include "src/core/call_checks.h"
@@ -128,7 +129,7 @@ void rootedVChainAfterHeaders(detail::CommunicatorImpl& impl, const collectives:
     copyBytes(recv, in + detail::packedStart(blocks, group.rank) * element, ownBytes);
     if (place == n - 1) return group.prev().release();
     std::byte* out = impl.chainScratch();
-    std::memcpy(out, in, total);
+    kernels::copy(out, in, total);
     group.prev().release();
     return collectives::sendFrom(group.next(), out, total, wait);
   }
