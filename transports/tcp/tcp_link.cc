@@ -63,6 +63,7 @@ int drainQueue(int fd, Queue& queue, Unsent unsent, Total total) {
   }
   return 0;
 }
+
 // How long a closing link waits for its peer to take what it sent before it says so.
 constexpr std::chrono::seconds kCloseQuietly{1};
 
