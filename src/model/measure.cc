@@ -120,6 +120,15 @@ Timing timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
   return {batches[batches.size() / 2], batches.front()};
 }
 
+// A dup() of `comm` that runs `algorithm` for `collective`, priced with `model` (no calibration).
+Communicator forcedDup(Communicator& comm, const CostModel& model, const std::string& collective,
+                       const std::string& algorithm) {
+  CommunicatorOptions forced = CommunicatorOptions::fromEnvironment();
+  forced.costModel = model;
+  forced.algorithms = {{collective, algorithm}};
+  return comm.dup(forced);
+}
+
 // The model's prediction for a row (collective, algorithm, bytes) on `ranks` ranks: predicted_s,
 // and `terms`, the prediction per unit of alpha, beta, gamma, delta and betaOneWay: for a given
 // memory scale the model is linear in them, so that other parameters (fitted ones, other links)
@@ -182,10 +191,7 @@ json measure(Communicator& comm, const MeasureOptions& options) {
               predictSeconds(model, info.collective, algorithm, comm.size(), options.minBytes))) {
         continue;
       }
-      CommunicatorOptions forced = CommunicatorOptions::fromEnvironment();
-      forced.costModel = model;
-      forced.algorithms = {{info.collective, algorithm}};
-      Communicator sub = comm.dup(forced);
+      Communicator sub = forcedDup(comm, model, info.collective, algorithm);
       for (size_t bytes = options.minBytes; bytes <= options.maxBytes;
            bytes *= static_cast<size_t>(options.factor)) {
         Call call(sub, info.collective, bytes);
@@ -211,12 +217,12 @@ json gauge(Communicator& comm, const MeasureOptions& options,
   checkMeasurable(options.collectives);
   const CostModel model = comm.costModel();
   // The sweep's size nearest 1 MiB (by ratio): large enough that bytes, not alpha, set its time.
+  const auto ratio = [](size_t x) {
+    return std::abs(std::log2(static_cast<double>(x) / (1 << 20)));
+  };
   size_t bytes = options.minBytes;
   for (size_t b = options.minBytes; b <= options.maxBytes;
        b *= static_cast<size_t>(options.factor)) {
-    const auto ratio = [](size_t x) {
-      return std::abs(std::log2(static_cast<double>(x) / (1 << 20)));
-    };
     if (ratio(b) < ratio(bytes)) bytes = b;
   }
   for (const auto& info : algorithms()) {
@@ -225,10 +231,7 @@ json gauge(Communicator& comm, const MeasureOptions& options,
       if (!std::isfinite(predictSeconds(model, info.collective, algorithm, comm.size(), bytes))) {
         continue;
       }
-      CommunicatorOptions forced = CommunicatorOptions::fromEnvironment();
-      forced.costModel = model;
-      forced.algorithms = {{info.collective, algorithm}};
-      Communicator sub = comm.dup(forced);
+      Communicator sub = forcedDup(comm, model, info.collective, algorithm);
       Call call(sub, info.collective, bytes);
       const double start = timeCall(sub, call, options).median;
       timeRows();
