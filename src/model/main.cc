@@ -63,13 +63,13 @@ std::string text(const json& report) {
   std::string out = fmt::format(
       "cost model measured on {} ranks (links: {})\n  alpha {:.3g} us, beta {:.3g} GB/s ({:.3g} "
       "one way), gamma {:.3g} GB/s, delta {:.3g} GB/s; {:.2g}x slower past {:.3g} MiB of cache "
-      "per rank{}\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9}\n",
+      "per rank{}\n\n{:<14} {:<19} {:>10} {:>12} {:>12} {:>7} {:>9} {:>13}\n",
       report.value("ranks", 0), report.value("links", std::string("?")),
       m.value("alpha_s", 0.0) * 1e6, perSecond("beta_s_per_byte"),
       perSecond("beta_one_way_s_per_byte"), perSecond("gamma_s_per_byte"),
       perSecond("delta_s_per_byte"), m.value("memory_factor", 1.0),
       m.value("cache_bytes", 0.0) / (1 << 20), ringlet::model::linkMemoryNote(m), "collective",
-      "algorithm", "bytes", "measured us", "predicted us", "error", "busbw GB/s");
+      "algorithm", "bytes", "measured us", "predicted us", "error", "busbw GB/s", "round trip us");
   if (!report.contains("rows")) return out;
   // The model's two measures: predictions within 25% of the measured time from 64 KiB up, and
   // per collective and size the algorithm predicted fastest (the automatic choice there) within
@@ -77,6 +77,21 @@ std::string text(const json& report) {
   constexpr size_t kJudgedFrom = 64 << 10;
   int judged = 0;
   int close = 0;
+  // Rows timed where the ranks' 8-byte round trip (roundTrip(), measure.h) stayed within 1.5x of
+  // its time at the start, right after the calibration, before the row and after it: the machine
+  // as the model measured it.
+  constexpr double kSamePlace = 1.5;
+  const double startTrip = report.value("round_trip_s", 0.0);
+  const auto samePlace = [&](const json& row) {
+    if (startTrip <= 0 || !row.contains("round_trip_s")) return false;
+    for (const json& trip : row.at("round_trip_s")) {
+      const double t = trip.get<double>();
+      if (t > kSamePlace * startTrip || t * kSamePlace < startTrip) return false;
+    }
+    return true;
+  };
+  int judgedInPlace = 0;
+  int closeInPlace = 0;
   struct Pick {
     int algorithms = 0;
     double predicted = 0, measured = 0, fastest = 0;
@@ -87,13 +102,23 @@ std::string text(const json& report) {
     const double predicted = row.value("predicted_s", 0.0);
     const size_t bytes = row.value("bytes", size_t{0});
     const std::string collective = row.value("collective", std::string());
-    out += fmt::format("{:<14} {:<19} {:>10} {:>12.1f} {:>12.1f} {:>+6.0f}% {:>9.2f}\n", collective,
-                       row.value("algorithm", std::string()), bytes, measured * 1e6,
+    std::string trips;  // before the row, after it
+    if (row.contains("round_trip_s") && row.at("round_trip_s").size() == 2) {
+      trips = fmt::format("{:.2f} {:.2f}", row.at("round_trip_s")[0].get<double>() * 1e6,
+                          row.at("round_trip_s")[1].get<double>() * 1e6);
+    }
+    out += fmt::format("{:<14} {:<19} {:>10} {:>12.1f} {:>12.1f} {:>+6.0f}% {:>9.2f} {:>13}\n",
+                       collective, row.value("algorithm", std::string()), bytes, measured * 1e6,
                        predicted * 1e6, measured > 0 ? (predicted / measured - 1) * 100 : 0.0,
-                       row.value("busbw_gbps", 0.0));
+                       row.value("busbw_gbps", 0.0), trips);
     if (bytes < kJudgedFrom || measured <= 0) continue;
     ++judged;
-    close += std::abs(predicted / measured - 1) <= 0.25;
+    const bool within = std::abs(predicted / measured - 1) <= 0.25;
+    close += within;
+    if (samePlace(row)) {
+      ++judgedInPlace;
+      closeInPlace += within;
+    }
     Pick& pick = picks[{collective, bytes}];
     if (pick.algorithms++ == 0 || predicted < pick.predicted) {
       pick.predicted = predicted;
@@ -113,6 +138,12 @@ std::string text(const json& report) {
         "\nfrom 64 KiB: {} of {} predictions within 25% of the measured time; the algorithm "
         "predicted fastest within 10% of the fastest measured at {} of {} collective sizes\n",
         close, judged, chosenWell, sizes);
+    if (startTrip > 0) {
+      out += fmt::format(
+          "rows timed while the ranks' 8-byte round trip stayed within {}x of its {:.2f} us at the "
+          "calibration (before the row and after it): {} of {} predictions within 25%\n",
+          kSamePlace, startTrip * 1e6, closeInPlace, judgedInPlace);
+    }
   }
   if (report.contains("gauge") && report.at("gauge").contains("start_s")) {
     // How far the run's own timings moved while it ran (gauge(), measure.h).
@@ -226,6 +257,7 @@ int main(int argc, char** argv) {
           ringlet::Communicator::create(std::move(bootstrap), communicatorOptions);
       json report = ringlet::model::describe(comm);
       report["calibration_effort"] = effort;
+      report["round_trip_s"] = ringlet::model::roundTrip(comm);  // where the calibration ran
       report["gauge"] = ringlet::model::gauge(
           comm, options, [&] { report["rows"] = ringlet::model::measure(comm, options); });
       if (comm.rank() != 0) return 0;

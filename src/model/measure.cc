@@ -120,6 +120,32 @@ Timing timeCall(Communicator& comm, Call& call, const MeasureOptions& options) {
   return {batches[batches.size() / 2], batches.front()};
 }
 
+}  // namespace
+
+double roundTrip(Communicator& comm) {
+  if (comm.size() < 2) return 0;
+  constexpr int kGroups = 7;
+  constexpr int kTrips = 100;
+  double word = 0;
+  std::vector<double> groups;
+  for (int g = 0; g < kGroups; ++g) {
+    comm.barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < kTrips && comm.rank() < 2; ++i) {
+      const int other = 1 - comm.rank();
+      if (comm.rank() == 0) comm.send(&word, 1, DataType::kFloat64, other);
+      comm.recv(&word, 1, DataType::kFloat64, other);
+      if (comm.rank() == 1) comm.send(&word, 1, DataType::kFloat64, other);
+    }
+    groups.push_back(std::chrono::duration<double>(Clock::now() - start).count() / kTrips);
+  }
+  std::sort(groups.begin(), groups.end());
+  double median = comm.rank() < 2 ? groups[kGroups / 2] : 0.0;
+  return maxOverRanks(comm, median);
+}
+
+namespace {
+
 // A dup() of `comm` that runs `algorithm` for `collective`, priced with `model` (no calibration).
 Communicator forcedDup(Communicator& comm, const CostModel& model, const std::string& collective,
                        const std::string& algorithm) {
@@ -195,7 +221,9 @@ json measure(Communicator& comm, const MeasureOptions& options) {
       for (size_t bytes = options.minBytes; bytes <= options.maxBytes;
            bytes *= static_cast<size_t>(options.factor)) {
         Call call(sub, info.collective, bytes);
+        const double tripBefore = roundTrip(sub);
         const Timing t = timeCall(sub, call, options);
+        const double tripAfter = roundTrip(sub);
         const double seconds = t.median;
         json row;
         row["collective"] = info.collective;
@@ -205,6 +233,7 @@ json measure(Communicator& comm, const MeasureOptions& options) {
         row["fastest_s"] = t.fastest;
         predictRow(row, model, comm.size());
         row["busbw_gbps"] = call.bytes() / seconds * busFactor(info.collective, comm.size()) / 1e9;
+        if (comm.size() > 1) row["round_trip_s"] = {tripBefore, tripAfter};
         rows.push_back(row);
       }
     }

@@ -35,7 +35,8 @@ void checkMeasurable(const std::vector<std::string>& collectives);
 // (the max over ranks of the mean time per call in a batch; the median of the batches) and
 // predicts it with comm.costModel(). Every rank returns the same rows:
 //   {collective, algorithm, bytes, measured_s (median), fastest_s, predicted_s, busbw_gbps,
-//    terms: the prediction per unit of alpha, beta, gamma, delta (the model is linear in them)}
+//    terms: the prediction per unit of alpha, beta, gamma, delta (the model is linear in them),
+//    round_trip_s: [roundTrip() before the row, after it] (on more than one rank)}
 nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options);
 
 // How steady the machine stayed over a run of measure(): one row (the first collective's first
@@ -47,6 +48,15 @@ nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options
 // the same calibration would have met. `timeRows` runs measure() (or anything) between the two.
 nlohmann::ordered_json gauge(Communicator& comm, const MeasureOptions& options,
                              const std::function<void()>& timeRows);
+
+// Collective over `comm`: the time of an 8-byte round trip between ranks 0 and 1 (point-to-point,
+// the median of 7 groups of 100; 0 on one rank). It tells where the ranks run on the machine: on a
+// 2-core AMD EPYC VM the host moved the two vCPUs every few seconds between one core's two threads,
+// two cores that share a cache and two that do not (a cache line's round trip 56, 130 and 550 ns),
+// and the same 1 MiB all-reduce took 136, 80 and 270-300 us there. measure() times it before and
+// after every row, main.cc judges the predictions of rows timed where it stayed near its time at
+// the start apart from the others.
+double roundTrip(Communicator& comm);
 
 // A report of measure() (with describe()'s header) predicted again with this build's formulas:
 // every row's predicted_s and terms, from the report's own model. For trying a change of the

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ringlet-model measure, run as a user would on two ranks (it starts them through ringlet-run):
 # every algorithm of the collectives asked for, timed at each size beside a positive prediction,
-# and the run's gauge (one row timed before every other row and after them) in the report and
-# in the text.
+# the run's gauge (one row timed before every other row and after them), and the ranks' 8-byte
+# round trip after the calibration and around every row, in the report and in the text.
 #
 #   model_measure_test.sh BIN_DIR
 set -u
@@ -31,8 +31,14 @@ gauge = report["gauge"]
 assert (gauge["collective"], gauge["algorithm"], gauge["bytes"]) == \
     ("allreduce", "recursive_doubling", 262144), gauge
 assert gauge["start_s"] > 0 and gauge["end_s"] > 0, gauge
+assert report["round_trip_s"] > 0, report["round_trip_s"]
+for r in rows:
+    trips = r["round_trip_s"]
+    assert len(trips) == 2 and all(t > 0 for t in trips), r
 print("report ok:", len(rows), "rows, gauge", gauge["start_s"], gauge["end_s"])
 PY
 grep -qE "^the run's gauge \(allreduce recursive_doubling of 262144 bytes, timed before every row and after them\): [0-9.]+ us, then [0-9.]+ us \([0-9.]+x\)" <<<"$out" ||
   fail "no gauge line in the text"
 grep -qE "^from 64 KiB: [0-9]+ of 10 predictions within 25%" <<<"$out" || fail "no summary line"
+grep -qE "^rows timed while the ranks' 8-byte round trip stayed within 1.5x of its [0-9.]+ us at the calibration \(before the row and after it\): [0-9]+ of [0-9]+ predictions within 25%" <<<"$out" ||
+  fail "no line for the rows timed where the calibration ran"
