@@ -55,7 +55,7 @@ void LinkPrims::recvReduceSend(const Piece& p) {
   } else {
     std::byte* staged = scratchBytes(kStagingSlot, bytes(p));
     reduce(staged, input(p), in, p.count, type_, op_);
-    kernels::copy(out, staged, bytes(p));
+    next_.fillSendBuffer(out, staged, bytes(p));
   }
   next_.send(out, bytes(p), wait_);
   prev_.release();
@@ -89,7 +89,7 @@ void LinkPrims::recvCopySend(const Piece& p) {
     const std::byte* in = prev_.recv(bytes(p), wait_);
     std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
     copyOut(output(p), in, bytes(p));
-    if (out != output(p) && bytes(p) > 0) kernels::copy(out, in, bytes(p));
+    if (out != output(p) && bytes(p) > 0) next_.fillSendBuffer(out, in, bytes(p));
     prev_.release();
     next_.send(out, bytes(p), wait_);
     return;
@@ -155,7 +155,7 @@ void LinkPrims::copyOut(std::byte* dst, const std::byte* src, size_t n) const {
 void sendFrom(Link& link, const std::byte* data, size_t bytes, const WaitContext& wait) {
   // The transport never writes through `scratch`; it only hands it back.
   std::byte* out = link.sendBuffer(bytes, const_cast<std::byte*>(data), wait);
-  if (out != data && bytes > 0) kernels::copy(out, data, bytes);
+  if (out != data && bytes > 0) link.fillSendBuffer(out, data, bytes);
   link.send(out, bytes, wait);
 }
 

@@ -2,9 +2,14 @@
 
 #include <algorithm>
 
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 
 namespace ringlet::transport {
+
+void Link::fillSendBuffer(std::byte* buffer, const std::byte* src, size_t bytes) {
+  kernels::copy(buffer, src, bytes);
+}
 
 Bytes getWatching(Store& store, const std::string& key, Deadline deadline,
                   std::chrono::milliseconds slice, const std::function<void()>& betweenSlices,

@@ -136,6 +136,11 @@ class Link {
   // Sends `bytes` bytes at `data`: the pointer sendBuffer() returned, or caller memory that stays
   // unchanged until flush(). May return before the bytes have left.
   virtual void send(const std::byte* data, size_t bytes, const WaitContext& wait) = 0;
+  // Copies `bytes` from `src` into `buffer`, memory sendBuffer() returned (when it is not the
+  // scratch the caller passed): what a caller computed elsewhere, to be sent next. A transport
+  // may choose how it writes there (shm: ordinary or non-temporal stores, whichever has been
+  // faster on this link, SlotWriter). Default: kernels::copy.
+  virtual void fillSendBuffer(std::byte* buffer, const std::byte* src, size_t bytes);
   // Like send(), for a message that another send() on this link follows at once: a transport may
   // hold it back and write both together (TCP packs them into one system call). The caller
   // must make that next send() before it waits on anything.

@@ -349,6 +349,8 @@ void ShmLink::send(const std::byte* data, size_t bytes, const WaitContext& wait)
     bool overlaps = data < claimed + room && claimed < data + bytes;
     if (overlaps) {
       std::memmove(claimed, data, bytes);
+    } else if (claimedSlot_) {
+      writer_.write(claimed, data, bytes);
     } else {
       kernels::copy(claimed, data, bytes);
     }

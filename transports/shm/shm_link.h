@@ -23,6 +23,7 @@
 #include "transports/progress.h"
 #include "transports/shm/shm_segment.h"
 #include "transports/shm/shm_wait.h"
+#include "transports/shm/slot_writer.h"
 #include "transports/transport.h"
 
 namespace ringlet::transport::shm {
@@ -49,6 +50,9 @@ class ShmLink final : public Link {
 
   std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
+  void fillSendBuffer(std::byte* buffer, const std::byte* src, size_t bytes) override {
+    writer_.write(buffer, src, bytes);
+  }
   void lend(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   bool lendsNow(size_t bytes) const override;
   size_t queueMessages() const override { return kCells; }
@@ -198,6 +202,7 @@ class ShmLink final : public Link {
   std::vector<uint64_t> slotMessage_;
   std::byte* claimed_ = nullptr;  // memory handed out by sendBuffer(), not yet sent
   bool claimedSlot_ = false;      // claimed_ is a slot, not the cell's payload
+  SlotWriter writer_;             // how bytes are copied into the outgoing slots
 
   Fifo* in_;
   std::byte* inSlots_;

@@ -3,14 +3,14 @@
 // B reads it (memcpy into a private buffer). Each turn timed by the thread that runs it, beside a
 // cache line's round trip measured apart (xcore.cc, QUIET=1, between runs), to see what the vCPUs'
 // placement does to each. Prints the write and read rates (GB/s) of every turn.
+#include <emmintrin.h>
+#include <pthread.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <emmintrin.h>
-#include <pthread.h>
 #include <thread>
 #include <vector>
 using Clock = std::chrono::steady_clock;
@@ -20,7 +20,9 @@ static void pin(int c) {
   CPU_SET(c, &s);
   pthread_setaffinity_np(pthread_self(), sizeof s, &s);
 }
-static double since(Clock::time_point s) { return std::chrono::duration<double>(Clock::now() - s).count(); }
+static double since(Clock::time_point s) {
+  return std::chrono::duration<double>(Clock::now() - s).count();
+}
 static void ntset(char* d, int v, size_t n) {
   __m128i x = _mm_set1_epi8(static_cast<char>(v));
   for (size_t i = 0; i < n; i += 64) {
@@ -64,10 +66,14 @@ int main(int argc, char** argv) {
   while (since(t0) < secs) {
     // write turn (A), then read turn (B)
     auto s = Clock::now();
-    if (nt) ntset(x, static_cast<int>(t), S); else memset(x, static_cast<int>(t), S);
+    if (nt)
+      ntset(x, static_cast<int>(t), S);
+    else
+      memset(x, static_cast<int>(t), S);
     double w = since(s);
     turn.store(++t, std::memory_order_release);
-    while (turn.load(std::memory_order_acquire) != t + 1) {}
+    while (turn.load(std::memory_order_acquire) != t + 1) {
+    }
     ++t;
     double r = readSeconds.load();
     printf("%.2f %.2f\n", S / w / 1e9, S / r / 1e9);
