@@ -691,6 +691,15 @@ bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext&
   uint64_t state = post.state.load(std::memory_order_acquire);
   const uint64_t target = directTarget(bytes);
   if (target == 0 || !peerProbed()) return false;
+  // Where the slots' writer streams (its ordinary stores have lately waited for lines another
+  // die held: SlotWriter), a direct write's ordinary stores into memory the receiver's core holds
+  // wait the same way: the slots cost less then (two ranks, 1 MiB, the slow placement: ring
+  // all-reduce, ring all-gather, chain broadcast 179, 105, 134 us direct, 150, 92, 107 through
+  // the slots). Every kSlotProbeEvery-th message goes through the slots anyway, so that the writer
+  // keeps timing both ways and direct writes resume once ordinary stores are cheap again.
+  if (writer_.mode() == SlotWriter::kStreaming || ++directOffers_ % kSlotProbeEvery == 0) {
+    return false;
+  }
   // The kernel's copy at offsets of the target against the source that are not a multiple of 64
   // ran at 1.5-1.9 GB/s (8, 16 bytes; 8.1-8.5 at 0 and 64; process_vm_readv, 64 KiB-1 MiB, a
   // 2-core AMD EPYC VM, bench/results/copy-alignment-2026-12-01/): the slots' two copies then
