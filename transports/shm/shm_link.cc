@@ -693,10 +693,9 @@ bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext&
   if (target == 0 || !peerProbed()) return false;
   // Where the slots' writer streams (its ordinary stores have lately waited for lines another
   // die held: SlotWriter), a direct write's ordinary stores into memory the receiver's core holds
-  // wait the same way: the slots cost less then (two ranks, 1 MiB, the slow placement: ring
-  // all-reduce, ring all-gather, chain broadcast 179, 105, 134 us direct, 150, 92, 107 through
-  // the slots). Every kSlotProbeEvery-th message goes through the slots anyway, so that the writer
-  // keeps timing both ways and direct writes resume once ordinary stores are cheap again.
+  // wait the same way, and the slots cost less then (transports/shm/README.md, "How bytes go
+  // into a slot"). Every kSlotProbeEvery-th message goes through the slots anyway, so that the
+  // writer keeps timing both ways and direct writes resume once ordinary stores are cheap again.
   if (writer_.mode() == SlotWriter::kStreaming || ++directOffers_ % kSlotProbeEvery == 0) {
     return false;
   }
