@@ -70,7 +70,8 @@ void LinkPrims::recvReduceCopySend(const Piece& p) {
     // One pass: the result goes to the next rank's slot and to the output (non-temporal
     // stores) together. (Past the cache, where the output's copy would come back from memory.)
     std::byte* out = next_.sendBuffer(bytes(p), output(p), wait_);
-    reduceStreaming(output(p), out, input(p), in, p.count, type_, op_, divisor_);
+    reduceStreaming(output(p), out, input(p), in, p.count, type_, op_, divisor_,
+                    next_.streamsIntoSendBuffer());
     prev_.release();
     next_.send(out, bytes(p), wait_);
     return;

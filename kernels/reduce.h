@@ -22,9 +22,11 @@ void finishAverage(void* data, size_t count, DataType type, int divisor);
 // For results that will not be read again soon (large collectives): the same as reduce() (and
 // finishAverage when op is kAvg and divisor > 1), but writes the result both to `stream`, with
 // non-temporal stores that bypass the caches (no read-for-ownership of the destination), and,
-// if `copy` is not null, to `copy` with ordinary stores (a transport slot the peer reads next).
+// if `copy` is not null, to `copy` with ordinary stores (a transport slot the peer reads next),
+// or non-temporal ones too when `streamCopyToo` (where the slot's link writes so:
+// Link::streamsIntoSendBuffer).
 void reduceStreaming(void* stream, void* copy, const void* a, const void* b, size_t count,
-                     DataType type, ReduceOp op, int divisor);
+                     DataType type, ReduceOp op, int divisor, bool streamCopyToo = false);
 
 // memcpy with non-temporal stores into `dst` (x86-64; a plain memcpy elsewhere).
 void streamCopy(void* dst, const void* src, size_t bytes);

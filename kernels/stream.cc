@@ -71,7 +71,7 @@ void copyLoop(void* dst, const void* src, size_t bytes) {
 }
 
 void reduceStreaming(void* stream, void* copy, const void* a, const void* b, size_t count,
-                     DataType type, ReduceOp op, int divisor) {
+                     DataType type, ReduceOp op, int divisor, bool streamCopyToo) {
   // Reduce a cache-sized tile at a time into L1, then write it where it goes.
   constexpr size_t kTileBytes = 8 << 10;
   alignas(64) std::byte tile[kTileBytes];
@@ -86,7 +86,11 @@ void reduceStreaming(void* stream, void* copy, const void* a, const void* b, siz
     const size_t offset = done * element;
     reduce(tile, x + offset, y + offset, n, type, op);
     if (op == ReduceOp::kAvg && divisor > 1) finishAverage(tile, n, type, divisor);
-    if (slot != nullptr) std::memcpy(slot + offset, tile, n * element);
+    if (slot != nullptr && streamCopyToo) {
+      streamCopy(slot + offset, tile, n * element);
+    } else if (slot != nullptr) {
+      std::memcpy(slot + offset, tile, n * element);
+    }
     streamCopy(out + offset, tile, n * element);
   }
 }

@@ -141,6 +141,9 @@ class Link {
   // may choose how it writes there (shm: ordinary or non-temporal stores, whichever has been
   // faster on this link, SlotWriter). Default: kernels::copy.
   virtual void fillSendBuffer(std::byte* buffer, const std::byte* src, size_t bytes);
+  // Whether fillSendBuffer() now writes large messages with non-temporal stores: a caller that
+  // computes a message's bytes itself (a reduction's last pass) may then write them so too.
+  virtual bool streamsIntoSendBuffer() const { return false; }
   // Like send(), for a message that another send() on this link follows at once: a transport may
   // hold it back and write both together (TCP packs them into one system call). The caller
   // must make that next send() before it waits on anything.

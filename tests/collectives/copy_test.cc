@@ -39,5 +39,34 @@ TEST(Copy, EveryByteLandsAtEveryOffsetAndNothingBeyond) {
   }
 }
 
+// reduceStreaming: the sum lands in `stream` and in `copy`, with the copy's stores ordinary or
+// streamed alike, for counts that end mid-tile and at odd offsets; nothing beyond either.
+TEST(ReduceStreaming, BothOutputsHoldTheResultWhicheverWayTheCopyIsWritten) {
+  constexpr size_t kGuard = 16;
+  for (bool streamCopyToo : {false, true}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{2048}, size_t{2048 * 3 + 7}}) {
+      for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {  // floats off 16-byte alignment
+        std::vector<float> a(count), b(count);
+        for (size_t i = 0; i < count; ++i) {
+          a[i] = static_cast<float>(i % 97);
+          b[i] = static_cast<float>(3 * (i % 89)) + 0.5f;
+        }
+        std::vector<float> stream(count + offset + kGuard, -1.0f),
+            copy(count + offset + kGuard, -2.0f);
+        reduceStreaming(stream.data() + offset, copy.data() + offset, a.data(), b.data(), count,
+                        DataType::kFloat32, ReduceOp::kSum, 1, streamCopyToo);
+        for (size_t i = 0; i < stream.size(); ++i) {
+          const bool inside = i >= offset && i < offset + count;
+          const float want = inside ? a[i - offset] + b[i - offset] : -1.0f;
+          ASSERT_EQ(stream[i], want) << "stream, count " << count << ", element " << i;
+          ASSERT_EQ(copy[i], inside ? want : -2.0f)
+              << "copy (" << (streamCopyToo ? "streamed" : "ordinary") << "), count " << count
+              << ", element " << i;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringlet::kernels

@@ -53,6 +53,7 @@ class ShmLink final : public Link {
   void fillSendBuffer(std::byte* buffer, const std::byte* src, size_t bytes) override {
     writer_.write(buffer, src, bytes);
   }
+  bool streamsIntoSendBuffer() const override { return writer_.mode() == SlotWriter::kStreaming; }
   void lend(const std::byte* data, size_t bytes, const WaitContext& wait) override;
   bool lendsNow(size_t bytes) const override;
   size_t queueMessages() const override { return kCells; }
