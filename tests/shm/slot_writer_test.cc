@@ -52,33 +52,52 @@ TEST(SlotWriter, EveryWriteCopiesItsBytesExactly) {
   EXPECT_GT(writer.secondsPerByte(SlotWriter::kStreaming), 0);
 }
 
-TEST(SlotWriter, OrdinaryUntilBothWaysAreTimed) {
+// Each way timed kMinTimings times at `ordinary` and `streaming` seconds per MiB.
+SlotWriter timed(double ordinary, double streaming) {
+  SlotWriter writer;
+  for (unsigned i = 0; i < SlotWriter::kMinTimings; ++i) {
+    writer.record(SlotWriter::kOrdinary, 1 << 20, ordinary);
+    writer.record(SlotWriter::kStreaming, 1 << 20, streaming);
+  }
+  return writer;
+}
+
+TEST(SlotWriter, OrdinaryUntilBothWaysAreTimedEnough) {
   SlotWriter writer;
   EXPECT_EQ(writer.mode(), SlotWriter::kOrdinary);
-  writer.record(SlotWriter::kOrdinary, 1 << 20, 1e-3);  // 1 GB/s
+  // Streaming 100x faster, but each way timed fewer than kMinTimings times: one timing of a
+  // fresh link decides nothing.
+  for (unsigned i = 0; i + 1 < SlotWriter::kMinTimings; ++i) {
+    writer.record(SlotWriter::kOrdinary, 1 << 20, 1e-3);
+    writer.record(SlotWriter::kStreaming, 1 << 20, 1e-5);
+    EXPECT_EQ(writer.mode(), SlotWriter::kOrdinary) << "after " << i + 1 << " timings each";
+  }
+  writer.record(SlotWriter::kOrdinary, 1 << 20, 1e-3);
   EXPECT_EQ(writer.mode(), SlotWriter::kOrdinary);
   writer.record(SlotWriter::kStreaming, 1 << 20, 1e-5);
   EXPECT_EQ(writer.mode(), SlotWriter::kStreaming);
 }
 
-TEST(SlotWriter, StreamsOnlyWhereItIsClearlyFaster) {
+TEST(SlotWriter, AFreshWriterProbesTheOtherWayUntilItIsTimedEnough) {
   SlotWriter writer;
-  writer.record(SlotWriter::kOrdinary, 1 << 20, 100e-6);
+  std::vector<std::byte> src(SlotWriter::kTimedFromBytes * 4), dst(src.size());
+  for (unsigned i = 0; i < SlotWriter::kMinTimings; ++i) {
+    writer.write(dst.data(), src.data(), src.size());
+  }
+  EXPECT_GE(writer.timings(SlotWriter::kOrdinary), SlotWriter::kMinTimings);
+  EXPECT_GE(writer.timings(SlotWriter::kStreaming), SlotWriter::kMinTimings);
+}
+
+TEST(SlotWriter, StreamsOnlyWhereItIsClearlyFaster) {
   // Faster, but not by kMargin: the reader's cost (reading from memory) outweighs it.
-  writer.record(SlotWriter::kStreaming, 1 << 20, 100e-6 / SlotWriter::kMargin * 1.05);
-  EXPECT_EQ(writer.mode(), SlotWriter::kOrdinary);
-  SlotWriter other;
-  other.record(SlotWriter::kOrdinary, 1 << 20, 100e-6);
-  other.record(SlotWriter::kStreaming, 1 << 20, 100e-6 / SlotWriter::kMargin * 0.9);
-  EXPECT_EQ(other.mode(), SlotWriter::kStreaming);
+  EXPECT_EQ(timed(100e-6, 100e-6 / SlotWriter::kMargin * 1.05).mode(), SlotWriter::kOrdinary);
+  EXPECT_EQ(timed(100e-6, 100e-6 / SlotWriter::kMargin * 0.9).mode(), SlotWriter::kStreaming);
 }
 
 TEST(SlotWriter, FollowsAPlacementThatChanges) {
   // Ordinary stores slow (lines owned across dies), then fast again: the choice turns each way
   // within a few timings.
-  SlotWriter writer;
-  writer.record(SlotWriter::kOrdinary, 1 << 20, 40e-6);
-  writer.record(SlotWriter::kStreaming, 1 << 20, 50e-6);
+  SlotWriter writer = timed(40e-6, 50e-6);
   ASSERT_EQ(writer.mode(), SlotWriter::kOrdinary);
   int timings = 0;
   while (writer.mode() == SlotWriter::kOrdinary && timings < 20) {
@@ -97,9 +116,7 @@ TEST(SlotWriter, FollowsAPlacementThatChanges) {
 }
 
 TEST(SlotWriter, OnePreemptedWriteDoesNotTurnTheChoice) {
-  SlotWriter writer;
-  writer.record(SlotWriter::kOrdinary, 1 << 20, 40e-6);
-  writer.record(SlotWriter::kStreaming, 1 << 20, 50e-6);
+  SlotWriter writer = timed(40e-6, 50e-6);
   writer.record(SlotWriter::kOrdinary, 1 << 20, 4e-3);  // 100x: the scheduler took the core
   EXPECT_EQ(writer.mode(), SlotWriter::kOrdinary);
   EXPECT_LE(writer.secondsPerByte(SlotWriter::kOrdinary),

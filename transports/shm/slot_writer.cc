@@ -9,11 +9,13 @@ namespace ringlet::transport::shm {
 SlotWriter::Mode SlotWriter::mode() const {
   const double ordinary = secondsPerByte_[kOrdinary];
   const double streaming = secondsPerByte_[kStreaming];
-  return ordinary > 0 && streaming > 0 && streaming * kMargin < ordinary ? kStreaming : kOrdinary;
+  const bool timed = timings_[kOrdinary] >= kMinTimings && timings_[kStreaming] >= kMinTimings;
+  return timed && streaming * kMargin < ordinary ? kStreaming : kOrdinary;
 }
 
 void SlotWriter::record(Mode way, size_t bytes, double seconds) {
   if (bytes == 0) return;
+  ++timings_[way];
   const double perByte = std::max(seconds, 0.0) / static_cast<double>(bytes);
   double& cost = secondsPerByte_[way];
   if (cost <= 0) {
@@ -44,7 +46,7 @@ void SlotWriter::write(std::byte* dst, const std::byte* src, size_t bytes) {
   const Mode way = mode();
   const Mode other = way == kOrdinary ? kStreaming : kOrdinary;
   size_t probe = 0;
-  if (++timedWrites_ % kProbeEvery == 0 || secondsPerByte_[other] == 0) {
+  if (++timedWrites_ % kProbeEvery == 0 || timings_[other] < kMinTimings) {
     // 64-byte multiples keep the rest's lines whole.
     probe = std::min(std::max(bytes / 8, kProbeMinBytes), bytes / 2) / 64 * 64;
     timedWrite(other, dst, src, probe);

@@ -31,6 +31,10 @@ class SlotWriter {
   // Streaming is taken only where it writes this much faster: its reader then reads from memory
   // rather than from the writer's cache, which the writer's timing does not see.
   static constexpr double kMargin = 1.5;
+  // Each way is timed this many times before streaming is taken: one timing of a fresh link's
+  // first write decides nothing (a direct write declined on it would fail the receiver that
+  // waits for one, ShmLink::sendDirect).
+  static constexpr unsigned kMinTimings = 3;
   // Weight of a new timing in a way's running cost per byte.
   static constexpr double kWeight = 0.25;
   static constexpr double kOutlier = 4;
@@ -38,17 +42,21 @@ class SlotWriter {
   // Copies `bytes` from `src` to `dst` (a slot): memory the peer reads next.
   void write(std::byte* dst, const std::byte* src, size_t bytes);
 
-  // The way the next write takes (the faster one measured; ordinary until both are).
+  // The way the next write takes: streaming where it has written kMargin faster, both ways timed
+  // kMinTimings times; else ordinary.
   Mode mode() const;
   // Adds a timing of `bytes` written `way` in `seconds` to its running cost.
   void record(Mode way, size_t bytes, double seconds);
   // A way's running cost in seconds per byte; 0 before it was timed.
   double secondsPerByte(Mode way) const { return secondsPerByte_[way]; }
+  // How many times a way was timed.
+  unsigned timings(Mode way) const { return timings_[way]; }
 
  private:
   void timedWrite(Mode way, std::byte* dst, const std::byte* src, size_t bytes);
 
   double secondsPerByte_[2] = {0, 0};
+  unsigned timings_[2] = {0, 0};
   unsigned timedWrites_ = 0;
 };
 
