@@ -694,9 +694,9 @@ bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext&
   // Where the slots' writer streams (its ordinary stores have lately waited for lines another
   // die held: SlotWriter), a direct write's ordinary stores into memory the receiver's core holds
   // wait the same way, and the slots cost less then (transports/shm/README.md, "How bytes go
-  // into a slot"). Every kSlotProbeEvery-th message goes through the slots anyway, so that the
-  // writer keeps timing both ways and direct writes resume once ordinary stores are cheap again.
-  if (writer_.mode() == SlotWriter::kStreaming || ++directOffers_ % kSlotProbeEvery == 0) {
+  // into a slot"). Every SlotWriter::kProbeEvery-th message goes through the slots anyway, so that
+  // the writer keeps timing both ways and direct writes resume once ordinary stores are cheap.
+  if (writer_.mode() == SlotWriter::kStreaming || ++directOffers_ % SlotWriter::kProbeEvery == 0) {
     return false;
   }
   // The kernel's copy at offsets of the target against the source that are not a multiple of 64

@@ -204,9 +204,8 @@ class ShmLink final : public Link {
   std::byte* claimed_ = nullptr;  // memory handed out by sendBuffer(), not yet sent
   bool claimedSlot_ = false;      // claimed_ is a slot, not the cell's payload
   SlotWriter writer_;             // how bytes are copied into the outgoing slots
-  // Messages offered to a direct write; every kSlotProbeEvery-th goes through the slots instead.
+  // Messages offered to a direct write; every SlotWriter::kProbeEvery-th goes through the slots.
   uint64_t directOffers_ = 0;
-  static constexpr uint64_t kSlotProbeEvery = 16;
 
   Fifo* in_;
   std::byte* inSlots_;

@@ -15,10 +15,10 @@ SlotWriter::Mode SlotWriter::mode() const {
 
 void SlotWriter::record(Mode way, size_t bytes, double seconds) {
   if (bytes == 0) return;
-  ++timings_[way];
   const double perByte = std::max(seconds, 0.0) / static_cast<double>(bytes);
   double& cost = secondsPerByte_[way];
-  if (cost <= 0) {
+  if (timings_[way] < kMinTimings) ++timings_[way];  // counts up to kMinTimings, no further
+  if (timings_[way] == 1) {
     cost = perByte;
     return;
   }

@@ -31,9 +31,9 @@ class SlotWriter {
   // Streaming is taken only where it writes this much faster: its reader then reads from memory
   // rather than from the writer's cache, which the writer's timing does not see.
   static constexpr double kMargin = 1.5;
-  // Each way is timed this many times before streaming is taken: one timing of a fresh link's
-  // first write decides nothing (a direct write declined on it would fail the receiver that
-  // waits for one, ShmLink::sendDirect).
+  // Each way is timed this many times before streaming is taken: a fresh link's first write,
+  // timed once and cold, decides nothing (nor, through mode(), declines direct writes:
+  // ShmLink::sendDirect).
   static constexpr unsigned kMinTimings = 3;
   // Weight of a new timing in a way's running cost per byte.
   static constexpr double kWeight = 0.25;
@@ -49,7 +49,7 @@ class SlotWriter {
   void record(Mode way, size_t bytes, double seconds);
   // A way's running cost in seconds per byte; 0 before it was timed.
   double secondsPerByte(Mode way) const { return secondsPerByte_[way]; }
-  // How many times a way was timed.
+  // How many times a way was timed, up to kMinTimings.
   unsigned timings(Mode way) const { return timings_[way]; }
 
  private:
