@@ -95,15 +95,36 @@ TEST(CostModel, ByteCostsFollowTheCaches) {
   EXPECT_DOUBLE_EQ(memoryScale(model, 128 << 20), 3.0);  // memory
   EXPECT_DOUBLE_EQ(memoryScale(model, 1 << 30), 3.0);
   EXPECT_DOUBLE_EQ(memoryScale(CostModel{}, 1 << 30), 1.0);  // defaults: no effect
-  // A 64 MiB ring all-reduce (working set 128 MiB) costs memory's rate per byte.
   const CostModel flat{.alpha = 0};
   CostModel scaled = flat;
   scaled.memoryFactor = 3;
   scaled.cacheBytes = 16 << 20;
-  const size_t big = size_t{64} << 20;
-  EXPECT_DOUBLE_EQ(
-      predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, scaled),
-      3 * predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, big, 512 << 10, flat));
+  auto allreduce = [](Algorithm algorithm, size_t bytes, const CostModel& m) {
+    return predictSeconds(Collective::kAllreduce, algorithm, 4, bytes, 512 << 10, m);
+  };
+  // The ring all-reduce is a reduce-scatter pass and an all-gather pass, each over its input or
+  // output and one chunk (m + m/4): at 128 MiB 160 MiB, memory's rate per byte; at 64 MiB 80 MiB,
+  // part of the way. Rabenseifner's halving reads what its step before reduced: both buffers,
+  // 128 MiB at 64 MiB, memory's rate.
+  const size_t big = size_t{128} << 20;
+  const size_t mid = size_t{64} << 20;
+  EXPECT_DOUBLE_EQ(allreduce(Algorithm::kRing, big, scaled),
+                   3 * allreduce(Algorithm::kRing, big, flat));
+  const double passes = memoryScale(scaled, 80 << 20);
+  EXPECT_GT(passes, 2.0);
+  EXPECT_LT(passes, 3.0);
+  EXPECT_NEAR(allreduce(Algorithm::kRing, mid, scaled),
+              passes * allreduce(Algorithm::kRing, mid, flat), 1e-12);
+  EXPECT_DOUBLE_EQ(allreduce(Algorithm::kRabenseifner, mid, scaled),
+                   3 * allreduce(Algorithm::kRabenseifner, mid, flat));
+  // Below the calibrated 2 MiB both of the ring's buffers stay in the caches from call to call:
+  // 512 KiB is a working set of 1 MiB, as for the other algorithms.
+  CostModel small = flat;
+  small.smallFactor = 0.5;
+  EXPECT_NEAR(allreduce(Algorithm::kRing, 512 << 10, small),
+              memoryScale(small, 1 << 20) * allreduce(Algorithm::kRing, 512 << 10, flat), 1e-15);
+  EXPECT_NEAR(allreduce(Algorithm::kRing, 2 << 20, small),
+              allreduce(Algorithm::kRing, 2 << 20, flat), 1e-15);
 }
 
 // A link's byte past the cache costs what the calibration's shift of 16 MiB buffers measured
