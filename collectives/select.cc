@@ -608,7 +608,21 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
                                                       : transport::Link::kLendMinBytes;
         const bool direct =
             collective == Collective::kBroadcast && m <= model.directBytes && m >= smallest;
-        return rounds * (a + (m + (direct ? 0.0 : std::min(m, slice))) * b1 + m * reduce);
+        // Two ranks whose links write no receiver's buffer (directBytes 0: the slots only): the
+        // root's call ends once its bytes are in the slots, and its next call's writes run
+        // beside the receiver's reads of this one's, so calls in a row pay no fill. Measured
+        // (2-core AMD EPYC VM, RINGLET_SHM_DIRECT=0, three runs): 256 KiB-1 MiB broadcasts in a
+        // row took 0.59-0.73x the time of one alone (4 MiB 0.88-0.93x); the 19 stored two-rank
+        // reports of such links had the tree priced 1.44-2.08x its time at 64 KiB-1 MiB
+        // (medians; 34 reports with direct writes, where the root waits for the receiver's
+        // offer, 0.94-1.01x). The
+        // two-rank chain waits for the receiver's call header first and runs no call ahead
+        // (1.00-1.04x alone); at 3 and more ranks the stored reports want the fill (dropped
+        // there, 4 ranks lost 9 points of 516, 8 ranks 6 of 72).
+        const bool runsAhead = collective == Collective::kBroadcast && size == 2 &&
+                               !model.ranksShareCores && model.directBytes == 0;
+        const double fill = direct || runsAhead ? 0.0 : std::min(m, slice);
+        return rounds * (a + (m + fill) * b1 + m * reduce);
       }
       if (algorithm == Algorithm::kChain) {
         // Past the cache only the callers' buffers come from memory (the first rank's input, each

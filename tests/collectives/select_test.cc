@@ -212,7 +212,8 @@ TEST(Chunking, WrapIsThePositiveRemainderOfAnyValue) {
 TEST(CostModel, ABroadcastWrittenInPlaceIsOneCopy) {
   // A tree broadcast's receive that the sender writes in place (shm direct writes) costs its
   // bytes once one way, without the slice of pipeline fill a copy through the slots adds; past
-  // directBytes, and for a reduce, the fill is back.
+  // directBytes, and for a reduce, the fill is back. Two ranks whose links write nothing in place
+  // (directBytes 0) pay no fill either: the root runs a call ahead of its receiver; three do.
   const CostModel slots{.alpha = 1e-6, .beta = 2e-10, .gamma = 0, .delta = 0, .betaOneWay = 1e-10};
   CostModel direct = slots;
   direct.directBytes = 1 << 20;
@@ -222,9 +223,13 @@ TEST(CostModel, ABroadcastWrittenInPlaceIsOneCopy) {
     const double fill = static_cast<double>(std::min(m, slice));
     const double written =
         predictSeconds(Collective::kBroadcast, Algorithm::kTree, 2, m, slice, direct);
-    const double through =
-        predictSeconds(Collective::kBroadcast, Algorithm::kTree, 2, m, slice, slots);
-    EXPECT_DOUBLE_EQ(through, 1e-6 + (bytes + fill) * 1e-10) << m;
+    const double through = 1e-6 + (bytes + fill) * 1e-10;
+    EXPECT_DOUBLE_EQ(predictSeconds(Collective::kBroadcast, Algorithm::kTree, 2, m, slice, slots),
+                     1e-6 + bytes * 1e-10)
+        << m;
+    EXPECT_DOUBLE_EQ(predictSeconds(Collective::kBroadcast, Algorithm::kTree, 3, m, slice, slots),
+                     2 * through)
+        << m;
     // 16 KiB: lent by the root (Link::kLendMinBytes) where ranks have cores of their own; where
     // they share cores only written in place, from Link::kDirectWriteMinBytes.
     EXPECT_DOUBLE_EQ(written, m <= (1 << 20) ? 1e-6 + bytes * 1e-10 : through) << m;
@@ -234,7 +239,10 @@ TEST(CostModel, ABroadcastWrittenInPlaceIsOneCopy) {
                      m <= (1 << 20) && m >= (64 << 10) ? 1e-6 + bytes * 1e-10 : through)
         << m;
     EXPECT_DOUBLE_EQ(predictSeconds(Collective::kReduce, Algorithm::kTree, 2, m, slice, direct),
-                     predictSeconds(Collective::kReduce, Algorithm::kTree, 2, m, slice, slots))
+                     through)
+        << m;
+    EXPECT_DOUBLE_EQ(predictSeconds(Collective::kReduce, Algorithm::kTree, 2, m, slice, slots),
+                     through)
         << m;
   }
 }
