@@ -512,6 +512,16 @@ class Communicator {
   std::string describeLinks() const;
   // The cost model this communicator chooses algorithms with (the same on every rank).
   CostModel costModel() const;
+  // Collective: measures the cost model again on this communicator's links, as create() did
+  // (CommunicatorOptions::calibrationEffort's batches; given by the options or not), and chooses
+  // algorithms with it from the next call on. For a machine whose speed moved since creation:
+  // other jobs came or went, or a VM's host moved its vCPUs (on a 2-core VM the same 1 MiB
+  // all-reduce took 70-84 us in one placement, 280-320 in another, minutes apart);
+  // `ringlet-model measure --recalibrate` prices each row with a model measured just before it.
+  // Runs after the async calls issued before it, as any blocking call does, and counts as a call
+  // (a rank that calls another collective meanwhile gets an error naming both). Communicators
+  // split or duplicated from this one keep their models. Nothing to measure on one rank.
+  void recalibrate();
   // The pipeline slice the ring and chain algorithms cut their messages into, before a link caps
   // it at its largest message: CommunicatorOptions::segmentBytes, or the communicator's default
   // (512 KiB; 4 MiB where every rank is on one host over TCP and ranks outnumber the cores).

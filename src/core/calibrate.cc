@@ -464,6 +464,12 @@ std::vector<double> memoryPointSizes(double cacheShare) {
 
 void CommunicatorImpl::calibrate() {
   if (options_.costModel || size_ == 1) return;
+  recalibrate();
+  nextSeq_ = 0;  // the caller's calls are numbered from 0, as without calibration
+}
+
+void CommunicatorImpl::recalibrate() {
+  if (size_ == 1) return;
   int hostRanks = 0;
   bool crossesHosts = false;
   for (const transport::PeerInfo& info : infos_) {
@@ -485,8 +491,7 @@ void CommunicatorImpl::calibrate() {
   });
   model_.ranksShareCores = shareCores;
   model_.ranksPerCore = ranksPerCore(infos_);
-  nextSeq_ = 0;     // the caller's calls are numbered from 0, as without calibration
-  forgetChoices();  // any made during the measurement used the model before it
+  forgetChoices();  // any made during the measurement, or before it, used the model before it
 }
 
 }  // namespace ringlet::detail

@@ -44,6 +44,8 @@ Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOption
 
 CostModel Communicator::costModel() const { return impl_->costModel(); }
 
+void Communicator::recalibrate() { impl_->recalibrate(); }
+
 size_t Communicator::segmentBytes() const { return impl_->modelSliceBytes(); }
 
 namespace {

@@ -215,6 +215,8 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // Collective, once, inside create(): measures the cost model on this communicator's links
   // unless the options give it (src/core/calibrate.cc).
   void calibrate();
+  // Collective: measures it again (Communicator::recalibrate), a call of the caller's numbering.
+  void recalibrate();
   // Collective, once, at the end of creation (of split and dup too), with tracing on only: this
   // rank's steady clock against rank 0's, into the trace file (src/core/clock_offset.cc). Off,
   // it does nothing and sends nothing.

@@ -157,7 +157,7 @@ std::string OpHeader::describeCall() const {
     case OpKind::kBarrier:
       return "barrier()";
     case OpKind::kCalibrate:
-      return "cost-model calibration (inside Communicator::create)";
+      return "cost-model calibration (inside Communicator::create, or recalibrate())";
     case OpKind::kClockOffset:
       return "trace mode's clock exchange (inside Communicator::create; RINGLET_TRACE on every "
              "rank or none)";

@@ -68,7 +68,7 @@ enum class OpKind : uint8_t {
   kReduceScatterv = 14,
   // count: the elements this rank sends in all; not compared (each pair checks its own counts).
   kAllToAllv = 15,
-  kCalibrate = 20,  // the cost model's measurement inside Communicator::create
+  kCalibrate = 20,  // the cost model's measurement: Communicator::create, recalibrate()
   kSplit = 16,      // split (tag 0; root: this rank's color, count: its key) or dup (tag 1)
   // Communicator::sendrecv: never on the wire (its messages carry kSend headers). root: the rank
   // it sends to, source: the rank it receives from.

@@ -92,6 +92,9 @@ std::string text(const json& report) {
   };
   int judgedInPlace = 0;
   int closeInPlace = 0;
+  // Rows measured with a calibration of their own (measure --recalibrate): the start's alone.
+  int judgedFirst = 0;
+  int closeFirst = 0;
   struct Pick {
     int algorithms = 0;
     double predicted = 0, measured = 0, fastest = 0;
@@ -119,6 +122,10 @@ std::string text(const json& report) {
       ++judgedInPlace;
       closeInPlace += within;
     }
+    if (row.contains("predicted_first_s")) {
+      ++judgedFirst;
+      closeFirst += std::abs(row.at("predicted_first_s").get<double>() / measured - 1) <= 0.25;
+    }
     Pick& pick = picks[{collective, bytes}];
     if (pick.algorithms++ == 0 || predicted < pick.predicted) {
       pick.predicted = predicted;
@@ -138,6 +145,12 @@ std::string text(const json& report) {
         "\nfrom 64 KiB: {} of {} predictions within 25% of the measured time; the algorithm "
         "predicted fastest within 10% of the fastest measured at {} of {} collective sizes\n",
         close, judged, chosenWell, sizes);
+    if (judgedFirst > 0) {
+      out += fmt::format(
+          "each row was predicted with the model measured again just before it (--recalibrate); "
+          "with the calibration at the start alone: {} of {} within 25%\n",
+          closeFirst, judgedFirst);
+    }
     if (startTrip > 0) {
       out += fmt::format(
           "rows timed while the ranks' 8-byte round trip stayed within {}x of its {:.2f} us at the "
@@ -206,6 +219,9 @@ int main(int argc, char** argv) {
       ->add_option("--calibration-effort", effort,
                    "Batches of the cost model's measurement, times those of create()")
       ->check(CLI::Range(1, 1000));
+  measureCmd->add_flag("--recalibrate", options.recalibrate,
+                       "Measure the cost model again before every row and predict the row with "
+                       "it (each row keeps the first calibration's prediction too)");
   measureCmd->add_option("-c,--collectives", options.collectives,
                          "Collectives: allreduce broadcast reduce allgather reducescatter alltoall "
                          "gather scatter (default: allreduce allgather reducescatter broadcast)");

@@ -221,6 +221,8 @@ json measure(Communicator& comm, const MeasureOptions& options) {
       for (size_t bytes = options.minBytes; bytes <= options.maxBytes;
            bytes *= static_cast<size_t>(options.factor)) {
         Call call(sub, info.collective, bytes);
+        if (options.recalibrate) comm.recalibrate();
+        const CostModel rowModel = options.recalibrate ? comm.costModel() : model;
         const double tripBefore = roundTrip(sub);
         const Timing t = timeCall(sub, call, options);
         const double tripAfter = roundTrip(sub);
@@ -231,7 +233,12 @@ json measure(Communicator& comm, const MeasureOptions& options) {
         row["bytes"] = call.bytes();
         row["measured_s"] = seconds;
         row["fastest_s"] = t.fastest;
-        predictRow(row, model, comm.size());
+        predictRow(row, rowModel, comm.size());
+        if (options.recalibrate) {
+          row["model"] = costModelJson<json>(rowModel);
+          row["predicted_first_s"] =
+              predictSeconds(model, info.collective, algorithm, comm.size(), call.bytes());
+        }
         row["busbw_gbps"] = call.bytes() / seconds * busFactor(info.collective, comm.size()) / 1e9;
         if (comm.size() > 1) row["round_trip_s"] = {tripBefore, tripAfter};
         rows.push_back(row);
@@ -291,7 +298,15 @@ json repredict(const json& report) {
         throw InvalidArgument(fmt::format("a row of the report has no \"{}\"", key));
       }
     }
-    predictRow(row, model, ranks);
+    // A row measured with its own calibration (measure --recalibrate) is priced with it.
+    if (row.contains("model")) {
+      predictRow(row, modelOf(row), ranks);
+      row["predicted_first_s"] = predictSeconds(model, row.at("collective").get<std::string>(),
+                                                row.at("algorithm").get<std::string>(), ranks,
+                                                row.at("bytes").get<size_t>());
+    } else {
+      predictRow(row, model, ranks);
+    }
   }
   return out;
 }

@@ -25,6 +25,11 @@ struct MeasureOptions {
   // 2-core VM: recursive doubling 64 KiB-1 MiB 1.4-5.8x its time in ringlet-bench, which put the
   // model's error there at -27% to -83%).
   double warmSeconds = 0.02;
+  // Measure the cost model again before every row (Communicator::recalibrate) and predict the
+  // row with it: what the model gets right where the machine held still from its calibration to
+  // the row, apart from how far the machine moved since the first calibration (whose prediction
+  // each row keeps as predicted_first_s).
+  bool recalibrate = false;
 };
 
 // Throws InvalidArgument naming a collective measure() cannot time (it times allreduce,
@@ -36,7 +41,9 @@ void checkMeasurable(const std::vector<std::string>& collectives);
 // predicts it with comm.costModel(). Every rank returns the same rows:
 //   {collective, algorithm, bytes, measured_s (median), fastest_s, predicted_s, busbw_gbps,
 //    terms: the prediction per unit of alpha, beta, gamma, delta (the model is linear in them),
-//    round_trip_s: [roundTrip() before the row, after it] (on more than one rank)}
+//    round_trip_s: [roundTrip() before the row, after it] (on more than one rank);
+//    with options.recalibrate: model, the one measured just before the row and predicted with,
+//    and predicted_first_s, comm's model's prediction at the start}
 nlohmann::ordered_json measure(Communicator& comm, const MeasureOptions& options);
 
 // How steady the machine stayed over a run of measure(): one row (the first collective's first

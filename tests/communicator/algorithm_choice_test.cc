@@ -292,6 +292,61 @@ TEST(AlgorithmChoice, MeasuredModelIsTheSameOnEveryRank) {
   }
 }
 
+// recalibrate() measures the model again, given by the options or not: the same on every rank,
+// the calls after it choose with it, and it is a call of the caller's numbering, so a rank that
+// makes another call meanwhile gets an error naming the calibration, on every rank.
+TEST(AlgorithmChoice, RecalibrateMeasuresTheModelAgainOnEveryRank) {
+  for (const char* transport : {"local", "shm"}) {
+    runThreadRanks(3, [transport](int rank, int size, std::shared_ptr<Store> store) {
+      CommunicatorOptions o = localOptions();
+      o.transport = transport;
+      // A model no machine measures: a second per message makes every choice a log-step one.
+      o.costModel = CostModel{.alpha = 1.0, .beta = 1e-10, .gamma = 1e-11, .delta = 1e-11};
+      Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+      EXPECT_EQ(comm.costModel().alpha, 1.0);
+      EXPECT_EQ(comm.algorithmFor("allreduce", 64 << 20), "recursive_doubling");
+      std::vector<float> data(1 << 10, 1.0f);
+      // Queued before it: it runs after them.
+      Work queued = comm.allreduceAsync(data.data(), data.data(), data.size(), DataType::kFloat32,
+                                        ReduceOp::kSum);  // call #0
+      comm.recalibrate();                                 // call #1
+      EXPECT_TRUE(queued.test());
+      queued.wait();
+      const CostModel m = comm.costModel();
+      EXPECT_GT(m.alpha, 0);
+      EXPECT_LT(m.alpha, 0.1);  // measured: microseconds, not the second given
+      EXPECT_TRUE(std::isfinite(m.beta) && m.beta > 0) << m.beta;
+      EXPECT_GE(m.ranksPerCore, 1.0);
+      double mine[5] = {m.alpha, m.beta, m.gamma, m.delta, m.betaOneWay};
+      std::vector<double> all(5 * size);
+      comm.allgather(mine, all.data(), 5, DataType::kFloat64);  // call #2
+      for (int r = 0; r < size; ++r) {
+        EXPECT_EQ(std::memcmp(all.data() + 5 * r, mine, sizeof mine), 0) << "rank " << r;
+      }
+      // The calls after it choose with the measured model (64 MiB: not the log steps a second
+      // per message made every size take), and still compute the right sums.
+      EXPECT_NE(comm.algorithmFor("allreduce", 64 << 20), "recursive_doubling");
+      comm.allreduce(data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum);  // call #3
+      EXPECT_EQ(data[0], 9.0f);  // 1 summed over three ranks, twice
+      EXPECT_EQ(data.back(), 9.0f);
+      // Rank 0 measures again while the others call a barrier: call #4 fails on every rank,
+      // naming the calibration.
+      try {
+        if (rank == 0) {
+          comm.recalibrate();
+        } else {
+          comm.barrier();
+        }
+        ADD_FAILURE() << "rank " << rank << " finished a call the ranks disagree about";
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("call #4"), std::string::npos) << what;
+        EXPECT_NE(what.find("calibration"), std::string::npos) << what;
+      }
+    });
+  }
+}
+
 // What a link's byte costs past the cache is measured by a shift of 16 MiB where ranks have
 // cores of their own (0 where they share: memoryFactor's ramp then), once per process and kind of
 // ring: a second communicator of the same kind keeps the first one's factor (measured again, it

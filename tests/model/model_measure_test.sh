@@ -42,3 +42,42 @@ grep -qE "^the run's gauge \(allreduce recursive_doubling of 262144 bytes, timed
 grep -qE "^from 64 KiB: [0-9]+ of 10 predictions within 25%" <<<"$out" || fail "no summary line"
 grep -qE "^rows timed while the ranks' 8-byte round trip stayed within 1.5x of its [0-9.]+ us at the calibration \(before the row and after it\): [0-9]+ of [0-9]+ predictions within 25%" <<<"$out" ||
   fail "no line for the rows timed where the calibration ran"
+
+# --recalibrate: every row measured with a model of its own (Communicator::recalibrate just
+# before it), kept in the row and predicted with; the first calibration's prediction beside it;
+# the text says how the start's calibration alone did. `predict` prices such a row with its own
+# model: a row whose model is made ten times dearer per byte is predicted dearer, its
+# predicted_first_s unchanged.
+out=$(timeout 120 "$bin/ringlet-model" measure -n 2 -b 256K -e 1M -f 4 -r 3 -c allreduce \
+  --recalibrate --calibration-effort 2 -o "$tmp/recal.json" 2>&1) ||
+  fail "ringlet-model measure --recalibrate failed: $out"
+echo "$out"
+grep -qE "^each row was predicted with the model measured again just before it \(--recalibrate\); with the calibration at the start alone: [0-9]+ of 6 within 25%" <<<"$out" ||
+  fail "no line for the calibration at the start"
+/usr/bin/python3 - "$tmp/recal.json" "$tmp/dearer.json" <<'PY' || fail "the recalibrated report is not what measure promises"
+import json, sys
+report = json.load(open(sys.argv[1]))
+rows = report["rows"]
+assert len(rows) == 6, len(rows)
+for r in rows:
+    m = r["model"]
+    assert m["alpha_s"] > 0 and m["beta_s_per_byte"] > 0, m
+    assert r["predicted_s"] > 0 and r["predicted_first_s"] > 0, r
+# Each row measured its own model: not all of them equal to the start's.
+assert any(r["model"] != report["model"] for r in rows), "no row has a model of its own"
+rows[0]["model"]["beta_s_per_byte"] *= 10
+rows[0]["model"]["beta_one_way_s_per_byte"] *= 10
+json.dump(report, open(sys.argv[2], "w"))
+PY
+"$bin/ringlet-model" predict "$tmp/recal.json" -o "$tmp/recal-again.json" > /dev/null ||
+  fail "predict of a recalibrated report failed"
+"$bin/ringlet-model" predict "$tmp/dearer.json" -o "$tmp/dearer-again.json" > /dev/null ||
+  fail "predict of the changed report failed"
+/usr/bin/python3 - "$tmp/recal-again.json" "$tmp/dearer-again.json" <<'PY' || fail "predict does not price a row with its own model"
+import json, sys
+same, dearer = (json.load(open(p))["rows"] for p in sys.argv[1:3])
+assert dearer[0]["predicted_s"] > 2 * same[0]["predicted_s"], (dearer[0], same[0])
+assert dearer[0]["predicted_first_s"] == same[0]["predicted_first_s"], (dearer[0], same[0])
+assert [r["predicted_s"] for r in dearer[1:]] == [r["predicted_s"] for r in same[1:]]
+print("recalibrated report ok")
+PY
