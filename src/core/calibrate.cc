@@ -237,9 +237,9 @@ struct PastCacheShift {
 };
 
 PastCacheShift pastCacheShift(const collectives::Group& group, size_t slice, int effort,
-                              int hostRanks, const transport::WaitContext& wait) {
+                              int hostRanks, bool again, const transport::WaitContext& wait) {
   double kept = 0;
-  {
+  if (!again) {
     std::lock_guard lock(gPastCacheMutex);
     const auto found = gPastCacheFactors.find(pastCacheKey(group, hostRanks));
     if (found != gPastCacheFactors.end()) kept = found->second;
@@ -254,8 +254,12 @@ PastCacheShift pastCacheShift(const collectives::Group& group, size_t slice, int
               0)};
 }
 
+// `again`: Communicator::recalibrate(), which measures the link's past-cache factor again too (a
+// ratio to beta: kept, it would price bytes past the cache by the new beta, measured in another
+// state of the machine than the factor).
 CostModel measure(const collectives::Group& group, size_t slice, int effort, int hostRanks,
-                  bool crossesHosts, bool shareCores, const transport::WaitContext& wait) {
+                  bool crossesHosts, bool shareCores, bool again,
+                  const transport::WaitContext& wait) {
   std::vector<std::byte> out(kLargeBytes, std::byte{1});
   std::vector<std::byte> in(kLargeBytes);
   auto shift = [&](size_t bytes) {
@@ -285,7 +289,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // shift): memoryFactor's ramp there, as before.
   const PastCacheShift past = shareCores || crossesHosts
                                   ? PastCacheShift{}
-                                  : pastCacheShift(group, slice, effort, hostRanks, wait);
+                                  : pastCacheShift(group, slice, effort, hostRanks, again, wait);
   // One way: even ring positions send to the next, which answers; an odd last one sits out.
   // Across hosts the odd positions then do the same, so that the ring's crossings between hosts
   // are measured too (with several ranks per host, the even pairs may all share a host).
@@ -464,12 +468,16 @@ std::vector<double> memoryPointSizes(double cacheShare) {
 
 void CommunicatorImpl::calibrate() {
   if (options_.costModel || size_ == 1) return;
-  recalibrate();
+  measureModel(false);
   nextSeq_ = 0;  // the caller's calls are numbered from 0, as without calibration
 }
 
 void CommunicatorImpl::recalibrate() {
   if (size_ == 1) return;
+  measureModel(true);
+}
+
+void CommunicatorImpl::measureModel(bool again) {
   int hostRanks = 0;
   bool crossesHosts = false;
   for (const transport::PeerInfo& info : infos_) {
@@ -477,16 +485,18 @@ void CommunicatorImpl::recalibrate() {
     crossesHosts |= info.hostId != infos_[0].hostId;
   }
   const bool shareCores = ranksShareCores(infos_);
-  runBlocking(OpHeader{.kind = OpKind::kCalibrate}, [this, hostRanks, crossesHosts, shareCores](
-                                                        const collectives::Group&,
-                                                        const transport::WaitContext& wait) {
+  runBlocking(OpHeader{.kind = OpKind::kCalibrate}, [this, hostRanks, crossesHosts, shareCores,
+                                                     again](const collectives::Group&,
+                                                            const transport::WaitContext& wait) {
     // On the host-ordered ring (host_ring.h): across hosts it crosses each host's link
     // once, as the ring collectives do, however the ranks were placed.
     const collectives::Group& ring = hostRing();
     const size_t slice = sliceBytes({&ring.next(), &ring.prev()});
     const int effort = std::max(1, options_.calibrationEffort);
     model_ = steadyModel(
-        [&] { return measure(ring, slice, effort, hostRanks, crossesHosts, shareCores, wait); },
+        [&] {
+          return measure(ring, slice, effort, hostRanks, crossesHosts, shareCores, again, wait);
+        },
         [&] { return largestOnAnyRank(ring, probeShiftSeconds(ring, slice, effort, wait), wait); });
   });
   model_.ranksShareCores = shareCores;

@@ -215,8 +215,12 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // Collective, once, inside create(): measures the cost model on this communicator's links
   // unless the options give it (src/core/calibrate.cc).
   void calibrate();
-  // Collective: measures it again (Communicator::recalibrate), a call of the caller's numbering.
+  // Collective: measures it again (Communicator::recalibrate), a call of the caller's numbering,
+  // the link's past-cache factor included.
   void recalibrate();
+  // calibrate()'s and recalibrate()'s measurement; `again`: the past-cache factor measured anew
+  // rather than kept from the process's first communicator of this kind.
+  void measureModel(bool again);
   // Collective, once, at the end of creation (of split and dup too), with tracing on only: this
   // rank's steady clock against rank 0's, into the trace file (src/core/clock_offset.cc). Off,
   // it does nothing and sends nothing.
