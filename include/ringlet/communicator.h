@@ -513,7 +513,9 @@ class Communicator {
   // The cost model this communicator chooses algorithms with (the same on every rank).
   CostModel costModel() const;
   // Collective: measures the cost model again on this communicator's links, as create() did
-  // (CommunicatorOptions::calibrationEffort's batches; given by the options or not), and chooses
+  // (CommunicatorOptions::calibrationEffort's batches; given by the options or not; the links'
+  // cost past the cache too, which a communicator otherwise takes from the process's first one
+  // of its kind; the memory's own cost, measured once per process, is kept), and chooses
   // algorithms with it from the next call on. For a machine whose speed moved since creation:
   // other jobs came or went, or a VM's host moved its vCPUs (on a 2-core VM the same 1 MiB
   // all-reduce took 70-84 us in one placement, 280-320 in another, minutes apart);
