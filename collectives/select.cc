@@ -615,10 +615,9 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
         // row took 0.59-0.73x the time of one alone (4 MiB 0.88-0.93x); the 19 stored two-rank
         // reports of such links had the tree priced 1.44-2.08x its time at 64 KiB-1 MiB
         // (medians; 34 reports with direct writes, where the root waits for the receiver's
-        // offer, 0.94-1.01x). The
-        // two-rank chain waits for the receiver's call header first and runs no call ahead
-        // (1.00-1.04x alone); at 3 and more ranks the stored reports want the fill (dropped
-        // there, 4 ranks lost 9 points of 516, 8 ranks 6 of 72).
+        // offer, 0.94-1.01x). The two-rank chain waits for the receiver's call header first and
+        // runs no call ahead (1.00-1.04x alone); at 3 and more ranks the stored reports want the
+        // fill (dropped there, 4 ranks lost 9 points of 516, 8 ranks 6 of 72).
         const bool runsAhead = collective == Collective::kBroadcast && size == 2 &&
                                !model.ranksShareCores && model.directBytes == 0;
         const double fill = direct || runsAhead ? 0.0 : std::min(m, slice);
