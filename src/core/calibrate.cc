@@ -198,6 +198,16 @@ double probeShiftSeconds(const collectives::Group& group, size_t slice, int effo
       warmRuns(group));
 }
 
+// The 1 MiB shift beta comes from, timed again: this rank's time per byte (two batches of four).
+double largeShiftSecondsPerByte(const collectives::Group& group, size_t slice,
+                                const transport::WaitContext& wait) {
+  std::vector<std::byte> out(kLargeBytes, std::byte{1});
+  std::vector<std::byte> in(kLargeBytes);
+  return medianSeconds(
+             2, 4, [&] { shift(group, out.data(), in.data(), kLargeBytes, slice, wait); }, 1) /
+         static_cast<double>(kLargeBytes);
+}
+
 // The largest of every rank's `value`, on every rank.
 double largestOnAnyRank(const collectives::Group& group, double value,
                         const transport::WaitContext& wait) {
@@ -420,10 +430,14 @@ ShiftLine fitShifts(Shift probe, Shift cached, Shift large) {
 }
 
 CostModel steadyModel(const std::function<CostModel()>& measure,
-                      const std::function<double()>& probeShift) {
+                      const std::function<double()>& probeShift,
+                      const std::function<double()>& largeShift) {
   CostModel model = measure();
   for (int calibrations = 1; calibrations < kMaxCalibrations; ++calibrations) {
-    if (model.alpha <= kDisturbedAlphaRatio * probeShift()) break;
+    if (model.alpha <= kDisturbedAlphaRatio * probeShift() &&
+        (!largeShift || model.beta <= kDisturbedBetaRatio * largeShift())) {
+      break;
+    }
     model = measure();
   }
   return model;
@@ -497,7 +511,8 @@ void CommunicatorImpl::measureModel(bool again) {
         [&] {
           return measure(ring, slice, effort, hostRanks, crossesHosts, shareCores, again, wait);
         },
-        [&] { return largestOnAnyRank(ring, probeShiftSeconds(ring, slice, effort, wait), wait); });
+        [&] { return largestOnAnyRank(ring, probeShiftSeconds(ring, slice, effort, wait), wait); },
+        [&] { return largestOnAnyRank(ring, largeShiftSecondsPerByte(ring, slice, wait), wait); });
   });
   model_.ranksShareCores = shareCores;
   model_.ranksPerCore = ranksPerCore(infos_);

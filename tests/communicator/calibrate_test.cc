@@ -64,6 +64,42 @@ TEST(SteadyModel, MeasuresAtMostAFewTimes) {
   EXPECT_EQ(s.measured, static_cast<size_t>(kMaxCalibrations));
 }
 
+// The same for beta: measurements that return the next of `betas`, and a large shift timed
+// again that returns the next of `large` (per byte).
+struct BetaScript {
+  std::vector<double> betas;
+  std::vector<double> large;
+  size_t measured = 0;
+  size_t shifted = 0;
+
+  CostModel run() {
+    return steadyModel(
+        [&] {
+          CostModel model;
+          model.alpha = 1e-6;
+          model.beta = betas[std::min(measured++, betas.size() - 1)];
+          return model;
+        },
+        [] { return 1e-6; }, [&] { return large[std::min(shifted++, large.size() - 1)]; });
+  }
+};
+
+TEST(SteadyModel, ABetaNearItsShiftTimedAgainIsMeasuredOnce) {
+  BetaScript s{.betas = {3e-10}, .large = {2.2e-10}};  // 1.36x: the machine's own spread
+  EXPECT_DOUBLE_EQ(s.run().beta, 3e-10);
+  EXPECT_EQ(s.measured, 1u);
+}
+
+TEST(SteadyModel, ABetaHeldBackAtTheStartIsMeasuredAgain) {
+  // Four ranks on two cores, the first shifts slowed by the processes' start.
+  BetaScript s{.betas = {1.2e-8, 3e-10}, .large = {2.5e-10}};
+  EXPECT_DOUBLE_EQ(s.run().beta, 3e-10);
+  EXPECT_EQ(s.measured, 2u);
+  BetaScript always{.betas = {1.2e-8, 1.1e-8, 1e-8, 0.9e-8}, .large = {2.5e-10}};
+  EXPECT_DOUBLE_EQ(always.run().beta, 1e-8);  // the last of kMaxCalibrations
+  EXPECT_EQ(always.measured, static_cast<size_t>(kMaxCalibrations));
+}
+
 // Times made from a known line: alpha 0.5 us, cached bytes 0.1 ns, large ones 0.16 ns.
 Shift timed(size_t bytes, double alpha, double perByte) {
   return {.bytes = bytes, .seconds = alpha + static_cast<double>(bytes) * perByte};
