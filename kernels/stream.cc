@@ -86,10 +86,12 @@ void reduceStreaming(void* stream, void* copy, const void* a, const void* b, siz
     const size_t offset = done * element;
     reduce(tile, x + offset, y + offset, n, type, op);
     if (op == ReduceOp::kAvg && divisor > 1) finishAverage(tile, n, type, divisor);
-    if (slot != nullptr && streamCopyToo) {
-      streamCopy(slot + offset, tile, n * element);
-    } else if (slot != nullptr) {
-      std::memcpy(slot + offset, tile, n * element);
+    if (slot != nullptr) {
+      if (streamCopyToo) {
+        streamCopy(slot + offset, tile, n * element);
+      } else {
+        std::memcpy(slot + offset, tile, n * element);
+      }
     }
     streamCopy(out + offset, tile, n * element);
   }

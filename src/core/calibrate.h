@@ -21,8 +21,8 @@ namespace ringlet::detail {
 // all, and keeps the last. `largeShift` (when set; collective too) times the shift beta comes
 // from again, per byte: where the model's beta is more than kDisturbedBetaRatio times that, the
 // start held the large shifts back, and it measures again the same way. (2-core AMD EPYC VM, 4
-// ranks, effort 1: create()'s beta came out 0.76-1.70x, mean 1.36x, the median of four
-// recalibrations after it in the same process; with this check 0.58-1.79x, mean 1.12x, six
+// ranks, effort 1: create()'s beta came out 0.76-1.69x, mean 1.36x, the median of four
+// recalibrations after it in the same process; with this check 0.60-1.79x, mean 1.12x, six
 // processes each. 3 ranks over TCP: 1.55e-9 s/B at creation against 0.6-1.0e-9 after, once;
 // 1.0-1.2e-9 against 0.9-1.6e-9 in three processes with it.)
 inline constexpr int kMaxCalibrations = 3;

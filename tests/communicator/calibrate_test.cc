@@ -13,22 +13,34 @@
 namespace ringlet::detail {
 namespace {
 
-// Measurements that return the next alpha of `alphas` (the last one again once they run out),
-// and later probe shifts that return the next of `shifts`; counts the calls.
+// Measurements that return the next alpha of `alphas` and beta of `betas` (the last one again
+// once they run out), later probe shifts that return the next of `shifts`, and (where `large`
+// is given) large shifts timed again that return the next of `large`, per byte; counts the
+// measurements and the probe shifts.
 struct Script {
   std::vector<double> alphas;
   std::vector<double> shifts;
+  std::vector<double> betas = {1e-10};
+  std::vector<double> large = {};  // none: no large shift timed again
   size_t measured = 0;
   size_t shifted = 0;
+  size_t shiftedLarge = 0;
 
+  // The i-th of `values`, or its last.
+  static double at(const std::vector<double>& values, size_t i) {
+    return values[std::min(i, values.size() - 1)];
+  }
   CostModel run() {
     return steadyModel(
         [&] {
           CostModel model;
-          model.alpha = alphas[std::min(measured++, alphas.size() - 1)];
+          model.alpha = at(alphas, measured);
+          model.beta = at(betas, measured);
+          ++measured;
           return model;
         },
-        [&] { return shifts[std::min(shifted++, shifts.size() - 1)]; });
+        [&] { return at(shifts, shifted++); },
+        large.empty() ? std::function<double()>{} : [&] { return at(large, shiftedLarge++); });
   }
 };
 
@@ -64,38 +76,24 @@ TEST(SteadyModel, MeasuresAtMostAFewTimes) {
   EXPECT_EQ(s.measured, static_cast<size_t>(kMaxCalibrations));
 }
 
-// The same for beta: measurements that return the next of `betas`, and a large shift timed
-// again that returns the next of `large` (per byte).
-struct BetaScript {
-  std::vector<double> betas;
-  std::vector<double> large;
-  size_t measured = 0;
-  size_t shifted = 0;
-
-  CostModel run() {
-    return steadyModel(
-        [&] {
-          CostModel model;
-          model.alpha = 1e-6;
-          model.beta = betas[std::min(measured++, betas.size() - 1)];
-          return model;
-        },
-        [] { return 1e-6; }, [&] { return large[std::min(shifted++, large.size() - 1)]; });
-  }
-};
-
 TEST(SteadyModel, ABetaNearItsShiftTimedAgainIsMeasuredOnce) {
-  BetaScript s{.betas = {3e-10}, .large = {2.2e-10}};  // 1.36x: the machine's own spread
+  Script s{.alphas = {1e-6},
+           .shifts = {1e-6},
+           .betas = {3e-10},
+           .large = {2.2e-10}};  // 1.36x: the machine's own spread
   EXPECT_DOUBLE_EQ(s.run().beta, 3e-10);
   EXPECT_EQ(s.measured, 1u);
 }
 
 TEST(SteadyModel, ABetaHeldBackAtTheStartIsMeasuredAgain) {
   // Four ranks on two cores, the first shifts slowed by the processes' start.
-  BetaScript s{.betas = {1.2e-8, 3e-10}, .large = {2.5e-10}};
+  Script s{.alphas = {1e-6}, .shifts = {1e-6}, .betas = {1.2e-8, 3e-10}, .large = {2.5e-10}};
   EXPECT_DOUBLE_EQ(s.run().beta, 3e-10);
   EXPECT_EQ(s.measured, 2u);
-  BetaScript always{.betas = {1.2e-8, 1.1e-8, 1e-8, 0.9e-8}, .large = {2.5e-10}};
+  Script always{.alphas = {1e-6},
+                .shifts = {1e-6},
+                .betas = {1.2e-8, 1.1e-8, 1e-8, 0.9e-8},
+                .large = {2.5e-10}};
   EXPECT_DOUBLE_EQ(always.run().beta, 1e-8);  // the last of kMaxCalibrations
   EXPECT_EQ(always.measured, static_cast<size_t>(kMaxCalibrations));
 }
