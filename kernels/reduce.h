@@ -32,22 +32,44 @@ void reduceStreaming(void* stream, void* copy, const void* a, const void* b, siz
 void streamCopy(void* dst, const void* src, size_t bytes);
 
 // memcpy for the data path (a caller's buffer to or from a transport slot): memcpy where dst and
-// src lie alike within 64 bytes, else a loop of 16-byte loads and stores (x86-64; memcpy
-// elsewhere). glibc's memcpy copies from 2 KiB up to its non-temporal threshold with `rep movsb`,
-// which on an AMD EPYC (Zen) VM ran at 2.2-2.9 GB/s for some offsets of dst against src (8, 16,
-// 1 bytes; 0, 32, 48 and -16 at 36-50) where this loop ran at 27-45: a caller's std::vector of
-// 64 KiB or more starts 16 bytes into its pages, a slot at a page
-// (bench/results/copy-alignment-2026-12-01/).
-void copyLoop(void* dst, const void* src, size_t bytes);  // the loop alone
+// src lie alike within 64 bytes or the copy is short, else copyApart().
+void copyApart(void* dst, const void* src, size_t bytes);
 inline void copy(void* dst, const void* src, size_t bytes) {
-  constexpr size_t kLoopFrom = 256;  // below: memcpy's own small-size paths (inlined)
+  constexpr size_t kApartFrom = 256;  // below: memcpy's own small-size paths (inlined)
   const auto apart = reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src);
-  if (bytes < kLoopFrom || apart % 64 == 0) {
+  if (bytes < kApartFrom || apart % 64 == 0) {
     std::memcpy(dst, src, bytes);
   } else {
-    copyLoop(dst, src, bytes);
+    copyApart(dst, src, bytes);
   }
 }
+
+// A copy whose dst and src lie differently within 64 bytes (a caller's std::vector of 64 KiB or
+// more starts 16 bytes into its pages, a slot at a page) costs what memcpy costs there on one CPU
+// and 5-20x that on another. glibc's memcpy copies from a few KiB up to its non-temporal
+// threshold with `rep movsb`: on an AMD EPYC (Zen, AVX2) VM that ran at 2.2-2.9 GB/s with dst 8
+// or 16 bytes off src, where a loop of 16-byte loads and stores (copyLoop) ran at 27-45
+// (bench/results/copy-alignment-2026-12-01/); on an AMD EPYC with AVX-512, memcpy ran the same
+// offsets at 67-100 GB/s and the loop at 50, and two-rank collectives of 256 KiB-1 MiB on
+// std::vectors took 2.5-3x their time with the loop (bench/results/copy-apart-2026-12-01/).
+// So each process times both once (apartCopy(), at its first such copy or at
+// Communicator::create) and copyApart() runs the faster.
+void copyLoop(void* dst, const void* src, size_t bytes);  // the loop alone
+struct ApartCopy {
+  // The fastest of kRounds: kBytes copied twice each way, dst 16 bytes past src's offset within
+  // 64 and src 16 past dst's, in the cache.
+  double memcpySeconds = 0;
+  double loopSeconds = 0;
+  bool loop = false;  // copyApart() runs copyLoop
+  static constexpr size_t kBytes = size_t{16} << 10;
+  static constexpr int kRounds = 5;
+  // The loop where it copied faster than memcpy.
+  static bool loopPays(double memcpySeconds, double loopSeconds) {
+    return loopSeconds > 0 && loopSeconds < memcpySeconds;
+  }
+};
+ApartCopy measureApartCopy();  // times both now (tens of us; a few hundred where memcpy is slow)
+const ApartCopy& apartCopy();  // measureApartCopy() once per process, at the first call
 
 // Collectives whose buffers are at least this large stream their final results.
 inline constexpr size_t kStreamingBytes = size_t{8} << 20;

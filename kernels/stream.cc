@@ -1,8 +1,12 @@
 // Writes that bypass the caches. A large all-reduce writes its output once and does not read it
 // again soon; ordinary stores first read every destination line (read-for-ownership), so the
 // output costs twice its size in memory traffic. Non-temporal stores write it once.
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "kernels/reduce.h"
 #include "ringlet/types.h"
@@ -68,6 +72,73 @@ void copyLoop(void* dst, const void* src, size_t bytes) {
 #else
   std::memcpy(dst, src, bytes);
 #endif
+}
+
+namespace {
+
+// Seconds `copies` take, run once.
+template <class Copies>
+double timed(Copies&& copies) {
+  const auto start = std::chrono::steady_clock::now();
+  copies();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+ApartCopy measureApartCopy() {
+  constexpr size_t kBytes = ApartCopy::kBytes;
+  constexpr size_t kOff = 16;
+  constexpr size_t kPage = 4096;
+  constexpr size_t kSpan = kBytes + kPage;
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  const std::unique_ptr<std::byte, Free> memory(
+      static_cast<std::byte*>(std::aligned_alloc(kPage, 2 * kSpan)));
+  ApartCopy result;
+  if (!memory) return result;  // not measured: memcpy
+  std::byte* a = memory.get();
+  std::byte* b = a + kSpan;
+  std::memset(a, 1, 2 * kSpan);
+  // Twice each way: dst 16 bytes on (a slot into a std::vector), then src (the other way).
+  auto run = [&](void (*copy)(void*, const void*, size_t)) {
+    return timed([&] {
+      for (int i = 0; i < 2; ++i) {
+        copy(b + kOff, a, kBytes);
+        asm volatile("" : : "r"(b) : "memory");
+        copy(a, b + kOff, kBytes);
+        asm volatile("" : : "r"(a) : "memory");
+      }
+    });
+  };
+  auto plain = [](void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); };
+  run(plain);  // the lines into the cache
+  run(&copyLoop);
+  result.memcpySeconds = result.loopSeconds = 1e9;
+  for (int round = 0; round < ApartCopy::kRounds; ++round) {
+    // In turns, each first in every other round.
+    const bool loopFirst = round % 2 == 1;
+    const double first = run(loopFirst ? +&copyLoop : +plain);
+    const double second = run(loopFirst ? +plain : +&copyLoop);
+    result.loopSeconds = std::min(result.loopSeconds, loopFirst ? first : second);
+    result.memcpySeconds = std::min(result.memcpySeconds, loopFirst ? second : first);
+  }
+  result.loop = ApartCopy::loopPays(result.memcpySeconds, result.loopSeconds);
+  return result;
+}
+
+const ApartCopy& apartCopy() {
+  static const ApartCopy measured = measureApartCopy();
+  return measured;
+}
+
+void copyApart(void* dst, const void* src, size_t bytes) {
+  if (apartCopy().loop) {
+    copyLoop(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
 }
 
 void reduceStreaming(void* stream, void* copy, const void* a, const void* b, size_t count,

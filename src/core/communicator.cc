@@ -37,6 +37,7 @@ Communicator Communicator::create(const Bootstrap& bootstrap, CommunicatorOption
   }
   detail::checkOptions(options);
   auto impl = std::make_unique<detail::CommunicatorImpl>(bootstrap, std::move(options));
+  kernels::apartCopy();  // timed once per process, here rather than in a caller's first call
   impl->calibrate();
   impl->measureClockOffset();
   return Communicator(std::move(impl));

@@ -1,5 +1,6 @@
-// kernels::copy: the data path's memcpy (the vector loop where dst and src lie differently
-// within 64 bytes). Every byte lands, at every offset of either end, and nothing beyond it.
+// kernels::copy: the data path's memcpy (where dst and src lie differently within 64 bytes,
+// memcpy or a loop, whichever this process measured faster). Every byte lands, at every offset of
+// either end, and nothing beyond it, through copy() and through the loop alone.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -10,7 +11,8 @@
 namespace ringlet::kernels {
 namespace {
 
-TEST(Copy, EveryByteLandsAtEveryOffsetAndNothingBeyond) {
+void checkEveryOffset(void (*copy)(void*, const void*, size_t), const char* name) {
+  SCOPED_TRACE(name);
   constexpr size_t kGuard = 64;
   const size_t sizes[] = {0, 1, 15, 63, 64, 255, 256, 257, 1000, 4096 + 3, 65536 + 17};
   std::vector<std::byte> src(65536 + 17 + 2 * kGuard + 64);
@@ -37,6 +39,29 @@ TEST(Copy, EveryByteLandsAtEveryOffsetAndNothingBeyond) {
       }
     }
   }
+}
+
+TEST(Copy, EveryByteLandsAtEveryOffsetAndNothingBeyond) {
+  checkEveryOffset(&copy, "copy");
+  checkEveryOffset(&copyLoop, "copyLoop");
+}
+
+// The choice between memcpy and the loop is a measurement's: both timed, the faster taken, once
+// per process.
+TEST(Copy, ApartCopiesRunWhicheverWayWasMeasuredFaster) {
+  EXPECT_TRUE(ApartCopy::loopPays(2e-6, 1e-6));
+  EXPECT_FALSE(ApartCopy::loopPays(1e-6, 2e-6));
+  EXPECT_FALSE(ApartCopy::loopPays(1e-6, 1e-6));  // a tie: memcpy
+  EXPECT_FALSE(ApartCopy::loopPays(1e-6, 0));     // not timed
+  const ApartCopy measured = measureApartCopy();
+  EXPECT_GT(measured.memcpySeconds, 0);
+  EXPECT_GT(measured.loopSeconds, 0);
+  EXPECT_LT(measured.memcpySeconds, 0.1);  // 64 KiB each
+  EXPECT_LT(measured.loopSeconds, 0.1);
+  EXPECT_EQ(measured.loop, ApartCopy::loopPays(measured.memcpySeconds, measured.loopSeconds));
+  const ApartCopy& once = apartCopy();
+  EXPECT_EQ(&once, &apartCopy());
+  EXPECT_EQ(once.loop, ApartCopy::loopPays(once.memcpySeconds, once.loopSeconds));
 }
 
 // reduceStreaming: the sum lands in `stream` and in `copy`, with the copy's stores ordinary or

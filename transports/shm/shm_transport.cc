@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/reduce.h"
 #include "ringlet/error.h"
 #include "src/config.h"
 #include "src/log.h"
@@ -344,10 +345,14 @@ TransportEntry transportEntry() {
                                pays ? "on" : "off", describeKernelCopy(kernelCopy()),
                                pays ? "on" : "the all-to-all's lent blocks only");
         }
+        const kernels::ApartCopy& apart = kernels::apartCopy();
         return fmt::format(
             "segments in {} ({}), {} slots x {} KiB per link direction, direct writes and "
-            "lent messages {}",
-            options.dir, room, options.slotCount, options.slotBytes >> 10, direct);
+            "lent messages {}; copies between a slot and a buffer that lie apart within 64 bytes "
+            "by {} ({} KiB four times: memcpy {:.1f} us, the loop {:.1f} us)",
+            options.dir, room, options.slotCount, options.slotBytes >> 10, direct,
+            apart.loop ? "a loop of 16-byte loads and stores" : "memcpy",
+            kernels::ApartCopy::kBytes >> 10, apart.memcpySeconds * 1e6, apart.loopSeconds * 1e6);
       },
   };
 }
