@@ -44,14 +44,14 @@ inline void copy(void* dst, const void* src, size_t bytes) {
   }
 }
 
-// A copy whose dst and src lie differently within 64 bytes (a caller's std::vector of 64 KiB or
-// more starts 16 bytes into its pages, a slot at a page) costs what memcpy costs there on one CPU
-// and 5-20x that on another. glibc's memcpy copies from a few KiB up to its non-temporal
-// threshold with `rep movsb`: on an AMD EPYC (Zen, AVX2) VM that ran at 2.2-2.9 GB/s with dst 8
-// or 16 bytes off src, where a loop of 16-byte loads and stores (copyLoop) ran at 27-45
-// (bench/results/copy-alignment-2026-12-01/); on an AMD EPYC with AVX-512, memcpy ran the same
-// offsets at 67-100 GB/s and the loop at 50, and two-rank collectives of 256 KiB-1 MiB on
-// std::vectors took 2.5-3x their time with the loop (bench/results/copy-apart-2026-12-01/).
+// Where dst and src lie differently within 64 bytes (a caller's std::vector of 64 KiB or more
+// starts 16 bytes into its pages, a slot at a page), which of memcpy and a loop is faster depends
+// on the CPU. glibc's memcpy copies from a few KiB up to its non-temporal threshold with `rep
+// movsb`: on an AMD EPYC (Zen, AVX2) VM that ran at 2.2-2.9 GB/s with dst 8 or 16 bytes off src,
+// where a loop of 16-byte loads and stores (copyLoop) ran at 27-45
+// (bench/results/copy-alignment-2026-12-01/); on an AMD EPYC with AVX-512, memcpy ran those
+// offsets at 63-102 GB/s and the loop at 46-56, and two-rank collectives of 256 KiB-1 MiB on
+// std::vectors took 2-4x their time with the loop (bench/results/copy-apart-2026-12-01/).
 // So each process times both once (apartCopy(), at its first such copy or at
 // Communicator::create) and copyApart() runs the faster.
 void copyLoop(void* dst, const void* src, size_t bytes);  // the loop alone
