@@ -631,6 +631,25 @@ TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostItsShareOfTheSlotsTwo) {
   EXPECT_LT(measured.slotsSeconds, 1.0);
 }
 
+// A direct write whose target lies off its source within 64 bytes goes through the slots only where
+// the kernel's copy was measured slower there (or not measured).
+TEST(KernelCopyOffsets, ApartIsSlowOnlyWhereMeasuredSlower) {
+  using transport::shm::KernelCopyOffsets;
+  EXPECT_TRUE(KernelCopyOffsets::apartIsSlow(1e-6, 5e-6));
+  EXPECT_FALSE(KernelCopyOffsets::apartIsSlow(1e-6, 1.1e-6));
+  EXPECT_FALSE(KernelCopyOffsets::apartIsSlow(1e-6, KernelCopyOffsets::kSlower * 1e-6));
+  EXPECT_TRUE(KernelCopyOffsets{}.apartSlow()) << "not measured: declined, as before";
+  const KernelCopyOffsets fast{.measured = true, .alignedSeconds = 1e-6, .apartSeconds = 1e-6};
+  EXPECT_FALSE(fast.apartSlow());
+  const KernelCopyOffsets measured = transport::shm::measureKernelCopyOffsets();
+  if (!measured.measured) GTEST_SKIP() << "process_vm_readv is refused here";
+  EXPECT_GT(measured.alignedSeconds, 0);
+  EXPECT_LT(measured.alignedSeconds, 1.0);  // 64 KiB
+  EXPECT_GT(measured.apartSeconds, 0);
+  EXPECT_LT(measured.apartSeconds, 1.0);
+  EXPECT_EQ(&transport::shm::kernelCopyOffsets(), &transport::shm::kernelCopyOffsets());
+}
+
 // The measurement stands for two ranks on two cores: its threads on two CPUs (left to the
 // scheduler, two processes measuring at once under mpirun had each process's threads on one CPU,
 // and the slots' copies hit that core's cache), also where the caller is bound to one CPU (as

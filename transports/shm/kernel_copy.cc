@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -169,6 +170,43 @@ KernelCopy measureKernelCopy() {
   result.kernelSeconds = median(kernel);
   result.slotsSeconds = median(slots);
   return result;
+}
+
+KernelCopyOffsets measureKernelCopyOffsets() {
+  constexpr size_t kBytes = KernelCopyOffsets::kBytes;
+  constexpr size_t kPage = 4096;
+  constexpr size_t kSpan = kBytes + kPage;
+  std::vector<std::byte> memory(3 * kSpan + kPage, std::byte{1});
+  const auto base = reinterpret_cast<uintptr_t>(memory.data());
+  auto* source = reinterpret_cast<std::byte*>((base + kPage - 1) / kPage * kPage);
+  std::byte* target = source + kSpan;
+  const pid_t self = ::getpid();
+  auto read = [&](std::byte* to) {
+    iovec local{.iov_base = to, .iov_len = kBytes};
+    iovec remote{.iov_base = source, .iov_len = kBytes};
+    const Clock::time_point start = Clock::now();
+    const bool whole =
+        ::process_vm_readv(self, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(kBytes);
+    asm volatile("" : : "r"(to) : "memory");
+    return whole ? secondsSince(start) : -1.0;
+  };
+  KernelCopyOffsets result;
+  if (read(target) < 0 || read(target + 16) < 0) return result;  // refused: not measured
+  result.alignedSeconds = result.apartSeconds = 1e9;
+  for (int round = 0; round < KernelCopyOffsets::kRounds; ++round) {
+    const bool apartFirst = round % 2 == 1;  // in turns
+    const double first = read(apartFirst ? target + 16 : target);
+    const double second = read(apartFirst ? target : target + 16);
+    result.apartSeconds = std::min(result.apartSeconds, apartFirst ? first : second);
+    result.alignedSeconds = std::min(result.alignedSeconds, apartFirst ? second : first);
+  }
+  result.measured = result.alignedSeconds > 0 && result.apartSeconds > 0;
+  return result;
+}
+
+const KernelCopyOffsets& kernelCopyOffsets() {
+  static const KernelCopyOffsets measured = measureKernelCopyOffsets();
+  return measured;
 }
 
 const KernelCopy& kernelCopy() {

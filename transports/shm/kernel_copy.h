@@ -37,6 +37,29 @@ struct KernelCopy {
   }
 };
 
+// Whether the kernel's copy runs slower where the target lies off its source by other than a
+// multiple of 64 bytes. On a 2-core AMD EPYC (AVX2) VM process_vm_readv ran at 1.5-1.9 GB/s with
+// the target 8 or 16 bytes off, 8.1-8.5 at 0 and 64 (bench/results/copy-alignment-2026-12-01/),
+// so a direct write there goes through the slots instead (ShmLink::sendDirect); on an AVX-512
+// EPYC it ran alike at 0, 8 and 16 (12.7-19.7 GB/s), where declining cost the one copy for
+// nothing (bench/results/copy-apart-2026-12-01/). Timed once per process, one thread, in the cache.
+struct KernelCopyOffsets {
+  bool measured = false;      // permitted, and both timed
+  double alignedSeconds = 0;  // the fastest of kRounds: kBytes read to a target at the source's
+  double apartSeconds = 0;    // offset within 64 bytes, and to one 16 bytes past it
+  static constexpr unsigned long kBytes = 64ul << 10;
+  static constexpr int kRounds = 5;
+  static constexpr double kSlower = 1.5;  // apart at most this much slower: no difference
+
+  // Where not measured (the kernel refused: nothing is written directly anyway), as before.
+  bool apartSlow() const { return !measured || apartIsSlow(alignedSeconds, apartSeconds); }
+  static bool apartIsSlow(double alignedSeconds, double apartSeconds) {
+    return apartSeconds > kSlower * alignedSeconds;
+  }
+};
+KernelCopyOffsets measureKernelCopyOffsets();
+const KernelCopyOffsets& kernelCopyOffsets();  // measured once per process, at the first call
+
 // Times both paths now (one reader thread, about 1 ms on a 2-core VM).
 KernelCopy measureKernelCopy();
 // measureKernelCopy() once per process, at the first call; later calls return that.

@@ -1,4 +1,5 @@
 #include "transports/shm/shm_link.h"
+#include "transports/shm/kernel_copy.h"
 
 #include <fmt/format.h>
 
@@ -699,11 +700,11 @@ bool ShmLink::sendDirect(const std::byte* data, size_t bytes, const WaitContext&
   if (writer_.mode() == SlotWriter::kStreaming || ++directOffers_ % SlotWriter::kProbeEvery == 0) {
     return false;
   }
-  // The kernel's copy at offsets of the target against the source that are not a multiple of 64
-  // ran at 1.5-1.9 GB/s (8, 16 bytes; 8.1-8.5 at 0 and 64; process_vm_readv, 64 KiB-1 MiB, a
-  // 2-core AMD EPYC VM, bench/results/copy-alignment-2026-12-01/): the slots' two copies then
-  // cost less.
-  if (!watch_.sameProcess() && (target - reinterpret_cast<uintptr_t>(data)) % 64 != 0) {
+  // Where the kernel's copy runs slower at offsets of the target against the source that are not
+  // a multiple of 64 (kernel_copy.h, KernelCopyOffsets: 1.5-1.9 GB/s against 8.1-8.5 on a 2-core
+  // AMD EPYC VM), the slots' two copies cost less.
+  if (!watch_.sameProcess() && (target - reinterpret_cast<uintptr_t>(data)) % 64 != 0 &&
+      kernelCopyOffsets().apartSlow()) {
     return false;
   }
   // A cell for the announcement first, so that the post is never held while this side waits.

@@ -86,6 +86,8 @@ class ShmTransport final : public Transport {
   std::unique_ptr<Link> makeLink(int peer, Segment segment, int side, PeerWatch watch) const {
     const bool outnumber = context_.ranksOnHost > Backoff::usableCpus();
     const bool direct = directBetween(options_.direct, watch.sameProcess(), outnumber);
+    // Timed here, once per process, rather than in a caller's first direct write.
+    if (direct && !watch.sameProcess()) kernelCopyOffsets();
     return std::make_unique<ShmLink>(
         context_.rank, peer, std::move(segment), side, std::move(watch), backoff_, direct,
         direct && directForAllToAllOnly(options_.direct, watch.sameProcess(), outnumber));
@@ -204,13 +206,17 @@ std::vector<std::unique_ptr<Link>> ShmTransport::connect(std::span<const int> pe
 std::string describeKernelCopy(const KernelCopy& copy) {
   if (!copy.permitted) return "the kernel refuses process_vm_readv here";
   if (!copy.measured) return "the kernel's copy not measured: no core for the reader thread";
+  const KernelCopyOffsets& offsets = kernelCopyOffsets();
   return fmt::format(
-      "{} KiB another thread wrote: the kernel's copy {:.1f} us, the slots' two {:.1f} us: {}",
+      "{} KiB another thread wrote: the kernel's copy {:.1f} us, the slots' two {:.1f} us: {}; "
+      "{} KiB to a target 16 bytes off its source {:.1f} us, at its offset {:.1f} us: {}",
       KernelCopy::kProbeBytes >> 10, copy.kernelSeconds * 1e6, copy.slotsSeconds * 1e6,
       copy.pays()
           ? fmt::format("at most {:.2f} of the slots' time, the kernel's copy pays",
                         KernelCopy::kShare)
-          : fmt::format("over {:.2f} of the slots' time, the slots' copies", KernelCopy::kShare));
+          : fmt::format("over {:.2f} of the slots' time, the slots' copies", KernelCopy::kShare),
+      KernelCopyOffsets::kBytes >> 10, offsets.apartSeconds * 1e6, offsets.alignedSeconds * 1e6,
+      offsets.apartSlow() ? "such direct writes go through the slots" : "no slower");
 }
 
 }  // namespace
