@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <tuple>
 
 #include "kernels/reduce.h"
+#include "kernels/turns.h"
 #include "ringlet/types.h"
 
 #if defined(__x86_64__)
@@ -115,15 +117,8 @@ ApartCopy measureApartCopy() {
   auto plain = [](void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); };
   run(plain);  // the lines into the cache
   run(&copyLoop);
-  result.memcpySeconds = result.loopSeconds = 1e9;
-  for (int round = 0; round < ApartCopy::kRounds; ++round) {
-    // In turns, each first in every other round.
-    const bool loopFirst = round % 2 == 1;
-    const double first = run(loopFirst ? +&copyLoop : +plain);
-    const double second = run(loopFirst ? +plain : +&copyLoop);
-    result.loopSeconds = std::min(result.loopSeconds, loopFirst ? first : second);
-    result.memcpySeconds = std::min(result.memcpySeconds, loopFirst ? second : first);
-  }
+  std::tie(result.memcpySeconds, result.loopSeconds) = fastestInTurns(
+      ApartCopy::kRounds, [&] { return run(plain); }, [&] { return run(&copyLoop); });
   result.loop = ApartCopy::loopPays(result.memcpySeconds, result.loopSeconds);
   return result;
 }

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "kernels/reduce.h"
+#include "kernels/turns.h"
 
 namespace ringlet::kernels {
 namespace {
@@ -62,6 +64,27 @@ TEST(Copy, ApartCopiesRunWhicheverWayWasMeasuredFaster) {
   const ApartCopy& once = apartCopy();
   EXPECT_EQ(&once, &apartCopy());
   EXPECT_EQ(once.loop, ApartCopy::loopPays(once.memcpySeconds, once.loopSeconds));
+}
+
+// Two ways timed in turns: each first in every other round, the fastest of each kept.
+TEST(FastestInTurns, KeepsEachWaysFastestAndTakesTurnsGoingFirst) {
+  std::string order;
+  const double firstTimes[] = {3, 1, 2};
+  const double secondTimes[] = {5, 6, 4};
+  int a = 0, b = 0;
+  const auto [first, second] = fastestInTurns(
+      3,
+      [&] {
+        order += 'a';
+        return firstTimes[a++];
+      },
+      [&] {
+        order += 'b';
+        return secondTimes[b++];
+      });
+  EXPECT_EQ(first, 1);
+  EXPECT_EQ(second, 4);
+  EXPECT_EQ(order, "abbaab");
 }
 
 // reduceStreaming: the sum lands in `stream` and in `copy`, with the copy's stores ordinary or

@@ -13,7 +13,10 @@
 #include <cstdint>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
+
+#include "kernels/turns.h"
 
 namespace ringlet::transport::shm {
 namespace {
@@ -192,14 +195,8 @@ KernelCopyOffsets measureKernelCopyOffsets() {
   };
   KernelCopyOffsets result;
   if (read(target) < 0 || read(target + 16) < 0) return result;  // refused: not measured
-  result.alignedSeconds = result.apartSeconds = 1e9;
-  for (int round = 0; round < KernelCopyOffsets::kRounds; ++round) {
-    const bool apartFirst = round % 2 == 1;  // in turns
-    const double first = read(apartFirst ? target + 16 : target);
-    const double second = read(apartFirst ? target : target + 16);
-    result.apartSeconds = std::min(result.apartSeconds, apartFirst ? first : second);
-    result.alignedSeconds = std::min(result.alignedSeconds, apartFirst ? second : first);
-  }
+  std::tie(result.alignedSeconds, result.apartSeconds) = kernels::fastestInTurns(
+      KernelCopyOffsets::kRounds, [&] { return read(target); }, [&] { return read(target + 16); });
   result.measured = result.alignedSeconds > 0 && result.apartSeconds > 0;
   return result;
 }
