@@ -148,13 +148,23 @@ TEST(TcpHandshake, WrongSecretOrJobIdIsRefused) {
         wrongSecret.connect(std::vector<int>{0}, Clock::now() + 3s);
         ADD_FAILURE() << "a connector with the wrong secret was accepted";
       } catch (const IoError& error) {
-        EXPECT_NE(std::string(error.what()).find("refused the handshake"), std::string::npos)
+        // The listener's answer names the reason (wire.h, HandshakeAnswer).
+        EXPECT_NE(std::string(error.what())
+                      .find("refused the handshake: this rank's job id or "
+                            "secret is not its own"),
+                  std::string::npos)
             << error.what();
       }
     }
     {
       TcpTransport wrongJob(makeContext(rank, size, store, "another-job", "tcp-test-secret"));
-      EXPECT_THROW(wrongJob.connect(std::vector<int>{0}, Clock::now() + 3s), IoError);
+      try {
+        wrongJob.connect(std::vector<int>{0}, Clock::now() + 3s);
+        ADD_FAILURE() << "a connector of another job was accepted";
+      } catch (const IoError& error) {
+        EXPECT_NE(std::string(error.what()).find("job id or secret"), std::string::npos)
+            << error.what();
+      }
     }
     Endpoint e = connectAll(makeContext(rank, size, store), {0});
     exchangeOne(rank, e);
@@ -218,6 +228,40 @@ TEST(TcpHandshake, ListenerThatClosesBeforeItsGreetingIsAPeerError) {
   closer.join();
 }
 
+// A listener that greets, takes the connector's proof and closes without an answer (its rank
+// failed as the connection came in: a job stopping on an error) is a PeerError naming that rank,
+// not a refusal: the connector's job id and secret are not in doubt.
+TEST(TcpHandshake, ListenerThatClosesWithoutAnAnswerIsAPeerError) {
+  net::Fd listener = net::listenTcp("127.0.0.1", 0);
+  const std::string address = net::SocketAddress::local(listener.get()).toString();
+  const HandshakeIdentity self{"job", "secret", 1, 2};
+  std::thread closer([&] {
+    if (!net::waitFor(listener.get(), POLLIN, Clock::now() + 30s)) return;
+    net::Fd fd = net::acceptTcp(listener.get());
+    uint8_t hello[kListenerHelloBytes] = {};
+    put32(hello, kMagic);
+    put16(hello + 4, kProtocolVersion);
+    put16(hello + 6, 1);  // streams per rank pair
+    net::writeFull(fd.get(), hello, sizeof(hello), Clock::now() + 30s, "listener");
+    std::vector<uint8_t> theirs(kConnectorFixedBytes + self.jobId.size() + address.size() +
+                                kMacBytes);
+    net::readFull(fd.get(), theirs.data(), theirs.size(), Clock::now() + 30s, "listener");
+  });  // and closed
+  net::Fd fd = connectRaw(address);
+  try {
+    connectorHandshake(fd.get(), self, 0, Clock::now() + 30s, address);
+    ADD_FAILURE() << "the handshake went on without an answer";
+  } catch (const PeerError& e) {
+    EXPECT_EQ(e.peer(), 0);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 0 at " + address + " closed the connection during the handshake"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("secret"), std::string::npos) << what;
+  }
+  closer.join();
+}
+
 // Forwards one connection both ways between a client and `target`, until either side closes.
 void relayOnce(int listener, const std::string& target, std::atomic<bool>& used) {
   if (!net::waitFor(listener, POLLIN, Clock::now() + 10s)) return;
@@ -259,7 +303,10 @@ TEST(TcpHandshake, RelayBetweenTheRanksIsRefused) {
       connectAll(makeContext(rank, size, lying), {0}, 4s);
       ADD_FAILURE() << "rank 1 linked to rank 0 through a relay";
     } catch (const IoError& e) {
-      EXPECT_NE(std::string(e.what()).find("refused the handshake"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("refused the handshake: this rank dialed another "
+                                           "address than the listener's own"),
+                std::string::npos)
+          << e.what();
     }
     relay.join();
   });

@@ -44,6 +44,27 @@ Nonce freshNonce() {
   return nonce;
 }
 
+// What a listener's refusal means, for the connector's error.
+std::string refusalText(uint16_t answer) {
+  switch (static_cast<HandshakeAnswer>(answer)) {
+    case HandshakeAnswer::kWrongJobOrSecret:
+      return "this rank's job id or secret is not its own (do both use the same job id and "
+             "secret?)";
+    case HandshakeAnswer::kWrongAddress:
+      return "this rank dialed another address than the listener's own (a relay between the "
+             "ranks, or a forged address record)";
+    case HandshakeAnswer::kWrongRank:
+      return "it is not the rank this rank asked for, or this rank is not one that connects to it";
+    case HandshakeAnswer::kWrongStreams:
+      return "it keeps another number of tcp streams per rank pair: set RINGLET_SOCKET_STREAMS "
+             "alike on every rank";
+    case HandshakeAnswer::kDuplicate:
+      return "this rank's connection is made already (a duplicate)";
+    default:
+      return fmt::format("reason {} (unknown to this rank)", answer);
+  }
+}
+
 }  // namespace
 
 Mac computeMac(const std::string& secret, std::string_view label,
@@ -115,10 +136,17 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
   try {
     net::readFull(fd, accept, sizeof(accept), deadline, what);
   } catch (const IoError& e) {
-    throw IoError(fmt::format(
-        "rank {}: rank {} at {} refused the handshake (do both use the same job id and secret?): "
-        "{}",
-        self.rank, listenerRank, remote, e.what()));
+    // A listener that refuses says so (below); one that closes without an answer is gone: its
+    // process failed or exited while this rank connected (a job whose ranks stop on an error).
+    throw PeerError(listenerRank,
+                    fmt::format("rank {}: rank {} at {} closed the connection during the "
+                                "handshake, without an answer ({})",
+                                self.rank, listenerRank, remote, e.what()));
+  }
+  if (get32(accept) == kMagic && get16(accept + 4) == kProtocolVersion &&
+      get16(accept + 6) != static_cast<uint16_t>(HandshakeAnswer::kAccepted)) {
+    throw IoError(fmt::format("rank {}: rank {} at {} refused the handshake: {}", self.rank,
+                              listenerRank, remote, refusalText(get16(accept + 6))));
   }
   uint8_t rankBytes[4];
   put32(rankBytes, static_cast<uint32_t>(listenerRank));
@@ -211,44 +239,53 @@ void PendingHandshake::finish(bool wanted) {
                  {nonce_, std::span<const uint8_t>(in_.data(), kConnectorFixedBytes),
                   bytesOf(jobId), bytesOf(dialed)});
   if (jobId != self_.jobId) {
-    return fail(fmt::format("wrong job id ({} bytes; expected '{}')", jobIdBytes, self_.jobId));
+    return refuse(HandshakeAnswer::kWrongJobOrSecret,
+                  fmt::format("wrong job id ({} bytes; expected '{}')", jobIdBytes, self_.jobId));
   }
   if (CRYPTO_memcmp(mac, expected.data(), kMacBytes) != 0) {
-    return fail("wrong secret (handshake proof does not match)");
+    return refuse(HandshakeAnswer::kWrongJobOrSecret,
+                  "wrong secret (handshake proof does not match)");
   }
   if (!self_.listenAddress.empty() && dialed != self_.listenAddress) {
-    return fail(fmt::format(
-        "rank {} dialed {}, but this rank listens on {}: a relay between the ranks, or a forged "
-        "address record",
-        fromRank, std::string(dialed).substr(0, kMaxDialedBytes), self_.listenAddress));
+    return refuse(
+        HandshakeAnswer::kWrongAddress,
+        fmt::format("rank {} dialed {}, but this rank listens on {}: a relay between the ranks, or "
+                    "a forged address record",
+                    fromRank, std::string(dialed).substr(0, kMaxDialedBytes), self_.listenAddress));
   }
   if (toRank != self_.rank) {
-    return fail(fmt::format("rank {} asked for rank {}, but this is rank {}", fromRank, toRank,
-                            self_.rank));
+    return refuse(HandshakeAnswer::kWrongRank,
+                  fmt::format("rank {} asked for rank {}, but this is rank {}", fromRank, toRank,
+                              self_.rank));
   }
   if (fromRank <= self_.rank || fromRank >= self_.size) {
-    return fail(fmt::format("unexpected rank {} (only ranks {}..{} connect to rank {})", fromRank,
-                            self_.rank + 1, self_.size - 1, self_.rank));
+    return refuse(HandshakeAnswer::kWrongRank,
+                  fmt::format("unexpected rank {} (only ranks {}..{} connect to rank {})", fromRank,
+                              self_.rank + 1, self_.size - 1, self_.rank));
   }
   const int streams = in_[19];
   const int stream = parsedStream();
   if (streams != self_.streams) {
-    return fail(fmt::format(
-        "rank {} keeps {} tcp streams per rank pair, this rank {}: set RINGLET_SOCKET_STREAMS "
-        "alike on every rank",
-        fromRank, streams, self_.streams));
+    return refuse(
+        HandshakeAnswer::kWrongStreams,
+        fmt::format(
+            "rank {} keeps {} tcp streams per rank pair, this rank {}: set RINGLET_SOCKET_STREAMS "
+            "alike on every rank",
+            fromRank, streams, self_.streams));
   }
   if (stream >= streams) {
-    return fail(fmt::format("rank {} connected as stream {} of {}", fromRank, stream, streams));
+    return refuse(HandshakeAnswer::kWrongStreams,
+                  fmt::format("rank {} connected as stream {} of {}", fromRank, stream, streams));
   }
   if (!wanted) {
-    return fail(fmt::format("duplicate connection from rank {} (stream {})", fromRank, stream));
+    return refuse(HandshakeAnswer::kDuplicate,
+                  fmt::format("duplicate connection from rank {} (stream {})", fromRank, stream));
   }
 
   uint8_t accept[kListenerAcceptBytes];
   put32(accept, kMagic);
   put16(accept + 4, kProtocolVersion);
-  put16(accept + 6, 0);
+  put16(accept + 6, static_cast<uint16_t>(HandshakeAnswer::kAccepted));
   put32(accept + 8, static_cast<uint32_t>(self_.rank));
   const Mac proof = computeMac(self_.secret, kAcceptLabel,
                                {nonce_, theirNonce, std::span<const uint8_t>(mac, kMacBytes),
@@ -261,6 +298,17 @@ void PendingHandshake::finish(bool wanted) {
   peerRank_ = fromRank;
   peerStream_ = stream;
   state_ = State::kAccepted;
+}
+
+void PendingHandshake::refuse(HandshakeAnswer answer, std::string reason) {
+  uint8_t refusal[kListenerAcceptBytes] = {};
+  put32(refusal, kMagic);
+  put16(refusal + 4, kProtocolVersion);
+  put16(refusal + 6, static_cast<uint16_t>(answer));
+  put32(refusal + 8, static_cast<uint32_t>(self_.rank));
+  // Best effort: a connector that does not read it finds the socket closed, as before.
+  (void)::send(fd_.get(), refusal, sizeof(refusal), MSG_NOSIGNAL | MSG_DONTWAIT);
+  fail(std::move(reason));
 }
 
 }  // namespace ringlet::transport::tcp

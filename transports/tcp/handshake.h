@@ -35,8 +35,9 @@ Mac computeMac(const std::string& secret, std::string_view label,
 // Connector side of stream `stream`, blocking until `deadline`: reads the listener's nonce,
 // proves the secret over both nonces, both ranks, the stream and `remote` (the address it
 // dialed, from the listener's record), checks the listener's proof. Throws IoError naming
-// `remote` and the reason when the listener refuses, answers wrongly or keeps another number of
-// streams, TimeoutError when it stays silent.
+// `remote` and the reason when the listener refuses (its answer names why), answers wrongly or
+// keeps another number of streams; PeerError when it closes the connection without an answer
+// (its process failed or exited meanwhile); TimeoutError when it stays silent.
 void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
                         const std::string& remote, int stream = 0);
 
@@ -79,6 +80,9 @@ class PendingHandshake {
   int parsedFromRank() const;
   int parsedStream() const;
   void finish(bool wanted);
+  // Answers the connector that it is refused and why (best effort: the socket closes next), then
+  // fails with `reason`.
+  void refuse(HandshakeAnswer answer, std::string reason);
 
   net::Fd fd_;
   std::string remote_;

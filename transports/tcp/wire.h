@@ -51,7 +51,7 @@
 namespace ringlet::transport::tcp {
 
 inline constexpr uint32_t kMagic = 0x4c474e52;  // "RNGL"
-inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxJobIdBytes = 256;
@@ -60,6 +60,20 @@ inline constexpr size_t kMaxDialedBytes = 128;
 inline constexpr size_t kListenerHelloBytes = 8 + kNonceBytes;
 inline constexpr size_t kConnectorFixedBytes = 20 + kNonceBytes;
 inline constexpr size_t kListenerAcceptBytes = 12 + kMacBytes;
+
+// The listener's answer (the u16 after the version in its last message, protocol version 6):
+// accepted, with its proof, or refused, with the reason and no proof. A connector can then tell a
+// listener that refused it from one whose process failed or exited as it connected (which only
+// closes the socket). The reasons after kWrongJobOrSecret are checked after the connector's
+// proof, so only a holder of the secret learns them.
+enum class HandshakeAnswer : uint16_t {
+  kAccepted = 0,
+  kWrongJobOrSecret = 1,  // the job id, or the proof of the secret
+  kWrongAddress = 2,      // it dialed another address than this listener's own (a relay)
+  kWrongRank = 3,         // it asked for another rank, or is not a rank that connects here
+  kWrongStreams = 4,      // another number of streams per pair, or a stream out of range
+  kDuplicate = 5,         // this rank's stream is connected (or connecting) already
+};
 
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Mac = std::array<uint8_t, kMacBytes>;
