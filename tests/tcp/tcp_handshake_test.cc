@@ -171,6 +171,24 @@ TEST(TcpHandshake, WrongSecretOrJobIdIsRefused) {
   });
 }
 
+// A made-up listener: takes one connection on `listener` (none within 30 s: an invalid Fd),
+// greets it as a listener of one stream per pair and reads the whole of what `connector`, which
+// dialed `address`, sends; returns the connection, unanswered.
+net::Fd greetAndTakeProof(int listener, const HandshakeIdentity& connector,
+                          const std::string& address) {
+  if (!net::waitFor(listener, POLLIN, Clock::now() + 30s)) return {};
+  net::Fd fd = net::acceptTcp(listener);
+  uint8_t hello[kListenerHelloBytes] = {};
+  put32(hello, kMagic);
+  put16(hello + 4, kProtocolVersion);
+  put16(hello + 6, 1);  // streams per rank pair
+  net::writeFull(fd.get(), hello, sizeof(hello), Clock::now() + 30s, "connector");
+  std::vector<uint8_t> theirs(kConnectorFixedBytes + connector.jobId.size() + address.size() +
+                              kMacBytes);
+  net::readFull(fd.get(), theirs.data(), theirs.size(), Clock::now() + 30s, "connector");
+  return fd;
+}
+
 // The listener's proof: a connector refuses a listener that does not hold the secret.
 TEST(TcpHandshake, ConnectorRefusesListenerWithoutSecret) {
   net::Fd listener = net::listenTcp("127.0.0.1", 0);
@@ -185,17 +203,8 @@ TEST(TcpHandshake, ConnectorRefusesListenerWithoutSecret) {
       error = e.what();
     }
   });
-  ASSERT_TRUE(net::waitFor(listener.get(), POLLIN, Clock::now() + 30s));
-  net::Fd fd = net::acceptTcp(listener.get());
+  net::Fd fd = greetAndTakeProof(listener.get(), self, address);
   ASSERT_TRUE(fd.valid());
-  uint8_t hello[kListenerHelloBytes] = {};
-  put32(hello, kMagic);
-  put16(hello + 4, kProtocolVersion);
-  put16(hello + 6, 1);  // streams per rank pair
-  net::writeFull(fd.get(), hello, sizeof(hello), Clock::now() + 30s, "connector");
-  std::vector<uint8_t> theirs(kConnectorFixedBytes + self.jobId.size() + address.size() +
-                              kMacBytes);
-  net::readFull(fd.get(), theirs.data(), theirs.size(), Clock::now() + 30s, "connector");
   uint8_t accept[kListenerAcceptBytes] = {};  // right rank, made-up proof
   put32(accept, kMagic);
   put16(accept + 4, kProtocolVersion);
@@ -235,18 +244,7 @@ TEST(TcpHandshake, ListenerThatClosesWithoutAnAnswerIsAPeerError) {
   net::Fd listener = net::listenTcp("127.0.0.1", 0);
   const std::string address = net::SocketAddress::local(listener.get()).toString();
   const HandshakeIdentity self{"job", "secret", 1, 2};
-  std::thread closer([&] {
-    if (!net::waitFor(listener.get(), POLLIN, Clock::now() + 30s)) return;
-    net::Fd fd = net::acceptTcp(listener.get());
-    uint8_t hello[kListenerHelloBytes] = {};
-    put32(hello, kMagic);
-    put16(hello + 4, kProtocolVersion);
-    put16(hello + 6, 1);  // streams per rank pair
-    net::writeFull(fd.get(), hello, sizeof(hello), Clock::now() + 30s, "listener");
-    std::vector<uint8_t> theirs(kConnectorFixedBytes + self.jobId.size() + address.size() +
-                                kMacBytes);
-    net::readFull(fd.get(), theirs.data(), theirs.size(), Clock::now() + 30s, "listener");
-  });  // and closed
+  std::thread closer([&] { greetAndTakeProof(listener.get(), self, address); });  // and closed
   net::Fd fd = connectRaw(address);
   try {
     connectorHandshake(fd.get(), self, 0, Clock::now() + 30s, address);
