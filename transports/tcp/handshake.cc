@@ -44,6 +44,14 @@ Nonce freshNonce() {
   return nonce;
 }
 
+// The first 12 bytes of the listener's answer, accepted or refused (wire.h, HandshakeAnswer).
+void putAnswerHeader(uint8_t* out, HandshakeAnswer answer, int listenerRank) {
+  put32(out, kMagic);
+  put16(out + 4, kProtocolVersion);
+  put16(out + 6, static_cast<uint16_t>(answer));
+  put32(out + 8, static_cast<uint32_t>(listenerRank));
+}
+
 // What a listener's refusal means, for the connector's error.
 std::string refusalText(uint16_t answer) {
   switch (static_cast<HandshakeAnswer>(answer)) {
@@ -283,10 +291,7 @@ void PendingHandshake::finish(bool wanted) {
   }
 
   uint8_t accept[kListenerAcceptBytes];
-  put32(accept, kMagic);
-  put16(accept + 4, kProtocolVersion);
-  put16(accept + 6, static_cast<uint16_t>(HandshakeAnswer::kAccepted));
-  put32(accept + 8, static_cast<uint32_t>(self_.rank));
+  putAnswerHeader(accept, HandshakeAnswer::kAccepted, self_.rank);
   const Mac proof = computeMac(self_.secret, kAcceptLabel,
                                {nonce_, theirNonce, std::span<const uint8_t>(mac, kMacBytes),
                                 std::span<const uint8_t>(accept + 8, 4), bytesOf(dialed)});
@@ -301,11 +306,8 @@ void PendingHandshake::finish(bool wanted) {
 }
 
 void PendingHandshake::refuse(HandshakeAnswer answer, std::string reason) {
-  uint8_t refusal[kListenerAcceptBytes] = {};
-  put32(refusal, kMagic);
-  put16(refusal + 4, kProtocolVersion);
-  put16(refusal + 6, static_cast<uint16_t>(answer));
-  put32(refusal + 8, static_cast<uint32_t>(self_.rank));
+  uint8_t refusal[kListenerAcceptBytes] = {};  // no proof: zeros in its place
+  putAnswerHeader(refusal, answer, self_.rank);
   // Best effort: a connector that does not read it finds the socket closed, as before.
   (void)::send(fd_.get(), refusal, sizeof(refusal), MSG_NOSIGNAL | MSG_DONTWAIT);
   fail(std::move(reason));
