@@ -19,7 +19,8 @@
 //                                   (recursive halving, then doubling: X slices each)
 //   broadcast   tree                ceil(log2 n) (a + (m+s) b1)
 //               chain               (n-2+k) (a + m/k c) + s b1        (c = (b+b1)/2; b1, n = 2;
-//                                   past the cache c/S + b1 (1 - 1/S), S the link bytes' scale)
+//                                   past the cache c at the cache's rates + b1 (1 - 1/S), S b1's
+//                                   scale)
 //   reduce      tree                ceil(log2 n) (a + (m+s) b1 + m g)
 //               chain               (n-2+k) (a + m/k (c + g)) + s b1
 //   all-gather  ring                (n-1+k-1) a + (n-1)/n m b + m/n d       (own block)
@@ -97,7 +98,8 @@
 // copies once, reading the sender's memory: Link::lend); s = min(m, slice): one way, a slice is
 // copied in at one end before it is copied out at the other, which fills the pipeline. b, b1, g and
 // d are scaled by the size of a rank's working set (its send and receive buffers; memoryScale):
-// cheaper in the core's own caches, dearer past its share of the last-level cache.
+// cheaper in the core's own caches, dearer past its share of the last-level cache; b and b1 by
+// what the calibration measured of them past it (linkMemoryScale, oneWayMemoryScale).
 //
 // The parameters are measured by the communicator on its own links when it is created
 // (src/core/calibrate.cc) and agreed by all ranks, so the choice is the same everywhere.
@@ -350,15 +352,35 @@ double memoryScale(const CostModel& model, double workingSetBytes) {
 // memcpy's factor the model put them at 1.7-2.3x. Five reports of `ringlet-model measure -n 2`
 // predicted again both ways: 209 -> 234 of 300 points within 25%
 // (bench/results/link-memory-factor-2026-11-30/).
-double linkMemoryScale(const CostModel& model, double workingSetBytes) {
-  if (model.linkMemoryFactor <= 0) return memoryScale(model, workingSetBytes);
-  // Between the calibration's two shifts, 1 MiB (1) and kLinkFactorWorkingSetBytes
-  // (linkMemoryFactor), linear in log2 of the working set; flat past it, and below as the copies.
+namespace {
+// Through the calibration's 1 MiB transfers (1), its transfers of kLinkMidWorkingSetBytes
+// (`mid`, at most `factor`; 0: on the line) and of kLinkFactorWorkingSetBytes (`factor`), linear
+// in log2 of the working set; flat past it, and below as the copies.
+double measuredLinkRamp(const CostModel& model, double workingSetBytes, double factor, double mid) {
   const double x = std::log2(std::max(workingSetBytes, 1.0));
   if (x <= kCalibratedLog2) return memoryScale(model, workingSetBytes);
-  const double measured = std::log2(kLinkFactorWorkingSetBytes);
-  return 1 + (model.linkMemoryFactor - 1) *
-                 std::clamp((x - kCalibratedLog2) / (measured - kCalibratedLog2), 0.0, 1.0);
+  const double last = std::log2(kLinkFactorWorkingSetBytes);
+  if (mid <= 0) {
+    return 1 +
+           (factor - 1) * std::clamp((x - kCalibratedLog2) / (last - kCalibratedLog2), 0.0, 1.0);
+  }
+  mid = std::min(mid, factor);
+  const double half = std::log2(kLinkMidWorkingSetBytes);
+  if (x <= half) return 1 + (mid - 1) * (x - kCalibratedLog2) / (half - kCalibratedLog2);
+  return mid + (factor - mid) * std::clamp((x - half) / (last - half), 0.0, 1.0);
+}
+}  // namespace
+
+double linkMemoryScale(const CostModel& model, double workingSetBytes) {
+  if (model.linkMemoryFactor <= 0) return memoryScale(model, workingSetBytes);
+  return measuredLinkRamp(model, workingSetBytes, model.linkMemoryFactor,
+                          model.linkMemoryMidFactor);
+}
+
+double oneWayMemoryScale(const CostModel& model, double workingSetBytes) {
+  if (model.oneWayMemoryFactor <= 0) return linkMemoryScale(model, workingSetBytes);
+  return measuredLinkRamp(model, workingSetBytes, model.oneWayMemoryFactor,
+                          model.oneWayMemoryMidFactor);
 }
 
 namespace {
@@ -367,7 +389,8 @@ namespace {
 // caches.
 struct Rates {
   double a, b, b1, g, d;
-  double linkScale;  // how much dearer b and b1 are than in the cache
+  double linkScale;    // how much dearer b is than in the cache
+  double oneWayScale;  // and b1
 };
 
 Rates ratesFor(const CostModel& model, Collective collective, Algorithm algorithm, double m,
@@ -375,12 +398,14 @@ Rates ratesFor(const CostModel& model, Collective collective, Algorithm algorith
   const double workingSet = workingSetBytes(collective, algorithm, m, n);
   const double scale = memoryScale(model, workingSet);
   const double linkScale = model.linkBytesInMemory ? linkMemoryScale(model, workingSet) : 1.0;
+  const double oneWayScale = model.linkBytesInMemory ? oneWayMemoryScale(model, workingSet) : 1.0;
   return {.a = model.alpha,
           .b = model.beta * linkScale,
-          .b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * linkScale,
+          .b1 = (model.betaOneWay > 0 ? model.betaOneWay : model.beta) * oneWayScale,
           .g = model.gamma * scale,
           .d = model.delta * scale,
-          .linkScale = linkScale};
+          .linkScale = linkScale,
+          .oneWayScale = oneWayScale};
 }
 
 // Two levels across hosts (hierarchical.cc): `hosts` hosts of `perHost` ranks each, `m` bytes,
@@ -505,7 +530,7 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   const double n = size;
   const double m = static_cast<double>(bytes);
   const Rates rates = ratesFor(model, collective, algorithm, m, n);
-  const auto [a, b, b1, g, d, linkScale] = rates;
+  const auto [a, b, b1, g, d, linkScale, oneWayScale] = rates;
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
   // Slices of one ring step (1/n of the data), and of the whole buffer.
   const double stepSlices = std::max(1.0, std::ceil(m / n / slice));
@@ -626,14 +651,15 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
       if (algorithm == Algorithm::kChain) {
         // Past the cache only the callers' buffers come from memory (the first rank's input, each
         // rank's output, an inner rank's input it reduces): what reaching memory adds to a
-        // one-way copy, b1 (1 - 1/S) at link scale S. The slices between the ranks stay in the
+        // one-way copy, b1 (1 - 1/S) at its scale S. The slices between the ranks stay in the
         // cache, so the in-cache rate c (with the waits for a core where ranks share them) is not
         // scaled: priced c S, the chain past the cache was dearer than the tree, which it beats.
         // 2-core VM, 3 and 4 ranks, reduce 8 MiB -> 128 MiB, time per byte (each algorithm
         // forced, in turns): the chain 1.01x and 1.10x, the tree 1.63x and 2.27x (what c S and
         // the tree's b1 S priced, 1.63x and 2.18x); the tree was chosen at 128 MiB and took
         // 1.44x and 1.90x the chain's time.
-        const double link = size == 2 ? b1 : (b + b1) / 2 / linkScale + b1 * (1 - 1 / linkScale);
+        const double link =
+            size == 2 ? b1 : (b / linkScale + b1 / oneWayScale) / 2 + b1 * (1 - 1 / oneWayScale);
         return (n - 2 + slices) * (a + m / slices * (link + reduce)) + std::min(m, slice) * b1;
       }
       break;
@@ -743,7 +769,8 @@ double predictSecondsOfBlocks(Collective collective, Algorithm algorithm,
       static_cast<double>(*std::max_element(blockBytes.begin(), blockBytes.end()));
   const double smallest =
       static_cast<double>(*std::min_element(blockBytes.begin(), blockBytes.end()));
-  const auto [a, b, b1, g, d, linkScale] = ratesFor(model, collective, algorithm, m, n);
+  const auto [a, b, b1, g, d, linkScale, oneWayScale] =
+      ratesFor(model, collective, algorithm, m, n);
   const double slice = static_cast<double>(std::max<size_t>(sliceBytes, 1));
   if (algorithm == Algorithm::kRing) {
     const double k = std::max(1.0, std::ceil(largest / slice));

@@ -113,7 +113,12 @@ double memoryScale(const CostModel& model, double workingSetBytes);
 // working set of 2 MiB) to it there, linear in log2 of the working set, flat past it; below 2 MiB
 // and where linkMemoryFactor is 0, as memoryScale.
 inline constexpr double kLinkFactorWorkingSetBytes = double(size_t{32} << 20);
+// Where the calibration measures both factors half way too (CostModel::linkMemoryMidFactor).
+inline constexpr double kLinkMidWorkingSetBytes = double(size_t{8} << 20);
 double linkMemoryScale(const CostModel& model, double workingSetBytes);
+// The same for a byte sent one way (betaOneWay): oneWayMemoryFactor's ramp where it was
+// measured (by a one-way stream of kLinkFactorWorkingSetBytes), else linkMemoryScale.
+double oneWayMemoryScale(const CostModel& model, double workingSetBytes);
 // The messages one after another of recursive doubling on `size` ranks: log2 p for the largest
 // power of two p <= size, and two more where size is not one (the ranks past p fold in first and
 // get the result last).

@@ -119,7 +119,7 @@ Environment parse() {
 
 }  // namespace
 
-std::array<double, 10> parseCostModel(std::string_view text, std::string_view what) {
+std::array<double, 13> parseCostModel(std::string_view text, std::string_view what) {
   struct Key {
     std::string_view name;
     double low, high;  // the accepted range
@@ -136,7 +136,10 @@ std::array<double, 10> parseCostModel(std::string_view text, std::string_view wh
                            {"cache", 0, 1e15, false, 0},
                            {"small", 0.01, 1, false, 1},
                            {"direct", 0, 1e15, false, 0},
-                           {"linkmemory", 1, 1000, false, 0}};
+                           {"linkmemory", 1, 1000, false, 0},
+                           {"onewaymemory", 1, 1000, false, 0},
+                           {"linkmemorymid", 1, 1000, false, 0},
+                           {"onewaymemorymid", 1, 1000, false, 0}};
   constexpr size_t kCount = std::size(kKeys);
   std::array<double, kCount> values{};
   std::array<bool, kCount> seen{};
@@ -158,7 +161,9 @@ std::array<double, 10> parseCostModel(std::string_view text, std::string_view wh
         value > kKeys[index].high) {
       throw InvalidArgument(fmt::format(
           "{}={}: '{}' is not name=value with name alpha, beta, gamma, delta, oneway (seconds "
-          "from 0 to {:g}), memory or linkmemory (a factor from 1 to 1000), small (a factor "
+          "from 0 to {:g}), memory, linkmemory, onewaymemory, linkmemorymid or onewaymemorymid (a "
+          "factor from 1 to "
+          "1000), small (a factor "
           "from 0.01 to 1), "
           "cache or direct (bytes) (example: "
           "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",

@@ -67,6 +67,17 @@ struct CostModel {
   // rises further (a link byte is also waiting, signalling and the slot's copy, in the cache).
   // 0: memoryFactor.
   double linkMemoryFactor = 0;
+  // The same for a byte sent one way (betaOneWay), from a one-way stream of buffers that no
+  // cache holds, written as a large broadcast writes (non-temporal stores): one rank reads its
+  // buffer from memory and the other writes its own, where an exchange's rank does both, so it
+  // rises less. 0: linkMemoryFactor's.
+  double oneWayMemoryFactor = 0;
+  // The two factors measured half way too, at a working set of 8 MiB a rank (the knee of a
+  // link's bytes is not a memcpy's: on a 2-core VM two ranks' 4 MiB calls ran at their 1 MiB
+  // rate where memcpy slowed from 4 MiB): between 2 MiB, 8 MiB and 32 MiB the factor is linear in
+  // log2(working set) through them. 0: on the line from 2 MiB to 32 MiB.
+  double linkMemoryMidFactor = 0;
+  double oneWayMemoryMidFactor = 0;
   // Whether beta and betaOneWay follow those factors too: true where a link's bytes are copies
   // through this host's memory (shared memory, loopback TCP), false for a network link, whose
   // rate does not depend on where the buffers sit (gamma and delta still do).

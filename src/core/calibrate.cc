@@ -28,6 +28,8 @@
 //                 sizes (at most that share: sysfs gives the host's cache, and a VM gets less)
 //   linkMemoryFactor  a shift of 16 MiB buffers per byte over beta, on one host where ranks
 //                 have cores of their own (once per process and kind of ring); else 0
+//   oneWayMemoryFactor  with it, the pairs' one-way stream of 32 MiB (written with non-temporal
+//                 stores, as a broadcast of that size is) per byte over betaOneWay
 //
 // Each is the median of a few batches: the fastest batch is the luckiest, and it made the model
 // up to twice too optimistic on a machine shared with others. Each rank measures, then all take
@@ -69,6 +71,8 @@ constexpr size_t kLargeBytes = size_t{1} << 20;
 // rank (collectives::kLinkFactorWorkingSetBytes), past a 2-core VM's 2-16 MiB knee and most
 // hosts' share of the last-level cache per rank.
 constexpr auto kPastCacheBytes = static_cast<size_t>(collectives::kLinkFactorWorkingSetBytes / 2);
+// And half way to it (CostModel::linkMemoryMidFactor): a rank's working set.
+constexpr auto kMidBytes = static_cast<size_t>(collectives::kLinkMidWorkingSetBytes);
 
 // Seconds on the steady clock (what a call takes), and in this thread's CPU time: there a memory
 // stall counts and a time slice spent waiting for the core does not (with four ranks on two
@@ -221,47 +225,101 @@ double largestOnAnyRank(const collectives::Group& group, double value,
   return value;
 }
 
-// The link memory factors this process measured (CostModel::linkMemoryFactor), by the kind of
-// ring they were measured on: its links' transports and the ranks on this host. Later
-// communicators of the same kind reuse them where every rank kept one.
+// One way: even ring positions send to the next, which answers; an odd last one sits out. In
+// `phase` 1 (across hosts) the odd positions do the same, so that the ring's crossings between
+// hosts are measured too (with several ranks per host, the even pairs may all share a host).
+struct OneWayRole {
+  bool sender = false;
+  bool receiver = false;
+};
+OneWayRole oneWayRole(const collectives::Group& group, int phase) {
+  const int position = group.rank;
+  const int n = group.size;
+  const int offset = position - phase;          // a pair's sender at an even offset
+  const bool wraps = phase == 1 && n % 2 == 0;  // the last (odd) position pairs with 0
+  return {.sender = offset >= 0 && offset % 2 == 0 && (position + 1 < n || wraps),
+          .receiver = (offset >= 0 && offset % 2 == 1) || (position == 0 && wraps)};
+}
+
+// `bytes` from the pair's sender to its receiver in slices of `slice`, then 8 bytes back.
+void pingPong(const collectives::Group& group, OneWayRole role, std::byte* out, std::byte* in,
+              size_t bytes, size_t slice, bool streaming, const transport::WaitContext& wait) {
+  if (role.sender) {
+    collectives::sendSliced(group.next(), out, bytes, slice, wait);
+    group.next().recvInto(in, 8, wait);
+  } else if (role.receiver) {
+    collectives::recvSliced(group.prev(), in, bytes, slice, wait, streaming);
+    collectives::sendSliced(group.prev(), out, 8, slice, wait);
+  }
+}
+
+// The link memory factors this process measured (CostModel::linkMemoryFactor and
+// oneWayMemoryFactor), by the kind of ring they were measured on: its links' transports and the
+// ranks on this host. Later communicators of the same kind reuse them where every rank kept them.
 struct PastCacheKey {
   std::string next, prev;
   int hostRanks;
   auto operator<=>(const PastCacheKey&) const = default;
 };
+struct PastCacheFactors {
+  double exchange = 0;
+  double oneWay = 0;
+  double exchangeMid = 0;  // at kMidBytes
+  double oneWayMid = 0;
+};
 std::mutex gPastCacheMutex;
-std::map<PastCacheKey, double> gPastCacheFactors;
+std::map<PastCacheKey, PastCacheFactors> gPastCacheFactors;
 
 PastCacheKey pastCacheKey(const collectives::Group& group, int hostRanks) {
   return {std::string(group.next().transportName()), std::string(group.prev().transportName()),
           hostRanks};
 }
 
-// This rank's time for a shift of kPastCacheBytes, or the factor kept from a ring like this one
-// where every rank of the ring has one (agreed by a max all-reduce of one flag, so that all
-// shift or none). The shift's 32 MiB of buffers and three timed shifts of 16 MiB add 30-50 ms
-// to a 2-core VM's first create() (ringlet-info --model -n 2: 0.26 s against 0.22).
+// This rank's times for a shift of kPastCacheBytes and of a quarter of it, and its pair's one-way
+// streams of twice and half that, or the factors kept from a ring like this one where every rank
+// of the ring has them (agreed by a max all-reduce of one flag, so that all shift or none). The
+// shift's 32 MiB of buffers and three timed shifts of 16 MiB added 30-50 ms to a 2-core VM's
+// first create() (ringlet-info --model -n 2: 0.26 s against 0.22); the shift half way and the
+// streams about 10 more (0.41-0.44 s against 0.40-0.42, six runs each in turns, 2026-12-02).
 struct PastCacheShift {
-  double seconds = 0;  // 0: not shifted
-  double keptFactor = 0;
+  double seconds = 0;        // 0: not shifted
+  double oneWaySeconds = 0;  // 0: not streamed (or this rank sat out)
+  double midSeconds = 0;     // the same half way: a working set of kMidBytes
+  double oneWayMidSeconds = 0;
+  PastCacheFactors kept;
 };
 
 PastCacheShift pastCacheShift(const collectives::Group& group, size_t slice, int effort,
                               int hostRanks, bool again, const transport::WaitContext& wait) {
-  double kept = 0;
+  PastCacheFactors kept;
   if (!again) {
     std::lock_guard lock(gPastCacheMutex);
     const auto found = gPastCacheFactors.find(pastCacheKey(group, hostRanks));
     if (found != gPastCacheFactors.end()) kept = found->second;
   }
-  if (largestOnAnyRank(group, kept > 0 ? 0 : 1, wait) == 0) return {.keptFactor = kept};
-  // Written, so that every page is in memory before the first timed shift.
-  std::vector<std::byte> out(kPastCacheBytes, std::byte{1});
-  std::vector<std::byte> in(kPastCacheBytes);
-  return {.seconds = medianSeconds(
-              2 + effort, 1,
-              [&] { detail::shift(group, out.data(), in.data(), kPastCacheBytes, slice, wait); },
-              0)};
+  if (largestOnAnyRank(group, kept.exchange > 0 ? 0 : 1, wait) == 0) return {.kept = kept};
+  // Written, so that every page is in memory before the first timed shift. One buffer, the
+  // shift's two halves, so that the stream reads (or writes) all of it: a broadcast's working
+  // set is its one buffer.
+  std::vector<std::byte> buffer(2 * kPastCacheBytes, std::byte{1});
+  std::byte* out = buffer.data();
+  std::byte* in = buffer.data() + kPastCacheBytes;
+  PastCacheShift measured;
+  measured.seconds = medianSeconds(
+      2 + effort, 1, [&] { detail::shift(group, out, in, kPastCacheBytes, slice, wait); }, 0);
+  measured.midSeconds = medianSeconds(
+      2 + effort, 1, [&] { detail::shift(group, out, in, kMidBytes / 2, slice, wait); }, 1);
+  const OneWayRole role = oneWayRole(group, 0);
+  if (role.sender || role.receiver) {
+    auto stream = [&](size_t bytes) {
+      pingPong(group, role, out, out, bytes, slice, bytes >= kernels::kStreamingBytes, wait);
+    };
+    measured.oneWaySeconds = medianSeconds(
+        2 + effort, 1, [&] { stream(buffer.size()); }, 1);
+    measured.oneWayMidSeconds = medianSeconds(
+        2 + effort, 1, [&] { stream(kMidBytes); }, 1);
+  }
+  return measured;
 }
 
 // `again`: Communicator::recalibrate(), which measures the link's past-cache factor again too (a
@@ -300,34 +358,22 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   const PastCacheShift past = shareCores || crossesHosts
                                   ? PastCacheShift{}
                                   : pastCacheShift(group, slice, effort, hostRanks, again, wait);
-  // One way: even ring positions send to the next, which answers; an odd last one sits out.
-  // Across hosts the odd positions then do the same, so that the ring's crossings between hosts
-  // are measured too (with several ranks per host, the even pairs may all share a host).
-  const int position = group.rank;
+  // One way (oneWayRole): pairs of ring neighbours.
   const int n = group.size;
   const size_t oneWaySlice = std::min<size_t>(slice, 128 << 10);  // a short pipeline's fill
   double oneWay = 0;
   for (int phase = 0; phase < (crossesHosts && n > 2 ? 2 : 1); ++phase) {
-    const int offset = position - phase;          // a pair's sender at an even offset
-    const bool wraps = phase == 1 && n % 2 == 0;  // the last (odd) position pairs with 0
-    const bool sender = offset >= 0 && offset % 2 == 0 && (position + 1 < n || wraps);
-    const bool receiver = (offset >= 0 && offset % 2 == 1) || (position == 0 && wraps);
-    auto pingPong = [&](size_t bytes) {
-      if (sender) {
-        collectives::sendSliced(group.next(), out.data(), bytes, oneWaySlice, wait);
-        group.next().recvInto(in.data(), 8, wait);
-      } else if (receiver) {
-        collectives::recvSliced(group.prev(), in.data(), bytes, oneWaySlice, wait);
-        collectives::sendSliced(group.prev(), out.data(), 8, oneWaySlice, wait);
-      }
+    const OneWayRole role = oneWayRole(group, phase);
+    auto stream = [&](size_t bytes) {
+      pingPong(group, role, out.data(), in.data(), bytes, oneWaySlice, false, wait);
     };
-    if (sender || receiver) {
+    if (role.sender || role.receiver) {
       const double roundTrip = medianSeconds(
-          4 * effort, 4, [&] { pingPong(8); }, warm);
-      const double stream = medianSeconds(
-          8 * effort, 1, [&] { pingPong(kLargeBytes); }, warm);
-      oneWay =
-          std::max(oneWay, std::max(stream - roundTrip, 0.0) / static_cast<double>(kLargeBytes));
+          4 * effort, 4, [&] { stream(8); }, warm);
+      const double seconds = medianSeconds(
+          8 * effort, 1, [&] { stream(kLargeBytes); }, warm);
+      const double perByte = std::max(seconds - roundTrip, 0.0) / static_cast<double>(kLargeBytes);
+      oneWay = std::max(oneWay, perByte);
     }
   }
   // A rank that sat out (an odd last position) waits here for the pairs, where ranks share
@@ -352,10 +398,13 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // On shared memory a received byte is reduced straight from the link's slot instead of being
   // copied out of it: what a reduction adds to a transfer is its cost over a copy's (fused).
   const double gamma = fused ? std::max(reduce - copy, 0.1 * reduce) : reduce;
+  auto shiftFactor = [&](double seconds, double shiftBytes) {
+    return std::max(1.0, std::max(seconds - line.alpha, 0.0) / shiftBytes / line.beta);
+  };
   const double linkMemory =
-      past.seconds > 0
-          ? std::max(1.0, std::max(past.seconds - line.alpha, 0.0) / kPastCacheBytes / line.beta)
-          : past.keptFactor;
+      past.seconds > 0 ? shiftFactor(past.seconds, kPastCacheBytes) : past.kept.exchange;
+  const double linkMemoryMid =
+      past.seconds > 0 ? shiftFactor(past.midSeconds, kMidBytes / 2.0) : past.kept.exchangeMid;
   // Direct writes where this rank's ring links offer them (a proxy for all its links: on one
   // host every link is shared memory alike; across hosts some rank's ring link is TCP); none
   // where they lend for the all-to-all only (Link::lendsForAllToAllOnly).
@@ -370,37 +419,50 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
     return link.sharesMemory() && link.directBytes() > 0;
   };
   const bool allToAllLends = lendsBlocks(group.next()) && lendsBlocks(group.prev());
-  double values[11] = {line.alpha,
-                       line.beta,
-                       gamma / bytes,
-                       copy / bytes,
-                       oneWay,
-                       memory.factor,
-                       -memory.cacheBytes,  // the max of its negation: the smallest
-                       line.smallFactor,
-                       -direct,
-                       allToAllLends ? -1.0 : 0.0,  // -1 where every rank's links lend
-                       linkMemory};
+  double values[14] = {
+      line.alpha, line.beta, gamma / bytes, copy / bytes, oneWay, memory.factor,
+      -memory.cacheBytes,  // the max of its negation: the smallest
+      line.smallFactor, -direct,
+      allToAllLends ? -1.0 : 0.0,  // -1 where every rank's links lend
+      linkMemory,
+      // Per byte where measured (over the agreed one-way rate below), else the
+      // kept factor (every rank keeps the same, or all measure).
+      past.seconds > 0 ? past.oneWaySeconds / (2.0 * kPastCacheBytes) : past.kept.oneWay,
+      linkMemoryMid, past.seconds > 0 ? past.oneWayMidSeconds / kMidBytes : past.kept.oneWayMid};
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
-                                           .count = 11,
+                                           .count = 14,
                                            .type = DataType::kFloat64,
                                            .op = ReduceOp::kMax},
                                           wait);
+  // The one-way streams past the cache (their times dwarf the 8-byte answer's) over the one-way
+  // rate at 1 MiB; not measured (0) where that is not.
+  const double betaOneWay = oneWayBeta(values[4], values[1]);
+  if (past.seconds > 0) {
+    for (double* streamed : {&values[11], &values[13]}) {
+      *streamed = *streamed > 0 && values[4] > 0 ? std::max(1.0, *streamed / betaOneWay) : 0.0;
+    }
+  }
   if (values[10] > 0) {
     std::lock_guard lock(gPastCacheMutex);
-    gPastCacheFactors[pastCacheKey(group, hostRanks)] = values[10];
+    gPastCacheFactors[pastCacheKey(group, hostRanks)] = {.exchange = values[10],
+                                                         .oneWay = values[11],
+                                                         .exchangeMid = values[12],
+                                                         .oneWayMid = values[13]};
   }
   return {.alpha = values[0],
           .beta = values[1],
           .gamma = values[2],
           .delta = values[3],
-          .betaOneWay = oneWayBeta(values[4], values[1]),
+          .betaOneWay = betaOneWay,
           .smallFactor = values[7],
           .memoryFactor = values[5],
           .cacheBytes = -values[6],
           .linkMemoryFactor = values[10],
+          .oneWayMemoryFactor = values[11],
+          .linkMemoryMidFactor = values[12],
+          .oneWayMemoryMidFactor = values[13],
           .directBytes = -values[8],
           .allToAllLends = values[9] < 0};
 }

@@ -35,6 +35,9 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
                                   .memoryFactor = v[5],
                                   .cacheBytes = v[6],
                                   .linkMemoryFactor = v[9],
+                                  .oneWayMemoryFactor = v[10],
+                                  .linkMemoryMidFactor = v[11],
+                                  .oneWayMemoryMidFactor = v[12],
                                   .directBytes = v[8]};
   }
   for (const auto& entry : transport::registry()) {
@@ -72,6 +75,18 @@ void checkOptions(const CommunicatorOptions& options) {
           "CommunicatorOptions::costModel has linkMemoryFactor {}: it must be 0 (memoryFactor) "
           "or a finite number >= 1",
           m->linkMemoryFactor));
+    }
+    const std::pair<const char*, double> pastCacheFactors[] = {
+        {"oneWayMemoryFactor", m->oneWayMemoryFactor},
+        {"linkMemoryMidFactor", m->linkMemoryMidFactor},
+        {"oneWayMemoryMidFactor", m->oneWayMemoryMidFactor}};
+    for (const auto& [name, factor] : pastCacheFactors) {
+      if (!std::isfinite(factor) || (factor != 0 && factor < 1)) {
+        throw InvalidArgument(fmt::format(
+            "CommunicatorOptions::costModel has {} {}: it must be 0 (not measured) or a finite "
+            "number >= 1",
+            name, factor));
+      }
     }
     if (!std::isfinite(m->ranksPerCore) || m->ranksPerCore < 1) {
       throw InvalidArgument(fmt::format(

@@ -22,6 +22,9 @@ Json costModelJson(const CostModel& m) {
           {"small_factor", m.smallFactor},
           {"memory_factor", m.memoryFactor},
           {"link_memory_factor", m.linkMemoryFactor},
+          {"one_way_memory_factor", m.oneWayMemoryFactor},
+          {"link_memory_mid_factor", m.linkMemoryMidFactor},
+          {"one_way_memory_mid_factor", m.oneWayMemoryMidFactor},
           {"cache_bytes", m.cacheBytes},
           {"direct_bytes", m.directBytes},
           {"ranks_share_cores", m.ranksShareCores},
@@ -36,8 +39,11 @@ Json costModelJson(const CostModel& m) {
 template <typename Json>
 std::string linkMemoryNote(const Json& m) {
   const double factor = m.value("link_memory_factor", 0.0);
-  return factor > 0 ? fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank)", factor)
-                    : std::string();
+  const double oneWay = m.value("one_way_memory_factor", 0.0);
+  if (factor <= 0) return {};
+  return oneWay > 0 ? fmt::format(" (a link's byte {:.2g}x, one way {:.2g}x, at 32 MiB a rank)",
+                                  factor, oneWay)
+                    : fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank)", factor);
 }
 
 }  // namespace ringlet::model

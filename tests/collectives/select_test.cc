@@ -159,6 +159,51 @@ TEST(CostModel, ALinksBytePastTheCacheCostsItsMeasuredFactor) {
   EXPECT_DOUBLE_EQ(ring(scaled), ring(flat));
 }
 
+// Measured half way (a working set of 8 MiB), the ramp goes through that point: two straight
+// pieces in log2 of the working set, the half way factor at most the last one. A byte sent one
+// way follows its own measured factors, and linkMemoryFactor's ramp where they were not measured.
+TEST(CostModel, PastTheCacheTheMeasuredPointsShapeTheRamp) {
+  CostModel model{.smallFactor = 0.5, .memoryFactor = 3, .cacheBytes = 4 << 20};
+  model.linkMemoryFactor = 2;
+  model.linkMemoryMidFactor = 1.2;
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 2 << 20), 1.0);
+  EXPECT_NEAR(linkMemoryScale(model, 4 << 20), 1.1, 1e-12);
+  EXPECT_NEAR(linkMemoryScale(model, 8 << 20), 1.2, 1e-12);
+  EXPECT_NEAR(linkMemoryScale(model, 16 << 20), 1.6, 1e-12);
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 32 << 20), 2.0);
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 1 << 30), 2.0);
+  model.linkMemoryMidFactor = 3;  // above the last point: capped there
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 8 << 20), 2.0);
+  model.linkMemoryMidFactor = 1.2;
+  for (double bytes : {64 << 10, 4 << 20, 8 << 20, 32 << 20}) {
+    EXPECT_DOUBLE_EQ(oneWayMemoryScale(model, bytes), linkMemoryScale(model, bytes)) << bytes;
+  }
+  model.oneWayMemoryFactor = 1.1;
+  EXPECT_NEAR(oneWayMemoryScale(model, 8 << 20), 1.05, 1e-12);  // on its own line
+  model.oneWayMemoryMidFactor = 1.0;
+  EXPECT_DOUBLE_EQ(oneWayMemoryScale(model, 8 << 20), 1.0);
+  EXPECT_NEAR(oneWayMemoryScale(model, 16 << 20), 1.05, 1e-12);
+  EXPECT_DOUBLE_EQ(oneWayMemoryScale(model, 64 << 20), 1.1);
+  EXPECT_DOUBLE_EQ(oneWayMemoryScale(model, 64 << 10), 0.5);  // in the caches, as copies
+  // A two-rank broadcast of 64 MiB, one way throughout: its byte at oneWayMemoryFactor, where
+  // an exchange's (the all-gather's) is at linkMemoryFactor.
+  CostModel flat{.alpha = 0, .beta = 1e-10, .gamma = 0, .delta = 0, .betaOneWay = 1e-10};
+  CostModel scaled = flat;
+  scaled.memoryFactor = 3;
+  scaled.cacheBytes = 4 << 20;
+  scaled.linkMemoryFactor = 2;
+  scaled.oneWayMemoryFactor = 1.1;
+  const size_t big = size_t{64} << 20;
+  auto broadcast = [&](const CostModel& m) {
+    return predictSeconds(Collective::kBroadcast, Algorithm::kTree, 2, big, 512 << 10, m);
+  };
+  auto allgather = [&](const CostModel& m) {
+    return predictSeconds(Collective::kAllgather, Algorithm::kRing, 2, big, 512 << 10, m);
+  };
+  EXPECT_NEAR(broadcast(scaled), 1.1 * broadcast(flat), 1e-12);
+  EXPECT_NEAR(allgather(scaled) / allgather(flat), 2.0, 0.2);
+}
+
 // Past the cache a chain's slices stay in it: its link bytes gain what memory adds to a one-way
 // copy, b1 (S - 1), not its own in-cache rate's share; the tree's rounds pay the whole scale.
 TEST(CostModel, PastTheCacheTheChainAddsOnlyAOneWayCopysMemoryCost) {

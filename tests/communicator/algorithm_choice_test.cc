@@ -64,7 +64,10 @@ TEST(AlgorithmChoice, UnknownNamesAreRejectedByCreate) {
     EXPECT_THROW(Communicator::create(Bootstrap::forThread(rank, size, store), o), InvalidArgument);
     const std::pair<CostModel, std::string> refused[] = {
         {CostModel{.ranksPerCore = 0.5}, "ranksPerCore 0.5"},
-        {CostModel{.linkMemoryFactor = 0.5}, "linkMemoryFactor 0.5"}};
+        {CostModel{.linkMemoryFactor = 0.5}, "linkMemoryFactor 0.5"},
+        {CostModel{.oneWayMemoryFactor = 0.9}, "oneWayMemoryFactor 0.9"},
+        {CostModel{.linkMemoryMidFactor = -1}, "linkMemoryMidFactor -1"},
+        {CostModel{.oneWayMemoryMidFactor = std::nan("")}, "oneWayMemoryMidFactor nan"}};
     for (const auto& [model, named] : refused) {
       o.costModel = model;
       try {
@@ -89,9 +92,15 @@ TEST(AlgorithmChoice, EnvironmentVariablesAreParsedAndNamedWhenMalformed) {
   EXPECT_DOUBLE_EQ(o.costModel->alpha, 3e-6);
   EXPECT_DOUBLE_EQ(o.costModel->delta, 4e-11);
   EXPECT_DOUBLE_EQ(o.costModel->linkMemoryFactor, 0.0);  // unset: memoryFactor's
-  env.set("RINGLET_COST_MODEL", "alpha=3e-6,beta=1e-10,gamma=2e-10,delta=4e-11,linkmemory=1.5");
+  env.set("RINGLET_COST_MODEL",
+          "alpha=3e-6,beta=1e-10,gamma=2e-10,delta=4e-11,linkmemory=1.5,onewaymemory=1.2,"
+          "linkmemorymid=1.1,onewaymemorymid=1.05");
   config::reloadEnvironment();
-  EXPECT_DOUBLE_EQ(CommunicatorOptions::fromEnvironment().costModel->linkMemoryFactor, 1.5);
+  const CostModel given = *CommunicatorOptions::fromEnvironment().costModel;
+  EXPECT_DOUBLE_EQ(given.linkMemoryFactor, 1.5);
+  EXPECT_DOUBLE_EQ(given.oneWayMemoryFactor, 1.2);
+  EXPECT_DOUBLE_EQ(given.linkMemoryMidFactor, 1.1);
+  EXPECT_DOUBLE_EQ(given.oneWayMemoryMidFactor, 1.05);
   env.set("RINGLET_COST_MODEL", "alpha=3e-6,beta=1e-10,gamma=2e-10");
   try {
     config::reloadEnvironment();
@@ -268,13 +277,21 @@ TEST(AlgorithmChoice, MeasuredModelIsTheSameOnEveryRank) {
       }
       EXPECT_GT(m.alpha, 0);
       EXPECT_GE(m.ranksPerCore, 1.0);
-      double mine[7] = {m.alpha,           m.beta,         m.gamma,
-                        m.delta,           m.ranksPerCore, m.allToAllLends ? 1.0 : 0.0,
-                        m.linkMemoryFactor};
-      std::vector<double> all(7 * size);
-      comm.allgather(mine, all.data(), 7, DataType::kFloat64);
+      double mine[] = {m.alpha,
+                       m.beta,
+                       m.gamma,
+                       m.delta,
+                       m.ranksPerCore,
+                       m.allToAllLends ? 1.0 : 0.0,
+                       m.linkMemoryFactor,
+                       m.oneWayMemoryFactor,
+                       m.linkMemoryMidFactor,
+                       m.oneWayMemoryMidFactor};
+      constexpr size_t kCount = std::size(mine);
+      std::vector<double> all(kCount * size);
+      comm.allgather(mine, all.data(), kCount, DataType::kFloat64);
       for (int r = 0; r < size; ++r) {
-        EXPECT_EQ(std::memcmp(all.data() + 7 * r, mine, sizeof mine), 0) << "rank " << r;
+        EXPECT_EQ(std::memcmp(all.data() + kCount * r, mine, sizeof mine), 0) << "rank " << r;
       }
       // The caller's calls are numbered from 0 (the measurement is not one of them): the
       // all-gather was #0, so this mismatch is #1.
@@ -358,9 +375,10 @@ TEST(AlgorithmChoice, RecalibrateMeasuresTheModelAgainOnEveryRank) {
 }
 
 // What a link's byte costs past the cache is measured by a shift of 16 MiB where ranks have
-// cores of their own (0 where they share: memoryFactor's ramp then), once per process and kind of
-// ring: a second communicator of the same kind keeps the first one's factor (measured again, it
-// would differ by the machine's noise).
+// cores of their own (0 where they share: memoryFactor's ramp then), and with it a one-way
+// stream's and both half way, once per process and kind of ring: a second communicator of the
+// same kind keeps the first one's factors (measured again, they would differ by the machine's
+// noise).
 TEST(AlgorithmChoice, TheLinkMemoryFactorIsMeasuredOncePerKindOfRing) {
   for (int ranks : {2, 3}) {
     runThreadRanks(ranks, [](int rank, int size, std::shared_ptr<Store> store) {
@@ -368,14 +386,22 @@ TEST(AlgorithmChoice, TheLinkMemoryFactorIsMeasuredOncePerKindOfRing) {
       o.transport = "shm";
       Communicator first = Communicator::create(Bootstrap::forThread(rank, size, store), o);
       const CostModel m = first.costModel();
-      if (m.ranksShareCores) {
-        EXPECT_EQ(m.linkMemoryFactor, 0.0);
-      } else {
-        EXPECT_GE(m.linkMemoryFactor, 1.0);
-        EXPECT_TRUE(std::isfinite(m.linkMemoryFactor));
+      const double factors[] = {m.linkMemoryFactor, m.oneWayMemoryFactor, m.linkMemoryMidFactor,
+                                m.oneWayMemoryMidFactor};
+      for (double factor : factors) {
+        if (m.ranksShareCores) {
+          EXPECT_EQ(factor, 0.0);
+        } else {
+          EXPECT_GE(factor, 1.0);
+          EXPECT_TRUE(std::isfinite(factor));
+        }
       }
       Communicator second = Communicator::create(Bootstrap::forThread(rank, size, store), o);
-      EXPECT_EQ(second.costModel().linkMemoryFactor, m.linkMemoryFactor);
+      const CostModel kept = second.costModel();
+      EXPECT_EQ(kept.linkMemoryFactor, m.linkMemoryFactor);
+      EXPECT_EQ(kept.oneWayMemoryFactor, m.oneWayMemoryFactor);
+      EXPECT_EQ(kept.linkMemoryMidFactor, m.linkMemoryMidFactor);
+      EXPECT_EQ(kept.oneWayMemoryMidFactor, m.oneWayMemoryMidFactor);
     });
   }
 }
