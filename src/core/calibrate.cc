@@ -419,16 +419,26 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
     return link.sharesMemory() && link.directBytes() > 0;
   };
   const bool allToAllLends = lendsBlocks(group.next()) && lendsBlocks(group.prev());
-  double values[14] = {
-      line.alpha, line.beta, gamma / bytes, copy / bytes, oneWay, memory.factor,
-      -memory.cacheBytes,  // the max of its negation: the smallest
-      line.smallFactor, -direct,
-      allToAllLends ? -1.0 : 0.0,  // -1 where every rank's links lend
-      linkMemory,
-      // Per byte where measured (over the agreed one-way rate below), else the
-      // kept factor (every rank keeps the same, or all measure).
-      past.seconds > 0 ? past.oneWaySeconds / (2.0 * kPastCacheBytes) : past.kept.oneWay,
-      linkMemoryMid, past.seconds > 0 ? past.oneWayMidSeconds / kMidBytes : past.kept.oneWayMid};
+  // The one-way streams past the cache go per byte where measured (over the agreed one-way rate
+  // below), else as the kept factors (every rank keeps the same, or all measure).
+  const double oneWayPast =
+      past.seconds > 0 ? past.oneWaySeconds / (2.0 * kPastCacheBytes) : past.kept.oneWay;
+  const double oneWayMid =
+      past.seconds > 0 ? past.oneWayMidSeconds / kMidBytes : past.kept.oneWayMid;
+  double values[14] = {line.alpha,
+                       line.beta,
+                       gamma / bytes,
+                       copy / bytes,
+                       oneWay,
+                       memory.factor,
+                       -memory.cacheBytes,  // the max of its negation: the smallest
+                       line.smallFactor,
+                       -direct,
+                       allToAllLends ? -1.0 : 0.0,  // -1 where every rank's links lend
+                       linkMemory,
+                       oneWayPast,
+                       linkMemoryMid,
+                       oneWayMid};
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
