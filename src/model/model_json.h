@@ -35,15 +35,24 @@ Json costModelJson(const CostModel& m) {
 // " (a link's byte 1.3x at 32 MiB a rank)" where a report's model (`m`, as costModelJson writes
 // it) has a link memory factor, else empty: the text headers of ringlet-info --model and
 // ringlet-model. 32 MiB: the working set it is measured at
-// (collectives::kLinkFactorWorkingSetBytes).
+// (collectives::kLinkFactorWorkingSetBytes); with the points measured half way (8 MiB) and one
+// way, " (a link's byte 1.1x at 8 MiB and 1.9x at 32 MiB a rank; one way 1x and 1.1x)".
 template <typename Json>
 std::string linkMemoryNote(const Json& m) {
   const double factor = m.value("link_memory_factor", 0.0);
-  const double oneWay = m.value("one_way_memory_factor", 0.0);
   if (factor <= 0) return {};
-  return oneWay > 0 ? fmt::format(" (a link's byte {:.2g}x, one way {:.2g}x, at 32 MiB a rank)",
-                                  factor, oneWay)
-                    : fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank)", factor);
+  const double mid = m.value("link_memory_mid_factor", 0.0);
+  const double oneWay = m.value("one_way_memory_factor", 0.0);
+  const double oneWayMid = m.value("one_way_memory_mid_factor", 0.0);
+  std::string note =
+      mid > 0 ? fmt::format(" (a link's byte {:.2g}x at 8 MiB and {:.2g}x at 32 MiB a rank", mid,
+                            factor)
+              : fmt::format(" (a link's byte {:.2g}x at 32 MiB a rank", factor);
+  if (oneWay > 0) {
+    note += oneWayMid > 0 ? fmt::format("; one way {:.2g}x and {:.2g}x", oneWayMid, oneWay)
+                          : fmt::format("; one way {:.2g}x", oneWay);
+  }
+  return note + ")";
 }
 
 }  // namespace ringlet::model

@@ -35,8 +35,23 @@ assert report["round_trip_s"] > 0, report["round_trip_s"]
 for r in rows:
     trips = r["round_trip_s"]
     assert len(trips) == 2 and all(t > 0 for t in trips), r
+# A link's byte past the cache: the shift's factor, and where it was measured (ranks with cores
+# of their own) the half way and one-way points beside it, each 0 (not measured) or at least 1.
+model = report["model"]
+names = ("link_memory_factor", "link_memory_mid_factor", "one_way_memory_factor",
+         "one_way_memory_mid_factor")
+for name in names:
+    assert name in model and (model[name] == 0 or model[name] >= 1), (name, model)
+if model["ranks_share_cores"]:
+    assert all(model[name] == 0 for name in names), model
+else:
+    assert model["link_memory_factor"] >= 1 and model["link_memory_mid_factor"] >= 1, model
 print("report ok:", len(rows), "rows, gauge", gauge["start_s"], gauge["end_s"])
 PY
+if /usr/bin/python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["model"]["link_memory_mid_factor"] > 0 else 1)' "$tmp/report.json"; then
+  grep -qE "a link's byte [0-9.]+x at 8 MiB and [0-9.]+x at 32 MiB a rank" <<<"$out" ||
+    fail "the header does not name the link's past-cache points"
+fi
 grep -qE "^the run's gauge \(allreduce recursive_doubling of 262144 bytes, timed before every row and after them\): [0-9.]+ us, then [0-9.]+ us \([0-9.]+x\)" <<<"$out" ||
   fail "no gauge line in the text"
 grep -qE "^from 64 KiB: [0-9]+ of 10 predictions within 25%" <<<"$out" || fail "no summary line"
