@@ -30,6 +30,8 @@
 //                 have cores of their own (once per process and kind of ring); else 0
 //   oneWayMemoryFactor  with it, the pairs' one-way stream of 32 MiB (written with non-temporal
 //                 stores, as a broadcast of that size is) per byte over betaOneWay
+//   linkMemoryMidFactor, oneWayMemoryMidFactor  the same half way: a shift of 4 MiB buffers and
+//                 a stream of 8 MiB (a working set of 8 MiB a rank)
 //
 // Each is the median of a few batches: the fastest batch is the luckiest, and it made the model
 // up to twice too optimistic on a machine shared with others. Each rank measures, then all take
