@@ -20,8 +20,13 @@ def env():
 
 
 def results(out):
+    # Each worker prints "RESULT {json}" lines; torchrun's --tee prefixes every line with its
+    # worker ("[default0]:") and, when two workers' writes meet, has glued the next prefix onto
+    # the end of a result line: read the JSON object that follows each "RESULT ", wherever it
+    # is, and ignore what comes after it.
     import json
-    return [json.loads(l.split("RESULT ", 1)[1]) for l in out.splitlines() if "RESULT " in l]
+    decoder = json.JSONDecoder()
+    return [decoder.raw_decode(part)[0] for part in out.split("RESULT ")[1:]]
 
 
 def check_hello(out, n):
