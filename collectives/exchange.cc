@@ -254,8 +254,10 @@ void exchange(const Exchange& x, size_t slice, const WaitContext& wait) {
   const size_t recvStep = messageBytes(*x.in, slice);
   const std::byte* local = x.local != nullptr ? x.local : x.recv;
   // The caller's bytes may stay in x.send until the flush below, the peer reading them itself
-  // (Link::lend), unless this rank's receives write over them meanwhile.
+  // (Link::lend), unless this rank's receives write over them meanwhile or the block is longer
+  // than the link lends.
   const bool lends = x.lend && !x.reduce && !x.out->lendsForAllToAllOnly() &&
+                     x.sendBytes <= x.out->lendBlockBytes() &&
                      !overlaps(x.send, x.sendBytes, x.recv, x.recvBytes);
   size_t sent = 0;
   size_t received = 0;

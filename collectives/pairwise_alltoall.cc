@@ -70,6 +70,7 @@ bool lendsAllAtOnce(const Group& group, const AllToAllvArgs& args, size_t sliceB
     const size_t sendSlice = sliceOn(out, sliceBytes);
     if (!out.sharesMemory() || !in.sharesMemory() || out.directBytes() == 0) return false;
     if (std::min(sendBytes, sendSlice) > out.directBytes()) return false;
+    if (sendBytes > out.lendBlockBytes()) return false;
     // Also where the link lends for this all-to-all only (Link::lendsForAllToAllOnly).
     // Past one message each must be lent, not copied into the link (which may wait for room
     // while the peer, lending too, reads nothing): all but the last, shorter, one.
@@ -191,8 +192,9 @@ void pairwiseAllToAllv(const Group& group, const AllToAllvArgs& args, size_t sli
     const size_t sendSlice = sliceOn(out, sliceBytes);
     const size_t recvSlice = sliceOn(in, sliceBytes);
     // The block may stay in send until the flush below (Link::lend) unless a receive of this
-    // step writes over it.
-    const bool lends = !overlaps(source, sendBytes, target, recvBytes);
+    // step writes over it or it is longer than the link lends.
+    const bool lends =
+        sendBytes <= out.lendBlockBytes() && !overlaps(source, sendBytes, target, recvBytes);
     // Traced as one exchange per step; `chunk`: the block sent (its rank's).
     trace::StepScope scope(wait.trace, [&] {
       return trace::Step{.name = "exchange",

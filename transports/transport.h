@@ -205,10 +205,16 @@ class Link {
   // the host's ranks outnumber its cores: there only that all-to-all gained from lending, its
   // blocks read while their sender waits for a core (transports/shm/README.md).
   virtual bool lendsForAllToAllOnly() const { return false; }
+  // The largest block (a caller's message to one peer, however it is sliced) that a caller lends
+  // slice by slice (the exchanges, the pairwise all-to-all, sendrecv); past it every slice is
+  // sent. Shm between processes under `auto` where the kernel's copy paid in the cache but not
+  // past it: KernelCopy::kLendBelowPastBytes (transports/shm/kernel_copy.h). Default: any size.
+  virtual size_t lendBlockBytes() const { return SIZE_MAX; }
   // Whether a block of `bytes` (a collective's message to one peer, however it is sliced) is
   // lent or written in place by a caller other than that all-to-all.
   bool lendsBlock(size_t bytes) const {
-    return bytes > 0 && bytes <= directBytes() && !lendsForAllToAllOnly();
+    return bytes > 0 && bytes <= directBytes() && bytes <= lendBlockBytes() &&
+           !lendsForAllToAllOnly();
   }
   static constexpr size_t kDirectWriteMinBytes = size_t{64} << 10;
   // The smallest message a transport's lend() leaves in the sender's memory (shm; the cost

@@ -914,6 +914,7 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
     // link's read-ahead buffer before taking it (N=4, 1-64 MiB: 0.6-0.95x Open MPI's time).
     PointToPointOut toNext(next);
     PointToPointIn fromPrev(prev);
+    const bool lendsWhole = sendBytes <= next.lendBlockBytes();
     sendMessageHeader(next, sent, self, out, sendBytes, wait);
     bool headerIn = false;
     // What rides in a header is moved with it.
@@ -923,8 +924,13 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
       if (sentBytes < sendBytes) {
         const size_t bytes = std::min(sendSlice, sendBytes - sentBytes);
         // The peer reads it from `out` itself where it can (Link::lend: the flush below waits
-        // for that; the other end's receive comes before anything it waits for from here).
-        next.lend(out + sentBytes, bytes, wait);
+        // for that; the other end's receive comes before anything it waits for from here), up
+        // to the largest block the link lends.
+        if (lendsWhole) {
+          next.lend(out + sentBytes, bytes, wait);
+        } else {
+          collectives::sendFrom(next, out + sentBytes, bytes, wait);
+        }
         sentBytes += bytes;
       }
       if (sentBytes < sendBytes && !fromPrev.messageArriving()) continue;

@@ -682,10 +682,14 @@ std::string CommunicatorImpl::describeLinks() const {
   for (const transport::Link* link : activeLinks_) {
     if (!out.empty()) out += ", ";
     // "+direct": lent messages and direct writes on (shm: RINGLET_SHM_DIRECT, measured);
-    // "+direct(all-to-all)": the all-to-all's lent blocks only (Link::lendsForAllToAllOnly).
-    const char* direct = link->directBytes() == 0       ? ""
+    // "+direct(all-to-all)": the all-to-all's lent blocks only (Link::lendsForAllToAllOnly);
+    // "+direct(<= 4 MiB)": blocks up to that size lent (Link::lendBlockBytes).
+    std::string direct = link->directBytes() == 0       ? ""
                          : link->lendsForAllToAllOnly() ? "+direct(all-to-all)"
                                                         : "+direct";
+    if (!direct.empty() && link->lendBlockBytes() != SIZE_MAX) {
+      direct += fmt::format("(<= {} KiB)", link->lendBlockBytes() >> 10);
+    }
     out += fmt::format("{}:{}{}", link->peer(), link->transportName(), direct);
   }
   return out.empty() ? "none (world of one)" : out;

@@ -571,13 +571,15 @@ TEST(ShmTransport, AutoLendsOnlyToTheAllToAllWhereRanksOutnumberCoresAndTheKerne
   EXPECT_EQ(directForAllToAllOnly(Direct::kAuto, false, true), !kernelCopy().pays());
 }
 
-// Link::lendsBlock: up to directBytes, never an empty block, never where the link lends to the
-// all-to-all only.
+// Link::lendsBlock: up to directBytes and lendBlockBytes, never an empty block, never where the
+// link lends to the all-to-all only.
 TEST(ShmLink, LendsBlocksUpToItsBoundUnlessForTheAllToAllOnly) {
   struct Bounded : transport::Link {
-    Bounded(size_t hi, bool allToAllOnly) : Link(1), hi_(hi), allToAllOnly_(allToAllOnly) {}
+    Bounded(size_t hi, bool allToAllOnly, size_t lendMax = SIZE_MAX)
+        : Link(1), hi_(hi), allToAllOnly_(allToAllOnly), lendMax_(lendMax) {}
     size_t directBytes() const override { return hi_; }
     bool lendsForAllToAllOnly() const override { return allToAllOnly_; }
+    size_t lendBlockBytes() const override { return lendMax_; }
     std::string_view transportName() const override { return "test"; }
     std::string describe() const override { return "test"; }
     size_t maxMessageBytes() const override { return 0; }
@@ -596,6 +598,7 @@ TEST(ShmLink, LendsBlocksUpToItsBoundUnlessForTheAllToAllOnly) {
     void abort(int, std::string_view) override {}
     size_t hi_;
     bool allToAllOnly_;
+    size_t lendMax_;
   };
   const Bounded all(1 << 20, false), allToAll(1 << 20, true), none(0, false);
   EXPECT_FALSE(all.lendsBlock(0));
@@ -604,6 +607,21 @@ TEST(ShmLink, LendsBlocksUpToItsBoundUnlessForTheAllToAllOnly) {
   EXPECT_FALSE(all.lendsBlock((1 << 20) + 1));
   EXPECT_FALSE(allToAll.lendsBlock(64 << 10));
   EXPECT_FALSE(none.lendsBlock(4096));
+  const Bounded capped(1 << 20, false, 64 << 10);
+  EXPECT_TRUE(capped.lendsBlock(64 << 10));
+  EXPECT_FALSE(capped.lendsBlock((64 << 10) + 1)) << "past the largest block the link lends";
+}
+
+// Under auto, links between processes whose kernel copy pays lend blocks up to the size its
+// measurement past the cache allows; everywhere else any size.
+TEST(ShmTransport, AutoLendsBlocksUpToWhatTheKernelCopyPaysFor) {
+  using transport::shm::kernelCopy;
+  using transport::shm::lendBlockBytesBetween;
+  using Direct = ShmOptions::Direct;
+  EXPECT_EQ(lendBlockBytesBetween(Direct::kOn, false), SIZE_MAX);
+  EXPECT_EQ(lendBlockBytesBetween(Direct::kAuto, true), SIZE_MAX) << "threads: a memcpy";
+  EXPECT_EQ(lendBlockBytesBetween(Direct::kAuto, false),
+            kernelCopy().pays() ? kernelCopy().lendBlockBytes() : SIZE_MAX);
 }
 
 TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostItsShareOfTheSlotsTwo) {
@@ -629,6 +647,37 @@ TEST(KernelCopy, PaysWhereTheKernelsCopyTakesAtMostItsShareOfTheSlotsTwo) {
   EXPECT_LT(measured.kernelSeconds, 1.0);
   EXPECT_GT(measured.slotsSeconds, 0);
   EXPECT_LT(measured.slotsSeconds, 1.0);
+}
+
+// Past the cache a link lends blocks of any size where the kernel's copy took at most the
+// slots' time there, or where that was not measured; else up to kLendBelowPastBytes.
+TEST(KernelCopy, LendsBlocksPastTheCacheOnlyWhereTheKernelsCopyPaysThere) {
+  using transport::shm::KernelCopy;
+  EXPECT_TRUE(KernelCopy::kernelPaysPast(1e-3, 1e-3)) << "a tie: no slower";
+  EXPECT_FALSE(KernelCopy::kernelPaysPast(1.01e-3, 1e-3));
+  EXPECT_FALSE(KernelCopy::kernelPaysPast(0, 1e-3)) << "nothing measured";
+  KernelCopy copy{.permitted = true, .measured = true, .kernelSeconds = 1e-6, .slotsSeconds = 1e-5};
+  EXPECT_EQ(copy.lendBlockBytes(), ~0ul) << "not measured past the cache: as before";
+  copy.pastMeasured = true;
+  copy.kernelPastSeconds = 2e-3;
+  copy.slotsPastSeconds = 1e-3;
+  EXPECT_EQ(copy.lendBlockBytes(), KernelCopy::kLendBelowPastBytes);
+  copy.kernelPastSeconds = 0.5e-3;
+  EXPECT_EQ(copy.lendBlockBytes(), ~0ul);
+  const KernelCopy measured = transport::shm::measureKernelCopy(/*alwaysPastCache=*/true);
+  if (!measured.permitted) GTEST_SKIP() << "process_vm_readv is refused here";
+  if (!measured.measured || !measured.pastMeasured) {
+    GTEST_SKIP() << "a thread got no core for a second";
+  }
+  // Both ways took some time, and less than a second for 8 MiB each way.
+  EXPECT_GT(measured.kernelPastSeconds, 0);
+  EXPECT_LT(measured.kernelPastSeconds, 1.0);
+  EXPECT_GT(measured.slotsPastSeconds, 0);
+  EXPECT_LT(measured.slotsPastSeconds, 1.0);
+  const KernelCopy unasked = transport::shm::measureKernelCopy();
+  if (unasked.measured && !unasked.pays()) {
+    EXPECT_FALSE(unasked.pastMeasured) << "past the cache only where asked or where it pays";
+  }
 }
 
 // A direct write whose target lies off its source within 64 bytes goes through the slots only where

@@ -35,6 +35,41 @@ struct KernelCopy {
   static bool kernelPays(double kernelSeconds, double slotsSeconds) {
     return kernelSeconds > 0 && slotsSeconds > 0 && kernelSeconds <= kShare * slotsSeconds;
   }
+
+  // Past the cache, timed only where the probe above says the kernel's copy pays: the two
+  // threads exchange kPastBytes each at once, as two ranks' all-gather of that much, either each
+  // reading the other's with process_vm_readv a slot at a time (lent), or each writing its own
+  // into a ring of the link's default slots (8 of 512 KiB) that the other empties. On a 2-core
+  // AMD EPYC VM whose 256 KiB probe sat at the threshold (0.83 and 0.96 in two processes), the
+  // lent all-gather, all-to-all and sendrecv of 8 and 64 MiB took 1.02-1.98x the slots' time
+  // (bench/results/direct-past-cache-2026-12-02/); on a 16-core Xeon 0.63-0.69x at 16 MiB.
+  bool pastMeasured = false;
+  double kernelPastSeconds = 0;  // the fastest of kPastRounds, in turns
+  double slotsPastSeconds = 0;
+  static constexpr unsigned long kPastBytes = 8ul << 20;
+  static constexpr unsigned long kPastSlotBytes = 512ul << 10;
+  static constexpr int kPastSlots = 8;
+  static constexpr int kPastRounds = 2;
+  // Where the kernel's copy pays in the cache but took longer than the slots in that exchange, a
+  // link lends blocks of at most this many bytes (Link::lendBlockBytes): blocks of the size
+  // measured there, and larger, go through the slots; smaller ones are lent as before. On a
+  // 2-core AMD EPYC VM whose memcpy of 8 MiB ran at 2-3 GB/s (32 MiB of L3), six alternating
+  // pairs: the lent all-gather of 8 MiB (blocks of 4 MiB) took 0.42-0.78x the slots' time, the
+  // sendrecv of 8 MiB blocks 0.72-1.41x, and this exchange 0.84-1.87x in probes beside them
+  // (bench/results/lend-past-cache-2026-12-02/).
+  static constexpr unsigned long kLendBelowPastBytes = kPastBytes / 2;
+
+  // The largest block a link between processes lends under `auto`: every size where the
+  // exchange past the cache was not measured or the kernel's copy took at most the slots' time
+  // there, else kLendBelowPastBytes.
+  unsigned long lendBlockBytes() const {
+    return pastMeasured && !kernelPaysPast(kernelPastSeconds, slotsPastSeconds)
+               ? kLendBelowPastBytes
+               : ~0ul;
+  }
+  static bool kernelPaysPast(double kernelSeconds, double slotsSeconds) {
+    return kernelSeconds > 0 && slotsSeconds > 0 && kernelSeconds <= slotsSeconds;
+  }
 };
 
 // Whether the kernel's copy runs slower where the target lies off its source by other than a
@@ -63,8 +98,11 @@ struct KernelCopyOffsets {
 KernelCopyOffsets measureKernelCopyOffsets();
 const KernelCopyOffsets& kernelCopyOffsets();  // measured once per process, at the first call
 
-// Times both paths now (one reader thread, about 1 ms on a 2-core VM).
-KernelCopy measureKernelCopy();
+// Times both paths now (one reader thread, about 1 ms on a 2-core VM; where the kernel's copy
+// pays, the exchange past the cache too: 40 MiB of memory while it runs, and 30-50 ms more on a
+// 2-core VM whose memcpy of 8 MiB ran at 2-3 GB/s;
+// `alwaysPastCache`: also where it does not).
+KernelCopy measureKernelCopy(bool alwaysPastCache = false);
 // measureKernelCopy() once per process, at the first call; later calls return that.
 const KernelCopy& kernelCopy();
 

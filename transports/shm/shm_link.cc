@@ -56,7 +56,7 @@ void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* sleeping,
 }  // namespace
 
 ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff,
-                 bool direct, bool allToAllOnly)
+                 bool direct, bool allToAllOnly, size_t lendBlockBytes)
     : Link(peer),
       rank_(rank),
       segment_(std::move(segment)),
@@ -77,6 +77,7 @@ ShmLink::ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch,
       directState_(direct && (watch_.sameProcess() || watch_.pid() > 0) ? 0 : -1),
       lends_(directState_ == 0),
       allToAllOnly_(allToAllOnly),
+      lendBlockBytes_(lendBlockBytes),
       lentCopies_(slotCount_) {
   // The probe: a random token in this process's private memory, and where it is. A writer that
   // finds it at that address in the process it takes for this side writes into that process.

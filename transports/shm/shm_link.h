@@ -35,8 +35,9 @@ class ShmLink final : public Link {
   // expect()s them (process_vm_writev, or a copy within one process), once a probe showed that the
   // process this side would write into is the peer. `allToAllOnly`: this side offers no direct
   // writes and lends only to the pairwise all-to-all (Link::lendsForAllToAllOnly).
+  // `lendBlockBytes`: Link::lendBlockBytes.
   ShmLink(int rank, int peer, Segment segment, int side, PeerWatch watch, Backoff backoff,
-          bool direct = true, bool allToAllOnly = false);
+          bool direct = true, bool allToAllOnly = false, size_t lendBlockBytes = SIZE_MAX);
   // The largest receive offered to direct writes: past it the sender's one copy (straight into
   // memory the receiver's caches do not hold) took longer than the two through the slots, which
   // the two ranks make side by side.
@@ -66,6 +67,7 @@ class ShmLink final : public Link {
   void unexpect() noexcept override;
   size_t directBytes() const override { return directState_ >= 0 ? kDirectMaxBytes : 0; }
   bool lendsForAllToAllOnly() const override { return allToAllOnly_; }
+  size_t lendBlockBytes() const override { return lendBlockBytes_; }
 
   bool pump() override { return false; }  // nothing is ever queued: send() publishes at once
   bool messageReady() noexcept override;
@@ -245,6 +247,7 @@ class ShmLink final : public Link {
   // was lent; copies for recv().
   bool lends_;
   bool allToAllOnly_;
+  size_t lendBlockBytes_;
   uint64_t lentUntil_ = 0;
   bool readProbed_ = false;
   bool readsPeer_ = false;

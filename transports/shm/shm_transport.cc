@@ -88,9 +88,11 @@ class ShmTransport final : public Transport {
     const bool direct = directBetween(options_.direct, watch.sameProcess(), outnumber);
     // Timed here, once per process, rather than in a caller's first direct write.
     if (direct && !watch.sameProcess()) kernelCopyOffsets();
+    const bool sameProcess = watch.sameProcess();
     return std::make_unique<ShmLink>(
         context_.rank, peer, std::move(segment), side, std::move(watch), backoff_, direct,
-        direct && directForAllToAllOnly(options_.direct, watch.sameProcess(), outnumber));
+        direct && directForAllToAllOnly(options_.direct, sameProcess, outnumber),
+        lendBlockBytesBetween(options_.direct, sameProcess));
   }
 
   // Membarrier fences move a fence's cost from every message to every sleep (shm_wait.h): worth
@@ -207,15 +209,28 @@ std::string describeKernelCopy(const KernelCopy& copy) {
   if (!copy.permitted) return "the kernel refuses process_vm_readv here";
   if (!copy.measured) return "the kernel's copy not measured: no core for the reader thread";
   const KernelCopyOffsets& offsets = kernelCopyOffsets();
+  const std::string past =
+      copy.pastMeasured
+          ? fmt::format(
+                "; past the cache, {} MiB each way at once: lent {:.0f} us, the slots {:.0f} us: "
+                "{}",
+                KernelCopy::kPastBytes >> 20, copy.kernelPastSeconds * 1e6,
+                copy.slotsPastSeconds * 1e6,
+                copy.lendBlockBytes() == KernelCopy::kLendBelowPastBytes
+                    ? fmt::format("blocks of at most {} MiB lent",
+                                  KernelCopy::kLendBelowPastBytes >> 20)
+                    : std::string("blocks of any size lent"))
+          : std::string();
   return fmt::format(
-      "{} KiB another thread wrote: the kernel's copy {:.1f} us, the slots' two {:.1f} us: {}; "
+      "{} KiB another thread wrote: the kernel's copy {:.1f} us, the slots' two {:.1f} us: {}{}; "
       "{} KiB to a target 16 bytes off its source {:.1f} us, at its offset {:.1f} us: {}",
       KernelCopy::kProbeBytes >> 10, copy.kernelSeconds * 1e6, copy.slotsSeconds * 1e6,
       copy.pays()
           ? fmt::format("at most {:.2f} of the slots' time, the kernel's copy pays",
                         KernelCopy::kShare)
           : fmt::format("over {:.2f} of the slots' time, the slots' copies", KernelCopy::kShare),
-      KernelCopyOffsets::kBytes >> 10, offsets.apartSeconds * 1e6, offsets.alignedSeconds * 1e6,
+      past, KernelCopyOffsets::kBytes >> 10, offsets.apartSeconds * 1e6,
+      offsets.alignedSeconds * 1e6,
       offsets.apartSlow() ? "such direct writes go through the slots" : "no slower");
 }
 
@@ -224,6 +239,12 @@ std::string describeKernelCopy(const KernelCopy& copy) {
 bool directForAllToAllOnly(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores) {
   return mode == ShmOptions::Direct::kAuto && !sameProcess && ranksOutnumberCores &&
          !kernelCopy().pays();
+}
+
+size_t lendBlockBytesBetween(ShmOptions::Direct mode, bool sameProcess) {
+  return mode == ShmOptions::Direct::kAuto && !sameProcess && kernelCopy().pays()
+             ? kernelCopy().lendBlockBytes()
+             : SIZE_MAX;
 }
 
 bool directBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores) {

@@ -56,6 +56,9 @@ bool directBetween(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumbe
 // through the slots; the all-to-all level either way, and under a busy loop per core up to 2x
 // faster lent (transports/shm/README.md, "When the kernel's copy pays").
 bool directForAllToAllOnly(ShmOptions::Direct mode, bool sameProcess, bool ranksOutnumberCores);
+// The largest block such a link lends (Link::lendBlockBytes): under kAuto between processes
+// whose kernel copy pays, KernelCopy::lendBlockBytes() (measured past the cache); else any.
+size_t lendBlockBytesBetween(ShmOptions::Direct mode, bool sameProcess);
 
 // name "shm", priority 20; connects ranks with the same non-empty hostId.
 TransportEntry transportEntry();
