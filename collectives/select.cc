@@ -571,10 +571,13 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
   // Whether an exchange's messages of a caller's `block` bytes are lent (Link::lend: the
   // receiver reads them, one copy each way at the one-way rate): where the links offer it
   // (directBytes, found by the same probe) and the messages are long enough.
-  // (The exchanges' and the all-to-all's lending takes any block size where the links lend.)
+  // (The exchanges' and the all-to-all's lending takes any block size where the links lend, up
+  // to CostModel::lentBlockBytes where that bounds it.)
   auto lends = [&](double block) {
     return model.directBytes > 0 &&
-           lentBlock(block, slice, std::numeric_limits<double>::infinity());
+           lentBlock(block, slice,
+                     model.lentBlockBytes > 0 ? model.lentBlockBytes
+                                              : std::numeric_limits<double>::infinity());
   };
   switch (collective) {
     case Collective::kAllreduce:

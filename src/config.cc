@@ -119,7 +119,7 @@ Environment parse() {
 
 }  // namespace
 
-std::array<double, 13> parseCostModel(std::string_view text, std::string_view what) {
+std::array<double, 14> parseCostModel(std::string_view text, std::string_view what) {
   struct Key {
     std::string_view name;
     double low, high;  // the accepted range
@@ -139,7 +139,8 @@ std::array<double, 13> parseCostModel(std::string_view text, std::string_view wh
                            {"linkmemory", 1, 1000, false, 0},
                            {"onewaymemory", 1, 1000, false, 0},
                            {"linkmemorymid", 1, 1000, false, 0},
-                           {"onewaymemorymid", 1, 1000, false, 0}};
+                           {"onewaymemorymid", 1, 1000, false, 0},
+                           {"lentblock", 0, 1e15, false, 0}};
   constexpr size_t kCount = std::size(kKeys);
   std::array<double, kCount> values{};
   std::array<bool, kCount> seen{};
@@ -165,7 +166,7 @@ std::array<double, 13> parseCostModel(std::string_view text, std::string_view wh
           "factor from 1 to "
           "1000), small (a factor "
           "from 0.01 to 1), "
-          "cache or direct (bytes) (example: "
+          "cache, direct or lentblock (bytes) (example: "
           "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11)",
           what, text, entry, kMaxCostSeconds));
     }

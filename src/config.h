@@ -22,9 +22,9 @@ struct Environment {
   std::optional<size_t> segmentBytes;  // RINGLET_SEGMENT_BYTES (e.g. 512K)
   std::string algorithms;              // RINGLET_ALGO: allreduce:ring,allgather:bruck
   // RINGLET_COST_MODEL: alpha, beta, gamma, delta, and optionally oneway, memory, cache, small,
-  // direct, linkmemory, onewaymemory,
-  // linkmemorymid, onewaymemorymid (parseCostModel's order)
-  std::optional<std::array<double, 13>> costModel;
+  // direct, linkmemory, onewaymemory, linkmemorymid, onewaymemorymid, lentblock
+  // (parseCostModel's order)
+  std::optional<std::array<double, 14>> costModel;
   std::string storeAddr;                  // RINGLET_STORE_ADDR host:port (launcher)
   std::string storeKind;                  // RINGLET_STORE: auto|ringlet|c10d
   std::string jobId;                      // RINGLET_JOB_ID (launcher)
@@ -61,7 +61,7 @@ inline constexpr double kMaxSeconds = 1e7;
 std::chrono::milliseconds parseSeconds(std::string_view text, std::string_view what);
 // "alpha=2e-6,beta=2.5e-10,gamma=1.2e-10,delta=6e-11" (seconds; all four). Throws
 // InvalidArgument with `what` in the message.
-std::array<double, 13> parseCostModel(std::string_view text, std::string_view what);
+std::array<double, 14> parseCostModel(std::string_view text, std::string_view what);
 // A whole number from `min` to `max` ("1000"; also with a K/M/G suffix, binary multiples).
 // Throws InvalidArgument with `what` and the range in the message.
 size_t parseCount(std::string_view text, std::string_view what, size_t min, size_t max);

@@ -96,6 +96,11 @@ struct CostModel {
   // pipeline fill. Communicator::create sets it where every rank's ring links offer them; 0:
   // never (the slots' two copies).
   double directBytes = 0;
+  // The largest block (a caller's message to one peer) that the exchanges and the pairwise
+  // all-to-all lend where the links lend (Link::lendBlockBytes; shared memory bounds it where the
+  // kernel's copy pays in the cache and not past it); larger blocks go through the slots and
+  // are priced so. 0: any size.
+  double lentBlockBytes = 0;
   // Where ranks share cores, the most ranks per usable CPU on one host (3 ranks on 2 CPUs: 1.5);
   // else 1. There a message sent before any wait (the linear gather's and scatter's, the tree
   // root's, the all-at-once all-to-all's below) is priced at alpha / ranksPerCore; one that

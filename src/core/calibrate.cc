@@ -421,13 +421,17 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
     return link.sharesMemory() && link.directBytes() > 0;
   };
   const bool allToAllLends = lendsBlocks(group.next()) && lendsBlocks(group.prev());
+  // The largest block they lend (the same proxy; Link::lendBlockBytes), kAnyBlock for any size.
+  constexpr double kAnyBlock = 1e300;
+  const size_t lentBound = std::min(group.next().lendBlockBytes(), group.prev().lendBlockBytes());
+  const double lentBlock = lentBound == SIZE_MAX ? kAnyBlock : static_cast<double>(lentBound);
   // The one-way streams past the cache go per byte where measured (over the agreed one-way rate
   // below), else as the kept factors (every rank keeps the same, or all measure).
   const double oneWayPast =
       past.seconds > 0 ? past.oneWaySeconds / (2.0 * kPastCacheBytes) : past.kept.oneWay;
   const double oneWayMid =
       past.seconds > 0 ? past.oneWayMidSeconds / kMidBytes : past.kept.oneWayMid;
-  double values[14] = {line.alpha,
+  double values[15] = {line.alpha,
                        line.beta,
                        gamma / bytes,
                        copy / bytes,
@@ -440,11 +444,12 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
                        linkMemory,
                        oneWayPast,
                        linkMemoryMid,
-                       oneWayMid};
+                       oneWayMid,
+                       -lentBlock};  // the max of its negation: the smallest
   collectives::recursiveDoublingAllreduce(group,
                                           {.send = reinterpret_cast<std::byte*>(values),
                                            .recv = reinterpret_cast<std::byte*>(values),
-                                           .count = 14,
+                                           .count = 15,
                                            .type = DataType::kFloat64,
                                            .op = ReduceOp::kMax},
                                           wait);
@@ -476,6 +481,7 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
           .linkMemoryMidFactor = values[12],
           .oneWayMemoryMidFactor = values[13],
           .directBytes = -values[8],
+          .lentBlockBytes = -values[14] >= kAnyBlock ? 0.0 : -values[14],
           .allToAllLends = values[9] < 0};
 }
 

@@ -38,7 +38,8 @@ CommunicatorOptions CommunicatorOptions::fromEnvironment() {
                                   .oneWayMemoryFactor = v[10],
                                   .linkMemoryMidFactor = v[11],
                                   .oneWayMemoryMidFactor = v[12],
-                                  .directBytes = v[8]};
+                                  .directBytes = v[8],
+                                  .lentBlockBytes = v[13]};
   }
   for (const auto& entry : transport::registry()) {
     for (auto& [key, value] : transport::readSettings(entry)) options.transportOptions[key] = value;
@@ -57,7 +58,8 @@ void checkOptions(const CommunicatorOptions& options) {
   collectives::parseForced(options.algorithms);  // throws naming an unknown name
   if (const auto& m = options.costModel) {
     for (double v :
-         {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes, m->directBytes}) {
+         {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes, m->directBytes,
+          m->lentBlockBytes}) {
       if (!std::isfinite(v) || v < 0) {
         throw InvalidArgument(fmt::format(
             "CommunicatorOptions::costModel has {}: every parameter must be a finite number >= 0",

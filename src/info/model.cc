@@ -58,8 +58,12 @@ std::string renderModelText(const json& r) {
                         m.value("all_to_all_lends", false) ? ", all-to-all blocks lent" : "")
           : std::string(),
       m.value("direct_bytes", 0.0) > 0
-          ? fmt::format("; tree broadcasts of up to {:g} KiB written in place",
-                        m.value("direct_bytes", 0.0) / 1024)
+          ? fmt::format("; tree broadcasts of up to {:g} KiB written in place{}",
+                        m.value("direct_bytes", 0.0) / 1024,
+                        m.value("lent_block_bytes", 0.0) > 0
+                            ? fmt::format(", exchanges' blocks of up to {:g} KiB lent",
+                                          m.value("lent_block_bytes", 0.0) / 1024)
+                            : std::string())
           : std::string(),
       r.value("segment_bytes", size_t{0}) >> 10);
   std::vector<std::string> names;

@@ -27,6 +27,7 @@ Json costModelJson(const CostModel& m) {
           {"one_way_memory_mid_factor", m.oneWayMemoryMidFactor},
           {"cache_bytes", m.cacheBytes},
           {"direct_bytes", m.directBytes},
+          {"lent_block_bytes", m.lentBlockBytes},
           {"ranks_share_cores", m.ranksShareCores},
           {"ranks_per_core", m.ranksPerCore},
           {"all_to_all_lends", m.allToAllLends}};

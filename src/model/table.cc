@@ -77,6 +77,7 @@ CostModel modelOf(const nlohmann::ordered_json& report) {
           .oneWayMemoryMidFactor = m.value("one_way_memory_mid_factor", 0.0),
           .ranksShareCores = m.value("ranks_share_cores", false),
           .directBytes = m.value("direct_bytes", 0.0),
+          .lentBlockBytes = m.value("lent_block_bytes", 0.0),
           .ranksPerCore = m.value("ranks_per_core", 1.0),
           .allToAllLends = m.value("all_to_all_lends", false)};
 }

@@ -330,6 +330,32 @@ TEST(CostModel, LentExchangesAreOneCopyEachWay) {
   }
 }
 
+TEST(CostModel, BlocksPastTheLentBoundGoThroughTheSlots) {
+  // CostModel::lentBlockBytes (Link::lendBlockBytes): blocks up to it are lent, larger ones
+  // priced as the slots' exchange.
+  const CostModel slots{.alpha = 1e-6, .beta = 2e-10, .gamma = 0, .delta = 0, .betaOneWay = 1e-10};
+  CostModel bounded = slots;
+  bounded.directBytes = 1 << 20;
+  bounded.lentBlockBytes = 4 << 20;
+  const size_t slice = 512 << 10;
+  for (const int n : {2, 4}) {
+    for (const size_t block : {size_t{4} << 20, size_t{8} << 20}) {
+      const size_t m = block * n;
+      const bool lends = block <= (size_t{4} << 20);
+      EXPECT_DOUBLE_EQ(
+          predictSeconds(Collective::kAllToAll, Algorithm::kPairwise, n, m, slice, bounded),
+          (n - 1) * (1e-6 + static_cast<double>(block) * (lends ? 1e-10 : 2e-10)))
+          << n << " ranks, blocks of " << block;
+      const double through =
+          predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, m, slice, slots);
+      EXPECT_DOUBLE_EQ(predictSeconds(Collective::kAllgather, Algorithm::kRecursiveDoubling, n, m,
+                                      slice, bounded),
+                       through - (lends ? 1048576.0 * 1e-10 : 0.0))
+          << n << " ranks, blocks of " << block;
+    }
+  }
+}
+
 TEST(CostModel, ANetworkLinksRateIgnoresTheCaches) {
   // Bytes over shared memory cost memory's rate once the buffers outgrow the cache; a network
   // link moves them at its own rate whatever their size: only reductions and copies scale.

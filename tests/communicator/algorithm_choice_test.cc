@@ -94,9 +94,11 @@ TEST(AlgorithmChoice, EnvironmentVariablesAreParsedAndNamedWhenMalformed) {
   EXPECT_DOUBLE_EQ(o.costModel->linkMemoryFactor, 0.0);  // unset: memoryFactor's
   env.set("RINGLET_COST_MODEL",
           "alpha=3e-6,beta=1e-10,gamma=2e-10,delta=4e-11,linkmemory=1.5,onewaymemory=1.2,"
-          "linkmemorymid=1.1,onewaymemorymid=1.05");
+          "linkmemorymid=1.1,onewaymemorymid=1.05,lentblock=4194304");
   config::reloadEnvironment();
   const CostModel given = *CommunicatorOptions::fromEnvironment().costModel;
+  EXPECT_DOUBLE_EQ(given.lentBlockBytes, 4194304.0);
+  EXPECT_DOUBLE_EQ(o.costModel->lentBlockBytes, 0.0);  // unset: any size
   EXPECT_DOUBLE_EQ(given.linkMemoryFactor, 1.5);
   EXPECT_DOUBLE_EQ(given.oneWayMemoryFactor, 1.2);
   EXPECT_DOUBLE_EQ(given.linkMemoryMidFactor, 1.1);
