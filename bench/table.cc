@@ -1,9 +1,12 @@
 #include "bench/table.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
+
+#include "src/model/model_json.h"
 
 namespace ringlet::bench {
 namespace {
@@ -58,17 +61,15 @@ void printRunHeader(std::FILE* out, const RunInfo& info) {
               "communicator alike; pick/best: auto's pick forced over the fastest (* marks it); "
               "auto/best: auto's own time over it");
     const CostModel& m = info.model;
+    // The link's factors past the cache as ringlet-info --model and ringlet-model say them
+    // (none where not measured: the memory factor's ramp).
     printLine(out, fmt::format("# cost model: alpha {:.3g} us, beta {:.3g} GB/s ({:.3g} one way), "
-                               "gamma {:.3g} GB/s, delta {:.3g} GB/s, {:.2g}x past {:.3g} MiB (a "
-                               "link's byte {:.2g}x, one way {:.2g}x), {:.2g} ranks per CPU",
+                               "gamma {:.3g} GB/s, delta {:.3g} GB/s, {:.2g}x past {:.3g} MiB{}, "
+                               "{:.2g} ranks per CPU",
                                m.alpha * 1e6, 1e-9 / m.beta,
                                1e-9 / (m.betaOneWay > 0 ? m.betaOneWay : m.beta), 1e-9 / m.gamma,
                                1e-9 / m.delta, m.memoryFactor, m.cacheBytes / (1 << 20),
-                               m.linkMemoryFactor > 0 ? m.linkMemoryFactor : m.memoryFactor,
-                               m.oneWayMemoryFactor > 0 ? m.oneWayMemoryFactor
-                               : m.linkMemoryFactor > 0 ? m.linkMemoryFactor
-                                                        : m.memoryFactor,
-                               m.ranksPerCore));
+                               model::linkMemoryNote(model::costModelJson(m)), m.ranksPerCore));
   }
   if (o.vsMpi) {
     printLine(out, fmt::format("# vs MPI: {} (ratio = MPI time / ringlet time; > 1: ringlet "
