@@ -334,8 +334,9 @@ TransportEntry transportEntry() {
                    "where it waits for them, or (16 KiB and more) read by the receiver from "
                    "the sender's; 0: always through the slots; auto (default): 1 between "
                    "threads and between processes where the kernel's copy is measured to "
-                   "pay; where ranks outnumber cores and it does not, only the pairwise "
-                   "all-to-all's lent blocks"}},
+                   "pay (blocks of at most 4 MiB where it does not past the cache); where "
+                   "ranks outnumber cores and it does not, only the pairwise all-to-all's lent "
+                   "blocks"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           const ShmOptions options = ShmOptions::fromSettings(settings);
