@@ -57,9 +57,8 @@ void checkOptions(const CommunicatorOptions& options) {
   }
   collectives::parseForced(options.algorithms);  // throws naming an unknown name
   if (const auto& m = options.costModel) {
-    for (double v :
-         {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes, m->directBytes,
-          m->lentBlockBytes}) {
+    for (double v : {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes,
+                     m->directBytes, m->lentBlockBytes}) {
       if (!std::isfinite(v) || v < 0) {
         throw InvalidArgument(fmt::format(
             "CommunicatorOptions::costModel has {}: every parameter must be a finite number >= 0",
