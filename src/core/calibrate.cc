@@ -75,6 +75,8 @@ constexpr size_t kLargeBytes = size_t{1} << 20;
 constexpr auto kPastCacheBytes = static_cast<size_t>(collectives::kLinkFactorWorkingSetBytes / 2);
 // And half way to it (CostModel::linkMemoryMidFactor): a rank's working set.
 constexpr auto kMidBytes = static_cast<size_t>(collectives::kLinkMidWorkingSetBytes);
+// The smallest pipeline slice the shifts past the cache are measured with (measure()).
+constexpr size_t kPastCacheMinSlice = size_t{64} << 10;
 
 // Seconds on the steady clock (what a call takes), and in this thread's CPU time: there a memory
 // stall counts and a time slice spent waiting for the core does not (with four ranks on two
@@ -356,8 +358,11 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
   // share cores (a rank's shift waits for the core as much as for memory: 4 ranks on 2 cores
   // measured 1.3-1.6 and moved four reports' points within 25% from 154 to 149 of 240) nor across
   // hosts (a network's rate does not follow the caches, and 16 MiB at 1 Gbit/s takes 134 ms a
-  // shift): memoryFactor's ramp there, as before.
-  const PastCacheShift past = shareCores || crossesHosts
+  // shift): memoryFactor's ramp there, as before. Nor with slices under kPastCacheMinSlice: there
+  // a message's own cost, not memory's, sets the time, and the shifts and streams (60 MiB and
+  // more, in messages of that size) took all of a 30 s timeout under a busy loop per core (two
+  // thread ranks over TCP in 1 KiB slices, 3 of 24 runs; 4 s for the whole test idle).
+  const PastCacheShift past = shareCores || crossesHosts || slice < kPastCacheMinSlice
                                   ? PastCacheShift{}
                                   : pastCacheShift(group, slice, effort, hostRanks, again, wait);
   // One way (oneWayRole): pairs of ring neighbours.
