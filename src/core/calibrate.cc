@@ -12,7 +12,8 @@
 //   beta          one byte over a link: the same shift with 1 MiB (four in a row a batch), less
 //                 alpha, per byte
 //   betaOneWay    one byte when ranks only send or only receive: pairs of ring neighbours, one
-//                 sends 1 MiB, the other answers with 8 bytes; less that 8-byte round trip
+//                 sends 1 MiB, the other answers with 8 bytes; less that 8-byte round trip, over
+//                 1 MiB and (where ranks have cores of their own) the pipeline's one slice of fill
 //                 (across hosts both the even and the odd pairs, so a crossing is among them);
 //                 at most beta (oneWayBeta)
 //   gamma         one byte reduced: a float32 sum of 1 MiB into a buffer, per byte; on shared
@@ -379,7 +380,21 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
           4 * effort, 4, [&] { stream(8); }, warm);
       const double seconds = medianSeconds(
           8 * effort, 1, [&] { stream(kLargeBytes); }, warm);
-      const double perByte = std::max(seconds - roundTrip, 0.0) / static_cast<double>(kLargeBytes);
+      // Where the pair has two cores, the receiver copies a slice out while the sender copies
+      // the next one in, so the stream took its bytes and one slice more (the first, copied in
+      // before anything could be copied out): b1 is a byte's copy, and the algorithms price
+      // their own fill (collectives/select.cc). Charged to the bytes, the fill had priced every
+      // one-way byte 1 + 128/1024 times dearer: the 143 stored reports' two-rank broadcasts,
+      // tree and chain, were predicted 1.06x and 1.11x their time (medians) and 612 of their
+      // 990 points within 25%; 676 with the fill taken out, and no two-rank choice of an
+      // algorithm moved (scripts/model_stored.py; all ranks: 5407 -> 5466 of 8534 points, the
+      // choice 2687 -> 2684 of 3416, the 16-core machine's 4- and 8-rank broadcasts of 4-64 MiB,
+      // whose tree was priced under its time already). Where ranks share cores, the pair's two
+      // copies may take turns on one core, and the stored reports of 4 ranks on 2 cores lost
+      // 14 broadcast choices of 16-64 MiB with it: nothing is taken out there.
+      const double streamed =
+          static_cast<double>(kLargeBytes + (shareCores ? 0 : std::min(oneWaySlice, kLargeBytes)));
+      const double perByte = std::max(seconds - roundTrip, 0.0) / streamed;
       oneWay = std::max(oneWay, perByte);
     }
   }
