@@ -103,6 +103,9 @@ def main():
             e[2].append(ratio)
         return g
 
+    if a.save:
+        json.dump({"points": [[*k, v] for k, v in points.items()],
+                   "choice": [[*k, v] for k, v in choice.items()]}, open(a.save, "w"))
     within = sum(abs(r - 1) <= 0.25 for r in points.values())
     chosen = sum(r <= 1.10 for r in choice.values())
     print(f"{len(ranks_of)} reports: {within} of {len(points)} points within 25%, "
@@ -134,9 +137,6 @@ def main():
         if prev and g in prev:
             line += f" (saved: {prev[g][0]}, median {sorted(prev[g][2])[len(prev[g][2]) // 2]:.2f})"
         print(line)
-    if a.save:
-        json.dump({"points": [[*k, v] for k, v in points.items()],
-                   "choice": [[*k, v] for k, v in choice.items()]}, open(a.save, "w"))
 
 
 if __name__ == "__main__":
