@@ -320,6 +320,11 @@ std::unique_ptr<Transport> makeShmTransport(TransportContext context, ShmOptions
 
 namespace ringlet::transport::shm {
 
+// The sizes RINGLET_SHM_DIRECT's help (below, a literal) names.
+static_assert(transport::Link::kDirectWriteMinBytes == size_t{64} << 10);
+static_assert(transport::Link::kLendMinBytes == size_t{16} << 10);
+static_assert(KernelCopy::kLendBelowPastBytes == size_t{4} << 20);
+
 TransportEntry transportEntry() {
   return TransportEntry{
       .name = "shm",
