@@ -8,11 +8,48 @@ these counts before and after (the reports hold measured times; only the predict
   scripts/model_stored.py [--build build] [--by collective|algorithm|size] [--ranks N]
                           [--save FILE] [--against FILE]
 
---save keeps this run's per-point ratios (predicted / measured) as JSON; --against FILE prints
+Reports of an older calibration (`calibration_version`) are converted to what it measures now,
+where the report can tell (--as-stored: priced as they are). --save keeps this run's per-point ratios (predicted / measured) as JSON; --against FILE prints
 the points whose verdict (within 25% or not) differs from that saved run, and per group the
 counts of both.
 """
-import argparse, collections, json, os, subprocess, sys, tempfile
+import argparse, collections, json, os, signal, subprocess, sys, tempfile
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
+
+# What the calibration measures now (`calibration_version` in ringlet-model measure's reports);
+# older reports are converted to it before they are priced (as_calibrated_now).
+CALIBRATION_VERSION = 2
+# Version 2: the one-way rate is a 1 MiB stream's time over 1 MiB and the pipeline's slice of fill
+# (128 KiB) where ranks have cores of their own; before, over 1 MiB.
+ONE_WAY_FILL = (1 << 20) / ((1 << 20) + (128 << 10))
+
+
+def as_calibrated_now(report):
+    """The report's parameters as this calibration would have stored them (where it can tell),
+    and whether anything changed."""
+    if report.get("calibration_version", 1) >= 2:
+        return False
+
+    def convert(m):
+        if m.get("ranks_share_cores") or not m.get("beta_one_way_s_per_byte"):
+            return
+        b1, beta = m["beta_one_way_s_per_byte"], m.get("beta_s_per_byte", 0)
+        if beta > 0 and b1 >= beta:
+            return  # capped at beta: the stream's own rate is not in the report
+        m["beta_one_way_s_per_byte"] = b1 * ONE_WAY_FILL
+        # The one-way factors past the cache are measured over b1 (at least 1: where the report
+        # has 1, what it was over the old b1 is not known).
+        for key in ("one_way_memory_factor", "one_way_memory_mid_factor"):
+            if m.get(key, 0) > 1:
+                m[key] /= ONE_WAY_FILL
+
+    convert(report["model"])
+    for row in report["rows"]:
+        if "model" in row:
+            convert(row["model"])
+    report["calibration_version"] = CALIBRATION_VERSION
+    return True
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,6 +86,10 @@ def main():
                                                      os.path.join(ROOT, "docs/data")],
                    help="folders to take the reports from (default: bench/results, docs/data)")
     p.add_argument("--under", default="", help="only reports whose path contains this")
+    p.add_argument("--as-stored", action="store_true",
+                   help="price every report with its parameters as stored (by default a report "
+                        "of an older calibration is converted to what the calibration measures "
+                        "now, where that can be told)")
     p.add_argument("--save", help="write the per-point ratios here (JSON)")
     p.add_argument("--against", help="a file written by --save to compare with")
     a = p.parse_args()
@@ -56,13 +97,21 @@ def main():
     points = {}  # (report, collective, algorithm, bytes) -> predicted / measured
     choice = {}  # (report, collective, bytes) -> pick's measured / fastest measured
     ranks_of = {}
+    converted = 0
     with tempfile.TemporaryDirectory() as tmp:
         for i, path in enumerate(stored_reports(a.reports)):
             rel = os.path.relpath(path, os.path.commonpath(a.reports))
             if a.under not in rel:
                 continue
             out = os.path.join(tmp, f"{i}.json")
-            r = subprocess.run([tool, "predict", path, "-o", out], capture_output=True, text=True)
+            source = path
+            if not a.as_stored:
+                report = json.load(open(path))
+                if as_calibrated_now(report):
+                    converted += 1
+                    source = os.path.join(tmp, f"{i}-now.json")
+                    json.dump(report, open(source, "w"))
+            r = subprocess.run([tool, "predict", source, "-o", out], capture_output=True, text=True)
             if r.returncode != 0:
                 print(f"{os.path.relpath(path, ROOT)}: {r.stderr.strip()}", file=sys.stderr)
                 continue
@@ -109,7 +158,8 @@ def main():
     within = sum(abs(r - 1) <= 0.25 for r in points.values())
     chosen = sum(r <= 1.10 for r in choice.values())
     print(f"{len(ranks_of)} reports: {within} of {len(points)} points within 25%, "
-          f"the choice within 10% at {chosen} of {len(choice)} collective sizes")
+          f"the choice within 10% at {chosen} of {len(choice)} collective sizes"
+          + (f" ({converted} of an older calibration converted)" if converted else ""))
     old = None
     if a.against:
         saved = json.load(open(a.against))

@@ -273,6 +273,10 @@ int main(int argc, char** argv) {
           ringlet::Communicator::create(std::move(bootstrap), communicatorOptions);
       json report = ringlet::model::describe(comm);
       report["calibration_effort"] = effort;
+      // What the calibration measures, when it changes the meaning of a stored parameter (for
+      // scripts/model_stored.py, which prices older reports again): 2 (2026-12-02), the one-way
+      // rate without its stream's slice of fill where ranks have cores of their own.
+      report["calibration_version"] = 2;
       report["round_trip_s"] = ringlet::model::roundTrip(comm);  // where the calibration ran
       report["gauge"] = ringlet::model::gauge(
           comm, options, [&] { report["rows"] = ringlet::model::measure(comm, options); });
