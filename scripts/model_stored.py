@@ -26,30 +26,32 @@ ONE_WAY_FILL = (1 << 20) / ((1 << 20) + (128 << 10))
 
 
 def as_calibrated_now(report):
-    """The report's parameters as this calibration would have stored them (where it can tell),
-    and whether anything changed."""
+    """The report's parameters as this calibration would have stored them (where it can tell);
+    whether any changed."""
     if report.get("calibration_version", 1) >= 2:
         return False
 
     def convert(m):
         if m.get("ranks_share_cores") or not m.get("beta_one_way_s_per_byte"):
-            return
+            return False
         b1, beta = m["beta_one_way_s_per_byte"], m.get("beta_s_per_byte", 0)
         if beta > 0 and b1 >= beta:
-            return  # capped at beta: the stream's own rate is not in the report
+            return False  # capped at beta: the stream's own rate is not in the report
         m["beta_one_way_s_per_byte"] = b1 * ONE_WAY_FILL
         # The one-way factors past the cache are measured over b1 (at least 1: where the report
         # has 1, what it was over the old b1 is not known).
         for key in ("one_way_memory_factor", "one_way_memory_mid_factor"):
             if m.get(key, 0) > 1:
                 m[key] /= ONE_WAY_FILL
+        return True
 
-    convert(report["model"])
+    changed = convert(report["model"])
     for row in report["rows"]:
         if "model" in row:
-            convert(row["model"])
+            changed = convert(row["model"]) or changed
     report["calibration_version"] = CALIBRATION_VERSION
-    return True
+    return changed
+
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -105,8 +107,10 @@ def main():
                 continue
             out = os.path.join(tmp, f"{i}.json")
             source = path
+            report = json.load(open(path))
+            if a.ranks and report.get("ranks") != a.ranks:
+                continue
             if not a.as_stored:
-                report = json.load(open(path))
                 if as_calibrated_now(report):
                     converted += 1
                     source = os.path.join(tmp, f"{i}-now.json")
@@ -116,8 +120,6 @@ def main():
                 print(f"{os.path.relpath(path, ROOT)}: {r.stderr.strip()}", file=sys.stderr)
                 continue
             d = json.load(open(out))
-            if a.ranks and d.get("ranks") != a.ranks:
-                continue
             ranks_of[rel] = d.get("ranks")
             by = collections.defaultdict(list)
             for row in d["rows"]:
