@@ -8,10 +8,10 @@ these counts before and after (the reports hold measured times; only the predict
   scripts/model_stored.py [--build build] [--by collective|algorithm|size] [--ranks N]
                           [--save FILE] [--against FILE]
 
-Reports of an older calibration (`calibration_version`) are converted to what it measures now,
-where the report can tell (--as-stored: priced as they are). --save keeps this run's per-point ratios (predicted / measured) as JSON; --against FILE prints
-the points whose verdict (within 25% or not) differs from that saved run, and per group the
-counts of both.
+Reports of an older calibration (`calibration_version`, src/model/main.cc) are converted to what
+it measures now, where the report can tell (--as-stored: priced as they are). --save keeps this
+run's per-point ratios (predicted / measured) as JSON; --against FILE prints both runs' counts
+per group and every choice whose verdict (within 10% or not) moved.
 """
 import argparse, collections, json, os, signal, subprocess, sys, tempfile
 

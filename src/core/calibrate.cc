@@ -388,12 +388,12 @@ CostModel measure(const collectives::Group& group, size_t slice, int effort, int
       // tree and chain, were predicted 1.06x and 1.11x their time (medians) and 612 of their
       // 990 points within 25%; 676 with the fill taken out, and no two-rank choice of an
       // algorithm moved (scripts/model_stored.py; all ranks: 5407 -> 5466 of 8534 points, the
-      // choice 2687 -> 2684 of 3416, the 16-core machine's 4- and 8-rank broadcasts of 4-64 MiB,
-      // whose tree was priced under its time already). Where ranks share cores, the pair's two
-      // copies may take turns on one core, and the stored reports of 4 ranks on 2 cores lost
-      // 14 broadcast choices of 16-64 MiB with it: nothing is taken out there.
-      const double streamed =
-          static_cast<double>(kLargeBytes + (shareCores ? 0 : std::min(oneWaySlice, kLargeBytes)));
+      // choice 2687 -> 2684 of 3416: the 16-core machine's 4- and 8-rank broadcasts of 4-16 MiB,
+      // whose tree was priced under its time already, and a 4-rank report without
+      // ranks_share_cores). Where ranks share cores, the pair's two copies may take turns on one
+      // core, and taking the fill out there too lost 14 choices more (net; mostly 4-rank
+      // broadcasts of 16-64 MiB on 2 cores): nothing is taken out there.
+      const double streamed = static_cast<double>(kLargeBytes + (shareCores ? 0 : oneWaySlice));
       const double perByte = std::max(seconds - roundTrip, 0.0) / streamed;
       oneWay = std::max(oneWay, perByte);
     }

@@ -186,6 +186,12 @@ json readReport(const std::string& path) {
   }
 }
 
+// What the calibration measures, raised when it changes the meaning of a stored parameter (for
+// scripts/model_stored.py, whose CALIBRATION_VERSION matches, and which converts older reports):
+// 2 (2026-12-02), the one-way rate without its stream's slice of fill where ranks have cores of
+// their own.
+constexpr int kCalibrationVersion = 2;
+
 void writeReport(const json& report, const std::string& path) {
   std::ofstream file(path);
   file << report.dump(1) << "\n";
@@ -273,10 +279,7 @@ int main(int argc, char** argv) {
           ringlet::Communicator::create(std::move(bootstrap), communicatorOptions);
       json report = ringlet::model::describe(comm);
       report["calibration_effort"] = effort;
-      // What the calibration measures, when it changes the meaning of a stored parameter (for
-      // scripts/model_stored.py, which prices older reports again): 2 (2026-12-02), the one-way
-      // rate without its stream's slice of fill where ranks have cores of their own.
-      report["calibration_version"] = 2;
+      report["calibration_version"] = kCalibrationVersion;
       report["round_trip_s"] = ringlet::model::roundTrip(comm);  // where the calibration ran
       report["gauge"] = ringlet::model::gauge(
           comm, options, [&] { report["rows"] = ringlet::model::measure(comm, options); });
