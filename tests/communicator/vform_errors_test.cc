@@ -465,6 +465,46 @@ TEST(VFormErrors, RootedVFormsWithCountsThatDifferFailOnEveryRank) {
 // Rank 0 sends 5 elements to rank 2, which expects 4. Both throw MismatchError naming both
 // counts; rank 1, whose pairs agree, gets a PeerError naming the cause, or (its small blocks all
 // having come with the counts) finishes and fails at its next call.
+// One rank passes counts that are all zero, which ride the chain of call headers, where the
+// others' large blocks take the tree (or the linear root): every rank fails, at the call or at
+// the next one, at least one names the mismatch, and none waits for its deadline.
+TEST(VFormErrors, RootedVFormsOfNothingAgainstLargeBlocksFailOnEveryRank) {
+  for (bool scatter : {false, true}) {
+    for (int root = 0; root < 3; ++root) {
+      for (int empty : {0, 1}) {
+        SCOPED_TRACE(fmt::format("{} root {}, rank {} passes zeros",
+                                 scatter ? "scatterv" : "gatherv", root, empty));
+        std::atomic<int> mismatches{0};
+        std::atomic<int> failed{0};
+        runThreadRanks(3, [&](int rank, int size, std::shared_ptr<Store> store) {
+          Communicator comm = makeComm(rank, size, store);
+          const std::vector<size_t> counts =
+              rank == empty ? std::vector<size_t>{0, 0, 0} : std::vector<size_t>{4096, 8192, 4096};
+          std::vector<float> send(16384, 1.0f), recv(16384, 0.0f);
+          try {
+            if (scatter) {
+              comm.scatterv(send.data(), counts, recv.data(), DataType::kFloat32, root);
+            } else {
+              comm.gatherv(send.data(), recv.data(), counts, DataType::kFloat32, root);
+            }
+            comm.barrier();
+            ADD_FAILURE() << "rank " << rank << ": no error";
+          } catch (const MismatchError&) {
+            ++mismatches;
+            ++failed;
+          } catch (const TimeoutError& e) {
+            ADD_FAILURE() << "rank " << rank << " waited for its deadline: " << e.what();
+          } catch (const Error&) {
+            ++failed;
+          }
+        });
+        EXPECT_GE(mismatches.load(), 1);
+        EXPECT_EQ(failed.load(), 3);
+      }
+    }
+  }
+}
+
 TEST(VFormErrors, AllToAllvPairsThatDisagreeFailOnBothSides) {
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);
