@@ -825,10 +825,19 @@ namespace {
 // the same bytes, and their predictions tie. Such a tie goes to recursive doubling, whose
 // exchange is the least machinery per message: all-gather of 2 KiB, 0.80-0.86 us against the
 // ring's 0.84-1.02 in five sweeps (algo-sweep-n2-{b..f}), level at every larger size.
+// On more ranks a tie goes to the ring. At a power of two n and m = n slices the ring all-reduce
+// (2(n-1) steps of one slice) and Rabenseifner (2(n/2 + n/4 + ... + 1) slices) price the same
+// messages and bytes, and the list's order gave it to Rabenseifner; measured at 4 ranks and 2 MiB
+// over shared memory (bench/results/algo-sweep-n4*.md), the ring took 0.54-0.94x
+// Rabenseifner's time in 12 of 20 sweeps (with a core per rank 0.64-0.75x in all three),
+// 0.99-1.01x in four and 1.04-1.08x in four (over TCP, two sweeps: 1.07x and 1.15x).
 bool beats(double seconds, Algorithm algorithm, double bestSeconds, Algorithm best, int size) {
-  const bool tie = size == 2 && std::isfinite(bestSeconds) &&
+  const bool tie = std::isfinite(bestSeconds) &&
                    std::abs(seconds - bestSeconds) <= 1e-9 * std::max(seconds, bestSeconds);
-  if (tie) return algorithm == Algorithm::kRecursiveDoubling && best != algorithm;
+  if (tie) {
+    const Algorithm preferred = size == 2 ? Algorithm::kRecursiveDoubling : Algorithm::kRing;
+    return algorithm == preferred && best != algorithm;
+  }
   return seconds < bestSeconds;
 }
 

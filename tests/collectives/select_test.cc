@@ -520,9 +520,9 @@ TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
   };
   EXPECT_EQ(pick(Collective::kAllreduce, 4, slowMessages), Algorithm::kRecursiveDoubling);
   // The ring and Rabenseifner send and reduce the same bytes at N=4: with free messages they
-  // cost the same (Rabenseifner no longer copies its input first), and both beat recursive
-  // doubling.
-  EXPECT_NE(pick(Collective::kAllreduce, 4, freeMessages), Algorithm::kRecursiveDoubling);
+  // cost the same (Rabenseifner no longer copies its input first), both beat recursive
+  // doubling, and the tie goes to the ring.
+  EXPECT_EQ(pick(Collective::kAllreduce, 4, freeMessages), Algorithm::kRing);
   const double ring = predictSeconds(Collective::kAllreduce, Algorithm::kRing, 4, 64 << 20,
                                      512 << 10, freeMessages);
   EXPECT_NEAR(predictSeconds(Collective::kAllreduce, Algorithm::kRabenseifner, 4, 64 << 20,
@@ -557,6 +557,26 @@ TEST(CostModel, LatencyBoundPicksLogStepsBandwidthBoundPicksRing) {
   // Forced wins over the model.
   EXPECT_EQ(choose(Collective::kAllreduce, 4, mib, 512 << 10, slowMessages, Algorithm::kRing),
             Algorithm::kRing);
+}
+
+// At a power of two n and n slices of data, the ring all-reduce's 2(n-1) steps of one slice and
+// Rabenseifner's exchanges (n/2 + n/4 + ... + 1 slices, twice) are the same messages and bytes:
+// a tie, which goes to the ring (measured faster there in most sweeps, select.cc); a slice less
+// or more and the model decides.
+TEST(CostModel, TheRingTakesItsTieWithRabenseifner) {
+  const CostModel m{.alpha = 2e-6, .beta = 1.5e-10, .gamma = 1e-11, .delta = 3e-11};
+  const size_t slice = 512 << 10;
+  for (int n : {4, 8}) {
+    SCOPED_TRACE(n);
+    const size_t tied = n * slice;
+    const double ring = predictSeconds(Collective::kAllreduce, Algorithm::kRing, n, tied, slice, m);
+    EXPECT_NEAR(predictSeconds(Collective::kAllreduce, Algorithm::kRabenseifner, n, tied, slice, m),
+                ring, 1e-9 * ring);
+    EXPECT_EQ(choose(Collective::kAllreduce, n, tied, slice, m, Algorithm::kAuto),
+              Algorithm::kRing);
+    EXPECT_EQ(choose(Collective::kAllreduce, n, tied / 2, slice, m, Algorithm::kAuto),
+              Algorithm::kRabenseifner);
+  }
 }
 
 // The size from which all-reduce leaves recursive doubling grows with the cost of a message.
