@@ -897,7 +897,7 @@ AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t inlineB
 }
 
 size_t sliceBytes(size_t segmentBytes, std::initializer_list<const transport::Link*> links) {
-  size_t slice = segmentBytes > 0 ? segmentBytes : size_t{512} << 10;
+  size_t slice = segmentBytes > 0 ? segmentBytes : kDefaultSegmentBytes;
   for (const transport::Link* link : links) slice = std::min(slice, link->maxMessageBytes());
   return std::max<size_t>(slice, 64);
 }

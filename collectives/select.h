@@ -158,6 +158,7 @@ AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t inlineB
 
 // Pipeline slice for the ring and chain over `links`: `segmentBytes` (0: 512 KiB), capped by
 // every link's largest message, at least 64 bytes.
+inline constexpr size_t kDefaultSegmentBytes = size_t{512} << 10;
 size_t sliceBytes(size_t segmentBytes, std::initializer_list<const transport::Link*> links);
 
 }  // namespace ringlet::collectives

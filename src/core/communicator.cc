@@ -569,7 +569,7 @@ Arrival receiveMessageHeader(detail::CommunicatorImpl& impl, PointToPointIn& lin
       link.release();
     } else {
       link.release();
-      const size_t slice = impl.sliceBytes({&link.link()});
+      const size_t slice = impl.messageSliceBytes(link.link());
       for (size_t offset = 0; offset < theirBytes; offset += slice) {
         link.recvInto(kept.data.data() + offset, std::min(slice, theirBytes - offset), wait);
       }
@@ -815,7 +815,7 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
     const size_t sliced = inlineMessage(bytes) ? 0 : bytes;  // the rest rides in the header
     if (isSend) {
       transport::Link& link = group.link(header.root);
-      const size_t slice = impl.sliceBytes({&link});
+      const size_t slice = impl.messageSliceBytes(link);
       PointToPointOut out(link);
       sendMessageHeader(link, header, self, buffer, bytes, callWait);
       for (size_t offset = 0; offset < sliced; offset += slice) {
@@ -832,7 +832,7 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
           waitsAWhile ? transport::Clock::now() + within : transport::Deadline::max());
       if (!found) return;
       transport::Link& link = group.link(found->peer);
-      const size_t slice = impl.sliceBytes({&link});
+      const size_t slice = impl.messageSliceBytes(link);
       if (found->arrival == Arrival::kLink) {
         PointToPointIn in(link);
         for (size_t offset = 0; offset < sliced; offset += slice) {
@@ -844,7 +844,7 @@ Prepared preparePointToPoint(detail::CommunicatorImpl& impl, bool isSend, void* 
       return;
     }
     transport::Link& link = group.link(header.root);
-    const size_t slice = impl.sliceBytes({&link});
+    const size_t slice = impl.messageSliceBytes(link);
     PointToPointIn in(link);
     namingStash(impl, header, [&] {
       if (receiveMessageHeader(impl, in, header, self, buffer, callWait) == Arrival::kWhole) {
@@ -904,8 +904,8 @@ Prepared prepareSendRecv(detail::CommunicatorImpl& impl, const void* send, size_
                   const collectives::Group& group, const transport::WaitContext& wait) {
     transport::Link& next = group.link(sent.root);
     transport::Link& prev = group.link(expected.root);
-    const size_t sendSlice = impl.sliceBytes({&next});
-    const size_t recvSlice = impl.sliceBytes({&prev});
+    const size_t sendSlice = impl.messageSliceBytes(next);
+    const size_t recvSlice = impl.messageSliceBytes(prev);
     // One slice out, then one in, as collectives::exchange, so two sendrecv calls facing each
     // other never both wait for the other's buffers to drain; but a receive waits only once
     // everything is sent, or for a message that has begun to arrive (its sender is at it), so

@@ -53,7 +53,7 @@ CommunicatorImpl::CommunicatorImpl(const Bootstrap& bootstrap, CommunicatorOptio
   rendezvous(bootstrap);
   connectInitialLinks(deadline);
   forced_ = collectives::parseForced(options_.algorithms);
-  oneHostTcp_ = oneHostOverTcp(options_.transport, infos_);
+  placementSegment_ = placementSegmentBytes(options_.transport, infos_);
   unboundedRing_ = everyLinkUnbounded(options_.transport, infos_);
   if (options_.costModel) model_ = *options_.costModel;
   if (!options_.trace.empty()) {
@@ -78,7 +78,7 @@ CommunicatorImpl::CommunicatorImpl(Lineage lineage, CommunicatorOptions options)
   connectInitialLinks(deadline);
   watchParent_ = nullptr;  // the parent is watched only while this is made
   forced_ = collectives::parseForced(options_.algorithms);
-  oneHostTcp_ = oneHostOverTcp(options_.transport, infos_);
+  placementSegment_ = placementSegmentBytes(options_.transport, infos_);
   unboundedRing_ = everyLinkUnbounded(options_.transport, infos_);
   if (options_.costModel) model_ = *options_.costModel;
   if (!options_.trace.empty()) {  // split() gave the child a path of its own
@@ -703,11 +703,27 @@ size_t CommunicatorImpl::segmentBytes() const {
   // (through PyTorch 1.19-1.52x Gloo's rate against 0.87-0.97x); idle 1.29-1.35 GB/s against
   // 1.33-1.47 (two runs, inside their spread). Only where every link is TCP and every rank
   // decides alike (the slice must be the same at both ends).
-  return model_.ranksShareCores && oneHostTcp_ ? kSharedCoresTcpSegmentBytes : 0;
+  // Over shared memory the other way, where two or more ranks take turns on each core: smaller
+  // slices. 4 ranks on 2 cores (an AMD EPYC VM, 1 MiB of L2 a core), every op of 1-64 MiB, two
+  // series of runs of the build before and after in turns (six rounds): 256 KiB slices took
+  // 0.93x the time of 512 KiB ones (median of the 32 op sizes, 17 of them under 0.95x and 4 over
+  // 1.05x; the 1-4 MiB all-gathers, all-reduces and reduce-scatters 0.66-0.87x), 8 ranks there
+  // 0.87x; 3 ranks (1.5 a core) came out level (1.00x and 1.05x in two series), 2 ranks with a
+  // core each 0.98x (bench/results/shared-cores-slices-2026-12-02/). The ranks' placement, not
+  // the cost model, decides (placementSegmentBytes), so the calibration measures with the slice
+  // the calls use.
+  return placementSegment_;
 }
 
 size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*> links) const {
   return collectives::sliceBytes(segmentBytes(), links);
+}
+
+size_t CommunicatorImpl::messageSliceBytes(const transport::Link& link) const {
+  const size_t segment = options_.segmentBytes > 0
+                             ? options_.segmentBytes
+                             : std::max(segmentBytes(), collectives::kDefaultSegmentBytes);
+  return collectives::sliceBytes(segment, {&link});
 }
 
 namespace {

@@ -82,6 +82,19 @@ double ranksPerCore(const std::vector<transport::PeerInfo>& infos);
 // Whether every link is TCP alike on every rank: the transport forced to "tcp" (the same on every
 // rank) and every rank on one host.
 bool oneHostOverTcp(const std::string& transport, const std::vector<transport::PeerInfo>& infos);
+// Whether every link is shared memory between processes alike on every rank: every rank a process
+// of its own on one host, the transport "shm", or "auto" (which links processes of one host by
+// shared memory).
+bool oneHostOverShm(const std::string& transport, const std::vector<transport::PeerInfo>& infos);
+// The pipeline slice where ranks share cores on one host (0 elsewhere: collectives' default):
+// kSharedCoresTcpSegmentBytes over TCP, kSharedCoresShmSegmentBytes over shared memory where two
+// or more ranks take turns on each core (CommunicatorImpl::segmentBytes says why). From the
+// ranks' records, the same on every rank, and known before the calibration, which measures with
+// it.
+inline constexpr size_t kSharedCoresTcpSegmentBytes = size_t{4} << 20;
+inline constexpr size_t kSharedCoresShmSegmentBytes = size_t{256} << 10;
+size_t placementSegmentBytes(const std::string& transport,
+                             const std::vector<transport::PeerInfo>& infos);
 // Whether every link queues without a bound in messages on every rank (TcpLink, the local
 // transport's): the transport forced to "tcp" or "local" (the same on every rank), or chosen per
 // pair with every rank on a host of its own (TCP between hosts).
@@ -164,15 +177,20 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   }
   // Slice size for pipelined algorithms over the given links (fits every link's messages).
   size_t sliceBytes(std::initializer_list<const transport::Link*> links) const;
+  // The slice of a point-to-point message over `link` (send, recv, sendrecv; both ends alike):
+  // CommunicatorOptions::segmentBytes, else the collectives' segment but never below
+  // collectives::kDefaultSegmentBytes. A send that fits the link's buffers returns before its
+  // recv, and a shared-memory link buffers a number of messages (its slots), so finer slices
+  // would buffer fewer bytes: placementSegmentBytes' smaller slices are for the collectives'
+  // pipelines.
+  size_t messageSliceBytes(const transport::Link& link) const;
   // The slice of a ring over `ring`'s next and previous links (a ring of one rank has none).
   size_t ringSliceBytes(const collectives::Group& ring) const {
     return ring.size == 1 ? sliceBytes({}) : sliceBytes({&ring.next(), &ring.prev()});
   }
-  // The pipeline segment: CommunicatorOptions::segmentBytes, else 0 (collectives' default,
-  // 512 KiB) but kSharedCoresTcpSegmentBytes where every rank is on one host over TCP and ranks
-  // share cores. The same on every rank.
+  // The pipeline segment: CommunicatorOptions::segmentBytes, else placementSegmentBytes() (0:
+  // collectives' default, 512 KiB). The same on every rank.
   size_t segmentBytes() const;
-  static constexpr size_t kSharedCoresTcpSegmentBytes = size_t{4} << 20;
   // The cost model all ranks agreed on, and the algorithm it (or the options) choose for a call
   // of `bytes` (collectives/select.h sizes them).
   const CostModel& costModel() const { return model_; }
@@ -648,7 +666,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   mutable std::array<std::atomic<uint64_t>, 2 * collectives::kCollectiveCount + 1> choices_;
   uint64_t nextSeq_ = 0;
   bool allPeersLinked_ = false;    // allPeersLinkedBefore()
-  bool oneHostTcp_ = false;        // every rank on this one host, the transport forced to TCP
+  size_t placementSegment_ = 0;    // placementSegmentBytes()
   bool unboundedRing_ = false;     // everyLinkUnbounded()
   std::vector<uint64_t> sendSeq_;  // per peer, for send/recv
   std::vector<uint64_t> recvSeq_;

@@ -110,6 +110,25 @@ bool oneHostOverTcp(const std::string& transport, const std::vector<PeerInfo>& i
          });
 }
 
+bool oneHostOverShm(const std::string& transport, const std::vector<PeerInfo>& infos) {
+  if (transport != "shm" && transport != "auto") return false;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (infos[i].hostId != infos.front().hostId) return false;
+    // Two ranks of one process: "auto" may link them otherwise.
+    for (size_t j = 0; j < i && transport == "auto"; ++j) {
+      if (infos[j].pidComparable(infos[i]) && infos[j].pid == infos[i].pid) return false;
+    }
+  }
+  return true;
+}
+
+size_t placementSegmentBytes(const std::string& transport, const std::vector<PeerInfo>& infos) {
+  const double perCore = ranksPerCore(infos);
+  if (perCore <= 1) return 0;
+  if (oneHostOverTcp(transport, infos)) return kSharedCoresTcpSegmentBytes;
+  return perCore >= 2 && oneHostOverShm(transport, infos) ? kSharedCoresShmSegmentBytes : 0;
+}
+
 bool everyLinkUnbounded(const std::string& transport, const std::vector<PeerInfo>& infos) {
   if (transport == "tcp" || transport == "local") return true;
   if (transport != "auto") return false;

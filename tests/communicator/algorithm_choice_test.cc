@@ -3,6 +3,8 @@
 // named mismatch rather than a hang or wrong data.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -381,6 +383,70 @@ TEST(AlgorithmChoice, RecalibrateMeasuresTheModelAgainOnEveryRank) {
       }
     });
   }
+}
+
+// Where two or more ranks take turns on each core of one host, shared-memory links between
+// processes cut the pipeline into 256 KiB slices and TCP into 4 MiB (from the ranks' placement,
+// before any calibration); ranks with a core each keep 512 KiB, point-to-point messages the
+// default, and the options' segmentBytes wins over all of them. Four processes pinned to (at
+// most) two CPUs take turns on them.
+TEST(AlgorithmChoice, RanksTakingTurnsOnCoresSliceByTheirTransport) {
+  auto pinToTwoCpus = [] {
+    cpu_set_t allowed, two;
+    CPU_ZERO(&allowed);
+    CPU_ZERO(&two);
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+      ADD_FAILURE() << "sched_getaffinity failed";
+      return 0;
+    }
+    for (int cpu = 0, kept = 0; cpu < CPU_SETSIZE && kept < 2; ++cpu) {
+      if (CPU_ISSET(cpu, &allowed)) {
+        CPU_SET(cpu, &two);
+        ++kept;
+      }
+    }
+    if (sched_setaffinity(0, sizeof(two), &two) != 0) {
+      ADD_FAILURE() << "sched_setaffinity failed";
+      return 0;
+    }
+    return CPU_COUNT(&two);
+  };
+  auto sliceOf = [](int rank, int size, std::shared_ptr<Store> store, const char* transport,
+                    size_t segmentBytes = 0) {
+    CommunicatorOptions o;
+    o.timeout = 30s;
+    o.transport = transport;
+    o.costModel = CostModel{};  // the slice does not wait for a calibration
+    o.segmentBytes = segmentBytes;
+    return Communicator::create(Bootstrap::forThread(rank, size, store), o).segmentBytes();
+  };
+  runProcessRanks(4, [&](int rank, int size, std::shared_ptr<Store> store) {
+    pinToTwoCpus();
+    EXPECT_EQ(sliceOf(rank, size, store, "shm"), size_t{256} << 10);
+    EXPECT_EQ(sliceOf(rank, size, store, "auto"), size_t{256} << 10);
+    EXPECT_EQ(sliceOf(rank, size, store, "tcp"), size_t{4} << 20);
+    EXPECT_EQ(sliceOf(rank, size, store, "shm", 96 << 10), size_t{96} << 10);
+    // Point-to-point messages keep the default slice, so a link buffers as many bytes as before:
+    // every rank sends its next one 2.8 MB (6 slices of 512 KiB, 11 of 256 KiB: more than the
+    // link's 8 slots) before it receives from its previous one, and no send waits for its recv.
+    CommunicatorOptions o;
+    o.timeout = 30s;
+    o.transport = "shm";
+    o.costModel = CostModel{};
+    Communicator comm = Communicator::create(Bootstrap::forThread(rank, size, store), o);
+    std::vector<int32_t> out(700001), in(700001, -1);
+    for (size_t j = 0; j < out.size(); ++j) out[j] = static_cast<int32_t>(j) * 7 + rank;
+    comm.send(out.data(), out.size(), DataType::kInt32, (rank + 1) % size, 5);
+    comm.recv(in.data(), in.size(), DataType::kInt32, (rank + size - 1) % size, 5);
+    for (size_t j = 0; j < in.size(); j += 4099) {
+      ASSERT_EQ(in[j], static_cast<int32_t>(j) * 7 + (rank + size - 1) % size) << j;
+    }
+  });
+  runProcessRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+    if (pinToTwoCpus() < 2) return;  // one CPU: these two take turns too
+    EXPECT_EQ(sliceOf(rank, size, store, "shm"), size_t{512} << 10);
+    EXPECT_EQ(sliceOf(rank, size, store, "tcp"), size_t{512} << 10);
+  });
 }
 
 // What a link's byte costs past the cache is measured by a shift of 16 MiB where ranks have
