@@ -156,9 +156,11 @@ AllreduceChoice chooseAllreduce(int rank, int size, size_t bytes, size_t inlineB
                                 size_t sliceBytes, const CostModel& model, Algorithm forced,
                                 int hosts = 1);
 
-// Pipeline slice for the ring and chain over `links`: `segmentBytes` (0: 512 KiB), capped by
-// every link's largest message, at least 64 bytes.
+// The pipeline slice where nothing sets another (CommunicatorOptions::segmentBytes,
+// RINGLET_SEGMENT_BYTES, the ranks' placement: src/core placementSegmentBytes).
 inline constexpr size_t kDefaultSegmentBytes = size_t{512} << 10;
+// Pipeline slice for the ring and chain over `links`: `segmentBytes` (0: kDefaultSegmentBytes),
+// capped by every link's largest message, at least 64 bytes.
 size_t sliceBytes(size_t segmentBytes, std::initializer_list<const transport::Link*> links);
 
 }  // namespace ringlet::collectives
