@@ -719,11 +719,17 @@ size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*
   return collectives::sliceBytes(segmentBytes(), links);
 }
 
+size_t CommunicatorImpl::directSegmentBytes() const {
+  return options_.segmentBytes > 0 ? options_.segmentBytes
+                                   : std::max(segmentBytes(), collectives::kDefaultSegmentBytes);
+}
+
 size_t CommunicatorImpl::messageSliceBytes(const transport::Link& link) const {
-  const size_t segment = options_.segmentBytes > 0
-                             ? options_.segmentBytes
-                             : std::max(segmentBytes(), collectives::kDefaultSegmentBytes);
-  return collectives::sliceBytes(segment, {&link});
+  return collectives::sliceBytes(directSegmentBytes(), {&link});
+}
+
+size_t CommunicatorImpl::exchangeSliceBytes() const {
+  return collectives::sliceBytes(directSegmentBytes(), {});
 }
 
 namespace {

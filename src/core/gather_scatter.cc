@@ -291,7 +291,7 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
       detail::exchangeCountsAndSmallBlocks(impl, group, counts, counts, v, sendLeft, recvLeft, all);
       v.sendBlocks = sendLeft;
       v.recvBlocks = recvLeft;
-      return collectives::pairwiseAllToAllv(group, v, impl.sliceBytes({}), all);
+      return collectives::pairwiseAllToAllv(group, v, impl.exchangeSliceBytes(), all);
     }
     if (impl.ringReordered()) {
       // Steps taken by place on the host-ordered ring (host_ring.h): with ranks dealt cyclically,
@@ -305,9 +305,9 @@ Prepared prepareAllToAll(detail::CommunicatorImpl& impl, const void* send, void*
                                              .sendBlocks = blocks,
                                              .recvBlocks = blocks,
                                              .elementBytes = 1},
-                                            impl.sliceBytes({}), all);
+                                            impl.exchangeSliceBytes(), all);
     }
-    collectives::pairwiseAllToAll(group, a, impl.sliceBytes({}), all, impl.headerCheck(wait));
+    collectives::pairwiseAllToAll(group, a, impl.exchangeSliceBytes(), all, impl.headerCheck(wait));
   };
   prepared.body = std::move(body);
   return prepared;

@@ -286,10 +286,11 @@ Prepared prepareAllToAllv(detail::CommunicatorImpl& impl, const void* send,
       const std::vector<Piece> recvByPlace = impl.byRingPlace(args.recvBlocks);
       args.sendBlocks = sendByPlace;
       args.recvBlocks = recvByPlace;
-      return collectives::pairwiseAllToAllv(impl.hostRing(), args, impl.sliceBytes({}), all,
+      return collectives::pairwiseAllToAllv(impl.hostRing(), args, impl.exchangeSliceBytes(), all,
                                             impl.headerCheck(wait));
     }
-    collectives::pairwiseAllToAllv(group, args, impl.sliceBytes({}), all, impl.headerCheck(wait));
+    collectives::pairwiseAllToAllv(group, args, impl.exchangeSliceBytes(), all,
+                                   impl.headerCheck(wait));
   };
   prepared.body = std::move(body);
   return prepared;
