@@ -721,7 +721,7 @@ size_t CommunicatorImpl::sliceBytes(std::initializer_list<const transport::Link*
 
 size_t CommunicatorImpl::directSegmentBytes() const {
   return options_.segmentBytes > 0 ? options_.segmentBytes
-                                   : std::max(segmentBytes(), collectives::kDefaultSegmentBytes);
+                                   : std::max(placementSegment_, collectives::kDefaultSegmentBytes);
 }
 
 size_t CommunicatorImpl::messageSliceBytes(const transport::Link& link) const {

@@ -82,9 +82,9 @@ double ranksPerCore(const std::vector<transport::PeerInfo>& infos);
 // Whether every link is TCP alike on every rank: the transport forced to "tcp" (the same on every
 // rank) and every rank on one host.
 bool oneHostOverTcp(const std::string& transport, const std::vector<transport::PeerInfo>& infos);
-// Whether every link is shared memory between processes alike on every rank: every rank a process
-// of its own on one host, the transport "shm", or "auto" (which links processes of one host by
-// shared memory).
+// Whether every link is shared memory alike on every rank: every rank on one host, and the
+// transport "shm", or "auto" with every rank a process of its own (auto links processes of one
+// host by shared memory, threads of one process perhaps otherwise).
 bool oneHostOverShm(const std::string& transport, const std::vector<transport::PeerInfo>& infos);
 // The pipeline slice where ranks share cores on one host (0 elsewhere: collectives' default):
 // kSharedCoresTcpSegmentBytes over TCP, kSharedCoresShmSegmentBytes over shared memory where two
@@ -196,7 +196,7 @@ class CommunicatorImpl final : public transport::WaitSideWork {
   // The pipeline segment: CommunicatorOptions::segmentBytes, else placementSegmentBytes() (0:
   // collectives' default, 512 KiB). The same on every rank.
   size_t segmentBytes() const;
-  // CommunicatorOptions::segmentBytes, else segmentBytes() but at least
+  // CommunicatorOptions::segmentBytes, else placementSegmentBytes() but at least
   // collectives::kDefaultSegmentBytes: messageSliceBytes' and exchangeSliceBytes'.
   size_t directSegmentBytes() const;
   // The cost model all ranks agreed on, and the algorithm it (or the options) choose for a call
