@@ -355,19 +355,29 @@ double memoryScale(const CostModel& model, double workingSetBytes) {
 namespace {
 // Through the calibration's 1 MiB transfers (1), its transfers of kLinkMidWorkingSetBytes
 // (`mid`, at most `factor`; 0: on the line) and of kLinkFactorWorkingSetBytes (`factor`), linear
-// in log2 of the working set; flat past it, and below as the copies.
+// in log2 of the working set; below, as the copies; past the last point, on along the last
+// piece's slope for kLinkRampPastDoublings, then flat.
+//
+// Why on past the last point: the calibration's 16 MiB buffers, shifted again and again, keep
+// part of their bytes in the last-level cache, and a call's own working set keeps less of its
+// bytes there the larger it is. The 92 stored two-rank reports measured the 64 MiB calls (a
+// working set of 96 MiB for the all-gather, reduce-scatter and ring all-reduce) at 1.1-1.4x the
+// 16 MiB calls' time per byte, which flat past 32 MiB priced 0.78-0.84x their time (medians by
+// algorithm); the three with 256 MiB calls took the 64 MiB calls' time per byte, so the ramp
+// stops. 1.25-1.75 doublings did alike (+81 of the 153 reports' 9134 points within 25%, one
+// choice of 3656 out of 10%), 1 and 2 some 15 points fewer (bench/results/link-ramp-past-
+// 2026-12-03/).
 double measuredLinkRamp(const CostModel& model, double workingSetBytes, double factor, double mid) {
   const double x = std::log2(std::max(workingSetBytes, 1.0));
   if (x <= kCalibratedLog2) return memoryScale(model, workingSetBytes);
   const double last = std::log2(kLinkFactorWorkingSetBytes);
-  if (mid <= 0) {
-    return 1 +
-           (factor - 1) * std::clamp((x - kCalibratedLog2) / (last - kCalibratedLog2), 0.0, 1.0);
-  }
-  mid = std::min(mid, factor);
   const double half = std::log2(kLinkMidWorkingSetBytes);
-  if (x <= half) return 1 + (mid - 1) * (x - kCalibratedLog2) / (half - kCalibratedLog2);
-  return mid + (factor - mid) * std::clamp((x - half) / (last - half), 0.0, 1.0);
+  // The last piece: from the mid point where it was measured, else from 1 at the 1 MiB shift.
+  const double x0 = mid > 0 ? half : kCalibratedLog2;
+  const double y0 = mid > 0 ? std::min(mid, factor) : 1.0;
+  if (x <= x0) return 1 + (y0 - 1) * (x - kCalibratedLog2) / (x0 - kCalibratedLog2);
+  const double past = std::min(x, last + kLinkRampPastDoublings);
+  return y0 + (factor - y0) * (past - x0) / (last - x0);
 }
 }  // namespace
 

@@ -110,9 +110,11 @@ inline constexpr double kMemoryRampDoublings = 3;
 double memoryScale(const CostModel& model, double workingSetBytes);
 // The same for a byte sent over a link: where linkMemoryFactor was measured (by a shift of
 // buffers of kLinkFactorWorkingSetBytes a rank), from 1 at the calibration's 1 MiB shift (a
-// working set of 2 MiB) to it there, linear in log2 of the working set, flat past it; below 2 MiB
-// and where linkMemoryFactor is 0, as memoryScale.
+// working set of 2 MiB) to it there, linear in log2 of the working set, on along that line for
+// kLinkRampPastDoublings past it, flat after; below 2 MiB and where linkMemoryFactor is 0, as
+// memoryScale.
 inline constexpr double kLinkFactorWorkingSetBytes = double(size_t{32} << 20);
+inline constexpr double kLinkRampPastDoublings = 1.5;
 // Where the calibration measures both factors half way too (CostModel::linkMemoryMidFactor).
 inline constexpr double kLinkMidWorkingSetBytes = double(size_t{8} << 20);
 double linkMemoryScale(const CostModel& model, double workingSetBytes);
