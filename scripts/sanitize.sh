@@ -58,7 +58,8 @@ run_asan() {
 tsan_tests=(tcp_store_server_test store_contract_test tcp_link_test shm_link_test
             ddp_synchronizer_test communicator_errors_test peer_failure_test collectives_test
             split_test split_errors_test point_to_point_test any_source_test spawn_test
-            wait_policy_test)
+            wait_policy_test slot_ring_test slot_mesh_test hierarchical_test vform_errors_test
+            chain_runs_test trace_test record_auth_test tcp_handshake_test c10d_store_test)
 run_tsan() {
   configure build-tsan -DRINGLET_SANITIZE=thread -DRINGLET_BUILD_BENCH=OFF \
     -DRINGLET_BUILD_EXAMPLES=OFF
