@@ -358,9 +358,9 @@ namespace {
 // in log2 of the working set; below, as the copies; past the last point, on along the last
 // piece's slope for kLinkRampPastDoublings, then flat.
 //
-// Why on past the last point: the calibration's 16 MiB buffers, shifted again and again, keep
-// part of their bytes in the last-level cache, and a call's own working set keeps less of its
-// bytes there the larger it is. The 92 stored two-rank reports measured the 64 MiB calls (a
+// Why on past the last point: the calibration's 16 MiB buffers, shifted again and again, may
+// keep part of their bytes in the last-level cache, and a call's own working set keeps less of
+// its bytes there the larger it is. The 92 stored two-rank reports measured the 64 MiB calls (a
 // working set of 96 MiB for the all-gather, reduce-scatter and ring all-reduce) at 1.1-1.4x the
 // 16 MiB calls' time per byte, which flat past 32 MiB priced 0.78-0.84x their time (medians by
 // algorithm); the three with 256 MiB calls took the 64 MiB calls' time per byte, so the ramp
@@ -376,7 +376,9 @@ double measuredLinkRamp(const CostModel& model, double workingSetBytes, double f
   const double x0 = mid > 0 ? half : kCalibratedLog2;
   const double y0 = mid > 0 ? std::min(mid, factor) : 1.0;
   if (x <= x0) return 1 + (y0 - 1) * (x - kCalibratedLog2) / (x0 - kCalibratedLog2);
-  const double past = std::min(x, last + kLinkRampPastDoublings);
+  // Flat past the last point where the ramp does not rise (factors given rather than measured:
+  // the calibration's are at least 1).
+  const double past = std::min(x, factor > y0 ? last + kLinkRampPastDoublings : last);
   return y0 + (factor - y0) * (past - x0) / (last - x0);
 }
 }  // namespace

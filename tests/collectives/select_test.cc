@@ -180,6 +180,11 @@ TEST(CostModel, PastTheCacheTheMeasuredPointsShapeTheRamp) {
   model.linkMemoryMidFactor = 3;  // above the last point: capped there, and flat on from it
   EXPECT_DOUBLE_EQ(linkMemoryScale(model, 8 << 20), 2.0);
   EXPECT_DOUBLE_EQ(linkMemoryScale(model, 1 << 30), 2.0);
+  model.linkMemoryMidFactor = 0;  // a falling ramp (given, not measured) stops at its last point
+  model.linkMemoryFactor = 0.8;
+  EXPECT_NEAR(linkMemoryScale(model, 8 << 20), 0.9, 1e-12);
+  EXPECT_DOUBLE_EQ(linkMemoryScale(model, 1 << 30), 0.8);
+  model.linkMemoryFactor = 2;
   model.linkMemoryMidFactor = 1.2;
   for (double bytes : {64 << 10, 4 << 20, 8 << 20, 32 << 20}) {
     EXPECT_DOUBLE_EQ(oneWayMemoryScale(model, bytes), linkMemoryScale(model, bytes)) << bytes;
