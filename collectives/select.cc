@@ -361,12 +361,13 @@ namespace {
 // Why on past the last point: the calibration's 16 MiB buffers, shifted again and again, may
 // keep part of their bytes in the last-level cache, and a call's own working set keeps less of
 // its bytes there the larger it is. The 92 stored two-rank reports measured the 64 MiB calls (a
-// working set of 96 MiB for the all-gather, reduce-scatter and ring all-reduce) at 1.1-1.4x the
-// 16 MiB calls' time per byte, which flat past 32 MiB priced 0.78-0.84x their time (medians by
-// algorithm); the three with 256 MiB calls took the 64 MiB calls' time per byte, so the ramp
-// stops. 1.25-1.75 doublings did alike (+81 of the 153 reports' 9134 points within 25%, one
-// choice of 3656 out of 10%), 1 and 2 some 15 points fewer (bench/results/link-ramp-past-
-// 2026-12-03/).
+// working set of 96 MiB for the all-gather, reduce-scatter and ring all-reduce) at 1.24x the
+// 16 MiB calls' time per byte (the median of each report's median; 1.07-1.34x from the 10th to
+// the 90th percentile), which flat past 32 MiB priced 0.78-0.84x their time (medians by
+// algorithm); the three with 256 MiB calls took 1.00-1.04x the 64 MiB calls' time per byte, so
+// the ramp stops. 1.25-1.75 doublings did alike (+81 of the 153 reports' 9134 points within 25%,
+// one choice of 3656 out of 10%), 1 and 2 doublings 16-17 points fewer
+// (bench/results/link-ramp-past-2026-12-03/).
 double measuredLinkRamp(const CostModel& model, double workingSetBytes, double factor, double mid) {
   const double x = std::log2(std::max(workingSetBytes, 1.0));
   if (x <= kCalibratedLog2) return memoryScale(model, workingSetBytes);

@@ -80,8 +80,9 @@ for r in rows:
     assert r["predicted_s"] > 0 and r["predicted_first_s"] > 0, r
 # Each row measured its own model: not all of them equal to the start's.
 assert any(r["model"] != report["model"] for r in rows), "no row has a model of its own"
-# Every rate ten times dearer, so the row's price is ten times its own whichever term leads it
-# (under ASan the reduce, gamma, outweighs the link's bytes: beta alone did not double it).
+# Every rate ten times dearer, so the row's price is about ten times its own whichever term
+# leads it (under ASan the reduce, gamma, outweighs the link's bytes: beta alone did not double
+# it).
 for key in ("alpha_s", "beta_s_per_byte", "beta_one_way_s_per_byte", "gamma_s_per_byte",
             "delta_s_per_byte"):
     rows[0]["model"][key] *= 10
