@@ -529,6 +529,39 @@ double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double
          forwarded * (shape.forwardOnPath ? rates.b1 : rates.d);
 }
 
+// A broadcast on 3 or more ranks that share cores (CostModel::ranksShareCores), on one host. Calls
+// in a row are bound by the work of all the ranks, not by the depth of a pipeline: the cores take
+// turns among the ranks, so a call takes the sum of the ranks' copies over the cores. The ring
+// shift that calibrates b does the same on the same cores: each of the n ranks copies m into a
+// slot and m out of one, 2n copies of m in m b. A chain or a tree sends n - 1 messages of m,
+// 2 (n - 1) copies through the slots: (n - 1) / n m b, at the in-cache rate (the time per byte of
+// both hardly grows past the cache). On top: the chain's one slice of fill one way and its n - 1
+// hops' alphas; the tree's rounds' alphas, its work 0.75x where its messages are written in place
+// (one copy, not two, but into lines another core last held) and 1.1x through the slots.
+//
+// Measured on 2-core VMs (bench/results/shared-cores-broadcast-2026-12-03/), medians by size
+// over the 48 stored reports of 3 and 4 ranks, 64 KiB-64 MiB, in units of (n - 1) / n m b: the
+// chain 0.90-1.33 (1.33 at 64 KiB, with its alphas and fill), which the pipeline's price (its
+// n - 2 + S stages at (b + b1) / 2 a byte) had put at 1.0-2.8x its time; the tree written in
+// place 0.70-1.02, through the slots 0.91-1.02 from 256 KiB. The slotted tree over the chain:
+// 0.93-1.01x at 4 MiB, 1.0-1.15x at 16 MiB, 1.03-1.18x at 64 MiB (by machine), and in the
+// in-turn sweeps 0.97x at 2 MiB, 0.95x at 8, 1.12x at 32, 1.07x at 128 (what this prices:
+// 0.99, 1.07, 1.09, 1.10). Not the reduce: its tree keeps the pipeline's price, against which
+// this chain's price moved the in-turn sweeps' reduce picks from 82 to 58 of 88 within 10%.
+double sharedCoresBroadcastSeconds(Algorithm algorithm, const Rates& rates, double n, double m,
+                                   double slice, int rounds, bool direct) {
+  constexpr double kWrittenInPlace = 0.75;
+  constexpr double kTreeThroughSlots = 1.1;
+  const double work = (n - 1) / n * m * rates.b / rates.linkScale;
+  if (algorithm == Algorithm::kChain) {
+    return (n - 1) * rates.a + work + std::min(m, slice) * rates.b1;
+  }
+  if (algorithm == Algorithm::kTree) {
+    return rounds * rates.a + work * (direct ? kWrittenInPlace : kTreeThroughSlots);
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
 }  // namespace
 
 double predictSeconds(Collective collective, Algorithm algorithm, int size, size_t bytes,
@@ -636,19 +669,22 @@ double predictSeconds(Collective collective, Algorithm algorithm, int size, size
     case Collective::kBroadcast:
     case Collective::kReduce: {
       const double reduce = collective == Collective::kReduce ? g : 0.0;
+      // A tree's broadcast whose receives the sender writes in place, or that read the root's
+      // buffer (lent: from kLendMinBytes, where ranks have cores of their own; treeBroadcast), up
+      // to CostModel::directBytes: one copy, no slice of fill.
+      const double smallest = model.ranksShareCores ? transport::Link::kDirectWriteMinBytes
+                                                    : transport::Link::kLendMinBytes;
+      const bool direct =
+          collective == Collective::kBroadcast && m <= model.directBytes && m >= smallest;
+      if (collective == Collective::kBroadcast && model.ranksShareCores && size > 2 && hosts <= 1) {
+        return sharedCoresBroadcastSeconds(algorithm, rates, n, m, slice, rounds, direct);
+      }
       // A tree's ranks send or receive in turn: one way. A chain's inner ranks receive and pass
       // on at once; a chain of two is one way.
       // One way, a slice is copied in at one end and out at the other, so the pipeline fills
       // with one slice more. A chain's inner ranks read each slice once and write it twice (their
       // output, the next rank's slot): between one way and both ways.
       if (algorithm == Algorithm::kTree) {
-        // A broadcast's receive the sender writes in place, or that reads the root's buffer
-        // (lent: from kLendMinBytes, where ranks have cores of their own; treeBroadcast), up to
-        // CostModel::directBytes, is one copy: no slice of fill.
-        const double smallest = model.ranksShareCores ? transport::Link::kDirectWriteMinBytes
-                                                      : transport::Link::kLendMinBytes;
-        const bool direct =
-            collective == Collective::kBroadcast && m <= model.directBytes && m >= smallest;
         // Two ranks whose links write no receiver's buffer (directBytes 0: the slots only): the
         // root's call ends once its bytes are in the slots, and its next call's writes run
         // beside the receiver's reads of this one's, so calls in a row pay no fill. Measured

@@ -871,6 +871,53 @@ TEST(CostModel, RootedCollectivesTakeTheLinearScheduleForLargeBlocks) {
 // blocks of 256 KiB, one of them forwarded: the tree with cores of their own (one message less
 // than the linear root's three, 6 us of copy), the linear root where they share (40 us of
 // link). A gather's hop overlaps its root's receives: the tree either way.
+// Three or more ranks on shared cores: a broadcast in a row costs the ranks' work over the cores
+// that the ring shift calibrating beta shares the same way: n - 1 messages of m, (n - 1) / n m b;
+// the chain adds its one slice of fill one way and n - 1 alphas, the tree its rounds' alphas and
+// 0.75x (written in place) or 1.1x (through the slots) of that work. Not the reduce, not two
+// ranks, not across hosts: those keep the pipeline's price.
+TEST(CostModel, SharedCoresPriceABroadcastByTheRanksWork) {
+  // A 4-rank model on a 2-core VM (bench/results/ring-passes-2026-12-01/model-n4-1.json).
+  CostModel model{
+      .alpha = 5.9e-6, .beta = 3.9e-10, .gamma = 5.3e-12, .delta = 3.0e-11, .betaOneWay = 1.56e-10};
+  model.directBytes = 1 << 20;
+  model.ranksShareCores = true;
+  model.ranksPerCore = 2;
+  const size_t slice = 512 << 10;
+  constexpr int n = 4;
+  auto price = [&](Collective c, Algorithm a, size_t bytes, const CostModel& m, int ranks = 4,
+                   int hosts = 1) { return predictSeconds(c, a, ranks, bytes, slice, m, hosts); };
+  for (const size_t bytes : {size_t{256} << 10, size_t{4} << 20, size_t{64} << 20}) {
+    const double m = static_cast<double>(bytes);
+    const double work = 0.75 * m * model.beta;  // (n - 1) / n m b
+    EXPECT_NEAR(price(Collective::kBroadcast, Algorithm::kChain, bytes, model),
+                3 * model.alpha + work + std::min<double>(m, slice) * model.betaOneWay, 1e-9 * work)
+        << bytes;
+    // 256 KiB is written in place (directBytes 1 MiB); 4 and 64 MiB go through the slots.
+    EXPECT_NEAR(price(Collective::kBroadcast, Algorithm::kTree, bytes, model),
+                2 * model.alpha + work * (bytes <= (1 << 20) ? 0.75 : 1.1), 1e-9 * work)
+        << bytes;
+  }
+  // As measured in turns: the tree written in place below 1 MiB, the chain for tens of MiB.
+  EXPECT_EQ(choose(Collective::kBroadcast, n, 256 << 10, slice, model, Algorithm::kAuto),
+            Algorithm::kTree);
+  EXPECT_EQ(choose(Collective::kBroadcast, n, 32 << 20, slice, model, Algorithm::kAuto),
+            Algorithm::kChain);
+  // The others as with cores of their own.
+  CostModel own = model;
+  own.ranksShareCores = false;
+  own.ranksPerCore = 1;
+  const size_t big = size_t{16} << 20;
+  for (Algorithm a : {Algorithm::kChain, Algorithm::kTree}) {
+    EXPECT_DOUBLE_EQ(price(Collective::kReduce, a, big, model),
+                     price(Collective::kReduce, a, big, own));
+    EXPECT_DOUBLE_EQ(price(Collective::kBroadcast, a, big, model, 8, 2),
+                     price(Collective::kBroadcast, a, big, own, 8, 2));
+  }
+  EXPECT_DOUBLE_EQ(price(Collective::kBroadcast, Algorithm::kChain, big, model, 2),
+                   price(Collective::kBroadcast, Algorithm::kChain, big, own, 2));
+}
+
 TEST(CostModel, SharedCoresPriceTheScatterTreesForwardingAsLinkBytes) {
   CostModel model{.alpha = 8e-6,
                   .beta = 1 / 3.33e9,
