@@ -7,7 +7,8 @@
 #   docs/data/trace-overhead.md      ringlet-bench with trace mode off and on
 #   docs/images/model-n{2,4}.png     predicted against measured curves
 #   docs/images/trace-n4*.png        the timeline of the ring's steps
-# Usage: docs/make-pictures.sh [BUILD_DIR]   (default build/; builds the tools it needs)
+# Usage: docs/make-pictures.sh [--model-only] [BUILD_DIR]   (default build/; builds the tools it
+#   needs; --model-only: the model's runs, pictures, accuracy and extrapolation, not the traces)
 # Needs matplotlib and scipy for /usr/bin/python3 (installed with apt-get when missing). Takes a minute or
 # two. The ranks run at real-time priority (chrt -f 1, when allowed): on a machine that others
 # keep busy, a rank that waits for its peer otherwise loses its core for a scheduler tick
@@ -15,6 +16,8 @@
 # batches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+model_only=0
+if [ "${1:-}" = --model-only ]; then model_only=1; shift; fi
 build=${1:-build}
 if ! /usr/bin/python3 -c "import matplotlib, scipy" 2>/dev/null; then
   apt-get update && apt-get install -y python3-matplotlib python3-scipy
@@ -41,6 +44,10 @@ done
 /usr/bin/python3 docs/model_accuracy.py "$data/model-n2.json" "$data/model-n4.json" \
   > "$data/model-accuracy.md"
 "$bin/ringlet-model" table "$data/model-n2.json" > "$data/extrapolation.md"
+if [ $model_only = 1 ]; then
+  echo "pictures and data in $images and $data (the model's only)"
+  exit 0
+fi
 
 # A traced ring all-reduce at 4 ranks, 20 timed calls (the fastest is drawn): 1 MiB is one
 # slice per chunk (chunks of 256 KiB, slices of 512 KiB); 8 MiB is four slices per chunk.
