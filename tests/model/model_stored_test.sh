@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/a" "$tmp/b"
-reports=("$src/docs/data/model-n4.json" "$src/bench/results/one-way-fill-2026-12-02/n2-1.json")
+reports=("$src/docs/data/model-16core-n4.json" "$src/bench/results/one-way-fill-2026-12-02/n2-1.json")
 for r in "${reports[@]}"; do
   [[ -f "$r" ]] || fail "no report $r"
   cp "$r" "$tmp/a/"
@@ -33,7 +33,7 @@ want=$(/usr/bin/python3 -c '
 import json, sys
 print(sum(1 for f in sys.argv[1:] for r in json.load(open(f))["rows"]
           if r["bytes"] >= 65536 and r.get("measured_s", 0) > 0))' "${reports[@]}")
-# model-n4.json is of the calibration before version 2 (converted), n2-1.json of version 2.
+# model-16core-n4.json is of the calibration before version 2 (converted), n2-1.json of version 2.
 head -1 <<<"$out" | grep -Eq "^2 reports: [0-9]+ of $want points within 25%, the choice within 10% at [0-9]+ of [0-9]+ collective sizes \(1 of an older calibration converted\)$" ||
   fail "first line is not the counts over $want points: $(head -1 <<<"$out")"
 grep -Eq "^4 broadcast: [0-9]+ of [0-9]+ within 25%, median ratio [0-9.]+$" <<<"$out" ||
