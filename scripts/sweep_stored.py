@@ -67,7 +67,9 @@ def main():
     only = set(args.ops.split())
     # Each collective's algorithms in the order the choice tries them (ties go to the first).
     info = subprocess.run([os.path.join(args.build, "bin", "ringlet-info"), "--json"],
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True)
+    if info.returncode != 0:
+        sys.exit(f"ringlet: ringlet-info --json failed: {info.stderr.strip()}")
     order = json.loads(info.stdout)["algorithms"]
     total = collections.Counter()
     paths = args.sweeps or sorted(

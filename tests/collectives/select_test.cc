@@ -865,12 +865,6 @@ TEST(CostModel, RootedCollectivesTakeTheLinearScheduleForLargeBlocks) {
   }
 }
 
-// Ranks that share cores: a scatter's inner rank forwards after its own receive, on cores the
-// root's messages also wait for, so a forwarded byte costs a link byte, not a copy beside them.
-// The model of a 4-rank job on 2 cores (alpha 8 us, 6.58 GB/s one way, 43.7 GB/s memcpy): 1 MiB,
-// blocks of 256 KiB, one of them forwarded: the tree with cores of their own (one message less
-// than the linear root's three, 6 us of copy), the linear root where they share (40 us of
-// link). A gather's hop overlaps its root's receives: the tree either way.
 // Three or more ranks on shared cores: a broadcast in a row costs the ranks' work over the cores
 // that the ring shift calibrating beta shares the same way: n - 1 messages of m, (n - 1) / n m b;
 // the chain adds its one slice of fill one way and n - 1 alphas, the tree its rounds' alphas and
@@ -918,6 +912,12 @@ TEST(CostModel, SharedCoresPriceABroadcastByTheRanksWork) {
                    price(Collective::kBroadcast, Algorithm::kChain, big, own, 2));
 }
 
+// Ranks that share cores: a scatter's inner rank forwards after its own receive, on cores the
+// root's messages also wait for, so a forwarded byte costs a link byte, not a copy beside them.
+// The model of a 4-rank job on 2 cores (alpha 8 us, 6.58 GB/s one way, 43.7 GB/s memcpy): 1 MiB,
+// blocks of 256 KiB, one of them forwarded: the tree with cores of their own (one message less
+// than the linear root's three, 6 us of copy), the linear root where they share (40 us of
+// link). A gather's hop overlaps its root's receives: the tree either way.
 TEST(CostModel, SharedCoresPriceTheScatterTreesForwardingAsLinkBytes) {
   CostModel model{.alpha = 8e-6,
                   .beta = 1 / 3.33e9,
