@@ -545,10 +545,10 @@ double rootedSeconds(Algorithm algorithm, std::span<const size_t> blocks, double
 // n - 2 + S stages at (b + b1) / 2 a byte) had put at 1.0-2.8x its time; the tree written in
 // place 0.70-1.02, through the slots 0.91-1.02 from 256 KiB. The slotted tree over the chain:
 // 0.93-1.01x at 4 MiB, 1.0-1.15x at 16 MiB, 1.03-1.18x at 64 MiB (by machine), and in the
-// in-turn sweeps 0.97x at 2 MiB, 0.95x at 8, 1.12x at 32, 1.07x at 128 (what this prices:
-// 0.99, 1.07, 1.09, 1.10). Not the reduce: its tree keeps the pipeline's price, against which
-// this chain's price moved the 3- and 4-rank in-turn sweeps' reduce picks within 10% from 63 to
-// 46 of 68 (scripts/sweep_stored.py).
+// fourteen in-turn sweeps 0.97x at 2 MiB, 0.95x at 8, 1.12x at 32, 1.07x at 128 (what this
+// prices under their models: 1.00, 1.07, 1.09, 1.10). Not the reduce: its tree keeps the pipeline's
+// price, against which this chain's price moved the 3- and 4-rank in-turn sweeps' reduce picks
+// within 10% from 63 to 46 of 68 (scripts/sweep_stored.py).
 double sharedCoresBroadcastSeconds(Algorithm algorithm, const Rates& rates, double n, double m,
                                    double slice, int rounds, bool direct) {
   constexpr double kWrittenInPlace = 0.75;
