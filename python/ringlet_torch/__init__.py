@@ -14,19 +14,20 @@ and the group's timeout bounds every wait.
 
 import atexit
 import os
-import weakref
 
 import torch  # noqa: F401  (the extension needs torch's libraries loaded first)
 import torch.distributed as dist
 
-from ._C import ProcessGroupRinglet, version
+from ._C import ProcessGroupRinglet, _shutdown_all, version
 
-__all__ = ["ProcessGroupRinglet", "version", "BACKEND"]
+__all__ = ["ProcessGroupRinglet", "version", "BACKEND", "backend_of"]
 
 BACKEND = "ringlet"
 
-# Every group made through the backend, for the exit handler below.
-_groups = weakref.WeakSet()
+# PyTorch 1.x makes the backend's object the process group itself; 2.x wraps it (a c10d Backend)
+# in a ProcessGroup of its own, one backend per device type.
+_TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
 
 
 def _describe_store(store):
@@ -45,8 +46,31 @@ def _create(backend_options, pg_options=None):
     o = backend_options
     group = ProcessGroupRinglet(o.store, o.group_rank, o.group_size, o.timeout,
                                 o.group_id or "default", _describe_store(o.store))
-    _groups.add(group)
     return group
+
+
+def backend_of(group=None):
+    """The ProcessGroupRinglet that runs `group`'s collectives (default: the default group), for
+    its `describe_links()` and `algorithm_for()`. PyTorch 1.x returns the group itself; in 2.x
+    it is the group's backend for CPU tensors."""
+    if group is None:
+        group = dist.group.WORLD
+        if group is None:
+            raise RuntimeError("ringlet: backend_of(): no default process group "
+                               "(call torch.distributed.init_process_group first)")
+    if isinstance(group, ProcessGroupRinglet):
+        return group
+    backend = None
+    if _TORCH_MAJOR >= 2:
+        try:
+            backend = group._get_backend(torch.device("cpu"))
+        except RuntimeError:
+            backend = None
+    if not isinstance(backend, ProcessGroupRinglet):
+        raise RuntimeError(f"ringlet: backend_of(): the group's backend is "
+                           f"{group.name() if hasattr(group, 'name') else type(group).__name__}, "
+                           f"not ringlet")
+    return backend
 
 
 @atexit.register
@@ -54,10 +78,14 @@ def _shutdown_groups():
     """Runs what each live group has queued and joins its threads before the interpreter
     finalizes. A group's thread that dropped the last reference to a tensor during finalization
     would need the GIL to free it, and a finalizing Python answers that by ending the thread
-    (which, inside a destructor, is std::terminate)."""
-    for group in list(_groups):
-        group.shutdown()
+    (which, inside a destructor, is std::terminate). Every group made, whether Python still holds
+    it or not (PyTorch 2 keeps a group's backend in C++ only)."""
+    _shutdown_all()
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    if _TORCH_MAJOR >= 2:
+        # CPU tensors only (this build's checks refuse others by name).
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["cpu"])
+    else:
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True)

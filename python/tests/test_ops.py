@@ -1,5 +1,6 @@
 """Every operation of the ringlet backend against a reference (and gloo), at N = 2, 3, 4."""
 import pytest
+import torch
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -30,6 +31,13 @@ def test_recv_without_src_returns_the_sender(run_ranks, n):
 
 def test_groups_side_by_side_from_threads(run_ranks):
     run_ranks(4, "groups", timeout=180).expect_success()
+
+
+@pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
+                    reason="PyTorch 1.x has no coalesced all-gather / reduce-scatter into tensors")
+@pytest.mark.parametrize("n", [2, 3])
+def test_coalesced_gathers_and_scatters_into_tensors(run_ranks, n):
+    run_ranks(n, "coalesced").expect_success()
 
 
 def test_bad_calls_are_refused_with_a_named_error(run_ranks):

@@ -427,7 +427,7 @@ def scenario_groups():
         th.join()
     if errors:
         raise errors[0]
-    result(links=world.describe_links() if hasattr(world, "describe_links") else "")
+    result(links=ringlet_torch.backend_of(world).describe_links())
 
 
 def scenario_errors():
@@ -608,12 +608,45 @@ def scenario_ddp():
     result(ok=True)
 
 
+def scenario_coalesced():
+    """PyTorch 2's coalescing manager: all_gather_into_tensor and reduce_scatter_tensor calls made
+    inside it go to the backend as one coalesced call each (uneven sizes, two types), exact;
+    pairs that do not fit are refused by name."""
+    rank, n = init()
+    from torch.distributed.distributed_c10d import _coalescing_manager
+    sizes = [(5, torch.float32), (1000, torch.int64), (0, torch.float32), (33, torch.float64)]
+    outs = [torch.full((n * c,), -1, dtype=t) for c, t in sizes]
+    with _coalescing_manager(async_ops=True) as cm:
+        for (c, t), out in zip(sizes, outs):
+            dist.all_gather_into_tensor(out, data(rank, c, t))
+    cm.wait()
+    for (c, t), out in zip(sizes, outs):
+        want = torch.cat([data(r, c, t) for r in range(n)])
+        check(out, want, f"all_gather_into_tensor of {c} {t} in a coalescing manager")
+    outs = [torch.full((c,), -1, dtype=t) for c, t in sizes]
+    with _coalescing_manager():
+        for (c, t), out in zip(sizes, outs):
+            dist.reduce_scatter_tensor(out, data(rank, n * c, t))
+    for (c, t), out in zip(sizes, outs):
+        want = reference(n, n * c, t, "sum")[rank * c:(rank + 1) * c]
+        check(out, want, f"reduce_scatter_tensor of {c} {t} in a coalescing manager")
+    try:
+        with _coalescing_manager():
+            dist.all_gather_into_tensor(torch.empty(n * 4 + 1), torch.ones(4))
+        raise AssertionError("a coalesced all-gather into a tensor of the wrong size went through")
+    except RuntimeError as e:
+        if "allgather_into_tensor_coalesced: the output has" not in str(e):
+            raise
+    dist.barrier()
+    result(ok=True)
+
+
 def scenario_hello():
     """For the launcher tests: one all_reduce and the environment it ran in."""
     rank, n = init()
     t = torch.tensor([float(rank + 1)])
     dist.all_reduce(t)
-    result(rank=rank, n=n, sum=t.item(), links=dist.group.WORLD.describe_links())
+    result(rank=rank, n=n, sum=t.item(), links=ringlet_torch.backend_of().describe_links())
 
 
 def scenario_restart():
@@ -644,7 +677,7 @@ def scenario_restart():
     for r in range(n):
         check(g[r], data(r, 33, torch.float64), f"all_gather block {r} in attempt {attempt}")
     dist.barrier()
-    result(rank=rank, n=n, attempt=attempt, links=dist.group.WORLD.describe_links())
+    result(rank=rank, n=n, attempt=attempt, links=ringlet_torch.backend_of().describe_links())
 
 
 def scenario_stores():
@@ -655,12 +688,17 @@ def scenario_stores():
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     port = int(os.environ["MASTER_PORT"]) + 1
     timeout = datetime.timedelta(seconds=60)
+    # PyTorch 2 asks for a libuv TCPStore unless told otherwise (USE_LIBUV=0, as env:// reads
+    # it); some builds (Debian's 2.6) have no libuv.
+    libuv = {}
+    if int(torch.__version__.split(".")[0]) >= 2:
+        libuv = dict(use_libuv=os.environ.get("USE_LIBUV", "1") == "1")
     kinds = {
         "file://": lambda: dict(init_method=f"file://{tmpdir}/init-file"),
         "PrefixStore(FileStore)": lambda: dict(
             store=dist.PrefixStore("outer", dist.FileStore(f"{tmpdir}/prefix-file", n))),
         "PrefixStore(TCPStore)": lambda: dict(store=dist.PrefixStore("p", dist.TCPStore(
-            "127.0.0.1", port, n, rank == 0, timeout))),
+            "127.0.0.1", port, n, rank == 0, timeout, **libuv))),
     }
     checks = 0
     for name, args in kinds.items():

@@ -2,6 +2,7 @@
 // The environment each rank starts with: ringlet-run's own, plus the variables that tell a rank
 // who it is and where the rendezvous store is.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 

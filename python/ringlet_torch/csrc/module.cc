@@ -14,10 +14,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // The base class must be registered before a subclass is bound.
   py::module::import("torch.distributed");
 
-  py::class_<ProcessGroupRinglet, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupRinglet>>(
+  py::class_<ProcessGroupRinglet, ringlet::torch_backend::GroupBase,
+             c10::intrusive_ptr<ProcessGroupRinglet>>(
       m, "ProcessGroupRinglet",
-      "A process group whose collectives run on ringlet. Made by "
-      "torch.distributed.init_process_group(backend='ringlet') or new_group(backend='ringlet').")
+      "A process group (PyTorch 2: a group's backend) whose collectives run on ringlet. Made by "
+      "torch.distributed.init_process_group(backend='ringlet') or new_group(backend='ringlet'); "
+      "ringlet_torch.backend_of(group) returns a group's.")
       .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                        std::chrono::milliseconds timeout, const std::string& groupName,
                        const std::string& storeDescription) {
@@ -36,4 +38,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
            py::call_guard<py::gil_scoped_release>());
 
   m.def("version", [] { return ringlet::version(); });
+  m.def(
+      "_shutdown_all", [] { ProcessGroupRinglet::shutdownAll(); },
+      "Runs what every live group has queued and stops its threads (the exit handler).",
+      py::call_guard<py::gil_scoped_release>());
 }

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "ringlet/error.h"
 #include "store_adapter.h"
@@ -377,11 +379,32 @@ void Executor::shutdown() {
 
 // ---- ProcessGroupRinglet ----------------------------------------------------------------------
 
+namespace {
+// Every group alive, for shutdownAll(). Raw pointers: a weak reference would hold a group's
+// destructor back (c10's intrusive_ptr runs it only once the weak references are gone too), and
+// with it the shutdown that ends its pending Works. Never destroyed: used from an exit handler.
+struct LiveGroups {
+  std::mutex mu;
+  std::vector<ProcessGroupRinglet*> groups;
+};
+LiveGroups& liveGroups() {
+  static auto* live = new LiveGroups();
+  return *live;
+}
+}  // namespace
+
+void ProcessGroupRinglet::shutdownAll() {
+  // Under the lock, so that no group's destructor runs meanwhile (it removes the group first).
+  LiveGroups& live = liveGroups();
+  std::lock_guard lock(live.mu);
+  for (ProcessGroupRinglet* group : live.groups) group->shutdown();
+}
+
 ProcessGroupRinglet::ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                          int size, std::chrono::milliseconds timeout,
                                          const std::string& groupName,
                                          const std::string& storeDescription)
-    : c10d::ProcessGroup(rank, size), timeout_(timeout) {
+    : GroupBase(rank, size), timeout_(timeout) {
   if (timeout.count() <= 0)
     fail(fmt::format("timeout must be positive, got {} ms", timeout.count()));
   Bootstrap bootstrap;
@@ -405,9 +428,17 @@ ProcessGroupRinglet::ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& 
   down_.executor = std::make_shared<Executor>();
   anySource_ = std::make_shared<Executor>();
   init();
+  LiveGroups& live = liveGroups();
+  std::lock_guard lock(live.mu);
+  live.groups.push_back(this);
 }
 
 ProcessGroupRinglet::~ProcessGroupRinglet() {
+  {
+    LiveGroups& live = liveGroups();
+    std::lock_guard lock(live.mu);
+    std::erase(live.groups, this);
+  }
   // The queue's thread may be running a future's Python callback, which needs the GIL.
   if (Py_IsInitialized() && PyGILState_Check()) {
     pybind11::gil_scoped_release release;
@@ -610,24 +641,59 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather(
   });
 }
 
+namespace {
+
+// One all-gather into a tensor of the group's size times the input, checked (the base form's and
+// each pair of the coalesced form's).
+struct GatherInto {
+  at::Tensor send;
+  Elements e;
+  Output out;
+};
+GatherInto gatherInto(const at::Tensor& result, const at::Tensor& input, int size, const char* op) {
+  checkTensor(result, op);
+  checkTensor(input, op);
+  checkSameType(result, input, op);
+  if (result.numel() != input.numel() * size) {
+    fail(fmt::format("{}: the output has {} elements; {} ranks of {} need {}", op, result.numel(),
+                     size, input.numel(), input.numel() * size));
+  }
+  at::Tensor send = input.contiguous();
+  const Elements e = elementsOf(send);
+  return {std::move(send), e, output(result, false)};
+}
+
+// One reduce-scatter of an input of the group's size times the output, checked.
+struct ScatterFrom {
+  at::Tensor send;
+  DataType type;
+  ReduceOp op;
+  Output out;
+};
+ScatterFrom scatterFrom(const at::Tensor& result, const at::Tensor& input,
+                        const c10d::ReduceOp& reduceOp, int size, const char* op) {
+  checkTensor(result, op);
+  checkTensor(input, op);
+  checkSameType(result, input, op);
+  if (input.numel() != result.numel() * size) {
+    fail(fmt::format("{}: the input has {} elements; {} ranks of {} need {}", op, input.numel(),
+                     size, result.numel(), result.numel() * size));
+  }
+  const DataType type = reducibleType(input, op);
+  const ReduceOp rop = reduceOpFor(reduceOp, input, op);
+  return {input.contiguous(), type, rop, output(result, false)};
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_allgather_base(
     at::Tensor& output_, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  constexpr const char* kOp = "_allgather_base";
-  checkTensor(output_, kOp);
-  checkTensor(input, kOp);
-  checkSameType(output_, input, kOp);
-  if (output_.numel() != input.numel() * size_) {
-    fail(fmt::format("{}: the output has {} elements; {} ranks of {} need {}", kOp, output_.numel(),
-                     size_, input.numel(), input.numel() * size_));
-  }
-  const at::Tensor send = input.contiguous();
-  const Elements e = elementsOf(send);
-  Output out = output(output_, false);
+  GatherInto g = gatherInto(output_, input, size_, "_allgather_base");
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::_ALLGATHER_BASE, "ringlet:_all_gather_base", {output_}, opts.timeout,
                  [=] {
-                   comm->allgather(send.data_ptr(), out.data(), e.count, e.type);
-                   out.copyBack();
+                   comm->allgather(g.send.data_ptr(), g.out.data(), g.e.count, g.e.type);
+                   g.out.copyBack();
                  });
 }
 
@@ -801,25 +867,62 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_reduce_scatter_base(
     at::Tensor& output_, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  constexpr const char* kOp = "_reduce_scatter_base";
-  checkTensor(output_, kOp);
-  checkTensor(input, kOp);
-  checkSameType(output_, input, kOp);
-  if (input.numel() != output_.numel() * size_) {
-    fail(fmt::format("{}: the input has {} elements; {} ranks of {} need {}", kOp, input.numel(),
-                     size_, output_.numel(), output_.numel() * size_));
-  }
-  const DataType type = reducibleType(input, kOp);
-  const ReduceOp op = reduceOpFor(opts.reduceOp, input, kOp);
-  const at::Tensor send = input.contiguous();
-  Output out = output(output_, false);
+  ScatterFrom r = scatterFrom(output_, input, opts.reduceOp, size_, "_reduce_scatter_base");
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "ringlet:_reduce_scatter_base", {output_},
                  opts.timeout, [=] {
-                   comm->reduceScatter(send.data_ptr(), out.data(), out.buffer.numel(), type, op);
-                   out.copyBack();
+                   comm->reduceScatter(r.send.data_ptr(), r.out.data(), r.out.buffer.numel(),
+                                       r.type, r.op);
+                   r.out.copyBack();
                  });
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  constexpr const char* kOp = "allgather_into_tensor_coalesced";
+  if (outputs.size() != inputs.size()) {
+    fail(fmt::format("{}: {} outputs for {} inputs", kOp, outputs.size(), inputs.size()));
+  }
+  std::vector<GatherInto> calls;
+  calls.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    calls.push_back(gatherInto(outputs[i], inputs[i], size_, kOp));
+  }
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::COALESCED, "ringlet:all_gather_into_tensor_coalesced", outputs,
+                 opts.timeout, [=] {
+                   for (const GatherInto& g : calls) {
+                     comm->allgather(g.send.data_ptr(), g.out.data(), g.e.count, g.e.type);
+                     g.out.copyBack();
+                   }
+                 });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  constexpr const char* kOp = "reduce_scatter_tensor_coalesced";
+  if (outputs.size() != inputs.size()) {
+    fail(fmt::format("{}: {} outputs for {} inputs", kOp, outputs.size(), inputs.size()));
+  }
+  std::vector<ScatterFrom> calls;
+  calls.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    calls.push_back(scatterFrom(outputs[i], inputs[i], opts.reduceOp, size_, kOp));
+  }
+  Communicator* comm = comm_.get();
+  return enqueue(c10d::OpType::COALESCED, "ringlet:reduce_scatter_tensor_coalesced", outputs,
+                 opts.timeout, [=] {
+                   for (const ScatterFrom& r : calls) {
+                     comm->reduceScatter(r.send.data_ptr(), r.out.data(), r.out.buffer.numel(),
+                                         r.type, r.op);
+                     r.out.copyBack();
+                   }
+                 });
+}
+#endif
 
 namespace {
 

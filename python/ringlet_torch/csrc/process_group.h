@@ -1,6 +1,7 @@
 #pragma once
-// ProcessGroupRinglet: torch.distributed's "ringlet" backend, a c10d::ProcessGroup over one
-// ringlet::Communicator.
+// ProcessGroupRinglet: torch.distributed's "ringlet" backend over one ringlet::Communicator. With
+// PyTorch 1.x it is the c10d::ProcessGroup itself; with 2.x a c10d::Backend, which torch wraps in
+// a ProcessGroup of its own (`group._get_backend(torch.device("cpu"))` returns it).
 //
 // Every call checks its tensors and arguments at once (a RuntimeError naming the operation and
 // what is wrong, before anything is sent), then queues the operation and returns a Work. The
@@ -11,7 +12,12 @@
 // result. Errors (a dead peer, a timeout, a mismatched call) fail the Work with a RuntimeError
 // naming the operation and ringlet's reason; the communicator is unusable afterwards.
 
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <array>
@@ -30,6 +36,13 @@
 #include "ringlet/communicator.h"
 
 namespace ringlet::torch_backend {
+
+// What a backend derives from: the same operations, with the same signatures, in both.
+#if TORCH_VERSION_MAJOR >= 2
+using GroupBase = c10d::Backend;
+#else
+using GroupBase = c10d::ProcessGroup;
+#endif
 
 class Executor;
 
@@ -119,7 +132,7 @@ class Executor {
   std::thread thread_;
 };
 
-class ProcessGroupRinglet final : public c10d::ProcessGroup {
+class ProcessGroupRinglet final : public GroupBase {
  public:
   // Collective over the ranks of the group: makes the communicator through `store`.
   ProcessGroupRinglet(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -156,6 +169,16 @@ class ProcessGroupRinglet final : public c10d::ProcessGroup {
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // PyTorch 2's coalesced forms (what `_coalescing_manager` sends all_gather_into_tensor and
+  // reduce_scatter_tensor calls made inside it to): the pairs one after another in one Work.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+#endif
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& outputSplitSizes,
                                                std::vector<int64_t>& inputSplitSizes,
@@ -175,6 +198,9 @@ class ProcessGroupRinglet final : public c10d::ProcessGroup {
   std::string algorithmFor(const std::string& collective, size_t bytes) const;
   // Stops the queue (after what is queued) and closes the links. Idempotent.
   void shutdown();
+  // shutdown() of every group alive in this process (the exit handler's: PyTorch 2 keeps a
+  // group's backend in C++ only, so Python may hold no object for it by then).
+  static void shutdownAll();
 
  private:
   c10::intrusive_ptr<RingletWork> enqueue(c10d::OpType type, const char* title,

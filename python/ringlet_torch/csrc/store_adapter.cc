@@ -26,7 +26,9 @@ class C10dStore final : public Store {
                                         value.size(), kMaxValueBytes));
     }
     const auto* bytes = reinterpret_cast<const uint8_t*>(value.data());
-    call("set", key, [&] { store_->set(std::string(key), {bytes, bytes + value.size()}); });
+    // A vector, not a brace list: torch 2.x adds set(key, string).
+    const std::vector<uint8_t> v(bytes, bytes + value.size());
+    call("set", key, [&] { store_->set(std::string(key), v); });
   }
 
   Bytes get(std::string_view key, std::chrono::milliseconds timeout) override {
