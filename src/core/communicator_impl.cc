@@ -829,8 +829,7 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
               collective == Collective::kScatter) &&
              inlineMessageBytes(collective, bytes, size_) <=
                  (size_ == 2 ? twoRankPayloadBytes(collective) : kChainPayloadBytes) &&
-             static_cast<unsigned>(size_ - 1) <=
-                 1 + std::bit_width(static_cast<unsigned>(size_ - 1))) {
+             size_ - 1 <= 1 + static_cast<int>(std::bit_width(static_cast<unsigned>(size_ - 1)))) {
     // A small rooted call's data rides in the call headers along the ring (N-1 messages one
     // after another, none waited for by the rank that starts them): a broadcast's from the root,
     // a scatter's blocks from the root (all of them, each rank taking its own), a reduce's partial
@@ -851,8 +850,9 @@ collectives::Algorithm CommunicatorImpl::computeAlgorithmFor(collectives::Collec
 bool CommunicatorImpl::doublesOverHeaders(collectives::Collective collective) const {
   const bool rooted = collective == collectives::Collective::kGatherv ||
                       collective == collectives::Collective::kScatterv;
-  const auto after = static_cast<unsigned>(size_ - 1);
-  return !rooted || after > 1 + std::bit_width(after);
+  // (std::bit_width returns int in C++20 as published, the argument's type in older libraries.)
+  const int after = size_ - 1;
+  return !rooted || after > 1 + static_cast<int>(std::bit_width(static_cast<unsigned>(after)));
 }
 
 collectives::Algorithm CommunicatorImpl::chooseForBlocks(OpHeader& header,

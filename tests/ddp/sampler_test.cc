@@ -2,6 +2,7 @@
 // a new order each epoch, the same order for the same seed, drop-last.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "ringlet/error.h"
