@@ -29,7 +29,6 @@ BACKEND = "ringlet"
 _TORCH_MAJOR = int(torch.__version__.split(".")[0])
 
 
-
 def _describe_store(store):
     # Names the store in errors; "tcp store HOST:PORT" also tells ringlet's TCP transport which
     # interface reaches the other ranks (the one that routes to the store's host).
@@ -44,9 +43,8 @@ def _create(backend_options, pg_options=None):
         raise RuntimeError("ringlet: init_process_group(pg_options=...) is not supported; "
                            "configure ringlet with RINGLET_* environment variables")
     o = backend_options
-    group = ProcessGroupRinglet(o.store, o.group_rank, o.group_size, o.timeout,
-                                o.group_id or "default", _describe_store(o.store))
-    return group
+    return ProcessGroupRinglet(o.store, o.group_rank, o.group_size, o.timeout,
+                               o.group_id or "default", _describe_store(o.store))
 
 
 def backend_of(group=None):

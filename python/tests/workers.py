@@ -458,6 +458,11 @@ def scenario_errors():
            "_reduce_scatter_base")
     expect(lambda: dist.all_to_all_single(torch.ones(n), torch.ones(n), [1] * n, [2] * n),
            "alltoall_base", "split sizes add up")
+    # backend_of() finds ringlet's object behind the default group, and names another backend.
+    if not isinstance(ringlet_torch.backend_of(), ringlet_torch.ProcessGroupRinglet):
+        bad.append("backend_of() of the default group is not a ProcessGroupRinglet")
+    gloo = dist.new_group(backend="gloo")
+    expect(lambda: ringlet_torch.backend_of(gloo), "backend_of", "not ringlet")
     # The group still works after the refused calls (nothing was sent).
     t = torch.ones(5)
     dist.all_reduce(t)
