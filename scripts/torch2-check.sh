@@ -7,7 +7,7 @@
 #   scripts/torch2-check.sh [pytest args]      e.g. -k all_reduce; default: every test file
 #
 # ROOT (default /srv/ringlet-trixie) is where the Debian 13 root lives; the first run makes it
-# (about 5 minutes and 1.5 GiB: debootstrap, then python3-torch, libtorch-dev and the packages
+# (2.7 GiB; about 2 minutes here: debootstrap, then python3-torch, libtorch-dev and the packages
 # ringlet builds with), later runs reuse it and copy the tree again (the build there is
 # incremental). Needs root (debootstrap, chroot, bind mounts of /proc, /sys and /dev) and
 # deb.debian.org. Exit status: pytest's; 2 for a setup that failed, with one "ringlet:" line.
@@ -54,9 +54,9 @@ git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$src"
 
 chroot "$root" bash -c "cd /work/ringlet && cmake -S . -B build -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRINGLET_TORCH=ON -DRINGLET_CUDA=OFF \
-  -DRINGLET_BUILD_TESTS=OFF -DRINGLET_BUILD_BENCH=OFF -DRINGLET_BUILD_EXAMPLES=OFF >/dev/null &&
-  ninja -C build -j$(nproc) ringlet_torch_ext ringlet-run >/dev/null" ||
-  die "the build in $root failed (run it there: chroot $root ninja -C /work/ringlet/build)"
+  -DRINGLET_BUILD_TESTS=OFF -DRINGLET_BUILD_BENCH=OFF -DRINGLET_BUILD_EXAMPLES=OFF &&
+  ninja -C build -j$(nproc) ringlet_torch_ext ringlet-run" >"$src/build.log" 2>&1 ||
+  die "the build in $root failed (log: $src/build.log)"
 version=$(chroot "$root" python3 -c "import torch; print(torch.__version__)")
 echo "ringlet: PyTorch $version in $root"
 
