@@ -649,6 +649,10 @@ struct GatherInto {
   at::Tensor send;
   Elements e;
   Output out;
+  void run(Communicator& comm) const {
+    comm.allgather(send.data_ptr(), out.data(), e.count, e.type);
+    out.copyBack();
+  }
 };
 GatherInto gatherInto(const at::Tensor& result, const at::Tensor& input, int size, const char* op) {
   checkTensor(result, op);
@@ -669,6 +673,10 @@ struct ScatterFrom {
   DataType type;
   ReduceOp op;
   Output out;
+  void run(Communicator& comm) const {
+    comm.reduceScatter(send.data_ptr(), out.data(), out.buffer.numel(), type, op);
+    out.copyBack();
+  }
 };
 ScatterFrom scatterFrom(const at::Tensor& result, const at::Tensor& input,
                         const c10d::ReduceOp& reduceOp, int size, const char* op) {
@@ -684,6 +692,19 @@ ScatterFrom scatterFrom(const at::Tensor& result, const at::Tensor& input,
   return {input.contiguous(), type, rop, output(result, false)};
 }
 
+// A coalesced form's pairs, each checked by `check(output, input)` before anything is sent.
+template <typename Check>
+auto checkedPairs(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const char* op,
+                  Check check) {
+  if (outputs.size() != inputs.size()) {
+    fail(fmt::format("{}: {} outputs for {} inputs", op, outputs.size(), inputs.size()));
+  }
+  std::vector<decltype(check(outputs[0], inputs[0]))> calls;
+  calls.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) calls.push_back(check(outputs[i], inputs[i]));
+  return calls;
+}
+
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_allgather_base(
@@ -691,10 +712,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_allgather_base(
   GatherInto g = gatherInto(output_, input, size_, "_allgather_base");
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::_ALLGATHER_BASE, "ringlet:_all_gather_base", {output_}, opts.timeout,
-                 [=] {
-                   comm->allgather(g.send.data_ptr(), g.out.data(), g.e.count, g.e.type);
-                   g.out.copyBack();
-                 });
+                 [=] { g.run(*comm); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather_coalesced(
@@ -870,11 +888,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::_reduce_scatter_base(
   ScatterFrom r = scatterFrom(output_, input, opts.reduceOp, size_, "_reduce_scatter_base");
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "ringlet:_reduce_scatter_base", {output_},
-                 opts.timeout, [=] {
-                   comm->reduceScatter(r.send.data_ptr(), r.out.data(), r.out.buffer.numel(),
-                                       r.type, r.op);
-                   r.out.copyBack();
-                 });
+                 opts.timeout, [=] { r.run(*comm); });
 }
 
 #if TORCH_VERSION_MAJOR >= 2
@@ -882,21 +896,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::allgather_into_tensor_coales
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   constexpr const char* kOp = "allgather_into_tensor_coalesced";
-  if (outputs.size() != inputs.size()) {
-    fail(fmt::format("{}: {} outputs for {} inputs", kOp, outputs.size(), inputs.size()));
-  }
-  std::vector<GatherInto> calls;
-  calls.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    calls.push_back(gatherInto(outputs[i], inputs[i], size_, kOp));
-  }
+  const auto calls = checkedPairs(outputs, inputs, kOp, [&](const auto& out, const auto& in) {
+    return gatherInto(out, in, size_, kOp);
+  });
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::COALESCED, "ringlet:all_gather_into_tensor_coalesced", outputs,
                  opts.timeout, [=] {
-                   for (const GatherInto& g : calls) {
-                     comm->allgather(g.send.data_ptr(), g.out.data(), g.e.count, g.e.type);
-                     g.out.copyBack();
-                   }
+                   for (const GatherInto& g : calls) g.run(*comm);
                  });
 }
 
@@ -904,22 +910,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRinglet::reduce_scatter_tensor_coales
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   constexpr const char* kOp = "reduce_scatter_tensor_coalesced";
-  if (outputs.size() != inputs.size()) {
-    fail(fmt::format("{}: {} outputs for {} inputs", kOp, outputs.size(), inputs.size()));
-  }
-  std::vector<ScatterFrom> calls;
-  calls.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    calls.push_back(scatterFrom(outputs[i], inputs[i], opts.reduceOp, size_, kOp));
-  }
+  const auto calls = checkedPairs(outputs, inputs, kOp, [&](const auto& out, const auto& in) {
+    return scatterFrom(out, in, opts.reduceOp, size_, kOp);
+  });
   Communicator* comm = comm_.get();
   return enqueue(c10d::OpType::COALESCED, "ringlet:reduce_scatter_tensor_coalesced", outputs,
                  opts.timeout, [=] {
-                   for (const ScatterFrom& r : calls) {
-                     comm->reduceScatter(r.send.data_ptr(), r.out.data(), r.out.buffer.numel(),
-                                         r.type, r.op);
-                     r.out.copyBack();
-                   }
+                   for (const ScatterFrom& r : calls) r.run(*comm);
                  });
 }
 #endif
