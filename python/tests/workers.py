@@ -615,7 +615,7 @@ def scenario_ddp():
 
 def scenario_coalesced():
     """PyTorch 2's coalescing manager: all_gather_into_tensor and reduce_scatter_tensor calls made
-    inside it go to the backend as one coalesced call each (uneven sizes, two types), exact;
+    inside it go to the backend as one coalesced call each (uneven sizes, three types), exact;
     pairs that do not fit are refused by name."""
     rank, n = init()
     from torch.distributed.distributed_c10d import _coalescing_manager
