@@ -1,7 +1,9 @@
 // The c10d store client (src/store/c10d_store.h) against a real PyTorch TCPStore server started
-// by the test with /usr/bin/python3 (skipped with the reason when it cannot import torch), against
-// fakes of PyTorch 2.x's servers (none is installed here) and hostile fake servers, and
-// Bootstrap::fromEnvironment's choice of it under torchrun.
+// by the test with /usr/bin/python3 (skipped with the reason when it cannot import torch): 1.13's
+// on Debian 12, 2.6's classic server on Debian 13 (scripts/torch2-check.sh runs this test there),
+// the libuv server of a PyTorch 2 that has one. Also against fakes of PyTorch 2.x's servers as
+// they behave on the wire (every generation, whichever torch is installed), hostile fake servers,
+// and Bootstrap::fromEnvironment's choice of it under torchrun.
 
 #include "src/store/c10d_store.h"
 
@@ -12,9 +14,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,16 +38,24 @@ using testing::EnvGuard;
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-// Serves a c10d TCPStore on a free loopback port until killed, and prints the port.
+// Serves a c10d TCPStore on a free loopback port until killed, and prints "port <port> torch
+// <version> <server>": the server torchrun's agent would make (libuv where 2.x has it, the
+// classic one where a PyTorch 2 is built without libuv, as Debian's 2.6 is, or in 1.13).
 constexpr const char* kServerScript = R"(
 import sys, time
 try:
-    import torch.distributed as dist
+    import torch, torch.distributed as dist
 except Exception as e:
     print('cannot import torch.distributed: %s' % e, flush=True)
     sys.exit(3)
-store = dist.TCPStore('127.0.0.1', 0, 1, True, wait_for_workers=False)
-print('port %d' % store.port, flush=True)
+server = 'classic'
+try:
+    store = dist.TCPStore('127.0.0.1', 0, 1, True, wait_for_workers=False)
+    server = 'libuv' if getattr(store, 'libuvBackend', False) else 'classic'
+except RuntimeError as e:
+    if 'libuv' not in str(e): raise
+    store = dist.TCPStore('127.0.0.1', 0, 1, True, wait_for_workers=False, use_libuv=False)
+print('port %d torch %s %s' % (store.port, torch.__version__, server), flush=True)
 time.sleep(600)
 )";
 
@@ -53,7 +65,14 @@ constexpr const char* kTorchClientScript = R"(
 import sys
 from datetime import timedelta
 import torch.distributed as dist
-store = dist.TCPStore('127.0.0.1', int(sys.argv[1]), 1, False, timeout=timedelta(seconds=20))
+def client(**kw):
+    return dist.TCPStore('127.0.0.1', int(sys.argv[1]), 1, False, timeout=timedelta(seconds=20),
+                         **kw)
+try:
+    store = client()
+except RuntimeError as e:
+    if 'libuv' not in str(e): raise
+    store = client(use_libuv=False)
 value = store.get('ringlet/from_ringlet')
 store.set('ringlet/from_torch', value[::-1])
 print(store.add('ringlet/counter', 10), flush=True)
@@ -88,7 +107,14 @@ class C10dTorchStore : public ::testing::Test {
       server_.reset();
       return;
     }
-    port_ = static_cast<uint16_t>(std::stoi(out.substr(5)));
+    // "port <port> torch <version> <server>"
+    std::istringstream words(out.substr(5));
+    int port = 0;
+    std::string torchWord;
+    words >> port >> torchWord >> torchVersion_ >> serverKind_;
+    port_ = static_cast<uint16_t>(port);
+    std::printf("[          ] PyTorch %s, %s TCPStore server on port %d\n", torchVersion_.c_str(),
+                serverKind_.c_str(), port);
   }
   static void TearDownTestSuite() { server_.reset(); }
 
@@ -103,14 +129,20 @@ class C10dTorchStore : public ::testing::Test {
         {.timeout = timeout, .connectTimeout = 10s, .keyPrefix = std::move(prefix)});
   }
 
+  static bool torch1() { return startsWith(torchVersion_, "1."); }
+
   static std::unique_ptr<testing::ToolProcess> server_;
   static uint16_t port_;
   static std::string skipReason_;
+  static std::string torchVersion_;
+  static std::string serverKind_;  // "classic" or "libuv"
 };
 
 std::unique_ptr<testing::ToolProcess> C10dTorchStore::server_;
 uint16_t C10dTorchStore::port_ = 0;
 std::string C10dTorchStore::skipReason_;
+std::string C10dTorchStore::torchVersion_;
+std::string C10dTorchStore::serverKind_;
 
 Bytes patternBytes(size_t n, int seed) {
   Bytes out(n);
@@ -223,11 +255,13 @@ TEST_F(C10dTorchStore, HugeTimeoutsDoNotOverflow) {
   EXPECT_EQ(store->add("n", 2), 2);
 }
 
-TEST_F(C10dTorchStore, FindsTheProtocolOf113AtOnce) {
+TEST_F(C10dTorchStore, FindsTheInstalledTorchsProtocolAtOnce) {
   const auto start = std::chrono::steady_clock::now();
   auto store = connect("ringlet/protocol/");
-  EXPECT_EQ(c10dProtocolOf(*store), C10dProtocol::kTorch1);
-  // Refused by closing, answered at once: no probe waited for a silent server (5 s each).
+  EXPECT_EQ(c10dProtocolOf(*store), torch1() ? C10dProtocol::kTorch1 : C10dProtocol::kTorch2)
+      << "PyTorch " << torchVersion_ << ", " << serverKind_ << " server";
+  // Refused by closing (1.13's server, a VALIDATE it reads as a SET it cannot hold) or answered
+  // (2.3 and later echo the PING): no probe waited for a silent server (5 s each).
   EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
   store->setString("k", "v");
   EXPECT_EQ(store->getString("k"), "v");
@@ -366,8 +400,9 @@ TEST(C10dStoreHostileServer, NobodyListeningTimesOutNamingTheAddress) {
 // ---------------------------------------------------------------------------------------------
 // PyTorch 2.x servers, as they behave on the wire (torch/csrc/distributed/c10d/TCPStoreBackend
 // .cpp and TCPStoreLibUvBackend.cpp): every connection must send VALIDATE and the magic first,
-// and the queries are numbered one higher than 1.13's. No 2.x torch is installed here; these
-// fakes hold a real key-value map and serve many connections, one thread polling them all.
+// and the queries are numbered one higher than 1.13's. Debian 12 installs 1.13 and Debian 13's
+// 2.6 has no libuv server, so these fakes stand in for the generations not installed: they hold
+// a real key-value map and serve many connections, one thread polling them all.
 
 enum class Torch2Server {
   kPing,               // 2.3 and later: PING echoes its nonce
