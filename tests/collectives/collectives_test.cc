@@ -20,6 +20,7 @@ struct Case {
   int size;
   int streams = 1;             // tcp connections per rank pair (RINGLET_SOCKET_STREAMS)
   std::string shmDirect = {};  // RINGLET_SHM_DIRECT (empty: the default, auto)
+  bool sealed = false;         // RINGLET_SOCKET_ENCRYPT=1
 };
 
 // Readable test names in ctest instead of the parameter's bytes.
@@ -27,13 +28,15 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.transport << (c.processes ? " processes x" : " threads x") << c.size;
   if (c.streams > 1) *os << ", " << c.streams << " streams";
   if (!c.shmDirect.empty()) *os << ", shm_direct " << c.shmDirect;
+  if (c.sealed) *os << ", sealed";
 }
 
 std::string caseName(const ::testing::TestParamInfo<Case>& info) {
-  return fmt::format("{}_{}_{}{}{}", info.param.transport,
+  return fmt::format("{}_{}_{}{}{}{}", info.param.transport,
                      info.param.processes ? "procs" : "threads", info.param.size,
                      info.param.streams > 1 ? fmt::format("_{}streams", info.param.streams) : "",
-                     info.param.shmDirect.empty() ? "" : "_direct" + info.param.shmDirect);
+                     info.param.shmDirect.empty() ? "" : "_direct" + info.param.shmDirect,
+                     info.param.sealed ? "_sealed" : "");
 }
 
 class CollectiveMatrix : public ::testing::TestWithParam<Case> {};
@@ -50,6 +53,7 @@ TEST_P(CollectiveMatrix, AllCollectivesTypesOpsAndCounts) {
     options.largeSegmentBytes = 1 << 20;
   }
   if (!c.shmDirect.empty()) options.transportOptions["shm_direct"] = c.shmDirect;
+  if (c.sealed) options.transportOptions["socket_encrypt"] = "1";
   auto body = [&](int rank, int size, std::shared_ptr<Store> store) {
     runCollectiveMatrix(rank, size, store, options);
   };
@@ -83,6 +87,14 @@ INSTANTIATE_TEST_SUITE_P(TcpThreads, CollectiveMatrix,
                          ::testing::ValuesIn(threadCases("tcp", {2, 3, 4, 8})), caseName);
 INSTANTIATE_TEST_SUITE_P(TcpStreams, CollectiveMatrix, ::testing::ValuesIn(streamCases()),
                          caseName);
+// Every byte sealed (RINGLET_SOCKET_ENCRYPT=1): one stream, striped streams, processes.
+INSTANTIATE_TEST_SUITE_P(
+    TcpSealed, CollectiveMatrix,
+    ::testing::Values(
+        Case{.transport = "tcp", .processes = false, .size = 3, .sealed = true},
+        Case{.transport = "tcp", .processes = false, .size = 2, .streams = 3, .sealed = true},
+        Case{.transport = "tcp", .processes = true, .size = 2, .sealed = true}),
+    caseName);
 INSTANTIATE_TEST_SUITE_P(ShmThreads, CollectiveMatrix,
                          ::testing::ValuesIn(threadCases("shm", {2, 3, 5, 8})), caseName);
 INSTANTIATE_TEST_SUITE_P(TcpProcesses, CollectiveMatrix,

@@ -18,13 +18,16 @@ namespace {
 
 constexpr std::string_view kConnectLabel = "ringlet-connect";
 constexpr std::string_view kAcceptLabel = "ringlet-accept";
+constexpr std::string_view kSealToListenerLabel = "ringlet-seal-to-listener";
+constexpr std::string_view kSealToConnectorLabel = "ringlet-seal-to-connector";
 
 std::span<const uint8_t> bytesOf(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
 void encodeConnectorFixed(uint8_t* out, size_t jobIdBytes, int fromRank, int toRank,
-                          size_t dialedBytes, int stream, int streams, const Nonce& nonce) {
+                          size_t dialedBytes, int stream, int streams, uint8_t flags,
+                          const Nonce& nonce) {
   put32(out, kMagic);
   put16(out + 4, kProtocolVersion);
   put16(out + 6, static_cast<uint16_t>(jobIdBytes));
@@ -33,7 +36,28 @@ void encodeConnectorFixed(uint8_t* out, size_t jobIdBytes, int fromRank, int toR
   put16(out + 16, static_cast<uint16_t>(dialedBytes));
   out[18] = static_cast<uint8_t>(stream);
   out[19] = static_cast<uint8_t>(streams);
-  std::memcpy(out + 20, nonce.data(), nonce.size());
+  out[20] = flags;
+  std::memcpy(out + 21, nonce.data(), nonce.size());
+}
+
+uint8_t flagsOf(const HandshakeIdentity& self) { return self.sealed ? kFlagSealed : 0; }
+
+// "seals" / "does not seal", for the errors of two ends that disagree.
+std::string_view sealingText(bool sealed) { return sealed ? "seals" : "does not seal"; }
+
+// Both directions' keys of one connection (wire.h), as the end `listener` sees them.
+SealKeys sealKeys(const std::string& secret, std::span<const uint8_t> listenerNonce,
+                  std::span<const uint8_t> connectorNonce, std::span<const uint8_t> connectorMac,
+                  bool listener) {
+  const Mac toListener =
+      computeMac(secret, kSealToListenerLabel, {listenerNonce, connectorNonce, connectorMac});
+  const Mac toConnector =
+      computeMac(secret, kSealToConnectorLabel, {listenerNonce, connectorNonce, connectorMac});
+  static_assert(kMacBytes == kSealKeyBytes);
+  SealKeys keys;
+  std::memcpy(keys.send.data(), (listener ? toConnector : toListener).data(), kSealKeyBytes);
+  std::memcpy(keys.recv.data(), (listener ? toListener : toConnector).data(), kSealKeyBytes);
+  return keys;
 }
 
 Nonce freshNonce() {
@@ -68,6 +92,9 @@ std::string refusalText(uint16_t answer) {
              "alike on every rank";
     case HandshakeAnswer::kDuplicate:
       return "this rank's connection is made already (a duplicate)";
+    case HandshakeAnswer::kWrongSealing:
+      return "one of the two seals its tcp links and the other does not: set "
+             "RINGLET_SOCKET_ENCRYPT alike on every rank";
     default:
       return fmt::format("reason {} (unknown to this rank)", answer);
   }
@@ -91,8 +118,8 @@ Mac computeMac(const std::string& secret, std::string_view label,
   return mac;
 }
 
-void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
-                        const std::string& remote, int stream) {
+SealKeys connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
+                            Deadline deadline, const std::string& remote, int stream) {
   const std::string what = fmt::format("rank {} at {} (handshake)", listenerRank, remote);
   if (self.jobId.size() > kMaxJobIdBytes) {
     throw InvalidArgument(fmt::format("job id is {} bytes; the tcp transport allows at most {}",
@@ -114,11 +141,17 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
         "{})",
         self.rank, remote, kProtocolVersion, get32(hello), get16(hello + 4)));
   }
-  if (get16(hello + 6) != self.streams) {
+  if (hello[6] != self.streams) {
     throw IoError(
         fmt::format("rank {}: rank {} at {} keeps {} tcp streams per rank pair, this rank {}: set "
                     "RINGLET_SOCKET_STREAMS alike on every rank",
-                    self.rank, listenerRank, remote, get16(hello + 6), self.streams));
+                    self.rank, listenerRank, remote, hello[6], self.streams));
+  }
+  if (((hello[7] & kFlagSealed) != 0) != self.sealed) {
+    throw IoError(fmt::format(
+        "rank {}: rank {} at {} {} its tcp links and this rank {}: set RINGLET_SOCKET_ENCRYPT "
+        "alike on every rank",
+        self.rank, listenerRank, remote, sealingText(!self.sealed), sealingText(self.sealed)));
   }
   const std::span<const uint8_t> nonce(hello + 8, kNonceBytes);
   if (remote.size() > kMaxDialedBytes) {
@@ -130,7 +163,7 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
   std::vector<uint8_t> message(kConnectorFixedBytes + self.jobId.size() + remote.size() +
                                kMacBytes);
   encodeConnectorFixed(message.data(), self.jobId.size(), self.rank, listenerRank, remote.size(),
-                       stream, self.streams, mine);
+                       stream, self.streams, flagsOf(self), mine);
   std::memcpy(message.data() + kConnectorFixedBytes, self.jobId.data(), self.jobId.size());
   std::memcpy(message.data() + kConnectorFixedBytes + self.jobId.size(), remote.data(),
               remote.size());
@@ -168,6 +201,7 @@ void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
         "job secret, or a relay stands between us); expected rank {}",
         self.rank, remote, static_cast<int>(get32(accept + 8)), listenerRank));
   }
+  return sealKeys(self.secret, nonce, mine, mac, /*listener=*/false);
 }
 
 PendingHandshake::PendingHandshake(net::Fd fd, std::string remote, const HandshakeIdentity& self,
@@ -178,7 +212,8 @@ PendingHandshake::PendingHandshake(net::Fd fd, std::string remote, const Handsha
   uint8_t hello[kListenerHelloBytes];
   put32(hello, kMagic);
   put16(hello + 4, kProtocolVersion);
-  put16(hello + 6, static_cast<uint16_t>(self_.streams));
+  hello[6] = static_cast<uint8_t>(self_.streams);
+  hello[7] = flagsOf(self_);
   std::memcpy(hello + 8, nonce_.data(), kNonceBytes);
   ssize_t n = ::send(fd_.get(), hello, sizeof(hello), MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n != static_cast<ssize_t>(sizeof(hello))) {
@@ -235,7 +270,7 @@ void PendingHandshake::finish(bool wanted) {
   const size_t jobIdBytes = jobIdBytes_;
   const int fromRank = parsedFromRank();
   const int toRank = static_cast<int>(get32(in_.data() + 12));
-  const std::span<const uint8_t> theirNonce(in_.data() + 20, kNonceBytes);
+  const std::span<const uint8_t> theirNonce(in_.data() + 21, kNonceBytes);
   const std::string_view jobId(reinterpret_cast<const char*>(in_.data()) + kConnectorFixedBytes,
                                jobIdBytes);
   const std::string_view dialed(
@@ -285,6 +320,13 @@ void PendingHandshake::finish(bool wanted) {
     return refuse(HandshakeAnswer::kWrongStreams,
                   fmt::format("rank {} connected as stream {} of {}", fromRank, stream, streams));
   }
+  const bool sealed = (in_[20] & kFlagSealed) != 0;
+  if (sealed != self_.sealed) {
+    return refuse(HandshakeAnswer::kWrongSealing,
+                  fmt::format("rank {} {} its tcp links and this rank {}: set "
+                              "RINGLET_SOCKET_ENCRYPT alike on every rank",
+                              fromRank, sealingText(sealed), sealingText(self_.sealed)));
+  }
   if (!wanted) {
     return refuse(HandshakeAnswer::kDuplicate,
                   fmt::format("duplicate connection from rank {} (stream {})", fromRank, stream));
@@ -302,6 +344,8 @@ void PendingHandshake::finish(bool wanted) {
   }
   peerRank_ = fromRank;
   peerStream_ = stream;
+  keys_ = sealKeys(self_.secret, nonce_, theirNonce, std::span<const uint8_t>(mac, kMacBytes),
+                   /*listener=*/true);
   state_ = State::kAccepted;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "src/net/socket.h"
+#include "transports/tcp/sealed_stream.h"
 #include "transports/tcp/wire.h"
 #include "transports/transport.h"
 
@@ -26,6 +27,9 @@ struct HandshakeIdentity {
   std::string listenAddress = {};
   // Connections per rank pair (wire.h); both ends must agree.
   int streams = 1;
+  // Every byte of the connections sealed (RINGLET_SOCKET_ENCRYPT, sealed_stream.h); both ends
+  // must agree.
+  bool sealed = false;
 };
 
 // HMAC-SHA256(secret, label | parts...).
@@ -36,10 +40,11 @@ Mac computeMac(const std::string& secret, std::string_view label,
 // proves the secret over both nonces, both ranks, the stream and `remote` (the address it
 // dialed, from the listener's record), checks the listener's proof. Throws IoError naming
 // `remote` and the reason when the listener refuses (its answer names why), answers wrongly or
-// keeps another number of streams; PeerError when it closes the connection without an answer
-// (its process failed or exited meanwhile); TimeoutError when it stays silent.
-void connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank, Deadline deadline,
-                        const std::string& remote, int stream = 0);
+// keeps another number of streams or seals otherwise; PeerError when it closes the connection
+// without an answer (its process failed or exited meanwhile); TimeoutError when it stays silent.
+// Returns the connection's sealing keys (wire.h; used where `self.sealed`).
+SealKeys connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
+                            Deadline deadline, const std::string& remote, int stream = 0);
 
 // Listener side of one accepted connection, advanced without blocking from a poll loop.
 class PendingHandshake {
@@ -59,6 +64,8 @@ class PendingHandshake {
   // The connector's rank and stream, once state() is kAccepted.
   int peerRank() const { return peerRank_; }
   int peerStream() const { return peerStream_; }
+  // The connection's sealing keys, once state() is kAccepted (used where the identity seals).
+  const SealKeys& keys() const { return keys_; }
 
   // Reads what has arrived; on a complete ConnectorHello validates it and, when it is good,
   // answers with the listener's proof. `isWanted(rank, stream)` says whether that connection
@@ -97,6 +104,7 @@ class PendingHandshake {
   std::string failure_;
   int peerRank_ = -1;
   int peerStream_ = -1;
+  SealKeys keys_{};
 };
 
 }  // namespace ringlet::transport::tcp

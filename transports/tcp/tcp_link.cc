@@ -36,17 +36,14 @@ constexpr size_t kReadAheadForAbort = 64 << 10;
 // `total(entry)` is its length; entry.sent counts what went. Returns the errno of a failed send,
 // else 0.
 template <typename Queue, typename Unsent, typename Total>
-int drainQueue(int fd, Queue& queue, Unsent unsent, Total total) {
+int drainQueue(int fd, SealedStream* sealed, Queue& queue, Unsent unsent, Total total) {
   while (!queue.empty()) {
     iovec iov[kMaxIov];
     size_t count = 0;
     for (auto it = queue.begin(); it != queue.end() && count + 2 <= kMaxIov; ++it) {
       count += unsent(*it, iov + count);
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = count;
-    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = sendOn(fd, sealed, iov, count);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -61,7 +58,8 @@ int drainQueue(int fd, Queue& queue, Unsent unsent, Total total) {
       if (front.sent == total(front)) queue.pop_front();
     }
   }
-  return 0;
+  // What a sealed stream took and holds goes on (it keeps what the socket does not take now).
+  return sealed != nullptr ? sealed->flushPending() : 0;
 }
 
 // How long a closing link waits for its peer to take what it sent before it says so.
@@ -110,14 +108,23 @@ int awaitTaken(int fd, std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff,
-                 std::chrono::milliseconds closeTimeout)
+                 std::chrono::milliseconds closeTimeout, std::vector<SealKeys> keys)
     : Link(peer), rank_(rank), closeTimeout_(closeTimeout), waiter_(backoff) {
   if (streams.empty() || streams.size() > kMaxStreams) {
     throw InvalidArgument(fmt::format("tcp link to rank {}: {} streams (1 to {} allowed)", peer,
                                       streams.size(), kMaxStreams));
   }
+  if (!keys.empty() && keys.size() != streams.size()) {
+    throw InvalidArgument(fmt::format("tcp link to rank {}: {} sealing keys for {} streams", peer,
+                                      keys.size(), streams.size()));
+  }
   fd_ = std::move(streams[0]);
-  for (size_t s = 1; s < streams.size(); ++s) stripes_.emplace_back().fd = std::move(streams[s]);
+  if (!keys.empty()) sealed_ = std::make_unique<SealedStream>(fd_.get(), keys[0]);
+  for (size_t s = 1; s < streams.size(); ++s) {
+    Stripe& stripe = stripes_.emplace_back();
+    stripe.fd = std::move(streams[s]);
+    if (!keys.empty()) stripe.sealed = std::make_unique<SealedStream>(stripe.fd.get(), keys[s]);
+  }
   try {
     description_ = fmt::format("tcp {} -> {}", net::SocketAddress::local(fd_.get()).toString(),
                                net::SocketAddress::remote(fd_.get()).toString());
@@ -125,6 +132,7 @@ TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backo
     description_ = fmt::format("tcp to rank {} (address unknown)", peer);
   }
   if (!stripes_.empty()) description_ += fmt::format(" and {} more streams", stripes_.size());
+  if (sealed_) description_ += ", sealed (AES-256-GCM)";
 }
 
 TcpLink::~TcpLink() {
@@ -149,6 +157,7 @@ TcpLink::~TcpLink() {
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + closeTimeout_;
+  drainSealed(deadline);
   auto awaitAll = [&](std::chrono::steady_clock::time_point until) {
     size_t left = static_cast<size_t>(awaitTaken(fd_.get(), until));
     for (Stripe& stripe : stripes_) left += static_cast<size_t>(awaitTaken(stripe.fd.get(), until));
@@ -197,7 +206,7 @@ void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view 
     for (int reads = 0; reads < 64; ++reads) {
       reserve(buffered() + kReadAheadForAbort);
       const ssize_t n =
-          ::recv(fd_.get(), buffer_.data.get() + end_, buffer_.size - end_, MSG_DONTWAIT);
+          recvOn(fd_.get(), sealed_.get(), buffer_.data.get() + end_, buffer_.size - end_);
       if (n > 0) {
         end_ += static_cast<size_t>(n);
       } else if (n < 0 && errno == EINTR) {
@@ -231,6 +240,11 @@ void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view 
     what = "reset the connection";
   } else if (err == EPIPE) {
     what = "closed the connection (broken pipe)";
+  } else if (err == EBADMSG && sealed_) {
+    what = fmt::format(
+        "sent bytes that fail authentication: changed on the way, or not sent by rank {} (the "
+        "link is sealed, RINGLET_SOCKET_ENCRYPT=1)",
+        peer());
   } else {
     what = fmt::format("is unreachable: {}", net::errorText(err));
   }
@@ -341,7 +355,7 @@ void TcpLink::queueParts(const std::byte* data, size_t bytes) {
 void TcpLink::writeStripes(const WaitContext* wait) {
   for (Stripe& stripe : stripes_) {
     const int error = drainQueue(
-        stripe.fd.get(), stripe.queue,
+        stripe.fd.get(), stripe.sealed.get(), stripe.queue,
         [](const Stripe::Part& part, iovec* iov) {
           iov[0] = {const_cast<std::byte*>(part.data) + part.sent, part.bytes - part.sent};
           return 1;
@@ -361,15 +375,13 @@ size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext&
       uint8_t frame[kFrameHeaderBytes + kCopySendBytes];
       encodeFrameHeader(frame, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
       if (bytes > 0) std::memcpy(frame + kFrameHeaderBytes, data, bytes);
-      n = ::send(fd_.get(), frame, kFrameHeaderBytes + bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const iovec iov{frame, kFrameHeaderBytes + bytes};
+      n = sendOn(fd_.get(), sealed_.get(), &iov, 1);
     } else {
       uint8_t header[kFrameHeaderBytes];
       encodeFrameHeader(header, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
-      iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), head}};
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = 2;
-      n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), head}};
+      n = sendOn(fd_.get(), sealed_.get(), iov, 2);
     }
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
@@ -388,9 +400,10 @@ void TcpLink::sendNudge() noexcept {
   leaveNagle();
   uint8_t frame[kFrameHeaderBytes];
   encodeFrameHeader(frame, kFrameNudge, 0);
+  const iovec iov{frame, kFrameHeaderBytes};
   ssize_t n;
   do {
-    n = ::send(fd_.get(), frame, kFrameHeaderBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    n = sendOn(fd_.get(), sealed_.get(), &iov, 1);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return;  // a full socket (its bytes go out anyway) or a broken one (read later)
   ++nudgesSent_;
@@ -405,7 +418,7 @@ void TcpLink::sendNudge() noexcept {
 void TcpLink::writeQueued(const WaitContext* wait) {
   leaveNagle();
   const int error = drainQueue(
-      fd_.get(), queue_,
+      fd_.get(), sealed_.get(), queue_,
       [](Outgoing& out, iovec* iov) {
         if (out.sent >= kFrameHeaderBytes) {
           const size_t done = out.sent - kFrameHeaderBytes;
@@ -424,7 +437,27 @@ void TcpLink::writeQueued(const WaitContext* wait) {
 // Called with sendMutex_ held.
 bool TcpLink::anyQueued() const {
   return !queue_.empty() ||
-         std::any_of(stripes_.begin(), stripes_.end(), [](auto& s) { return !s.queue.empty(); });
+         std::any_of(stripes_.begin(), stripes_.end(), [](auto& s) { return !s.queue.empty(); }) ||
+         sealedPending();
+}
+
+bool TcpLink::sealedPending() const {
+  if (!sealed_) return false;
+  return sealed_->pendingBytes() > 0 || std::any_of(stripes_.begin(), stripes_.end(), [](auto& s) {
+           return s.sealed->pendingBytes() > 0;
+         });
+}
+
+void TcpLink::drainSealed(std::chrono::steady_clock::time_point deadline) noexcept {
+  if (!sealed_) return;
+  std::lock_guard lock(sendMutex_);
+  auto drain = [&](int fd, SealedStream& sealed) {
+    while (sealed.pendingBytes() > 0 && sealed.flushPending() == 0 && sealed.pendingBytes() > 0 &&
+           net::waitFor(fd, POLLOUT, deadline)) {
+    }
+  };
+  drain(fd_.get(), *sealed_);
+  for (Stripe& stripe : stripes_) drain(stripe.fd.get(), *stripe.sealed);
 }
 
 bool TcpLink::hasQueued() {
@@ -434,7 +467,7 @@ bool TcpLink::hasQueued() {
 
 void TcpLink::pumpSelf(const WaitContext& wait) {
   std::lock_guard lock(sendMutex_);
-  if (!queue_.empty()) writeQueued(&wait);
+  if (!queue_.empty() || sealedPending()) writeQueued(&wait);
   if (!stripes_.empty()) writeStripes(&wait);
 }
 
@@ -443,10 +476,13 @@ bool TcpLink::pollable() const { return !peerClosed_ && !aborted_.load(std::memo
 size_t TcpLink::pollFds(std::span<pollfd> out) {
   if (!pollable() || out.size() < streams()) return 0;
   std::lock_guard lock(sendMutex_);
-  out[0] = pollfd{fd_.get(), static_cast<short>(POLLIN | (queue_.empty() ? 0 : POLLOUT)), 0};
+  const bool pending = sealedPending();  // which stream's: a spare POLLOUT costs little
+  out[0] =
+      pollfd{fd_.get(), static_cast<short>(POLLIN | (queue_.empty() && !pending ? 0 : POLLOUT)), 0};
   for (size_t s = 0; s < stripes_.size(); ++s) {
-    out[s + 1] = pollfd{stripes_[s].fd.get(),
-                        static_cast<short>(POLLIN | (stripes_[s].queue.empty() ? 0 : POLLOUT)), 0};
+    out[s + 1] = pollfd{
+        stripes_[s].fd.get(),
+        static_cast<short>(POLLIN | (stripes_[s].queue.empty() && !pending ? 0 : POLLOUT)), 0};
   }
   return streams();
 }
@@ -455,7 +491,7 @@ bool TcpLink::pump() {
   if (aborted_.load(std::memory_order_relaxed) || failure_ || sendFailure_) return false;
   std::lock_guard lock(sendMutex_);
   if (!anyQueued()) return false;
-  if (!queue_.empty()) writeQueued(nullptr);
+  if (!queue_.empty() || sealedPending()) writeQueued(nullptr);
   if (!stripes_.empty()) writeStripes(nullptr);
   return anyQueued();
 }
@@ -471,15 +507,16 @@ void TcpLink::flush(const WaitContext& wait) {
     std::lock_guard lock(sendMutex_);
     size_t parts = 0;
     for (const Stripe& stripe : stripes_) parts += stripe.queue.size();
-    return fmt::format("the peer to take {} queued messages{}", queue_.size(),
-                       parts > 0 ? fmt::format(" and {} striped parts", parts) : "");
+    return fmt::format("the peer to take {} queued messages{}{}", queue_.size(),
+                       parts > 0 ? fmt::format(" and {} striped parts", parts) : "",
+                       sealedPending() ? " and sealed bytes" : "");
   };
   waitUntil(
       wait, [] { return POLLOUT | POLLIN; }, what,
       [&] {
         {
           std::lock_guard lock(sendMutex_);
-          if (!queue_.empty()) writeQueued(&wait);
+          if (!queue_.empty() || sealedPending()) writeQueued(&wait);
           if (!stripes_.empty()) writeStripes(&wait);
           if (!anyQueued()) return true;
         }
@@ -531,10 +568,7 @@ void TcpLink::sendAbortFrame(int origin, std::string_view reason) {
   const auto deadline = Clock::now() + kAbortSendBudget;
   size_t first = 0;
   while (first < count) {
-    msghdr msg{};
-    msg.msg_iov = iov + first;
-    msg.msg_iovlen = count - first;
-    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = sendOn(fd_.get(), sealed_.get(), iov + first, count - first);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
       log::debug("rank {}: could not send the abort to rank {}: {}", rank_, peer(),
@@ -551,6 +585,10 @@ void TcpLink::sendAbortFrame(int origin, std::string_view reason) {
         return;
       }
     }
+  }
+  // Sealed: the frame is taken, not yet sent.
+  while (sealed_ && sealed_->pendingBytes() > 0 && sealed_->flushPending() == 0 &&
+         sealed_->pendingBytes() > 0 && net::waitFor(fd_.get(), POLLOUT, deadline)) {
   }
 }
 

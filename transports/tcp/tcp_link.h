@@ -14,6 +14,10 @@
 // destination. flush() also reads ahead while it waits, so two ranks that both send large
 // messages before receiving cannot deadlock.
 //
+// Sealed (RINGLET_SOCKET_ENCRYPT=1: keys given): every stream's bytes go through a SealedStream
+// (sealed_stream.h), under the frames; sealed bytes that the socket has not taken yet count as
+// queued (pump(), POLLOUT, the close). A record that fails authentication fails the link.
+//
 // Threads: one thread uses the link at a time, except abort(), which any thread may call while
 // another waits in the link; the waiter then throws AbortedError. abort() shuts the socket down
 // at once; the descriptor itself is closed when the link is destroyed (closing it under a waiting
@@ -33,6 +37,7 @@
 #include "ringlet/error.h"
 #include "src/net/socket.h"
 #include "transports/progress.h"
+#include "transports/tcp/sealed_stream.h"
 #include "transports/tcp/wire.h"
 #include "transports/transport.h"
 
@@ -53,9 +58,10 @@ class TcpLink final : public Link {
   static constexpr std::chrono::milliseconds kCloseTimeout{30000};
 
   // `streams` are connected, handshaken, nonblocking, with TCP_NODELAY and large buffers;
-  // streams[0] carries the frames.
+  // streams[0] carries the frames. `keys`: empty for bytes in clear, else one per stream (the
+  // handshake's, for this end): every stream sealed.
   TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff,
-          std::chrono::milliseconds closeTimeout = kCloseTimeout);
+          std::chrono::milliseconds closeTimeout = kCloseTimeout, std::vector<SealKeys> keys = {});
   // One stream.
   TcpLink(int rank, int peer, net::Fd fd, Backoff backoff,
           std::chrono::milliseconds closeTimeout = kCloseTimeout)
@@ -147,8 +153,9 @@ class TcpLink final : public Link {
       size_t sent = 0;
     };
     net::Fd fd;
-    std::deque<Part> queue;  // guarded by sendMutex_
-    Buffer ahead;            // read ahead: parts of later messages
+    std::unique_ptr<SealedStream> sealed;  // null: in clear
+    std::deque<Part> queue;                // guarded by sendMutex_
+    Buffer ahead;                          // read ahead: parts of later messages
     size_t start = 0;
     size_t end = 0;
     bool direct = false;  // a receive reads this stream straight into its destination now
@@ -176,6 +183,11 @@ class TcpLink final : public Link {
   template <typename Events, typename What, typename Attempt>
   void waitUntil(const WaitContext& wait, const Events& events, const What& what, Attempt&& attempt,
                  bool nudges = false);
+
+  // Sealed bytes of stream 0 or of a stripe not yet written (with sendMutex_ held).
+  bool sealedPending() const;
+  // Writes what the sealed streams hold for at most until `deadline` (the close, an abort).
+  void drainSealed(std::chrono::steady_clock::time_point deadline) noexcept;
 
   // ---- send side (tcp_link.cc) ----
   // send() and sendInRun(): `inRun` lets a small frame wait in the kernel (sendInRun).
@@ -262,8 +274,9 @@ class TcpLink final : public Link {
 
   const int rank_;
   const std::chrono::milliseconds closeTimeout_;
-  net::Fd fd_;                   // stream 0
-  std::vector<Stripe> stripes_;  // streams 1..
+  net::Fd fd_;                            // stream 0
+  std::unique_ptr<SealedStream> sealed_;  // stream 0's, null: in clear
+  std::vector<Stripe> stripes_;           // streams 1..
   Waiter waiter_;
   std::string description_;
 

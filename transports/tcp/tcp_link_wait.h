@@ -49,9 +49,10 @@ void TcpLink::waitUntil(const WaitContext& wait, const Events& events, const Wha
           std::lock_guard lock(sendMutex_);
           for (size_t s = 0; s < stripes_.size(); ++s) {
             const Stripe& stripe = stripes_[s];
+            const bool queued =
+                !stripe.queue.empty() || (stripe.sealed && stripe.sealed->pendingBytes() > 0);
             own[s + 1] =
-                pollfd{stripe.fd.get(),
-                       static_cast<short>(POLLIN | (stripe.queue.empty() ? 0 : POLLOUT)), 0};
+                pollfd{stripe.fd.get(), static_cast<short>(POLLIN | (queued ? POLLOUT : 0)), 0};
           }
         }
         pollLinks(*this, std::span(own.data(), streams()), wait, slice);

@@ -36,6 +36,11 @@ TcpTransport::TcpTransport(TransportContext context, std::optional<Backoff> back
   }
   identity_ = {context_.jobId, context_.secret, context_.rank, context_.size};
   identity_.streams = streamsFromSettings(context_.settings);
+  identity_.sealed = sealedFromSettings(context_.settings);
+  if (identity_.sealed && context_.secret.empty()) {
+    throw InvalidArgument(
+        "RINGLET_SOCKET_ENCRYPT=1: the tcp transport has no job secret to derive its keys from");
+  }
 }
 
 TcpTransport::~TcpTransport() = default;
@@ -62,6 +67,22 @@ int streamsFromSettings(const Settings& settings) {
         *text, kMaxStreams));
   }
   return streams;
+}
+
+bool sealedFromSettings(const Settings& settings) {
+  const std::string* text = findSetting(settings, "socket_encrypt");
+  if (text == nullptr || *text == "0") return false;
+  if (*text == "1") return true;
+  throw InvalidArgument(fmt::format(
+      "RINGLET_SOCKET_ENCRYPT='{}': expected 1 (seal every tcp link's bytes with AES-256-GCM) or "
+      "0 (the default)",
+      *text));
+}
+
+std::unique_ptr<TcpLink> TcpTransport::makeLink(int peer, Streams streams) const {
+  if (!identity_.sealed) streams.keys.clear();
+  return std::make_unique<TcpLink>(context_.rank, peer, std::move(streams.fds), backoff_,
+                                   context_.closeTimeout, std::move(streams.keys));
 }
 
 std::string TcpTransport::chooseListenHost() const {
@@ -116,22 +137,17 @@ std::vector<std::unique_ptr<Link>> TcpTransport::connect(std::span<const int> pe
       higher.push_back(peers[i]);
       continue;
     }
-    links[i] = std::make_unique<TcpLink>(context_.rank, peers[i], connectTo(peers[i], deadline),
-                                         backoff_, context_.closeTimeout);
+    links[i] = makeLink(peers[i], connectTo(peers[i], deadline));
   }
-  std::map<int, std::vector<net::Fd>> accepted = acceptFrom(higher, deadline);
+  std::map<int, Streams> accepted = acceptFrom(higher, deadline);
   for (size_t i = 0; i < peers.size(); ++i) {
-    if (peers[i] > context_.rank) {
-      links[i] =
-          std::make_unique<TcpLink>(context_.rank, peers[i], std::move(accepted.at(peers[i])),
-                                    backoff_, context_.closeTimeout);
-    }
+    if (peers[i] > context_.rank) links[i] = makeLink(peers[i], std::move(accepted.at(peers[i])));
     log::debug("rank {}: {}", context_.rank, links[i]->describe());
   }
   return links;
 }
 
-std::vector<net::Fd> TcpTransport::connectTo(int peer, Deadline deadline) {
+TcpTransport::Streams TcpTransport::connectTo(int peer, Deadline deadline) {
   const std::string key = fmt::format("addr/{}", peer);
   // A peer that failed before it set the key never will: the wait asks checkJob between slices.
   const Bytes value = getWatching(*context_.store, key, deadline, kCheckJobEvery, [&] {
@@ -139,22 +155,23 @@ std::vector<net::Fd> TcpTransport::connectTo(int peer, Deadline deadline) {
   });
   const std::string address(reinterpret_cast<const char*>(value.data()), value.size());
   const auto [host, port] = net::splitHostPort(address, key);
-  std::vector<net::Fd> streams;
+  Streams streams;
   for (int stream = 0; stream < identity_.streams; ++stream) {
     net::Fd fd = net::connectTcp(host, port, deadline, fmt::format("rank {}", peer), [&] {
       if (context_.checkJob) context_.checkJob(deadline, std::span(&peer, 1));
     });
-    connectorHandshake(fd.get(), identity_, peer, deadline, address, stream);
-    streams.push_back(std::move(fd));
+    streams.keys.push_back(
+        connectorHandshake(fd.get(), identity_, peer, deadline, address, stream));
+    streams.fds.push_back(std::move(fd));
   }
   return streams;
 }
 
-std::map<int, std::vector<net::Fd>> TcpTransport::acceptFrom(std::vector<int> wanted,
-                                                             Deadline deadline) {
-  std::map<int, std::vector<net::Fd>> result;
-  auto whole = [](const std::vector<net::Fd>& streams) {
-    return std::all_of(streams.begin(), streams.end(), [](auto& fd) { return fd.valid(); });
+std::map<int, TcpTransport::Streams> TcpTransport::acceptFrom(std::vector<int> wanted,
+                                                              Deadline deadline) {
+  std::map<int, Streams> result;
+  auto whole = [](const Streams& streams) {
+    return std::all_of(streams.fds.begin(), streams.fds.end(), [](auto& fd) { return fd.valid(); });
   };
   auto claim = [&] {
     for (auto it = wanted.begin(); it != wanted.end();) {
@@ -216,8 +233,8 @@ void TcpTransport::serviceListener(const std::function<bool(int)>& notClaimed) {
   auto isWanted = [&](int rank, int stream) {
     auto found = stash_.find(rank);
     return notClaimed(rank) &&
-           (found == stash_.end() || stream >= static_cast<int>(found->second.size()) ||
-            !found->second[stream].valid());
+           (found == stash_.end() || stream >= static_cast<int>(found->second.fds.size()) ||
+            !found->second.fds[stream].valid());
   };
   for (auto it = pending_.begin(); it != pending_.end();) {
     PendingHandshake& p = **it;
@@ -233,9 +250,11 @@ void TcpTransport::serviceListener(const std::function<bool(int)>& notClaimed) {
     if (state == PendingHandshake::State::kAccepted) {
       log::debug("rank {}: rank {} connected stream {} from {}", context_.rank, p.peerRank(),
                  p.peerStream(), p.remote());
-      auto& streams = stash_[p.peerRank()];
-      streams.resize(identity_.streams);
-      streams.at(p.peerStream()) = p.takeFd();
+      Streams& streams = stash_[p.peerRank()];
+      streams.fds.resize(identity_.streams);
+      streams.keys.resize(identity_.streams);
+      streams.fds.at(p.peerStream()) = p.takeFd();
+      streams.keys.at(p.peerStream()) = p.keys();
     } else {
       log::warn("rank {}: tcp transport refused the connection from {}: {}", context_.rank,
                 p.remote(), p.failure());
@@ -259,10 +278,15 @@ TransportEntry transportEntry() {
                    "interface whose address the tcp transport listens on"},
                   {"socket_streams", "RINGLET_SOCKET_STREAMS",
                    "tcp connections per rank pair (1-16, default 1; alike on every rank): large "
-                   "messages are striped over them"}},
+                   "messages are striped over them"},
+                  {"socket_encrypt", "RINGLET_SOCKET_ENCRYPT",
+                   "1: every tcp link's bytes sealed with AES-256-GCM under keys from the job "
+                   "secret (for networks not trusted end to end); 0, the default: in clear, "
+                   "authenticated at the handshake only. Alike on every rank"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           (void)streamsFromSettings(settings);
+          (void)sealedFromSettings(settings);
           (void)listenHostFromSettings(settings);
           return "";
         } catch (const std::exception& e) {
@@ -276,11 +300,13 @@ TransportEntry transportEntry() {
       .describe = [](const Settings& settings) -> std::string {
         const int streams = streamsFromSettings(settings);
         const std::string perPair =
-            streams == 1 ? std::string("; 1 connection per rank pair")
-                         : fmt::format(
-                               "; {} connections per rank pair, large messages striped "
-                               "(RINGLET_SOCKET_STREAMS)",
-                               streams);
+            (streams == 1 ? std::string("; 1 connection per rank pair")
+                          : fmt::format("; {} connections per rank pair, large messages striped "
+                                        "(RINGLET_SOCKET_STREAMS)",
+                                        streams)) +
+            (sealedFromSettings(settings)
+                 ? "; every byte sealed with AES-256-GCM (RINGLET_SOCKET_ENCRYPT=1)"
+                 : "");
         if (const std::string* address = findSetting(settings, "socket_addr")) {
           return fmt::format("listens on {} (RINGLET_SOCKET_ADDR){}", *address, perPair);
         }

@@ -36,6 +36,9 @@ std::optional<std::string> listenHostFromSettings(const Settings& settings);
 // Connections per rank pair from socket_streams (RINGLET_SOCKET_STREAMS), 1 by default. Throws
 // InvalidArgument naming the setting when it is not a whole number in 1..kMaxStreams.
 int streamsFromSettings(const Settings& settings);
+// Whether links seal their bytes, from socket_encrypt (RINGLET_SOCKET_ENCRYPT: 0 or 1, default
+// 0). Throws InvalidArgument naming the setting for any other value.
+bool sealedFromSettings(const Settings& settings);
 
 class TcpTransport final : public Transport {
  public:
@@ -51,13 +54,21 @@ class TcpTransport final : public Transport {
   const std::string& listenAddress() const { return listenAddress_; }
 
  private:
+  // One rank pair's handshaken connections, stream by stream, with their sealing keys.
+  struct Streams {
+    std::vector<net::Fd> fds;
+    std::vector<SealKeys> keys;
+  };
+
   std::string chooseListenHost() const;
   void startListening();
   // One connection per stream, stream 0 first.
-  std::vector<net::Fd> connectTo(int peer, Deadline deadline);
+  Streams connectTo(int peer, Deadline deadline);
   // Accepts until every rank in `wanted` has connected all its streams; returns their sockets
   // by rank.
-  std::map<int, std::vector<net::Fd>> acceptFrom(std::vector<int> wanted, Deadline deadline);
+  std::map<int, Streams> acceptFrom(std::vector<int> wanted, Deadline deadline);
+  // The link over `streams` (sealed where identity_ says so).
+  std::unique_ptr<TcpLink> makeLink(int peer, Streams streams) const;
   // Accepts new connections and advances pending handshakes; completed ones go to stash_.
   // `notClaimed(rank)` is false for ranks this connect() call already linked (a duplicate).
   void serviceListener(const std::function<bool(int)>& notClaimed);
@@ -69,7 +80,7 @@ class TcpTransport final : public Transport {
   std::string listenAddress_;
   std::vector<std::unique_ptr<PendingHandshake>> pending_;
   // Handshaken, not yet claimed by a connect() call: each rank's streams by index.
-  std::map<int, std::vector<net::Fd>> stash_;
+  std::map<int, Streams> stash_;
 };
 
 }  // namespace ringlet::transport::tcp

@@ -3,14 +3,15 @@
 //
 // Handshake (once per connection, before any frame; the connector is the higher rank):
 //
-//   listener  -> connector  ListenerHello   magic u32 | version u16 | streams u16 |
+//   listener  -> connector  ListenerHello   magic u32 | version u16 | streams u8 | flags u8 |
 //                                           listenerNonce[32]
 //   connector -> listener   ConnectorHello  magic u32 | version u16 | jobIdBytes u16 |
 //                                           fromRank i32 | toRank i32 | dialedBytes u16 |
-//                                           stream u8 | streams u8 | connectorNonce[32] |
+//                                           stream u8 | streams u8 | flags u8 |
+//                                           connectorNonce[32] |
 //                                           jobId[jobIdBytes] | dialed[dialedBytes] |
 //                                           mac[32] = HMAC-SHA256(secret, "ringlet-connect" |
-//                                           listenerNonce | the 52 fixed bytes | jobId | dialed)
+//                                           listenerNonce | the 53 fixed bytes | jobId | dialed)
 //   listener  -> connector  ListenerAccept  magic u32 | version u16 | reserved u16 |
 //                                           listenerRank i32 | mac[32] = HMAC-SHA256(secret,
 //                                           "ringlet-accept" | listenerNonce | connectorNonce |
@@ -21,6 +22,13 @@
 // replayed answer, and a relay (a third party that forwards the bytes between a connector and
 // the real listener) fails: the listener sees an address that is not its own. A listener that
 // refuses a connector closes the socket without answering.
+//
+// `flags` (protocol version 7): kFlagSealed where the link's bytes travel sealed
+// (RINGLET_SOCKET_ENCRYPT=1, sealed_stream.h); both ends must agree. The connector's flags are
+// under its proof, so nobody on the path can talk a connection out of sealing; after an accepted
+// handshake every byte of the connection, both ways, is in records of sealed_stream.h, under a
+// key per direction: HMAC-SHA256(secret, "ringlet-seal-to-listener" or "ringlet-seal-to-connector"
+// | listenerNonce | connectorNonce | the connector's mac).
 //
 // `streams` is how many connections each rank pair keeps (RINGLET_SOCKET_STREAMS; every rank must
 // use the same); the connector makes one connection per `stream` in 0..streams-1, each with its
@@ -51,14 +59,14 @@
 namespace ringlet::transport::tcp {
 
 inline constexpr uint32_t kMagic = 0x4c474e52;  // "RNGL"
-inline constexpr uint16_t kProtocolVersion = 6;
+inline constexpr uint16_t kProtocolVersion = 7;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
 inline constexpr size_t kMaxJobIdBytes = 256;
 inline constexpr size_t kMaxDialedBytes = 128;
 
 inline constexpr size_t kListenerHelloBytes = 8 + kNonceBytes;
-inline constexpr size_t kConnectorFixedBytes = 20 + kNonceBytes;
+inline constexpr size_t kConnectorFixedBytes = 21 + kNonceBytes;
 inline constexpr size_t kListenerAcceptBytes = 12 + kMacBytes;
 
 // The listener's answer (the u16 after the version in its last message, protocol version 6):
@@ -73,7 +81,11 @@ enum class HandshakeAnswer : uint16_t {
   kWrongRank = 3,         // it asked for another rank, or is not a rank that connects here
   kWrongStreams = 4,      // another number of streams per pair, or a stream out of range
   kDuplicate = 5,         // this rank's stream is connected (or connecting) already
+  kWrongSealing = 6,      // one end seals its links (RINGLET_SOCKET_ENCRYPT), the other not
 };
+
+// The handshake's flags (protocol version 7).
+inline constexpr uint8_t kFlagSealed = 1;
 
 using Nonce = std::array<uint8_t, kNonceBytes>;
 using Mac = std::array<uint8_t, kMacBytes>;
