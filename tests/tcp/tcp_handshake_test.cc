@@ -334,6 +334,98 @@ TEST(TcpHandshake, StreamCountsMustAgree) {
   });
 }
 
+// One rank seals, the other not: the connector stops naming the variable on both sides' terms
+// (the listener's greeting says it), the listener times out (it never gets a link).
+TEST(TcpHandshake, SealingMustAgree) {
+  for (const int sealedRank : {0, 1}) {
+    runThreadRanks(2, [&](int rank, int size, std::shared_ptr<Store> store) {
+      TransportContext context = makeContext(rank, size, store);
+      if (rank == sealedRank) context.settings["socket_encrypt"] = "1";
+      TcpTransport transport(std::move(context));
+      try {
+        transport.connect(std::vector<int>{1 - rank}, Clock::now() + (rank == 0 ? 3s : 10s));
+        ADD_FAILURE() << "rank " << rank << " connected although only rank " << sealedRank
+                      << " seals";
+      } catch (const IoError& error) {
+        EXPECT_EQ(rank, 1) << error.what();
+        const std::string expected = sealedRank == 0
+                                         ? "seals its tcp links and this rank does not seal"
+                                         : "does not seal its tcp links and this rank seals";
+        EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+        EXPECT_NE(std::string(error.what()).find("RINGLET_SOCKET_ENCRYPT"), std::string::npos)
+            << error.what();
+      } catch (const TimeoutError& error) {
+        EXPECT_EQ(rank, 0) << error.what();
+      }
+    });
+  }
+}
+
+// A connector that says it does not seal, under its proof, to a listener that seals (a flag
+// changed in the listener's greeting on the way cannot talk the connection out of sealing): the
+// listener refuses it by name.
+TEST(TcpHandshake, ListenerRefusesAConnectorThatDoesNotSeal) {
+  runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
+    TransportContext context = makeContext(rank, size, store);
+    if (rank == 0) {
+      context.settings["socket_encrypt"] = "1";
+      TcpTransport transport(std::move(context));
+      EXPECT_THROW(transport.connect(std::vector<int>{1}, Clock::now() + 3s), TimeoutError);
+      return;
+    }
+    const std::string address = listenerOf(*store, 0);
+    net::Fd fd = connectRaw(address);
+    uint8_t hello[kListenerHelloBytes];
+    net::readFull(fd.get(), hello, sizeof hello, Clock::now() + 10s, "listener");
+    EXPECT_EQ(hello[7], kFlagSealed);
+    // A well-formed, proven hello with flags 0 (this connector's own code would stop at the
+    // greeting: it checks the flag too).
+    const std::string jobId = "tcp-test-job";
+    std::vector<uint8_t> message(kConnectorFixedBytes + jobId.size() + address.size() + kMacBytes);
+    uint8_t* fixed = message.data();
+    put32(fixed, kMagic);
+    put16(fixed + 4, kProtocolVersion);
+    put16(fixed + 6, static_cast<uint16_t>(jobId.size()));
+    put32(fixed + 8, 1);
+    put32(fixed + 12, 0);
+    put16(fixed + 16, static_cast<uint16_t>(address.size()));
+    fixed[18] = 0;  // stream
+    fixed[19] = 1;  // streams
+    fixed[20] = 0;  // flags: does not seal
+    std::memset(fixed + 21, 0x5a, kNonceBytes);
+    std::memcpy(fixed + kConnectorFixedBytes, jobId.data(), jobId.size());
+    std::memcpy(fixed + kConnectorFixedBytes + jobId.size(), address.data(), address.size());
+    auto bytesOf = [](const std::string& text) {
+      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+    };
+    const Mac mac = computeMac(
+        "tcp-test-secret", "ringlet-connect",
+        {std::span<const uint8_t>(hello + 8, kNonceBytes),
+         std::span<const uint8_t>(fixed, kConnectorFixedBytes), bytesOf(jobId), bytesOf(address)});
+    std::memcpy(message.data() + message.size() - kMacBytes, mac.data(), kMacBytes);
+    net::writeFull(fd.get(), message.data(), message.size(), Clock::now() + 10s, "listener");
+    uint8_t answer[kListenerAcceptBytes];
+    net::readFull(fd.get(), answer, sizeof answer, Clock::now() + 10s, "listener");
+    EXPECT_EQ(get16(answer + 6), static_cast<uint16_t>(HandshakeAnswer::kWrongSealing));
+  });
+}
+
+TEST(TcpHandshake, SealingSettingIsCheckedAndNamed) {
+  EXPECT_FALSE(sealedFromSettings({}));
+  EXPECT_FALSE(sealedFromSettings({{"socket_encrypt", "0"}}));
+  EXPECT_TRUE(sealedFromSettings({{"socket_encrypt", "1"}}));
+  for (const char* bad : {"yes", "2", "on", " 1"}) {
+    try {
+      sealedFromSettings({{"socket_encrypt", bad}});
+      ADD_FAILURE() << "accepted RINGLET_SOCKET_ENCRYPT='" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find(fmt::format("RINGLET_SOCKET_ENCRYPT='{}'", bad)),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(TcpHandshake, StreamsSettingIsCheckedAndNamed) {
   EXPECT_EQ(streamsFromSettings({}), 1);
   EXPECT_EQ(streamsFromSettings({{"socket_streams", "4"}}), 4);

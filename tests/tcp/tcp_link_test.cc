@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
@@ -25,14 +26,25 @@ using ringlet::testing::Event;
 using ringlet::testing::runThreadRanks;
 using ringlet::testing::SetOnExit;
 
-// Every test runs with one stream per rank pair and with three (large messages striped).
+// Every test runs with one stream per rank pair and with three (large messages striped), in
+// clear and sealed (RINGLET_SOCKET_ENCRYPT=1): the parameter is the streams, negative for sealed.
 class TcpLinkTest : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override { testStreams() = GetParam(); }
-  void TearDown() override { testStreams() = 1; }
+  void SetUp() override {
+    testStreams() = streams();
+    testSealed() = GetParam() < 0;
+  }
+  void TearDown() override {
+    testStreams() = 1;
+    testSealed() = false;
+  }
+  static int streams() { return std::abs(GetParam()); }
 };
-INSTANTIATE_TEST_SUITE_P(Streams, TcpLinkTest, ::testing::Values(1, 3),
-                         [](const auto& info) { return std::to_string(info.param) + "streams"; });
+INSTANTIATE_TEST_SUITE_P(Streams, TcpLinkTest, ::testing::Values(1, 3, -1, -3),
+                         [](const auto& info) {
+                           return std::to_string(std::abs(info.param)) + "streams" +
+                                  (info.param < 0 ? "_sealed" : "");
+                         });
 
 // Sends every assorted size to `link`, then receives them, alternating recv and recvInto.
 void exchangeAssorted(int rank, Link& link, const std::vector<Link*>& all) {
@@ -68,8 +80,10 @@ TEST_P(TcpLinkTest, AssortedSizesInOrderBothWays) {
     EXPECT_EQ(e.to(0).peer(), 1 - rank);
     EXPECT_EQ(e.to(0).transportName(), "tcp");
     EXPECT_NE(e.to(0).describe().find("127.0.0.1"), std::string::npos) << e.to(0).describe();
-    if (GetParam() > 1) {
-      EXPECT_NE(e.to(0).describe().find(fmt::format("and {} more streams", GetParam() - 1)),
+    EXPECT_EQ(e.to(0).describe().find("sealed (AES-256-GCM)") != std::string::npos, GetParam() < 0)
+        << e.to(0).describe();
+    if (streams() > 1) {
+      EXPECT_NE(e.to(0).describe().find(fmt::format("and {} more streams", streams() - 1)),
                 std::string::npos)
           << e.to(0).describe();
     }
@@ -207,7 +221,7 @@ TEST_P(TcpLinkTest, PeekShowsAWholeMessageAndLeavesItForRecv) {
       link.flush(wait);
     }
     for (size_t m = 0; m < sizes.size(); ++m) {
-      const bool striped = m == 3 && GetParam() > 1;
+      const bool striped = m == 3 && streams() > 1;
       const auto deadline = std::chrono::steady_clock::now() + 10s;
       size_t bytes = 0;
       const std::byte* peeked = nullptr;
@@ -794,7 +808,21 @@ TEST_P(TcpLinkTest, AbortWithALargeMessageHalfSentIsPeerError) {
   });
 }
 
+// In clear; a sealed link has no keys without a secret, and says so before anything is sent.
 TEST_P(TcpLinkTest, EmptySecretStillHandshakes) {
+  if (GetParam() < 0) {
+    try {
+      TcpTransport transport(makeContext(0, 2, makeInProcessStore(), "job", ""));
+      ADD_FAILURE() << "a sealed transport without a secret was made";
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what())
+                    .find("RINGLET_SOCKET_ENCRYPT=1: the tcp transport has "
+                          "no job secret"),
+                std::string::npos)
+          << error.what();
+    }
+    return;
+  }
   runThreadRanks(2, [](int rank, int size, std::shared_ptr<Store> store) {
     Endpoint e = connectAll(makeContext(rank, size, store, "job", ""), othersOf(rank, size));
     exchangeAssorted(rank, e.to(0), e.raw);

@@ -23,6 +23,11 @@ inline int& testStreams() {
   static int streams = 1;
   return streams;
 }
+// Whether those contexts seal their links (RINGLET_SOCKET_ENCRYPT=1).
+inline bool& testSealed() {
+  static bool sealed = false;
+  return sealed;
+}
 
 inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> store,
                                     std::string jobId = "tcp-test-job",
@@ -34,6 +39,7 @@ inline TransportContext makeContext(int rank, int size, std::shared_ptr<Store> s
   context.jobId = std::move(jobId);
   context.secret = std::move(secret);
   if (testStreams() != 1) context.settings["socket_streams"] = std::to_string(testStreams());
+  if (testSealed()) context.settings["socket_encrypt"] = "1";
   for (int r = 0; r < size; ++r) {
     context.peers.push_back(PeerInfo{r, "localhost", "same-host", 1, "pid:[1]", 0});
   }

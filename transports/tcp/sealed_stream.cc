@@ -164,6 +164,18 @@ size_t SealedStream::wholeRecordBytes() {
   return have >= whole ? whole : 0;
 }
 
+size_t SealedStream::readyBytes() const {
+  size_t ready = plainEnd_ - plainStart_;
+  const size_t have = inEnd_ - inStart_;
+  if (have >= kLengthBytes) {
+    const uint32_t length = get32(in_.get() + inStart_);
+    if (length > 0 && length <= kMaxRecordBytes && have >= length + kOverheadBytes) {
+      ready += length;
+    }
+  }
+  return ready;
+}
+
 bool SealedStream::openRecord(uint8_t* dst, size_t plainBytes) {
   const uint8_t* record = in_.get() + inStart_;
   const auto nonce = nonceOf(recvCounter_);

@@ -78,6 +78,9 @@ class SealedStream {
   // Bytes here that recv() would give or open without reading the socket (opened plaintext, and
   // received records not yet opened, whole or not).
   size_t bufferedBytes() const { return (plainEnd_ - plainStart_) + (inEnd_ - inStart_); }
+  // Of those, the plaintext recv() could give now without reading the socket: opened, or in a
+  // whole record. 0 after a recv() that gave less than asked (tests).
+  size_t readyBytes() const;
   // Records sealed and opened (tests).
   uint64_t recordsSent() const { return sendCounter_; }
   uint64_t recordsOpened() const { return recvCounter_; }
