@@ -62,6 +62,16 @@ seeds = {
         "huge-lengths": b"\x00" + bytes([1]) + struct.pack("<IQ", 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF),
         "raw": b"\x01RGLSTOR9",
     },
+    "sealed": {
+        # Round trips: small writes read whole, a write across records read in small pieces.
+        "round-trip": b"\x00" + struct.pack("<HHHHHH", 100, 100, 5, 1, 4000, 333),
+        "across-records": b"\x00" + struct.pack("<HHHH", 0x8000 | 6000, 7, 0x8000, 65535),
+        # Hostile: a record of a plausible length with a made-up tag, a length past the limit,
+        # a record cut off by the end.
+        "forged": b"\x01\x00" + struct.pack("<I", 8) + bytes(8) + bytes(16),
+        "too-long": b"\x01\x05" + struct.pack("<I", 0x10001) + bytes(64),
+        "cut-off": b"\x01\x00" + struct.pack("<I", 1000) + bytes(100),
+    },
     "config": {
         "timeout-tiny": b"\x000.0001\n",
         "sizes-huge": b"\x039223372036854775808\n\x0a9223372036854775808\n",

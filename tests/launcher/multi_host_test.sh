@@ -66,6 +66,27 @@ streams)
     { cat "$work"/host*.log >&2; fail "no tcp link reported its 3 streams"; }
   grep -q "Out of bounds values : 0 OK" "$work/host0.log" || fail "ringlet-bench found wrong data"
   ;;
+sealed)
+  # Every link's bytes sealed across the hosts (RINGLET_SOCKET_ENCRYPT=1 from the launchers'
+  # environment), with striped streams too; then the two hosts disagreeing: a named error.
+  emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
+    RINGLET_SOCKET_ENCRYPT=1 RINGLET_SOCKET_STREAMS=2 $run_line -n 2 --rank-order cyclic \
+    \"\$BIN/ringlet-bench\" --ops allreduce,reducescatter,allgather,broadcast,alltoall,sendrecv \
+    -b 8 -e 1M -f 8 -n 2 -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
+  status=$?
+  cat "$work"/host0.log
+  (( status == 0 )) || { cat "$work"/host*.log >&2; fail "a host exited with status $status"; }
+  grep -hq "tcp .* and 1 more streams, sealed (AES-256-GCM)" "$work"/host*.log ||
+    { cat "$work"/host*.log >&2; fail "no tcp link reported itself sealed"; }
+  grep -q "Out of bounds values : 0 OK" "$work/host0.log" || fail "ringlet-bench found wrong data"
+  emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=10 \
+    RINGLET_SOCKET_ENCRYPT=\$EMU_NODE $run_line -n 1 \"\$BIN/ringlet-bench\" --ops allreduce \
+    -b 8 -e 8 -n 2 -w 1 >\"\$WORK/mixed\$EMU_NODE.log\" 2>&1"
+  status=$?
+  (( status != 0 )) || { cat "$work"/mixed*.log >&2; fail "hosts that seal and do not ran"; }
+  grep -hq "RINGLET_SOCKET_ENCRYPT alike on every rank" "$work"/mixed*.log ||
+    { cat "$work"/mixed*.log >&2; fail "the disagreement was not named"; }
+  ;;
 collectives)
   hosts="$1" ranks="$2" order="$3"
   start=$(date +%s)
