@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-short}
 shift || true
-targets=(frames handshake store config)
+targets=(frames handshake store config sealed)
 
 scripts/install-deps.sh --fuzz
 launcher=()

@@ -81,6 +81,8 @@ class SealedStream {
   // Of those, the plaintext recv() could give now without reading the socket: opened, or in a
   // whole record. 0 after a recv() that gave less than asked (tests).
   size_t readyBytes() const;
+  // Whether a record failed authentication (every recv() fails from then on).
+  bool failed() const { return failed_; }
   // Records sealed and opened (tests).
   uint64_t recordsSent() const { return sendCounter_; }
   uint64_t recordsOpened() const { return recvCounter_; }

@@ -496,7 +496,11 @@ void TcpLink::checkPeer(const WaitContext& wait) {
       decodeFrameHeader(buffer_.data.get() + start_).type == kFrameAbort) {
     peekDataHeader(0, wait);  // throws the peer's abort once the frame is whole
   } else if (peerClosed_ && buffered() == 0) {
-    failConnection(0, &wait, "receiving");
+    // A quiet read-ahead that met a record failing authentication left only peerClosed_.
+    const bool forged =
+        sealed_ && (sealed_->failed() || std::any_of(stripes_.begin(), stripes_.end(),
+                                                     [](auto& s) { return s.sealed->failed(); }));
+    failConnection(forged ? EBADMSG : 0, &wait, "receiving");
   }
 }
 
