@@ -1,10 +1,10 @@
 // Fuzz target: the sealed stream of a TCP link (RINGLET_SOCKET_ENCRYPT=1, SealedStream).
 //
 // Byte 0 bit 0 chooses:
-//   0, round trip: then pairs (write u16, read size u16) until the input ends; the writer seals
-//      1 + (write & 0x3fff) bytes of a pattern, or 60000 more where bit 15 is set (records of
-//      64 KiB and writes across them), the reader takes them in reads of the given sizes (0:
-//      one byte) while the two take turns on a socket pair. Every
+//   0, round trip: then pairs (write u16, read size u16) until the input ends or 256 KiB are
+//      written; the writer seals 1 + (write & 0xfff) bytes of a pattern, or 65472 more where
+//      bit 15 is set (writes across the 64 KiB records), the reader takes them in reads of the
+//      given sizes (0: one byte) while the two take turns on a socket pair. Every
 //      byte must come back in order, and as many records opened as sealed.
 //   1, hostile: the rest is a peer's raw byte stream (as an attacker on the path sends it), read
 //      in reads of byte 1's size (+1) x 97. Without the key nothing may open: every read must
@@ -48,9 +48,9 @@ void roundTrip(fuzz::InputReader& in) {
   size_t read = 0;
   std::vector<uint8_t> chunk;
   std::vector<uint8_t> got;
-  while (!in.rest().empty()) {
+  while (!in.rest().empty() && written < (size_t{256} << 10)) {
     const uint16_t write = in.u16();
-    const size_t writeBytes = 1 + (write & 0x3fff) + ((write & 0x8000) != 0 ? 60000 : 0);
+    const size_t writeBytes = 1 + (write & 0xfff) + ((write & 0x8000) != 0 ? 65472 : 0);
     const size_t readBytes = std::max<size_t>(1, in.u16());
     chunk.resize(writeBytes);
     for (size_t i = 0; i < writeBytes; ++i) chunk[i] = patternAt(written + i);
