@@ -123,6 +123,8 @@ class Link {
   // kMinMessageBytes: messages that are not cut (the core's call header) must fit.
   static constexpr size_t kMinMessageBytes = 320;
   virtual size_t maxMessageBytes() const = 0;
+  // True when the link's bytes travel sealed against the network (tcp: RINGLET_SOCKET_ENCRYPT=1).
+  virtual bool sealed() const { return false; }
   // True when messages live in memory both ranks map (shared memory): recv() then costs no copy,
   // so a collective reads straight from it rather than asking recvInto() for a copy.
   virtual bool sharesMemory() const { return false; }

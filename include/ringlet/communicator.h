@@ -524,7 +524,8 @@ class Communicator {
 
   // Which transport each peer link uses ("tcp", "shm", ...), for logs and tools: "1:shm, 3:tcp",
   // by rank in this communicator; "+direct" where the link lends messages and writes directly
-  // (shared memory: RINGLET_SHM_DIRECT, by default where the kernel's copy was measured to pay).
+  // (shared memory: RINGLET_SHM_DIRECT, by default where the kernel's copy was measured to pay);
+  // "+sealed" where its bytes travel sealed (tcp: RINGLET_SOCKET_ENCRYPT=1): "1:tcp+sealed".
   std::string describeLinks() const;
   // The cost model this communicator chooses algorithms with (the same on every rank).
   CostModel costModel() const;

@@ -33,6 +33,23 @@ def test_groups_side_by_side_from_threads(run_ranks):
     run_ranks(4, "groups", timeout=180).expect_success()
 
 
+SEALED_TCP = {"RINGLET_TRANSPORT": "tcp", "RINGLET_SOCKET_ENCRYPT": "1"}
+
+
+def test_every_op_over_sealed_tcp_links(run_ranks):
+    """Through links whose bytes are sealed (AES-256-GCM), as across an untrusted network."""
+    ranks = run_ranks(3, "ops", timeout=300, env=SEALED_TCP).expect_success()
+    for r in range(3):
+        assert ranks.results(r)[0]["checks"] > 100
+
+
+def test_groups_over_sealed_tcp_links_say_so(run_ranks):
+    ranks = run_ranks(4, "groups", timeout=180, env=SEALED_TCP).expect_success()
+    for r in range(4):
+        links = ranks.results(r)[0]["links"]
+        assert links.count("tcp+sealed") == 3, links
+
+
 @pytest.mark.skipif(int(torch.__version__.split(".")[0]) < 2,
                     reason="PyTorch 1.x has no coalesced all-gather / reduce-scatter into tensors")
 @pytest.mark.parametrize("n", [2, 3])

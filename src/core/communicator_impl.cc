@@ -690,7 +690,9 @@ std::string CommunicatorImpl::describeLinks() const {
     if (!direct.empty() && link->lendBlockBytes() != SIZE_MAX) {
       direct += fmt::format("(<= {} KiB)", link->lendBlockBytes() >> 10);
     }
-    out += fmt::format("{}:{}{}", link->peer(), link->transportName(), direct);
+    // "+sealed": the link's bytes sealed against the network (tcp: RINGLET_SOCKET_ENCRYPT=1).
+    out += fmt::format("{}:{}{}{}", link->peer(), link->transportName(), direct,
+                       link->sealed() ? "+sealed" : "");
   }
   return out.empty() ? "none (world of one)" : out;
 }

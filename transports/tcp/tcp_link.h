@@ -77,6 +77,7 @@ class TcpLink final : public Link {
   std::string_view transportName() const override { return "tcp"; }
   std::string describe() const override { return description_; }
   size_t maxMessageBytes() const override { return kMaxMessageBytes; }
+  bool sealed() const override { return sealed_ != nullptr; }
 
   std::byte* sendBuffer(size_t bytes, std::byte* scratch, const WaitContext& wait) override;
   void send(const std::byte* data, size_t bytes, const WaitContext& wait) override;
