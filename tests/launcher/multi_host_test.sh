@@ -53,32 +53,30 @@ expect_named_error_on_every_rank() {
   done
 }
 
-case "$mode" in
-streams)
-  emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
-    RINGLET_SOCKET_STREAMS=3 $run_line -n 2 --rank-order cyclic \"\$BIN/ringlet-bench\" \
-    --ops allreduce,reducescatter,allgather,broadcast,alltoall,sendrecv -b 8 -e 4M -f 8 -n 2 \
-    -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
+# 2 hosts x 2 ranks (cyclic) under the variables $1: every collective and sendrecv from 8 B to
+# $2, checked; some link's log line must match $3 (else: "no tcp link $4").
+striped_bench() {
+  local vars="$1" largest="$2" pattern="$3" what="$4" status
+  emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO $vars \
+    $run_line -n 2 --rank-order cyclic \"\$BIN/ringlet-bench\" \
+    --ops allreduce,reducescatter,allgather,broadcast,alltoall,sendrecv -b 8 -e $largest -f 8 \
+    -n 2 -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
   status=$?
   cat "$work"/host0.log
   (( status == 0 )) || { cat "$work"/host*.log >&2; fail "a host exited with status $status"; }
-  grep -hq "tcp .* and 2 more streams" "$work"/host*.log ||
-    { cat "$work"/host*.log >&2; fail "no tcp link reported its 3 streams"; }
+  grep -hq "$pattern" "$work"/host*.log || { cat "$work"/host*.log >&2; fail "no tcp link $what"; }
   grep -q "Out of bounds values : 0 OK" "$work/host0.log" || fail "ringlet-bench found wrong data"
+}
+
+case "$mode" in
+streams)
+  striped_bench "RINGLET_SOCKET_STREAMS=3" 4M "tcp .* and 2 more streams" "reported its 3 streams"
   ;;
 sealed)
   # Every link's bytes sealed across the hosts (RINGLET_SOCKET_ENCRYPT=1 from the launchers'
   # environment), with striped streams too; then the two hosts disagreeing: a named error.
-  emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=20 RINGLET_DEBUG=INFO \
-    RINGLET_SOCKET_ENCRYPT=1 RINGLET_SOCKET_STREAMS=2 $run_line -n 2 --rank-order cyclic \
-    \"\$BIN/ringlet-bench\" --ops allreduce,reducescatter,allgather,broadcast,alltoall,sendrecv \
-    -b 8 -e 1M -f 8 -n 2 -w 1 >\"\$WORK/host\$EMU_NODE.log\" 2>&1"
-  status=$?
-  cat "$work"/host0.log
-  (( status == 0 )) || { cat "$work"/host*.log >&2; fail "a host exited with status $status"; }
-  grep -hq "tcp .* and 1 more streams, sealed (AES-256-GCM)" "$work"/host*.log ||
-    { cat "$work"/host*.log >&2; fail "no tcp link reported itself sealed"; }
-  grep -q "Out of bounds values : 0 OK" "$work/host0.log" || fail "ringlet-bench found wrong data"
+  striped_bench "RINGLET_SOCKET_ENCRYPT=1 RINGLET_SOCKET_STREAMS=2" 1M \
+    "tcp .* and 1 more streams, sealed (AES-256-GCM)" "reported itself sealed"
   emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=10 \
     RINGLET_SOCKET_ENCRYPT=\$EMU_NODE $run_line -n 1 \"\$BIN/ringlet-bench\" --ops allreduce \
     -b 8 -e 8 -n 2 -w 1 >\"\$WORK/mixed\$EMU_NODE.log\" 2>&1"

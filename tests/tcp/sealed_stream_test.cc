@@ -361,6 +361,12 @@ struct RelayOutcome {
   bool sawNeedle = false;
 };
 
+std::vector<net::Fd> oneStream(net::Fd fd) {
+  std::vector<net::Fd> streams;
+  streams.push_back(std::move(fd));
+  return streams;
+}
+
 RelayOutcome sendThroughRelay(bool sealed) {
   Pair left = makePair();
   Pair right = makePair();
@@ -373,22 +379,8 @@ RelayOutcome sendThroughRelay(bool sealed) {
   RelayOutcome outcome;
   {
     Relay relay(std::move(left.b), std::move(right.a), 1000, needle);
-    TcpLink sender(
-        0, 1,
-        [&] {
-          std::vector<net::Fd> s;
-          s.push_back(std::move(left.a));
-          return s;
-        }(),
-        Backoff{}, 2s, senderKeys);
-    TcpLink receiver(
-        1, 0,
-        [&] {
-          std::vector<net::Fd> s;
-          s.push_back(std::move(right.b));
-          return s;
-        }(),
-        Backoff{}, 2s, receiverKeys);
+    TcpLink sender(0, 1, oneStream(std::move(left.a)), Backoff{}, 2s, senderKeys);
+    TcpLink receiver(1, 0, oneStream(std::move(right.b)), Backoff{}, 2s, receiverKeys);
     std::vector<std::byte> message(64 << 10);
     for (size_t i = 0; i < message.size(); ++i) message[i] = static_cast<std::byte>(i * 7 + 3);
     std::memcpy(message.data() + 4000, needle.data(), needle.size());
