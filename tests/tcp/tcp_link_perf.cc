@@ -231,6 +231,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-yield{false}", options.yield, "pure spin, no sched_yield() between attempts");
   app.add_option("--iters", options.iters, "round trips per latency batch");
   app.add_flag("--no-bandwidth{false}", options.bandwidth, "skip the streaming measurements");
+  app.add_flag("--sealed", tcp::testing::testSealed(),
+               "links seal their bytes (RINGLET_SOCKET_ENCRYPT=1)");
   CLI11_PARSE(app, argc, argv);
   for (double spin : options.spinUs) {
     auto f = [&](int rank, int size, std::shared_ptr<ringlet::Store> store) {
