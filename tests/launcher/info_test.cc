@@ -61,7 +61,7 @@ TEST(Info, JsonParsesAndAgreesWithTheLibrary) {
     std::vector<std::string> envs;
     for (const auto& o : t["options"]) envs.push_back(o["env"]);
     EXPECT_EQ(envs, (std::vector<std::string>{"RINGLET_SOCKET_ADDR", "RINGLET_SOCKET_IFNAME",
-                                              "RINGLET_SOCKET_STREAMS"}));
+                                              "RINGLET_SOCKET_STREAMS", "RINGLET_SOCKET_ENCRYPT"}));
     EXPECT_NE(t["status"].get<std::string>().find("1 connection per rank pair"), std::string::npos)
         << t;
   }
