@@ -309,7 +309,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
   for (size_t set = 0; set < algorithmSets.size(); ++set) {
     SCOPED_TRACE(fmt::format("algorithms {}", fmt::join(algorithmSets[set], ",")));
     CommunicatorOptions o;
-    o.timeout = std::chrono::seconds(30);
+    o.timeout = options.timeout;
     o.transport = options.transport;
     o.transportOptions = options.transportOptions;
     o.segmentBytes = 1024;
@@ -365,7 +365,7 @@ void runCollectiveMatrix(int rank, int size, std::shared_ptr<Store> store,
   if (options.large) {
     // A large prime count: many slices of the default size, uneven chunks.
     CommunicatorOptions o;
-    o.timeout = std::chrono::seconds(60);
+    o.timeout = 2 * options.timeout;
     o.transport = options.transport;
     o.transportOptions = options.transportOptions;
     o.segmentBytes = options.largeSegmentBytes;

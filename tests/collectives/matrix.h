@@ -2,6 +2,7 @@
 // The collective matrix, one body for thread and process ranks: every collective x data type x
 // reduction x in/out of place x awkward counts, over a given transport.
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +17,9 @@ struct MatrixOptions {
   bool large = true;                    // include the 1000003-element counts
   size_t largeSegmentBytes = 64 << 10;  // the segment size of the large counts' communicator
   std::map<std::string, std::string> transportOptions = {};  // "socket_streams" -> "3"
+  // The communicators' timeout (the large counts' one: twice it); it bounds their creation's
+  // calibration too, which sends 1 KiB slices here.
+  std::chrono::seconds timeout{30};
 };
 
 // Runs on one rank; fails gtest expectations on that rank.
