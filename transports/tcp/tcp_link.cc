@@ -62,6 +62,14 @@ int drainQueue(int fd, SealedStream* sealed, Queue& queue, Unsent unsent, Total 
   return sealed != nullptr ? sealed->flushPending() : 0;
 }
 
+// Writes what `sealed` holds on `fd`, waiting for room, until it is all sent, the socket fails or
+// `deadline` passes (the close, an abort: best effort).
+void drainUntil(int fd, SealedStream& sealed, std::chrono::steady_clock::time_point deadline) {
+  while (sealed.pendingBytes() > 0 && sealed.flushPending() == 0 && sealed.pendingBytes() > 0 &&
+         net::waitFor(fd, POLLOUT, deadline)) {
+  }
+}
+
 // How long a closing link waits for its peer to take what it sent before it says so.
 constexpr std::chrono::seconds kCloseQuietly{1};
 
@@ -451,13 +459,8 @@ bool TcpLink::sealedPending() const {
 void TcpLink::drainSealed(std::chrono::steady_clock::time_point deadline) noexcept {
   if (!sealed_) return;
   std::lock_guard lock(sendMutex_);
-  auto drain = [&](int fd, SealedStream& sealed) {
-    while (sealed.pendingBytes() > 0 && sealed.flushPending() == 0 && sealed.pendingBytes() > 0 &&
-           net::waitFor(fd, POLLOUT, deadline)) {
-    }
-  };
-  drain(fd_.get(), *sealed_);
-  for (Stripe& stripe : stripes_) drain(stripe.fd.get(), *stripe.sealed);
+  drainUntil(fd_.get(), *sealed_, deadline);
+  for (Stripe& stripe : stripes_) drainUntil(stripe.fd.get(), *stripe.sealed, deadline);
 }
 
 bool TcpLink::hasQueued() {
@@ -587,9 +590,7 @@ void TcpLink::sendAbortFrame(int origin, std::string_view reason) {
     }
   }
   // Sealed: the frame is taken, not yet sent.
-  while (sealed_ && sealed_->pendingBytes() > 0 && sealed_->flushPending() == 0 &&
-         sealed_->pendingBytes() > 0 && net::waitFor(fd_.get(), POLLOUT, deadline)) {
-  }
+  if (sealed_) drainUntil(fd_.get(), *sealed_, deadline);
 }
 
 }  // namespace ringlet::transport::tcp
