@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "fuzz/fuzz_support.h"
-#include "transports/tcp/sealed_stream.h"
+#include "src/net/sealed_stream.h"
 
 using namespace ringlet;
-using transport::tcp::SealedStream;
-using transport::tcp::SealKeys;
+using net::SealedStream;
+using net::SealKeys;
 
 namespace {
 

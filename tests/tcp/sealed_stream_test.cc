@@ -1,4 +1,4 @@
-// Sealed streams (RINGLET_SOCKET_ENCRYPT=1, transports/tcp/sealed_stream.h): bytes round trip
+// Sealed streams (RINGLET_SOCKET_ENCRYPT=1, src/net/sealed_stream.h): bytes round trip
 // exactly through partial writes and reads of any size; the wire carries no plaintext; a byte
 // changed, a record replayed, dropped or moved, or the wrong key fails authentication (EBADMSG),
 // for good. And two tcp links through a relay that changes one byte on the way: in clear the
@@ -17,12 +17,16 @@
 #include <vector>
 
 #include "ringlet/error.h"
+#include "src/net/sealed_stream.h"
 #include "src/net/socket.h"
-#include "transports/tcp/sealed_stream.h"
 #include "transports/tcp/tcp_link.h"
 
 namespace ringlet::transport::tcp::testing {
 namespace {
+
+using net::SealedStream;
+using net::SealKey;
+using net::SealKeys;
 
 using namespace std::chrono_literals;
 

@@ -46,17 +46,17 @@ uint8_t flagsOf(const HandshakeIdentity& self) { return self.sealed ? kFlagSeale
 std::string_view sealingText(bool sealed) { return sealed ? "seals" : "does not seal"; }
 
 // Both directions' keys of one connection (wire.h), as the end `listener` sees them.
-SealKeys sealKeys(const std::string& secret, std::span<const uint8_t> listenerNonce,
-                  std::span<const uint8_t> connectorNonce, std::span<const uint8_t> connectorMac,
-                  bool listener) {
+net::SealKeys sealKeys(const std::string& secret, std::span<const uint8_t> listenerNonce,
+                       std::span<const uint8_t> connectorNonce,
+                       std::span<const uint8_t> connectorMac, bool listener) {
   const Mac toListener =
       computeMac(secret, kSealToListenerLabel, {listenerNonce, connectorNonce, connectorMac});
   const Mac toConnector =
       computeMac(secret, kSealToConnectorLabel, {listenerNonce, connectorNonce, connectorMac});
-  static_assert(kMacBytes == kSealKeyBytes);
-  SealKeys keys;
-  std::memcpy(keys.send.data(), (listener ? toConnector : toListener).data(), kSealKeyBytes);
-  std::memcpy(keys.recv.data(), (listener ? toListener : toConnector).data(), kSealKeyBytes);
+  static_assert(kMacBytes == net::kSealKeyBytes);
+  net::SealKeys keys;
+  std::memcpy(keys.send.data(), (listener ? toConnector : toListener).data(), net::kSealKeyBytes);
+  std::memcpy(keys.recv.data(), (listener ? toListener : toConnector).data(), net::kSealKeyBytes);
   return keys;
 }
 
@@ -118,8 +118,8 @@ Mac computeMac(const std::string& secret, std::string_view label,
   return mac;
 }
 
-SealKeys connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
-                            Deadline deadline, const std::string& remote, int stream) {
+net::SealKeys connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
+                                 Deadline deadline, const std::string& remote, int stream) {
   const std::string what = fmt::format("rank {} at {} (handshake)", listenerRank, remote);
   if (self.jobId.size() > kMaxJobIdBytes) {
     throw InvalidArgument(fmt::format("job id is {} bytes; the tcp transport allows at most {}",

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "src/net/sealed_stream.h"
 #include "src/net/socket.h"
-#include "transports/tcp/sealed_stream.h"
 #include "transports/tcp/wire.h"
 #include "transports/transport.h"
 
@@ -43,8 +43,8 @@ Mac computeMac(const std::string& secret, std::string_view label,
 // keeps another number of streams or seals otherwise; PeerError when it closes the connection
 // without an answer (its process failed or exited meanwhile); TimeoutError when it stays silent.
 // Returns the connection's sealing keys (wire.h; used where `self.sealed`).
-SealKeys connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
-                            Deadline deadline, const std::string& remote, int stream = 0);
+net::SealKeys connectorHandshake(int fd, const HandshakeIdentity& self, int listenerRank,
+                                 Deadline deadline, const std::string& remote, int stream = 0);
 
 // Listener side of one accepted connection, advanced without blocking from a poll loop.
 class PendingHandshake {
@@ -65,7 +65,7 @@ class PendingHandshake {
   int peerRank() const { return peerRank_; }
   int peerStream() const { return peerStream_; }
   // The connection's sealing keys, once state() is kAccepted (used where the identity seals).
-  const SealKeys& keys() const { return keys_; }
+  const net::SealKeys& keys() const { return keys_; }
 
   // Reads what has arrived; on a complete ConnectorHello validates it and, when it is good,
   // answers with the listener's proof. `isWanted(rank, stream)` says whether that connection
@@ -104,7 +104,7 @@ class PendingHandshake {
   std::string failure_;
   int peerRank_ = -1;
   int peerStream_ = -1;
-  SealKeys keys_{};
+  net::SealKeys keys_{};
 };
 
 }  // namespace ringlet::transport::tcp

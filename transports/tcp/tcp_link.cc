@@ -36,14 +36,14 @@ constexpr size_t kReadAheadForAbort = 64 << 10;
 // `total(entry)` is its length; entry.sent counts what went. Returns the errno of a failed send,
 // else 0.
 template <typename Queue, typename Unsent, typename Total>
-int drainQueue(int fd, SealedStream* sealed, Queue& queue, Unsent unsent, Total total) {
+int drainQueue(int fd, net::SealedStream* sealed, Queue& queue, Unsent unsent, Total total) {
   while (!queue.empty()) {
     iovec iov[kMaxIov];
     size_t count = 0;
     for (auto it = queue.begin(); it != queue.end() && count + 2 <= kMaxIov; ++it) {
       count += unsent(*it, iov + count);
     }
-    const ssize_t n = sendOn(fd, sealed, iov, count);
+    const ssize_t n = net::sendOn(fd, sealed, iov, count);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -64,7 +64,7 @@ int drainQueue(int fd, SealedStream* sealed, Queue& queue, Unsent unsent, Total 
 
 // Writes what `sealed` holds on `fd`, waiting for room, until it is all sent, the socket fails or
 // `deadline` passes (the close, an abort: best effort).
-void drainUntil(int fd, SealedStream& sealed, std::chrono::steady_clock::time_point deadline) {
+void drainUntil(int fd, net::SealedStream& sealed, std::chrono::steady_clock::time_point deadline) {
   while (sealed.pendingBytes() > 0 && sealed.flushPending() == 0 && sealed.pendingBytes() > 0 &&
          net::waitFor(fd, POLLOUT, deadline)) {
   }
@@ -116,7 +116,7 @@ int awaitTaken(int fd, std::chrono::steady_clock::time_point deadline) {
 }  // namespace
 
 TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff,
-                 std::chrono::milliseconds closeTimeout, std::vector<SealKeys> keys)
+                 std::chrono::milliseconds closeTimeout, std::vector<net::SealKeys> keys)
     : Link(peer), rank_(rank), closeTimeout_(closeTimeout), waiter_(backoff) {
   if (streams.empty() || streams.size() > kMaxStreams) {
     throw InvalidArgument(fmt::format("tcp link to rank {}: {} streams (1 to {} allowed)", peer,
@@ -127,11 +127,12 @@ TcpLink::TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backo
                                       keys.size(), streams.size()));
   }
   fd_ = std::move(streams[0]);
-  if (!keys.empty()) sealed_ = std::make_unique<SealedStream>(fd_.get(), keys[0]);
+  if (!keys.empty()) sealed_ = std::make_unique<net::SealedStream>(fd_.get(), keys[0]);
   for (size_t s = 1; s < streams.size(); ++s) {
     Stripe& stripe = stripes_.emplace_back();
     stripe.fd = std::move(streams[s]);
-    if (!keys.empty()) stripe.sealed = std::make_unique<SealedStream>(stripe.fd.get(), keys[s]);
+    if (!keys.empty())
+      stripe.sealed = std::make_unique<net::SealedStream>(stripe.fd.get(), keys[s]);
   }
   try {
     description_ = fmt::format("tcp {} -> {}", net::SocketAddress::local(fd_.get()).toString(),
@@ -214,7 +215,7 @@ void TcpLink::failConnection(int err, const WaitContext* wait, std::string_view 
     for (int reads = 0; reads < 64; ++reads) {
       reserve(buffered() + kReadAheadForAbort);
       const ssize_t n =
-          recvOn(fd_.get(), sealed_.get(), buffer_.data.get() + end_, buffer_.size - end_);
+          net::recvOn(fd_.get(), sealed_.get(), buffer_.data.get() + end_, buffer_.size - end_);
       if (n > 0) {
         end_ += static_cast<size_t>(n);
       } else if (n < 0 && errno == EINTR) {
@@ -384,12 +385,12 @@ size_t TcpLink::writeNow(const std::byte* data, size_t bytes, const WaitContext&
       encodeFrameHeader(frame, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
       if (bytes > 0) std::memcpy(frame + kFrameHeaderBytes, data, bytes);
       const iovec iov{frame, kFrameHeaderBytes + bytes};
-      n = sendOn(fd_.get(), sealed_.get(), &iov, 1);
+      n = net::sendOn(fd_.get(), sealed_.get(), &iov, 1);
     } else {
       uint8_t header[kFrameHeaderBytes];
       encodeFrameHeader(header, sendFrameType(), static_cast<uint32_t>(bytes), inRun);
       const iovec iov[2] = {{header, kFrameHeaderBytes}, {const_cast<std::byte*>(data), head}};
-      n = sendOn(fd_.get(), sealed_.get(), iov, 2);
+      n = net::sendOn(fd_.get(), sealed_.get(), iov, 2);
     }
     if (n >= 0) return static_cast<size_t>(n);
     if (errno == EINTR) continue;
@@ -411,7 +412,7 @@ void TcpLink::sendNudge() noexcept {
   const iovec iov{frame, kFrameHeaderBytes};
   ssize_t n;
   do {
-    n = sendOn(fd_.get(), sealed_.get(), &iov, 1);
+    n = net::sendOn(fd_.get(), sealed_.get(), &iov, 1);
   } while (n < 0 && errno == EINTR);
   if (n <= 0) return;  // a full socket (its bytes go out anyway) or a broken one (read later)
   ++nudgesSent_;
@@ -571,7 +572,7 @@ void TcpLink::sendAbortFrame(int origin, std::string_view reason) {
   const auto deadline = Clock::now() + kAbortSendBudget;
   size_t first = 0;
   while (first < count) {
-    const ssize_t n = sendOn(fd_.get(), sealed_.get(), iov + first, count - first);
+    const ssize_t n = net::sendOn(fd_.get(), sealed_.get(), iov + first, count - first);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
       log::debug("rank {}: could not send the abort to rank {}: {}", rank_, peer(),

@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "ringlet/error.h"
+#include "src/net/sealed_stream.h"
 #include "src/net/socket.h"
 #include "transports/progress.h"
-#include "transports/tcp/sealed_stream.h"
 #include "transports/tcp/wire.h"
 #include "transports/transport.h"
 
@@ -61,7 +61,8 @@ class TcpLink final : public Link {
   // streams[0] carries the frames. `keys`: empty for bytes in clear, else one per stream (the
   // handshake's, for this end): every stream sealed.
   TcpLink(int rank, int peer, std::vector<net::Fd> streams, Backoff backoff,
-          std::chrono::milliseconds closeTimeout = kCloseTimeout, std::vector<SealKeys> keys = {});
+          std::chrono::milliseconds closeTimeout = kCloseTimeout,
+          std::vector<net::SealKeys> keys = {});
   // One stream.
   TcpLink(int rank, int peer, net::Fd fd, Backoff backoff,
           std::chrono::milliseconds closeTimeout = kCloseTimeout)
@@ -154,9 +155,9 @@ class TcpLink final : public Link {
       size_t sent = 0;
     };
     net::Fd fd;
-    std::unique_ptr<SealedStream> sealed;  // null: in clear
-    std::deque<Part> queue;                // guarded by sendMutex_
-    Buffer ahead;                          // read ahead: parts of later messages
+    std::unique_ptr<net::SealedStream> sealed;  // null: in clear
+    std::deque<Part> queue;                     // guarded by sendMutex_
+    Buffer ahead;                               // read ahead: parts of later messages
     size_t start = 0;
     size_t end = 0;
     bool direct = false;  // a receive reads this stream straight into its destination now
@@ -275,9 +276,9 @@ class TcpLink final : public Link {
 
   const int rank_;
   const std::chrono::milliseconds closeTimeout_;
-  net::Fd fd_;                            // stream 0
-  std::unique_ptr<SealedStream> sealed_;  // stream 0's, null: in clear
-  std::vector<Stripe> stripes_;           // streams 1..
+  net::Fd fd_;                                 // stream 0
+  std::unique_ptr<net::SealedStream> sealed_;  // stream 0's, null: in clear
+  std::vector<Stripe> stripes_;                // streams 1..
   Waiter waiter_;
   std::string description_;
 

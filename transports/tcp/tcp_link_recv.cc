@@ -53,7 +53,7 @@ size_t TcpLink::fill(size_t need, const WaitContext* wait, size_t limit) {
   reserve(need);
   const size_t room = std::min(buffer_.size - end_, limit);  // > 0 after reserve()
   while (true) {
-    const ssize_t n = recvOn(fd_.get(), sealed_.get(), buffer_.data.get() + end_, room);
+    const ssize_t n = net::recvOn(fd_.get(), sealed_.get(), buffer_.data.get() + end_, room);
     if (n > 0) {
       end_ += static_cast<size_t>(n);
       return static_cast<size_t>(n);
@@ -265,7 +265,7 @@ bool TcpLink::readHead(std::byte* dst, size_t bytes, size_t& got, const WaitCont
   while (got < bytes) {
     const size_t remaining = bytes - got;
     if (remaining >= kDirectReadBytes) {
-      const ssize_t n = recvOn(fd_.get(), sealed_.get(), dst + got, remaining);
+      const ssize_t n = net::recvOn(fd_.get(), sealed_.get(), dst + got, remaining);
       if (n > 0) {
         got += static_cast<size_t>(n);
       } else if (n == 0) {
@@ -318,7 +318,7 @@ void TcpLink::receiveParts(std::byte* dst, size_t bytes, const WaitContext& wait
     const size_t size = partEnd(s) - begin[s];
     while (got[s] < size) {
       const ssize_t n =
-          recvOn(stripe.fd.get(), stripe.sealed.get(), dst + begin[s] + got[s], size - got[s]);
+          net::recvOn(stripe.fd.get(), stripe.sealed.get(), dst + begin[s] + got[s], size - got[s]);
       if (n > 0) {
         got[s] += static_cast<size_t>(n);
       } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -373,8 +373,9 @@ void TcpLink::readStripeAhead(Stripe& stripe) noexcept {
     stripe.end = have;
   }
   while (true) {
-    const ssize_t n = recvOn(stripe.fd.get(), stripe.sealed.get(),
-                             stripe.ahead.data.get() + stripe.end, stripe.ahead.size - stripe.end);
+    const ssize_t n =
+        net::recvOn(stripe.fd.get(), stripe.sealed.get(), stripe.ahead.data.get() + stripe.end,
+                    stripe.ahead.size - stripe.end);
     if (n > 0) {
       stripe.end += static_cast<size_t>(n);
       return;
@@ -517,7 +518,7 @@ void TcpLink::readAheadQuietly() noexcept {
   }
   while (true) {
     const ssize_t n =
-        recvOn(fd_.get(), sealed_.get(), buffer_.data.get() + end_, buffer_.size - end_);
+        net::recvOn(fd_.get(), sealed_.get(), buffer_.data.get() + end_, buffer_.size - end_);
     if (n > 0) {
       end_ += static_cast<size_t>(n);
       return;

@@ -57,7 +57,7 @@ class TcpTransport final : public Transport {
   // One rank pair's handshaken connections, stream by stream, with their sealing keys.
   struct Streams {
     std::vector<net::Fd> fds;
-    std::vector<SealKeys> keys;
+    std::vector<net::SealKeys> keys;
   };
 
   std::string chooseListenHost() const;

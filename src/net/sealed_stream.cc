@@ -1,5 +1,7 @@
-#include "transports/tcp/sealed_stream.h"
+#include "src/net/sealed_stream.h"
 
+#include <endian.h>
+#include <openssl/evp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -8,11 +10,21 @@
 #include <utility>
 
 #include "ringlet/error.h"
-#include "transports/tcp/wire.h"
 
-namespace ringlet::transport::tcp {
+namespace ringlet::net {
 
 namespace {
+
+// The record's length, little-endian.
+void put32(uint8_t* p, uint32_t v) {
+  v = htole32(v);
+  std::memcpy(p, &v, 4);
+}
+uint32_t get32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return le32toh(v);
+}
 
 constexpr size_t kNonceBytes = 12;
 constexpr size_t kRecordRoom = SealedStream::kMaxRecordBytes + SealedStream::kOverheadBytes;
@@ -28,18 +40,18 @@ std::array<uint8_t, kNonceBytes> nonceOf(uint64_t counter) {
 
 EVP_CIPHER_CTX* newContext(const SealKey& key, bool seal) {
   EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  if (ctx == nullptr) throw IoError("the tcp transport could not make an AES-256-GCM context");
+  if (ctx == nullptr) throw IoError("ringlet could not make an AES-256-GCM context");
   const int ok = seal ? EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key.data(), nullptr)
                       : EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key.data(), nullptr);
   if (ok != 1) {
     EVP_CIPHER_CTX_free(ctx);
-    throw IoError("the tcp transport could not set up AES-256-GCM");
+    throw IoError("ringlet could not set up AES-256-GCM");
   }
   return ctx;
 }
 
 [[noreturn]] void cipherFailed(const char* what) {
-  throw IoError(std::string("the tcp transport's AES-256-GCM failed to ") + what);
+  throw IoError(std::string("AES-256-GCM failed to ") + what);
 }
 
 }  // namespace
@@ -270,4 +282,4 @@ ssize_t SealedStream::recv(void* dst, size_t bytes) {
   return 0;  // the peer's end (a zero-byte request also comes here, as recv() answers it)
 }
 
-}  // namespace ringlet::transport::tcp
+}  // namespace ringlet::net

@@ -9,7 +9,8 @@
 //   nonce       4 zero bytes | the record's number in its direction, u64 (never sent: both ends
 //               count), so a record replayed, dropped or moved fails its tag
 //
-// The stream sits under TcpLink's frames: a frame may span records and a record frames. Both
+// The stream sits under TcpLink's frames (a frame may span records and a record frames), and
+// under the TCP store's requests and replies once the connection has proven the secret. Both
 // calls never block and answer as the system calls they stand for do (sendmsg and recv with
 // MSG_DONTWAIT): the bytes taken or given, 0 for the peer's end, or -1 with errno (EAGAIN for
 // nothing now; EBADMSG for a record that fails authentication, and for every call after one).
@@ -24,7 +25,6 @@
 //
 // Threads: the send side and the receive side may be used by two threads at once, each by one.
 
-#include <openssl/evp.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -34,7 +34,10 @@
 #include <cstdint>
 #include <memory>
 
-namespace ringlet::transport::tcp {
+// OpenSSL's cipher context, as <openssl/types.h> declares it (its headers stay out of ours).
+typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+
+namespace ringlet::net {
 
 inline constexpr size_t kSealKeyBytes = 32;
 using SealKey = std::array<uint8_t, kSealKeyBytes>;
@@ -136,4 +139,4 @@ inline ssize_t recvOn(int fd, SealedStream* sealed, void* dst, size_t bytes) {
   return sealed != nullptr ? sealed->recv(dst, bytes) : ::recv(fd, dst, bytes, MSG_DONTWAIT);
 }
 
-}  // namespace ringlet::transport::tcp
+}  // namespace ringlet::net
