@@ -18,7 +18,7 @@ struct MatrixOptions {
   size_t largeSegmentBytes = 64 << 10;  // the segment size of the large counts' communicator
   std::map<std::string, std::string> transportOptions = {};  // "socket_streams" -> "3"
   // The communicators' timeout (the large counts' one: twice it); it bounds their creation's
-  // calibration too, which sends 1 KiB slices here.
+  // calibration too (those of 1 KiB slices take a fixed model instead).
   std::chrono::seconds timeout{30};
 };
 
