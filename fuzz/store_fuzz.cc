@@ -6,10 +6,12 @@
 // connection starts, so a change in the protocol's opening touches one function), send the rest
 // of the input, close the sending side, and read the answers until the server closes. Byte 0
 // bit 0 set: send the input raw instead of proving the secret (the server's check of the opening
-// is fuzzed too). A crash or an overrun in the server is a finding, and so is a server that stops
-// accepting, fails its own proof, does not greet within kCloseBudget, or does not close the
-// connection within kCloseBudget of the client's end of input (it must read the EOF and drop the
-// client, parked GET or not).
+// is fuzzed too); bit 1 set: a sealed session (RINGLET_SOCKET_ENCRYPT=1), the rest of the input
+// sealed in good records, so that the requests reach the server's parser through its sealed
+// stream, pipelined (the server drains what its stream opened ahead). A crash or an overrun in the
+// server is a finding, and so is a server that stops accepting, fails its own proof, does not greet
+// within kCloseBudget, or does not close the connection within kCloseBudget of the client's end of
+// input (it must read the EOF and drop the client, parked GET or not).
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -26,6 +28,7 @@
 #include "ringlet/error.h"
 #include "ringlet/store.h"
 #include "src/auth.h"
+#include "src/net/sealed_stream.h"
 #include "src/store/tcp_store_protocol.h"
 
 using namespace ringlet;
@@ -100,8 +103,9 @@ bool readExactly(int fd, uint8_t* out, size_t bytes) {
 }
 
 // What a client does first on a new connection: reads the greeting, proves the secret over the
-// server's nonce, and checks the server's answer (so that it proves the secret back).
-void openSession(int fd) {
+// server's nonce, and checks the server's answer (so that it proves the secret back). Returns
+// the keys of a sealed session.
+net::SealKeys openSession(int fd, bool sealed) {
   uint8_t greeting[wire::kGreetingBytes];
   if (!readExactly(fd, greeting, sizeof(greeting))) finding("the server closed before greeting");
   if (greeting[sizeof(wire::kHello)] != static_cast<uint8_t>(wire::GreetStatus::kOk)) {
@@ -110,7 +114,8 @@ void openSession(int fd) {
   const std::span<const uint8_t> serverNonce(greeting + sizeof(wire::kHello) + 3,
                                              wire::kNonceBytes);
   const auth::Nonce clientNonce{};  // fixed: only the server's nonce must be fresh here
-  const auth::Mac proof = auth::hmac(kSecret, wire::kClientLabel, {serverNonce, clientNonce});
+  const auth::Mac proof = auth::hmac(
+      kSecret, sealed ? wire::kClientSealedLabel : wire::kClientLabel, {serverNonce, clientNonce});
   uint8_t out[wire::kProofBytes];
   std::memcpy(out, wire::kHello, sizeof(wire::kHello));
   std::memcpy(out + sizeof(wire::kHello), clientNonce.data(), clientNonce.size());
@@ -127,23 +132,30 @@ void openSession(int fd) {
   if (answer[0] != static_cast<uint8_t>(wire::GreetStatus::kOk)) {
     finding("the server refused a correct proof");
   }
-  const auth::Mac expected = auth::hmac(kSecret, wire::kServerLabel, {clientNonce, serverNonce});
+  const auth::Mac expected = auth::hmac(
+      kSecret, sealed ? wire::kServerSealedLabel : wire::kServerLabel, {clientNonce, serverNonce});
   if (!auth::macEquals({answer + 3, wire::kMacBytes}, expected)) {
     finding("the server's proof of the secret is wrong");
   }
+  return wire::sealKeys(kSecret, serverNonce, clientNonce, /*server=*/false);
 }
 
 // Sends `request` while reading (and dropping) what the server sends back, then closes the
-// sending side and reads until the server closes.
-void exchange(int fd, std::span<const uint8_t> request) {
+// sending side and reads until the server closes. Through `sealed` where it is not null.
+void exchange(int fd, net::SealedStream* sealed, std::span<const uint8_t> request) {
   const auto deadline = std::chrono::steady_clock::now() + kCloseBudget;
   size_t sent = 0;
   bool shut = false;
   uint8_t buffer[64 * 1024];
   while (true) {
     if (!shut && sent == request.size()) {
-      ::shutdown(fd, SHUT_WR);
-      shut = true;
+      // Sealed bytes still waiting go out first (unless the server closed).
+      const bool waiting = sealed != nullptr && sealed->pendingBytes() > 0 &&
+                           sealed->flushPending() == 0 && sealed->pendingBytes() > 0;
+      if (!waiting) {
+        ::shutdown(fd, SHUT_WR);
+        shut = true;
+      }
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -151,12 +163,13 @@ void exchange(int fd, std::span<const uint8_t> request) {
     pollfd p{fd, static_cast<short>(POLLIN | (shut ? 0 : POLLOUT)), 0};
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-      const ssize_t n = ::recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+      const ssize_t n = net::recvOn(fd, sealed, buffer, sizeof(buffer));
+      if (n < 0 && errno == EBADMSG) finding("the server's sealed replies fail authentication");
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;  // the server closed
     }
-    if (!shut && (p.revents & POLLOUT)) {
-      const ssize_t n =
-          ::send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (!shut && (p.revents & POLLOUT) && sent < request.size()) {
+      iovec iov{const_cast<uint8_t*>(request.data() + sent), request.size() - sent};
+      const ssize_t n = net::sendOn(fd, sealed, &iov, 1);
       if (n > 0) {
         sent += static_cast<size_t>(n);
       } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -194,10 +207,16 @@ TcpStoreServer& server() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::InputReader in({data, size});
-  const bool raw = (in.u8() & 1) != 0;
+  const uint8_t mode = in.u8();
+  const bool raw = (mode & 1) != 0;
+  const bool sealed = !raw && (mode & 2) != 0;
   net::Fd fd = connectToServer(server());
-  if (!raw) openSession(fd.get());
+  std::unique_ptr<net::SealedStream> stream;
+  if (!raw) {
+    const net::SealKeys keys = openSession(fd.get(), sealed);
+    if (sealed) stream = std::make_unique<net::SealedStream>(fd.get(), keys);
+  }
   const std::span<const uint8_t> request = in.rest();
-  exchange(fd.get(), request);
+  exchange(fd.get(), stream.get(), request);
   return 0;
 }

@@ -104,6 +104,7 @@ Environment parse() {
     env.cudaSlotBytes =
         parseSize(*v, "RINGLET_CUDA_SLOT_BYTES", kMinCudaSlotBytes, kMaxCudaSlotBytes);
   }
+  if (auto v = getenv("RINGLET_SOCKET_ENCRYPT")) env.socketEncrypt = parseSocketEncrypt(*v);
   if (auto v = getenv("RINGLET_STORE_MAX_KEYS")) {
     env.storeMaxKeys = parseCount(*v, "RINGLET_STORE_MAX_KEYS", 1, kMaxStoreKeys);
   }
@@ -254,6 +255,15 @@ size_t parseCount(std::string_view text, std::string_view what, size_t min, size
         fmt::format("{}='{}' is out of range (allowed: {} to {})", what, text, min, max));
   }
   return value;
+}
+
+bool parseSocketEncrypt(std::string_view text) {
+  if (text == "0") return false;
+  if (text == "1") return true;
+  throw InvalidArgument(fmt::format(
+      "RINGLET_SOCKET_ENCRYPT='{}': expected 1 (seal every tcp link's and the store's bytes with "
+      "AES-256-GCM) or 0 (the default)",
+      text));
 }
 
 TcpStoreQuotas storeQuotas() {

@@ -1,6 +1,8 @@
 #pragma once
 // Every RINGLET_* variable of the core is read here, once; a transport's own variables are
 // declared in its TransportEntry (transports/<name>/) and read once by transport::readSettings.
+// One is both: RINGLET_SOCKET_ENCRYPT seals the tcp transport's links (its setting) and the TCP
+// store's connections (read here); parseSocketEncrypt() reads it for both.
 // The README's table lists them all (a test checks). The rest of the code takes values as
 // arguments.
 
@@ -40,6 +42,9 @@ struct Environment {
   std::optional<size_t> storeMaxKeys;
   std::optional<size_t> storeMaxBytes;
   std::optional<size_t> storeMaxConnections;
+  // RINGLET_SOCKET_ENCRYPT=1: the TCP store's connections sealed (the tcp transport reads the
+  // same variable for its links)
+  bool socketEncrypt = false;
 };
 
 // Parsed on first use; throws InvalidArgument naming a malformed or out-of-range variable, its
@@ -68,6 +73,9 @@ size_t parseCount(std::string_view text, std::string_view what, size_t min, size
 // The quotas a TCP store server started by this process enforces: TcpStoreQuotas' defaults,
 // each replaced by its RINGLET_STORE_MAX_* variable when set.
 TcpStoreQuotas storeQuotas();
+// RINGLET_SOCKET_ENCRYPT's value: "1" true, "0" false; anything else throws InvalidArgument
+// naming the variable and the allowed values.
+bool parseSocketEncrypt(std::string_view text);
 // Reads a variable; nullopt when unset or empty.
 std::optional<std::string> getenv(const char* name);
 

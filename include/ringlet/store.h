@@ -82,6 +82,12 @@ struct TcpStoreQuotas {
 // the server's own user (the kernel's sock_diag), so every process of this user on this host
 // is trusted (docs/security.md).
 //
+// Sealed (`sealed`, ringlet's bootstrap and launcher set it from RINGLET_SOCKET_ENCRYPT=1): after
+// the challenge-response every byte of a connection travels in AES-256-GCM records under keys
+// derived from the secret and both nonces, so nobody on the path reads or changes a key, a value
+// or a counter unnoticed. A sealing server refuses, by name, a client that does not seal; a
+// server that does not seal serves a client that does, sealed. Needs a secret.
+//
 // When accept() fails for lack of descriptors (EMFILE, ENFILE) the server stops accepting for a
 // short, growing pause and keeps serving its connected clients.
 class TcpStoreServer {
@@ -91,6 +97,7 @@ class TcpStoreServer {
     uint16_t port = 0;
     std::string secret{};  // raw bytes; empty: unauthenticated, loopback only
     TcpStoreQuotas quotas{};
+    bool sealed = false;  // every connection sealed (needs a secret); clear clients refused
   };
   static std::unique_ptr<TcpStoreServer> start(Options options);
   virtual ~TcpStoreServer() = default;
@@ -106,6 +113,7 @@ struct TcpStoreClientOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(300);  // default for get()
   std::chrono::milliseconds connectTimeout = std::chrono::seconds(60);
   std::string secret{};  // raw bytes; must equal the server's
+  bool sealed = false;   // seal the connections (needs a secret); any server then seals them
 };
 std::shared_ptr<Store> connectTcpStore(const std::string& host, uint16_t port,
                                        TcpStoreClientOptions options = {});

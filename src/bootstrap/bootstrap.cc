@@ -106,12 +106,18 @@ Bootstrap Bootstrap::fromEnvironment() {
   const auto timeout = cfg.timeout.value_or(std::chrono::seconds(300));
   TcpStoreClientOptions client{.timeout = timeout,
                                .connectTimeout = cfg.timeout.value_or(std::chrono::seconds(60)),
-                               .secret = b.secret};
+                               .secret = b.secret,
+                               .sealed = cfg.socketEncrypt};
   const bool c10dStore = useC10dStore(cfg, env, launcherStore);
   if (launcherStore) {
     auto [host, port] = net::splitHostPort(cfg.storeAddr, "RINGLET_STORE_ADDR");
     b.store = connectTcpStore(host, port, client);
   } else if (c10dStore) {
+    if (cfg.socketEncrypt && b.rank == 0) {
+      log::warn(
+          "RINGLET_SOCKET_ENCRYPT=1 seals ringlet's links, but the store here is the launcher's "
+          "c10d TCPStore, which travels in clear (docs/security.md)");
+    }
     // Keys of an earlier torchrun attempt stay in the agent's store: each attempt has its own.
     b.store = connectC10dStore(env.masterAddr, env.masterPort,
                                {.timeout = client.timeout,
@@ -150,7 +156,8 @@ Bootstrap Bootstrap::fromEnvironment() {
           TcpStoreServer::start({.host = env.masterAddr,
                                  .port = env.masterPort,
                                  .secret = b.secret,
-                                 .quotas = config::storeQuotas()});
+                                 .quotas = config::storeQuotas(),
+                                 .sealed = cfg.socketEncrypt});
       log::info("rank 0 of {} ({}) hosts the store on {}:{}", b.size, b.source, env.masterAddr,
                 env.masterPort);
       b.keepAlive = server;

@@ -64,7 +64,8 @@ LocalJob startLocalJob(const LaunchOptions& options) {
         {.host = options.masterAddr,
          .port = 0,
          .secret = auth::decodeHexSecret(job.identity.secret, "the job secret"),
-         .quotas = config::storeQuotas()});
+         .quotas = config::storeQuotas(),
+         .sealed = config::environment().socketEncrypt});
     if (masterPort == 0) {
       masterPort = net::unusedPort(options.masterAddr);
     }

@@ -66,7 +66,8 @@ std::unique_ptr<NodeJob> NodeJob::join(const NodeJobOptions& options) {
       job->server_ = TcpStoreServer::start({.host = options.masterAddr,
                                             .port = options.masterPort,
                                             .secret = options.secret,
-                                            .quotas = config::storeQuotas()});
+                                            .quotas = config::storeQuotas(),
+                                            .sealed = config::environment().socketEncrypt});
       // MASTER_PORT stays free for the program's own rendezvous (PyTorch's env://).
       job->programPort_ = net::unusedPort(options.masterAddr);
     } catch (const Error& e) {
@@ -79,7 +80,8 @@ std::unique_ptr<NodeJob> NodeJob::join(const NodeJobOptions& options) {
     job->store_ = connectTcpStore(options.masterAddr, options.masterPort,
                                   {.timeout = options.heartbeatTimeout / 2,
                                    .connectTimeout = options.joinTimeout,
-                                   .secret = options.secret});
+                                   .secret = options.secret,
+                                   .sealed = config::environment().socketEncrypt});
     if (node == 0) {
       job->jobId_ = makeJobIdentity().id;
       job->store_->setString(kRanksPerNodeKey, std::to_string(options.ranksPerNode));

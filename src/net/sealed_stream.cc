@@ -1,7 +1,9 @@
 #include "src/net/sealed_stream.h"
 
 #include <endian.h>
+#include <fmt/format.h>
 #include <openssl/evp.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -280,6 +282,68 @@ ssize_t SealedStream::recv(void* dst, size_t bytes) {
     return -1;
   }
   return 0;  // the peer's end (a zero-byte request also comes here, as recv() answers it)
+}
+
+void readFull(int fd, SealedStream* sealed, void* data, size_t bytes, Deadline deadline,
+              std::string_view what) {
+  if (sealed == nullptr) return readFull(fd, data, bytes, deadline, what);
+  auto* p = static_cast<char*>(data);
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = sealed->recv(p + done, bytes - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      throw IoError(
+          fmt::format("{} closed the connection ({} of {} bytes read)", what, done, bytes));
+    }
+    if (errno == EINTR) continue;
+    if (errno == EBADMSG) {
+      throw IoError(fmt::format(
+          "{} sent bytes that fail authentication: changed on the way, or not sent by a holder "
+          "of the job secret (the connection is sealed, RINGLET_SOCKET_ENCRYPT=1)",
+          what));
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      throw IoError(fmt::format("reading from {} failed: {}", what, errorText(errno)));
+    }
+    if (!waitFor(fd, POLLIN, deadline)) {
+      throw TimeoutError(
+          fmt::format("timed out reading {} bytes from {} ({} read)", bytes, what, done));
+    }
+  }
+}
+
+void writeFull(int fd, SealedStream* sealed, const void* data, size_t bytes, Deadline deadline,
+               std::string_view what) {
+  if (sealed == nullptr) return writeFull(fd, data, bytes, deadline, what);
+  const auto* p = static_cast<const char*>(data);
+  size_t done = 0;
+  auto waitWritable = [&] {
+    if (!waitFor(fd, POLLOUT, deadline)) {
+      throw TimeoutError(fmt::format("timed out writing {} bytes to {} ({} sealed, {} unsent)",
+                                     bytes, what, done, sealed->pendingBytes()));
+    }
+  };
+  auto failed = [&](int error) {
+    return IoError(fmt::format("writing to {} failed: {}", what, errorText(error)));
+  };
+  while (done < bytes) {
+    const ssize_t n = sealed->send(p + done, bytes - done);
+    if (n >= 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) throw failed(errno);
+    waitWritable();
+  }
+  while (sealed->pendingBytes() > 0) {
+    if (const int error = sealed->flushPending(); error != 0) throw failed(error);
+    if (sealed->pendingBytes() > 0) waitWritable();
+  }
 }
 
 }  // namespace ringlet::net

@@ -33,6 +33,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
+
+#include "src/net/socket.h"
 
 // OpenSSL's cipher context, as <openssl/types.h> declares it (its headers stay out of ours).
 typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
@@ -82,7 +85,7 @@ class SealedStream {
   // received records not yet opened, whole or not).
   size_t bufferedBytes() const { return (plainEnd_ - plainStart_) + (inEnd_ - inStart_); }
   // Of those, the plaintext recv() could give now without reading the socket: opened, or in a
-  // whole record. 0 after a recv() that gave less than asked (tests).
+  // whole record. 0 after a recv() that gave less than asked.
   size_t readyBytes() const;
   // Whether a record failed authentication (every recv() fails from then on).
   bool failed() const { return failed_; }
@@ -138,5 +141,13 @@ inline ssize_t sendOn(int fd, SealedStream* sealed, const iovec* iov, size_t cou
 inline ssize_t recvOn(int fd, SealedStream* sealed, void* dst, size_t bytes) {
   return sealed != nullptr ? sealed->recv(dst, bytes) : ::recv(fd, dst, bytes, MSG_DONTWAIT);
 }
+
+// readFull and writeFull (socket.h) through `sealed` where it is not null, for a blocking caller:
+// the same errors, and IoError for bytes that fail authentication. writeFull returns once every
+// byte is sealed and written to the socket.
+void readFull(int fd, SealedStream* sealed, void* data, size_t bytes, Deadline deadline,
+              std::string_view what);
+void writeFull(int fd, SealedStream* sealed, const void* data, size_t bytes, Deadline deadline,
+               std::string_view what);
 
 }  // namespace ringlet::net

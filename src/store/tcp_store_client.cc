@@ -1,7 +1,8 @@
 // TCP store client. Requests on one connection are strictly one at a time, so each concurrent
 // request takes its own connection from a small pool: a thread parked in get() never holds up
 // another thread's set() on the same Store (thread ranks sharing one store rely on this). Every
-// connection proves the job secret before its first request (tcp_store_protocol.h).
+// connection proves the job secret before its first request (tcp_store_protocol.h), and a sealed
+// one (TcpStoreClientOptions::sealed) carries every byte after that in AES-256-GCM records.
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 
 #include "ringlet/error.h"
 #include "src/auth.h"
+#include "src/net/sealed_stream.h"
 #include "src/net/socket.h"
 #include "src/store/store_common.h"
 #include "src/store/tcp_store_protocol.h"
@@ -35,6 +37,12 @@ class TcpStoreClient final : public Store {
         port_(port),
         options_(options),
         name_(fmt::format("tcp store {}:{}", host_, port_)) {
+    if (options_.sealed && options_.secret.empty()) {
+      throw InvalidArgument(fmt::format(
+          "{}: sealed connections (RINGLET_SOCKET_ENCRYPT=1) need a job secret to derive their "
+          "keys from (RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE, or ringlet-run)",
+          name_));
+    }
     idle_.push_back(connect());
   }
 
@@ -87,19 +95,29 @@ class TcpStoreClient final : public Store {
     Bytes payload;
   };
 
+  // One connection; `sealed` carries its bytes where the options seal them.
+  struct Connection {
+    net::Fd fd;
+    std::unique_ptr<net::SealedStream> sealed;
+  };
+
   IoError malformed(std::string_view what, uint64_t bytes) const {
     return IoError(fmt::format("{}: malformed {} from the server ({} bytes)", name_, what, bytes));
   }
 
-  net::Fd connect() const {
+  Connection connect() const {
     const auto deadline = store::Clock::now() + options_.connectTimeout;
-    net::Fd fd = net::connectTcp(host_, port_, deadline, name_);
-    authenticate(fd.get(), deadline);
-    return fd;
+    Connection connection{.fd = net::connectTcp(host_, port_, deadline, name_), .sealed = nullptr};
+    const net::SealKeys keys = authenticate(connection.fd.get(), deadline);
+    if (options_.sealed) {
+      connection.sealed = std::make_unique<net::SealedStream>(connection.fd.get(), keys);
+    }
+    return connection;
   }
 
   // Reads the server's challenge, proves the secret over both nonces, checks the server's proof.
-  void authenticate(int fd, net::Deadline deadline) const {
+  // Returns the keys of a sealed connection.
+  net::SealKeys authenticate(int fd, net::Deadline deadline) const {
     std::byte greeting[wire::kGreetingBytes];
     net::readFull(fd, greeting, sizeof(greeting), deadline, name_);
     if (std::memcmp(greeting, wire::kHello, sizeof(wire::kHello)) != 0) {
@@ -115,7 +133,8 @@ class TcpStoreClient final : public Store {
 
     const auth::Nonce clientNonce = auth::freshNonce(name_);
     const auth::Mac proof =
-        auth::hmac(options_.secret, wire::kClientLabel, {serverNonce, clientNonce});
+        auth::hmac(options_.secret, options_.sealed ? wire::kClientSealedLabel : wire::kClientLabel,
+                   {serverNonce, clientNonce});
     std::byte message[wire::kProofBytes];
     std::memcpy(message, wire::kHello, sizeof(wire::kHello));
     std::memcpy(message + sizeof(wire::kHello), clientNonce.data(), clientNonce.size());
@@ -133,7 +152,8 @@ class TcpStoreClient final : public Store {
       throw refused(fd, wire::getU16(answer + 1), deadline);
     }
     const auth::Mac expected =
-        auth::hmac(options_.secret, wire::kServerLabel, {clientNonce, serverNonce});
+        auth::hmac(options_.secret, options_.sealed ? wire::kServerSealedLabel : wire::kServerLabel,
+                   {clientNonce, serverNonce});
     if (!auth::macEquals({reinterpret_cast<const uint8_t*>(answer + 3), wire::kMacBytes},
                          expected)) {
       throw IoError(fmt::format(
@@ -141,6 +161,7 @@ class TcpStoreClient final : public Store {
           "job's store, or an impostor on that address)",
           name_));
     }
+    return wire::sealKeys(options_.secret, serverNonce, clientNonce, /*server=*/false);
   }
 
   // The server's reason for refusing the connection, as an IoError.
@@ -157,38 +178,44 @@ class TcpStoreClient final : public Store {
     return IoError(fmt::format("{} refused the connection: {}", name_, text));
   }
 
-  net::Fd take() {
+  Connection take() {
     {
       std::lock_guard lock(mutex_);
       if (!idle_.empty()) {
-        net::Fd fd = std::move(idle_.back());
+        Connection connection = std::move(idle_.back());
         idle_.pop_back();
-        return fd;
+        return connection;
       }
     }
     return connect();
   }
 
-  void giveBack(net::Fd fd) {
+  void giveBack(Connection connection) {
     std::lock_guard lock(mutex_);
-    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
+    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(connection));
   }
 
   // Sends one request and reads its reply by `deadline`. A connection that failed or timed out
   // mid-request is closed (its stream position is unknown), never reused.
   Reply request(Command command, std::string_view key, std::span<const std::byte> payload,
                 net::Deadline deadline) {
-    net::Fd fd = take();
-    std::byte header[wire::kRequestHeaderBytes];
-    header[0] = static_cast<std::byte>(command);
-    wire::putU32(header + 1, static_cast<uint32_t>(key.size()));
-    wire::putU64(header + 5, payload.size());
-    net::writeFull(fd.get(), header, sizeof(header), deadline, name_);
-    net::writeFull(fd.get(), key.data(), key.size(), deadline, name_);
-    net::writeFull(fd.get(), payload.data(), payload.size(), deadline, name_);
+    Connection connection = take();
+    const int fd = connection.fd.get();
+    net::SealedStream* sealed = connection.sealed.get();
+    // One write (one sealed record where sealed) of the whole request.
+    Bytes frame(wire::kRequestHeaderBytes + key.size() + payload.size());
+    frame[0] = static_cast<std::byte>(command);
+    wire::putU32(frame.data() + 1, static_cast<uint32_t>(key.size()));
+    wire::putU64(frame.data() + 5, payload.size());
+    std::memcpy(frame.data() + wire::kRequestHeaderBytes, key.data(), key.size());
+    if (!payload.empty()) {
+      std::memcpy(frame.data() + wire::kRequestHeaderBytes + key.size(), payload.data(),
+                  payload.size());
+    }
+    net::writeFull(fd, sealed, frame.data(), frame.size(), deadline, name_);
 
     std::byte replyHeader[wire::kReplyHeaderBytes];
-    net::readFull(fd.get(), replyHeader, sizeof(replyHeader), deadline, name_);
+    net::readFull(fd, sealed, replyHeader, sizeof(replyHeader), deadline, name_);
     Reply reply;
     reply.status = static_cast<Status>(replyHeader[0]);
     const uint64_t bytes = wire::getU64(replyHeader + 1);
@@ -207,8 +234,8 @@ class TcpStoreClient final : public Store {
                                   static_cast<unsigned>(replyHeader[0])));
     }
     reply.payload.resize(bytes);
-    net::readFull(fd.get(), reply.payload.data(), bytes, deadline, name_);
-    giveBack(std::move(fd));
+    net::readFull(fd, sealed, reply.payload.data(), bytes, deadline, name_);
+    giveBack(std::move(connection));
     if (reply.status == Status::kError) throwServerError(reply.payload);
     return reply;
   }
@@ -233,7 +260,7 @@ class TcpStoreClient final : public Store {
   const TcpStoreClientOptions options_;
   const std::string name_;
   std::mutex mutex_;
-  std::vector<net::Fd> idle_;
+  std::vector<Connection> idle_;
 };
 
 }  // namespace

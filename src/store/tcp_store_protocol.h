@@ -16,6 +16,14 @@
 // session replayed later fails at the proof. K is never sent. HMAC is auth::hmac (src/auth.h):
 // each part length-prefixed. A server without a secret uses the empty key (loopback only).
 //
+// Sealed connections (TcpStoreServer::Options::sealed, TcpStoreClientOptions::sealed; ringlet
+// sets both from RINGLET_SOCKET_ENCRYPT=1): both proofs take the labels kClientSealedLabel and
+// kServerSealedLabel instead, so the choice is under the MACs (nobody on the path can talk a
+// connection out of it). A sealing server refuses, by name, a client that does not seal; one that
+// does not seal serves a sealing client sealed (the client's choice wins). After the
+// server's answer every byte both ways travels in AES-256-GCM records (src/net/sealed_stream.h)
+// under HMAC(K, kSealToServerLabel | kSealToClientLabel, Ns, Nc): fresh keys per connection.
+//
 //   request:  u8 command | u32 keyBytes | u64 payloadBytes | key | payload
 //     SET    payload = value (<= kMaxValueBytes)
 //     GET    payload = u64 timeout in ms (the server parks the request until the key is set or
@@ -34,13 +42,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string_view>
+
+#include "src/auth.h"
+#include "src/net/sealed_stream.h"
 
 namespace ringlet::store::wire {
 
 inline constexpr char kHello[8] = {'R', 'G', 'L', 'S', 'T', 'O', 'R', '2'};
 inline constexpr std::string_view kClientLabel = "ringlet-store-client";
 inline constexpr std::string_view kServerLabel = "ringlet-store-server";
+inline constexpr std::string_view kClientSealedLabel = "ringlet-store-client-sealed";
+inline constexpr std::string_view kServerSealedLabel = "ringlet-store-server-sealed";
+inline constexpr std::string_view kSealToServerLabel = "ringlet-store-seal-to-server";
+inline constexpr std::string_view kSealToClientLabel = "ringlet-store-seal-to-client";
 enum class GreetStatus : uint8_t { kOk = 0, kRefused = 1 };
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
@@ -78,6 +94,18 @@ inline uint64_t getU64(const std::byte* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return v;
+}
+
+// A sealed connection's keys, as the server (`server`) or the client sees them.
+inline net::SealKeys sealKeys(std::string_view secret, std::span<const uint8_t> serverNonce,
+                              std::span<const uint8_t> clientNonce, bool server) {
+  static_assert(auth::kMacBytes == net::kSealKeyBytes);
+  const auth::Mac toServer = auth::hmac(secret, kSealToServerLabel, {serverNonce, clientNonce});
+  const auth::Mac toClient = auth::hmac(secret, kSealToClientLabel, {serverNonce, clientNonce});
+  net::SealKeys keys;
+  std::memcpy(keys.send.data(), (server ? toClient : toServer).data(), net::kSealKeyBytes);
+  std::memcpy(keys.recv.data(), (server ? toServer : toClient).data(), net::kSealKeyBytes);
+  return keys;
 }
 
 }  // namespace ringlet::store::wire

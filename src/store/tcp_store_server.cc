@@ -11,6 +11,8 @@
 // the oldest, so a flood of silent connections cannot lock out a rank. When accept() runs out of
 // descriptors the listener leaves the poll set for a pause that doubles up to kMaxAcceptPause, so
 // the loop does not spin on a listener that stays readable.
+// Sealed (Options::sealed): a client's bytes after its proof go through its SealedStream both
+// ways; the answer to the proof is the last thing sent in clear (Client::clearBytes).
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -30,6 +32,7 @@
 #include "ringlet/error.h"
 #include "src/auth.h"
 #include "src/log.h"
+#include "src/net/sealed_stream.h"
 #include "src/net/socket.h"
 #include "src/store/loopback_owner.h"
 #include "src/store/store_common.h"
@@ -65,6 +68,14 @@ struct Client {
   Bytes input;
   Bytes output;
   size_t outputSent = 0;
+  // Sealed connections, once the proof is checked: every byte after the first clearBytes of
+  // output (the answer to the proof) goes through `sealed`, and every byte read.
+  std::unique_ptr<net::SealedStream> sealed;
+  size_t clearBytes = 0;
+  // Whether there are bytes to write: output not taken yet, or sealed bytes not yet written.
+  bool wantsToWrite() const {
+    return outputSent < output.size() || (sealed && sealed->pendingBytes() > 0);
+  }
   // Set while a GET is parked: the key and when to give up.
   std::optional<std::string> waitingKey;
   store::Clock::time_point waitDeadline;
@@ -76,6 +87,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       : host_(options.host),
         secret_(std::move(options.secret)),
         quotas_(options.quotas),
+        sealed_(options.sealed),
         listener_(net::listenTcp(options.host, options.port)) {
     port_ = net::SocketAddress::local(listener_.get()).port();
     wake_ = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -112,7 +124,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       for (auto& [id, client] : clients_) {
         // A parked client sends nothing until answered; POLLRDHUP still tells if it goes away.
         short events = client.waitingKey ? POLLRDHUP : POLLIN;
-        if (client.outputSent < client.output.size()) events |= POLLOUT;
+        if (client.wantsToWrite()) events |= POLLOUT;
         // POLLHUP/POLLERR come regardless; a parked client's hang-up is still noticed.
         fds.push_back({client.fd.get(), events, 0});
         ids.push_back(id);
@@ -249,6 +261,10 @@ class TcpStoreServerImpl final : public TcpStoreServer {
           return;
         }
         processInput(client);
+        if (!readSealedAhead(client)) {
+          close(id);
+          return;
+        }
         flush(client);
       }
     } catch (const ProtocolViolation& v) {
@@ -268,7 +284,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     const size_t limit = client.authenticated ? kMaxFrameBytes : wire::kProofBytes;
     while (client.input.size() < limit) {
       const size_t want = std::min(sizeof(chunk), limit - client.input.size());
-      const ssize_t n = ::recv(client.fd.get(), chunk, want, 0);
+      const ssize_t n = net::recvOn(client.fd.get(), client.sealed.get(), chunk, want);
       if (n > 0) {
         client.input.insert(client.input.end(), chunk, chunk + n);
         if (static_cast<size_t>(n) < want) return true;
@@ -277,25 +293,54 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       if (n == 0) return false;
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EBADMSG) {
+        throw ProtocolViolation{
+            "it sent bytes that fail authentication: changed on the way, or not sent by a holder "
+            "of the job secret (the connection is sealed, RINGLET_SOCKET_ENCRYPT=1)"};
+      }
       return false;
     }
     return true;
   }
 
+  // A sealed stream may hold opened requests past what readInput took (it stops at one whole
+  // request), which no poll would report: handles them while the client is not parked. False
+  // when the peer closed.
+  bool readSealedAhead(Client& client) {
+    while (client.sealed && !client.waitingKey && client.sealed->readyBytes() > 0) {
+      if (!readInput(client)) return false;
+      processInput(client);
+    }
+    return true;
+  }
+
+  // Sends what the socket takes: the first clearBytes of output in clear, the rest through the
+  // sealed stream where there is one.
   void flush(Client& client) {
+    auto failed = [](int error) {
+      return IoError(fmt::format("sending a reply failed: {}", net::errorText(error)));
+    };
+    if (client.sealed) {
+      if (const int error = client.sealed->flushPending(); error != 0) throw failed(error);
+    }
     while (client.outputSent < client.output.size()) {
-      const ssize_t n = ::send(client.fd.get(), client.output.data() + client.outputSent,
-                               client.output.size() - client.outputSent, MSG_NOSIGNAL);
+      const bool clear = !client.sealed || client.outputSent < client.clearBytes;
+      const size_t end = client.sealed && clear ? client.clearBytes : client.output.size();
+      const std::byte* data = client.output.data() + client.outputSent;
+      const size_t bytes = end - client.outputSent;
+      const ssize_t n = clear ? ::send(client.fd.get(), data, bytes, MSG_NOSIGNAL)
+                              : client.sealed->send(data, bytes);
       if (n > 0) {
         client.outputSent += static_cast<size_t>(n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      throw IoError(fmt::format("sending a reply failed: {}", net::errorText(errno)));
+      throw failed(n < 0 ? errno : EPIPE);
     }
     client.output.clear();
     client.outputSent = 0;
+    client.clearBytes = 0;
   }
 
   // Handles every whole request in the input buffer, stopping at a parked GET.
@@ -338,17 +383,23 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     const std::span<const uint8_t> proof(
         reinterpret_cast<const uint8_t*>(in + sizeof(wire::kHello) + wire::kNonceBytes),
         wire::kMacBytes);
-    const auth::Mac expected = auth::hmac(secret_, wire::kClientLabel, {client.nonce, clientNonce});
-    if (!auth::macEquals(proof, expected)) {
-      const std::string why =
-          "the client failed the secret check (wrong or missing job secret, or a replayed "
-          "session)";
-      answer(client, wire::GreetStatus::kRefused, auth::Mac{}, why);
-      try {
-        flush(client);
-      } catch (const Error&) {
-      }
-      throw ProtocolViolation{why};
+    // The client's proof names its choice of sealing (its label). A sealing server admits only
+    // sealed clients; one that does not seal serves a client that does, sealed: nobody on the
+    // path can change the choice (it is under the MAC), and nobody gets less than asked for.
+    auto proves = [&](std::string_view label) {
+      return auth::macEquals(proof, auth::hmac(secret_, label, {client.nonce, clientNonce}));
+    };
+    const bool clientSeals = !secret_.empty() && proves(wire::kClientSealedLabel);
+    if (!clientSeals && !proves(wire::kClientLabel)) {
+      refuse(client,
+             "the client failed the secret check (wrong or missing job secret, or a replayed "
+             "session)");
+    }
+    if (sealed_ && !clientSeals) {
+      refuse(client,
+             "the client does not seal its store connection and this server seals every "
+             "connection (RINGLET_SOCKET_ENCRYPT=1): set RINGLET_SOCKET_ENCRYPT alike on every "
+             "rank and launcher of the job");
     }
     size_t& open = connectionsFrom_[client.peerHost];
     if (open >= quotas_.maxConnectionsPerHost) {
@@ -356,18 +407,30 @@ class TcpStoreServerImpl final : public TcpStoreServer {
           "{}: connection quota reached: {} connections open from {} (limit {}, "
           "TcpStoreQuotas::maxConnectionsPerHost)",
           name(), open, client.peerHost, quotas_.maxConnectionsPerHost);
-      answer(client, wire::GreetStatus::kRefused, auth::Mac{}, why);
-      try {
-        flush(client);
-      } catch (const Error&) {
-      }
-      throw ProtocolViolation{why};
+      refuse(client, why);
     }
-    const auth::Mac mine = auth::hmac(secret_, wire::kServerLabel, {clientNonce, client.nonce});
+    const auth::Mac mine =
+        auth::hmac(secret_, clientSeals ? wire::kServerSealedLabel : wire::kServerLabel,
+                   {clientNonce, client.nonce});
     answer(client, wire::GreetStatus::kOk, mine, {});
+    if (clientSeals) {
+      client.clearBytes = client.output.size();
+      client.sealed = std::make_unique<net::SealedStream>(
+          client.fd.get(), wire::sealKeys(secret_, client.nonce, clientNonce, /*server=*/true));
+    }
     ++open;
     uncount(pendingFrom_, client.peerHost);
     client.authenticated = true;
+  }
+
+  // Answers the proof with a refusal saying why, and closes the connection.
+  [[noreturn]] void refuse(Client& client, const std::string& why) {
+    answer(client, wire::GreetStatus::kRefused, auth::Mac{}, why);
+    try {
+      flush(client);
+    } catch (const Error&) {
+    }
+    throw ProtocolViolation{why};
   }
 
   static void answer(Client& client, wire::GreetStatus status, const auth::Mac& mac,
@@ -568,6 +631,10 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void resume(uint64_t id, Client& client) {
     try {
       processInput(client);
+      if (!readSealedAhead(client)) {
+        close(id);
+        return;
+      }
       flush(client);
     } catch (const ProtocolViolation& v) {
       log::warn("{}: closing client {}: {}", name(), client.peer, v.reason);
@@ -603,6 +670,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   const std::string host_;
   const std::string secret_;
   const TcpStoreQuotas quotas_;
+  const bool sealed_;
   net::Fd listener_;
   uint16_t port_ = 0;
   net::Fd wake_;
@@ -630,6 +698,12 @@ std::unique_ptr<TcpStoreServer> TcpStoreServer::start(Options options) {
         "host that reaches it could read and write the job's keys (set RINGLET_JOB_SECRET or "
         "RINGLET_JOB_SECRET_FILE, or use ringlet-run)",
         options.host));
+  }
+  if (options.sealed && options.secret.empty()) {
+    throw InvalidArgument(
+        "TcpStoreServer::start: sealed connections (RINGLET_SOCKET_ENCRYPT=1) need a job secret "
+        "to derive their keys from (set RINGLET_JOB_SECRET or RINGLET_JOB_SECRET_FILE, or use "
+        "ringlet-run)");
   }
   if (options.quotas.maxKeys == 0 || options.quotas.maxBytes == 0 ||
       options.quotas.maxConnectionsPerHost == 0) {

@@ -10,6 +10,7 @@
 #include <charconv>
 
 #include "ringlet/error.h"
+#include "src/config.h"
 #include "src/log.h"
 #include "src/net/interface_choice.h"
 
@@ -71,12 +72,7 @@ int streamsFromSettings(const Settings& settings) {
 
 bool sealedFromSettings(const Settings& settings) {
   const std::string* text = findSetting(settings, "socket_encrypt");
-  if (text == nullptr || *text == "0") return false;
-  if (*text == "1") return true;
-  throw InvalidArgument(fmt::format(
-      "RINGLET_SOCKET_ENCRYPT='{}': expected 1 (seal every tcp link's bytes with AES-256-GCM) or "
-      "0 (the default)",
-      *text));
+  return text != nullptr && config::parseSocketEncrypt(*text);
 }
 
 std::unique_ptr<TcpLink> TcpTransport::makeLink(int peer, Streams streams) const {
