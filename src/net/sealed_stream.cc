@@ -286,11 +286,10 @@ ssize_t SealedStream::recv(void* dst, size_t bytes) {
 
 void readFull(int fd, SealedStream* sealed, void* data, size_t bytes, Deadline deadline,
               std::string_view what) {
-  if (sealed == nullptr) return readFull(fd, data, bytes, deadline, what);
   auto* p = static_cast<char*>(data);
   size_t done = 0;
   while (done < bytes) {
-    const ssize_t n = sealed->recv(p + done, bytes - done);
+    const ssize_t n = recvOn(fd, sealed, p + done, bytes - done);
     if (n > 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -318,20 +317,22 @@ void readFull(int fd, SealedStream* sealed, void* data, size_t bytes, Deadline d
 
 void writeFull(int fd, SealedStream* sealed, const void* data, size_t bytes, Deadline deadline,
                std::string_view what) {
-  if (sealed == nullptr) return writeFull(fd, data, bytes, deadline, what);
   const auto* p = static_cast<const char*>(data);
   size_t done = 0;
+  auto pending = [&] { return sealed == nullptr ? size_t{0} : sealed->pendingBytes(); };
   auto waitWritable = [&] {
     if (!waitFor(fd, POLLOUT, deadline)) {
-      throw TimeoutError(fmt::format("timed out writing {} bytes to {} ({} sealed, {} unsent)",
-                                     bytes, what, done, sealed->pendingBytes()));
+      throw TimeoutError(fmt::format("timed out writing {} bytes to {} ({} written{})", bytes, what,
+                                     done - std::min(done, pending()),
+                                     sealed == nullptr ? "" : ", sealed"));
     }
   };
   auto failed = [&](int error) {
     return IoError(fmt::format("writing to {} failed: {}", what, errorText(error)));
   };
   while (done < bytes) {
-    const ssize_t n = sealed->send(p + done, bytes - done);
+    iovec iov{const_cast<char*>(p + done), bytes - done};
+    const ssize_t n = sendOn(fd, sealed, &iov, 1);
     if (n >= 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -340,9 +341,9 @@ void writeFull(int fd, SealedStream* sealed, const void* data, size_t bytes, Dea
     if (errno != EAGAIN && errno != EWOULDBLOCK) throw failed(errno);
     waitWritable();
   }
-  while (sealed->pendingBytes() > 0) {
+  while (pending() > 0) {
     if (const int error = sealed->flushPending(); error != 0) throw failed(error);
-    if (sealed->pendingBytes() > 0) waitWritable();
+    if (pending() > 0) waitWritable();
   }
 }
 

@@ -142,9 +142,9 @@ inline ssize_t recvOn(int fd, SealedStream* sealed, void* dst, size_t bytes) {
   return sealed != nullptr ? sealed->recv(dst, bytes) : ::recv(fd, dst, bytes, MSG_DONTWAIT);
 }
 
-// readFull and writeFull (socket.h) through `sealed` where it is not null, for a blocking caller:
-// the same errors, and IoError for bytes that fail authentication. writeFull returns once every
-// byte is sealed and written to the socket.
+// readFull and writeFull (socket.h, which call these with no stream) through `sealed` where it
+// is not null: IoError for bytes that fail authentication too. writeFull returns once every byte
+// is sealed and written to the socket.
 void readFull(int fd, SealedStream* sealed, void* data, size_t bytes, Deadline deadline,
               std::string_view what);
 void writeFull(int fd, SealedStream* sealed, const void* data, size_t bytes, Deadline deadline,

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "ringlet/error.h"
+#include "src/net/sealed_stream.h"
 
 namespace ringlet::net {
 
@@ -266,47 +267,11 @@ bool waitFor(int fd, short events, Deadline deadline) {
 }
 
 void readFull(int fd, void* data, size_t bytes, Deadline deadline, std::string_view what) {
-  auto* p = static_cast<char*>(data);
-  size_t done = 0;
-  while (done < bytes) {
-    ssize_t n = ::recv(fd, p + done, bytes - done, 0);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) {
-      throw IoError(
-          fmt::format("{} closed the connection ({} of {} bytes read)", what, done, bytes));
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      throw IoError(fmt::format("reading from {} failed: {}", what, errorText(errno)));
-    }
-    if (!waitFor(fd, POLLIN, deadline)) {
-      throw TimeoutError(
-          fmt::format("timed out reading {} bytes from {} ({} read)", bytes, what, done));
-    }
-  }
+  readFull(fd, nullptr, data, bytes, deadline, what);
 }
 
 void writeFull(int fd, const void* data, size_t bytes, Deadline deadline, std::string_view what) {
-  const auto* p = static_cast<const char*>(data);
-  size_t done = 0;
-  while (done < bytes) {
-    ssize_t n = ::send(fd, p + done, bytes - done, MSG_NOSIGNAL);
-    if (n >= 0) {
-      done += static_cast<size_t>(n);
-      continue;
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      throw IoError(fmt::format("writing to {} failed: {}", what, errorText(errno)));
-    }
-    if (!waitFor(fd, POLLOUT, deadline)) {
-      throw TimeoutError(
-          fmt::format("timed out writing {} bytes to {} ({} written)", bytes, what, done));
-    }
-  }
+  writeFull(fd, nullptr, data, bytes, deadline, what);
 }
 
 std::string interfaceAddress(const std::string& ifname) {

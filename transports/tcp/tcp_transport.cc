@@ -276,9 +276,10 @@ TransportEntry transportEntry() {
                    "tcp connections per rank pair (1-16, default 1; alike on every rank): large "
                    "messages are striped over them"},
                   {"socket_encrypt", "RINGLET_SOCKET_ENCRYPT",
-                   "1: every tcp link's bytes sealed with AES-256-GCM under keys from the job "
-                   "secret (for networks not trusted end to end); 0, the default: in clear, "
-                   "authenticated at the handshake only. Alike on every rank"}},
+                   "1: every tcp link's bytes, and the TCP store's, sealed with AES-256-GCM "
+                   "under keys from the job secret (for networks not trusted end to end); 0, the "
+                   "default: in clear, authenticated at the handshake only. Alike on every rank "
+                   "and launcher"}},
       .probe = [](const Settings& settings) -> std::string {
         try {
           (void)streamsFromSettings(settings);
