@@ -84,6 +84,15 @@ sealed)
   (( status != 0 )) || { cat "$work"/mixed*.log >&2; fail "hosts that seal and do not ran"; }
   grep -hq "RINGLET_SOCKET_ENCRYPT alike on every rank" "$work"/mixed*.log ||
     { cat "$work"/mixed*.log >&2; fail "the disagreement was not named"; }
+  # The other way round: node 0's launcher hosts a sealing store, which refuses node 1's
+  # launcher (it does not seal) by name.
+  emulate --hosts 2 --timeout 90 -- "RINGLET_TIMEOUT=10 \
+    RINGLET_SOCKET_ENCRYPT=\$((1 - EMU_NODE)) $run_line -n 1 \"\$BIN/ringlet-bench\" \
+    --ops allreduce -b 8 -e 8 -n 2 -w 1 >\"\$WORK/store\$EMU_NODE.log\" 2>&1"
+  status=$?
+  (( status != 0 )) || { cat "$work"/store*.log >&2; fail "a clear launcher joined a sealing store"; }
+  grep -q "does not seal its store connection" "$work/store1.log" ||
+    { cat "$work"/store*.log >&2; fail "the store's refusal was not named on node 1"; }
   ;;
 collectives)
   hosts="$1" ranks="$2" order="$3"
