@@ -55,8 +55,9 @@ TEST_P(CollectiveMatrix, AllCollectivesTypesOpsAndCounts) {
   if (!c.shmDirect.empty()) options.transportOptions["shm_direct"] = c.shmDirect;
   if (c.sealed) {
     options.transportOptions["socket_encrypt"] = "1";
-    // Every 1 KiB slice a record, and every byte sealed and opened: beside other two-rank tcp
-    // matrices on 2 cores a call waited longer than 30 s (3.7 s for the whole case alone).
+    // Every 1 KiB slice a record, every byte sealed and opened: a margin over the default 30 s
+    // for runs beside other matrices on two cores (the whole case took 21 s at -j3 beside a
+    // build, 3.7 s alone on a quiet machine).
     options.timeout = std::chrono::seconds(100);
   }
   auto body = [&](int rank, int size, std::shared_ptr<Store> store) {
