@@ -446,6 +446,11 @@ struct TransportEntry {
   // Empty when the transport can work on this host with these settings, else why not (e.g.
   // "RINGLET_SHM_DIR=/nope is not a directory"). Cheap; for ringlet-info and the choice report.
   std::function<std::string(const Settings& settings)> probe;
+  // Throws InvalidArgument naming a malformed setting (its variable, the value, what is allowed).
+  // Syntax only, nothing that depends on the host: every communicator checks every transport's
+  // settings, so that a bad value is an error even where that transport links no pair (e.g.
+  // RINGLET_SOCKET_STREAMS=99 on one host, where shared memory links every pair). May be empty.
+  std::function<void(const Settings& settings)> checkSettings;
   // Whether `self` can reach `peer` with this transport. Must be symmetric.
   std::function<bool(const PeerInfo& self, const PeerInfo& peer)> canConnect;
   std::function<std::unique_ptr<Transport>(TransportContext)> make;

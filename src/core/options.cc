@@ -56,6 +56,10 @@ void checkOptions(const CommunicatorOptions& options) {
                     options.calibrationEffort));
   }
   collectives::parseForced(options.algorithms);  // throws naming an unknown name
+  // Every transport's settings, used or not: a malformed one is named, never ignored.
+  for (const auto& entry : transport::registry()) {
+    if (entry.checkSettings) entry.checkSettings(options.transportOptions);
+  }
   if (const auto& m = options.costModel) {
     for (double v : {m->alpha, m->beta, m->gamma, m->delta, m->betaOneWay, m->cacheBytes,
                      m->directBytes, m->lentBlockBytes}) {

@@ -52,6 +52,35 @@ TEST(CommunicatorErrors, AnUnknownWaitPolicyIsRefusedByName) {
   });
 }
 
+// A transport's malformed setting is named even where that transport links nobody (here the
+// in-process transport links every pair): it used to be ignored until a pair needed it.
+TEST(CommunicatorErrors, AMalformedSettingOfAnUnusedTransportIsRefusedByName) {
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
+      {{{"socket_streams", "99"}}, "RINGLET_SOCKET_STREAMS='99'"},
+      {{{"socket_encrypt", "maybe"}}, "RINGLET_SOCKET_ENCRYPT='maybe'"},
+      {{{"shm_direct", "sometimes"}}, "RINGLET_SHM_DIRECT"},
+      {{{"shm_bytes", "lots"}}, "RINGLET_SHM_BYTES"}};
+  for (const auto& [settings, named] : cases) {
+    SCOPED_TRACE(named);
+    runThreadRanks(1, [&](int rank, int size, std::shared_ptr<Store> store) {
+      CommunicatorOptions o;
+      o.transport = "local";
+      o.costModel = CostModel{};
+      o.transportOptions = settings;
+      expectThrowWith<InvalidArgument>(
+          [&] { Communicator::create(Bootstrap::forThread(rank, size, store), o); }, {named});
+    });
+  }
+  // Well-formed settings of unused transports stay fine.
+  runThreadRanks(1, [](int rank, int size, std::shared_ptr<Store> store) {
+    CommunicatorOptions o;
+    o.transport = "local";
+    o.costModel = CostModel{};
+    o.transportOptions = {{"socket_streams", "4"}, {"socket_encrypt", "0"}, {"shm_direct", "1"}};
+    Communicator::create(Bootstrap::forThread(rank, size, store), o);
+  });
+}
+
 TEST(CommunicatorErrors, InvalidArgumentsThrowBeforeSendingAndNameTheValue) {
   runThreadRanks(3, [](int rank, int size, std::shared_ptr<Store> store) {
     Communicator comm = makeComm(rank, size, store);

@@ -272,6 +272,7 @@ TransportEntry transportEntry() {
       .sharesMemory = false,
       .options = {},
       .probe = [](const Settings&) { return std::string(); },
+      .checkSettings = {},  // it has none
       .canConnect = [](const PeerInfo& self,
                        const PeerInfo& peer) { return self.sameProcess(peer); },
       .make = [](TransportContext context) -> std::unique_ptr<Transport> {

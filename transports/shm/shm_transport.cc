@@ -355,6 +355,7 @@ TransportEntry transportEntry() {
           return e.what();
         }
       },
+      .checkSettings = [](const Settings& settings) { (void)ShmOptions::fromSettings(settings); },
       .canConnect =
           [](const PeerInfo& self, const PeerInfo& peer) {
             return !self.hostId.empty() && self.hostId == peer.hostId;

@@ -290,6 +290,11 @@ TransportEntry transportEntry() {
           return e.what();
         }
       },
+      .checkSettings =
+          [](const Settings& settings) {
+            (void)streamsFromSettings(settings);
+            (void)sealedFromSettings(settings);
+          },
       .canConnect = [](const PeerInfo&, const PeerInfo&) { return true; },
       .make = [](TransportContext context) -> std::unique_ptr<Transport> {
         return std::make_unique<TcpTransport>(std::move(context));
