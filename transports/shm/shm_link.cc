@@ -167,8 +167,11 @@ void ShmLink::checkPeer(const WaitContext& wait) {
   // communicator, which may happen before that rank looks). What it sent is read at the next
   // wait, which then finds it gone if more is wanted; TCP's and the local transport's checks
   // let queued messages come first too. An abort is reported at once.
+  // One look at its state, and the queue looked at after it: a second look (checkPeerFlags
+  // alone) could find it closed after a last message that the first look's kOpen let pass.
   const auto state = static_cast<EndpointState>(other_->state.load(std::memory_order_acquire));
-  if (state != EndpointState::kOpen && state != EndpointState::kAborted && messageReady()) return;
+  if (state == EndpointState::kOpen) return;
+  if (state != EndpointState::kAborted && messageReady()) return;
   checkPeerFlags(WaitFor::kMessage, 0, wait);
 }
 
@@ -219,14 +222,14 @@ void ShmLink::waitUntil(const Ready& ready, std::atomic<uint32_t>* word,
     }
     // A peer that closed published its last messages before it said so: one may have come
     // between the look that found nothing and this (a 4-rank barrier's last message, once in a
-    // fresh-clone run: "rank 3 closed its link while barrier #475 on rank 1 waited"). An abort
-    // is still reported first.
-    if (other_->state.load(std::memory_order_acquire) ==
-            static_cast<uint32_t>(EndpointState::kClosed) &&
-        ready()) {
-      return;
-    }
-    checkPeerFlags(what, bytes, wait);
+    // fresh-clone run: "rank 3 closed its link while barrier #475 on rank 1 waited"). So the
+    // state is read once and `ready` looked at after it: reading it again in checkPeerFlags
+    // after a kOpen here could find it closed with a last message already queued (a 3 x 2
+    // hierarchical test, once in a fresh-clone run: "rank 4 closed its link while shm-test #0
+    // on rank 0 waited for a message of 1000 bytes"). An abort is still reported first.
+    const auto state = static_cast<EndpointState>(other_->state.load(std::memory_order_acquire));
+    if (state == EndpointState::kClosed && ready()) return;
+    if (state != EndpointState::kOpen) checkPeerFlags(what, bytes, wait);
     const auto now = Clock::now();
     if (now < nextLiveness) return;
     if (!watch_.alive()) {
